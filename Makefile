@@ -1,0 +1,33 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROTOS := $(wildcard protos/strongroom/v1/*.proto)
+
+.PHONY: venv protos check-protos test up down clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3.11 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# Regenerate the gRPC stubs from protos/ (the only source of truth).
+protos: venv
+	$(PY) scripts/gen_protos.py
+
+# Fail when the committed stubs differ from what the protos generate.
+check-protos: venv
+	$(PY) scripts/gen_protos.py --check
+
+test: venv check-protos
+	$(PY) -m pytest -q
+
+up: venv
+	$(VENV)/bin/strongroom up
+
+down:
+	$(VENV)/bin/strongroom down
+
+clean:
+	rm -rf $(VENV) .strongroom

@@ -1,0 +1,1 @@
+"""Strongroom: a replicated, persistent message store."""

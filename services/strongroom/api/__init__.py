@@ -1,0 +1,1 @@
+"""Generated gRPC stubs and their package."""

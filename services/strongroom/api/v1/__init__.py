@@ -1,0 +1,1 @@
+"""Generated gRPC stubs. Do not edit: run `make protos`."""

@@ -1,0 +1,100 @@
+from strongroom.api.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MemberStatus(_message.Message):
+    __slots__ = ("name", "address", "match_index", "reachable")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    address: str
+    match_index: int
+    reachable: bool
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ...) -> None: ...
+
+class DurableStatus(_message.Message):
+    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PENDING_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UNACKED_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    destination: str
+    kind: _common_pb2.DurableKind
+    pending_messages: int
+    pending_bytes: int
+    unacked: int
+    subscribers: int
+    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ...) -> None: ...
+
+class StoreStatus(_message.Message):
+    __slots__ = ("name", "replicated", "messages", "bytes", "durables")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DURABLES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    replicated: bool
+    messages: int
+    bytes: int
+    durables: _containers.RepeatedCompositeFieldContainer[DurableStatus]
+    def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ...) -> None: ...
+
+class ClusterStatus(_message.Message):
+    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    REALM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SYNCED_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    member: str
+    role: str
+    leader: str
+    leader_address: str
+    epoch: int
+    commit_index: int
+    last_index: int
+    applied_index: int
+    snapshot_index: int
+    storage: str
+    members: _containers.RepeatedCompositeFieldContainer[MemberStatus]
+    stores: _containers.RepeatedCompositeFieldContainer[StoreStatus]
+    realm_version: int
+    synced: bool
+    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ...) -> None: ...
+
+class StepDownRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StepDownResponse(_message.Message):
+    __slots__ = ("stepped_down",)
+    STEPPED_DOWN_FIELD_NUMBER: _ClassVar[int]
+    stepped_down: bool
+    def __init__(self, stepped_down: _Optional[bool] = ...) -> None: ...

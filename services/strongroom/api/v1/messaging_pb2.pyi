@@ -1,0 +1,155 @@
+from strongroom.api.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PublishMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PUBLISH_MODE_STORE_DEFAULT: _ClassVar[PublishMode]
+    PUBLISH_MODE_STORE_CONFIRM_SEND: _ClassVar[PublishMode]
+    PUBLISH_MODE_STORE_SEND_NOCONFIRM: _ClassVar[PublishMode]
+
+class AckMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACK_MODE_UNSPECIFIED: _ClassVar[AckMode]
+    ACK_MODE_EXPLICIT: _ClassVar[AckMode]
+    ACK_MODE_AUTO: _ClassVar[AckMode]
+PUBLISH_MODE_STORE_DEFAULT: PublishMode
+PUBLISH_MODE_STORE_CONFIRM_SEND: PublishMode
+PUBLISH_MODE_STORE_SEND_NOCONFIRM: PublishMode
+ACK_MODE_UNSPECIFIED: AckMode
+ACK_MODE_EXPLICIT: AckMode
+ACK_MODE_AUTO: AckMode
+
+class PublishRequest(_message.Message):
+    __slots__ = ("destination", "message", "mode", "correlation_id")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    message: _common_pb2.Message
+    mode: PublishMode
+    correlation_id: int
+    def __init__(self, destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., mode: _Optional[_Union[PublishMode, str]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+
+class PublishResponse(_message.Message):
+    __slots__ = ("correlation_id", "message_seq", "duplicate", "confirmed", "error_code", "error_reason", "error_message", "log_index")
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    correlation_id: int
+    message_seq: int
+    duplicate: bool
+    confirmed: bool
+    error_code: int
+    error_reason: str
+    error_message: str
+    log_index: int
+    def __init__(self, correlation_id: _Optional[int] = ..., message_seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., confirmed: _Optional[bool] = ..., error_code: _Optional[int] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
+
+class OpenSubscription(_message.Message):
+    __slots__ = ("destination", "durable", "kind", "ack_mode", "credit", "client_name")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ACK_MODE_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    durable: str
+    kind: _common_pb2.DurableKind
+    ack_mode: AckMode
+    credit: int
+    client_name: str
+    def __init__(self, destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., ack_mode: _Optional[_Union[AckMode, str]] = ..., credit: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("open", "credit", "ack")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    open: OpenSubscription
+    credit: int
+    ack: AckBatch
+    def __init__(self, open: _Optional[_Union[OpenSubscription, _Mapping]] = ..., credit: _Optional[int] = ..., ack: _Optional[_Union[AckBatch, _Mapping]] = ...) -> None: ...
+
+class AckBatch(_message.Message):
+    __slots__ = ("message_seqs",)
+    MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    message_seqs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Delivery(_message.Message):
+    __slots__ = ("message_seq", "message", "delivery_count", "destination")
+    MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    message_seq: int
+    message: _common_pb2.Message
+    delivery_count: int
+    destination: str
+    def __init__(self, message_seq: _Optional[int] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., delivery_count: _Optional[int] = ..., destination: _Optional[str] = ...) -> None: ...
+
+class SubscriptionOpened(_message.Message):
+    __slots__ = ("subscription_id", "durable", "kind")
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    subscription_id: str
+    durable: str
+    kind: _common_pb2.DurableKind
+    def __init__(self, subscription_id: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ...) -> None: ...
+
+class SubscriptionClosed(_message.Message):
+    __slots__ = ("reason", "message")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    message: str
+    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class SubscribeResponse(_message.Message):
+    __slots__ = ("opened", "deliveries", "closed")
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    opened: SubscriptionOpened
+    deliveries: DeliveryBatch
+    closed: SubscriptionClosed
+    def __init__(self, opened: _Optional[_Union[SubscriptionOpened, _Mapping]] = ..., deliveries: _Optional[_Union[DeliveryBatch, _Mapping]] = ..., closed: _Optional[_Union[SubscriptionClosed, _Mapping]] = ...) -> None: ...
+
+class DeliveryBatch(_message.Message):
+    __slots__ = ("deliveries",)
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    deliveries: _containers.RepeatedCompositeFieldContainer[Delivery]
+    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("destination", "durable", "message_seqs", "subscription_id")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    durable: str
+    message_seqs: _containers.RepeatedScalarFieldContainer[int]
+    subscription_id: str
+    def __init__(self, destination: _Optional[str] = ..., durable: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ..., subscription_id: _Optional[str] = ...) -> None: ...
+
+class AckResponse(_message.Message):
+    __slots__ = ("log_index",)
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    log_index: int
+    def __init__(self, log_index: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,192 @@
+"""Domain errors of Strongroom and the one table that maps them to gRPC.
+
+Domain code raises these; only the servicer boundary (`strongroom.grpcerrors`) turns them into
+gRPC statuses with a `google.rpc.ErrorInfo` reason, and the client rebuilds them from the
+reason with `error_for_reason`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "StrongroomError",
+    "NotLeaderError",
+    "NoLeaderError",
+    "NoQuorumError",
+    "StaleEpochError",
+    "StoreLimitExceeded",
+    "MessageTooLarge",
+    "UnknownDestination",
+    "UnknownDurableKind",
+    "UnknownMessage",
+    "ForeignMessage",
+    "InvalidArgument",
+    "RealmInvalid",
+    "UnknownMember",
+    "DataCorruption",
+    "PersistenceUnavailable",
+    "SubscriptionReplaced",
+    "error_for_reason",
+    "ERROR_DOMAIN",
+]
+
+ERROR_DOMAIN = "strongroom.io"
+
+
+class StrongroomError(Exception):
+    """Base of every domain error. `reason` is the ErrorInfo reason; `code` the gRPC status name."""
+
+    reason: ClassVar[str] = "UNKNOWN"
+    code: ClassVar[str] = "UNKNOWN"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", metadata: dict[str, str] | None = None) -> None:
+        super().__init__(message or self.reason)
+        self.message = message or self.reason
+        self.metadata: dict[str, str] = dict(metadata or {})
+
+
+class NotLeaderError(StrongroomError):
+    """This member is not the leader; `leader_address` names the one that is, if known."""
+
+    reason = "NOT_LEADER"
+    code = "FAILED_PRECONDITION"
+    retriable = True
+
+    def __init__(self, message: str = "", leader: str = "", leader_address: str = "") -> None:
+        meta = {"leader": leader, "leader_address": leader_address}
+        super().__init__(message or f"not the leader; leader is {leader or 'unknown'}", meta)
+        self.leader = leader
+        self.leader_address = leader_address
+
+
+class NoLeaderError(StrongroomError):
+    """No member currently holds the leadership."""
+
+    reason = "NO_LEADER"
+    code = "UNAVAILABLE"
+    retriable = True
+
+
+class NoQuorumError(StrongroomError):
+    """The leader cannot reach a majority; nothing can commit."""
+
+    reason = "NO_QUORUM"
+    code = "UNAVAILABLE"
+    retriable = True
+
+
+class StaleEpochError(StrongroomError):
+    """A replication call carried an epoch older than the one this member promised."""
+
+    reason = "STALE_EPOCH"
+    code = "FAILED_PRECONDITION"
+
+
+class PersistenceUnavailable(StrongroomError):
+    """The store cannot take the operation now (leader stepping down, recovering)."""
+
+    reason = "PSTORE_UNAVAILABLE"
+    code = "UNAVAILABLE"
+    retriable = True
+
+
+class StoreLimitExceeded(StrongroomError):
+    """The store is at its configured limit and rejects new messages."""
+
+    reason = "STORE_LIMIT_EXCEEDED"
+    code = "RESOURCE_EXHAUSTED"
+
+
+class MessageTooLarge(StrongroomError):
+    """The message is larger than the store's maximum message size."""
+
+    reason = "MESSAGE_TOO_LARGE"
+    code = "INVALID_ARGUMENT"
+
+
+class UnknownDestination(StrongroomError):
+    """No destination of the realm matches the name."""
+
+    reason = "UNKNOWN_DESTINATION"
+    code = "NOT_FOUND"
+
+
+class UnknownDurableKind(StrongroomError):
+    """The durable kind is not one of standard, shared, last-value."""
+
+    reason = "UNKNOWN_DURABLE_KIND"
+    code = "INVALID_ARGUMENT"
+
+
+class UnknownMessage(StrongroomError):
+    """An acknowledgment names a message the durable does not hold."""
+
+    reason = "UNKNOWN_MESSAGE"
+    code = "NOT_FOUND"
+
+
+class ForeignMessage(StrongroomError):
+    """An acknowledgment names a message delivered to another subscription."""
+
+    reason = "FOREIGN_MESSAGE"
+    code = "FAILED_PRECONDITION"
+
+
+class InvalidArgument(StrongroomError):
+    """A request field is missing or malformed."""
+
+    reason = "INVALID_ARGUMENT"
+    code = "INVALID_ARGUMENT"
+
+
+class RealmInvalid(StrongroomError):
+    """The realm document has problems; `problems` lists them as file:line: message."""
+
+    reason = "REALM_INVALID"
+    code = "INVALID_ARGUMENT"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("invalid realm:\n  " + "\n  ".join(problems))
+        self.problems = problems
+
+
+class UnknownMember(StrongroomError):
+    """A member started with a name its cluster in the realm does not list."""
+
+    reason = "UNKNOWN_MEMBER"
+    code = "INVALID_ARGUMENT"
+
+
+class DataCorruption(StrongroomError):
+    """Stored data failed a consistency check."""
+
+    reason = "DATA_CORRUPTION"
+    code = "DATA_LOSS"
+
+
+class SubscriptionReplaced(StrongroomError):
+    """A standard durable got a second subscriber; the first is closed."""
+
+    reason = "REPLACED"
+    code = "ABORTED"
+
+
+_REGISTRY: dict[str, type[StrongroomError]] = {}
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, StrongroomError):
+        _REGISTRY[_cls.reason] = _cls
+
+
+def error_for_reason(reason: str, message: str, metadata: dict[str, str] | None = None) -> StrongroomError:
+    """Rebuild the domain error a server raised from its ErrorInfo reason (client side)."""
+    meta = dict(metadata or {})
+    cls = _REGISTRY.get(reason, StrongroomError)
+    if cls is NotLeaderError:
+        return NotLeaderError(message, meta.get("leader", ""), meta.get("leader_address", ""))
+    if cls is RealmInvalid:
+        return RealmInvalid(message.splitlines()[1:] or [message])
+    err = cls.__new__(cls)
+    StrongroomError.__init__(err, message, meta)
+    return err

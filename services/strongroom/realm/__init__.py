@@ -1,0 +1,1 @@
+"""The realm service: the realm definition, validated, versioned and stored in etcd."""
