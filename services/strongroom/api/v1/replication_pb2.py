@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from strongroom.api.v1 import common_pb2 as strongroom_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fstrongroom/v1/replication.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"\xc2\x01\n\tOperation\x12#\n\x04noop\x18\x01 \x01(\x0b\x32\x13.strongroom.v1.NoopH\x00\x12+\n\x07publish\x18\x02 \x01(\x0b\x32\x18.strongroom.v1.PublishOpH\x00\x12#\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x14.strongroom.v1.AckOpH\x00\x12\x38\n\x0e\x63reate_durable\x18\x04 \x01(\x0b\x32\x1e.strongroom.v1.CreateDurableOpH\x00\x42\x04\n\x02op\"\x16\n\x04Noop\x12\x0e\n\x06leader\x18\x01 \x01(\t\"g\n\tPublishOp\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\'\n\x07message\x18\x03 \x01(\x0b\x32\x16.strongroom.v1.Message\x12\r\n\x05queue\x18\x04 \x01(\x08\"A\n\x05\x41\x63kOp\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64urable_key\x18\x02 \x01(\t\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\"p\n\x0f\x43reateDurableOp\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x0f\n\x07\x64urable\x18\x03 \x01(\t\x12(\n\x04kind\x18\x04 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\"O\n\x08LogEntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12%\n\x03ops\x18\x03 \x03(\x0b\x32\x18.strongroom.v1.Operation\"/\n\x0ePromiseRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\"\x93\x01\n\x0fPromiseResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0epromised_epoch\x18\x02 \x01(\x04\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x12\n\nlast_epoch\x18\x04 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x05 \x01(\x04\x12\x0e\n\x06synced\x18\x06 \x01(\x08\x12\x0e\n\x06member\x18\x07 \x01(\t\"\x96\x01\n\rAppendRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\x12\x12\n\nprev_index\x18\x03 \x01(\x04\x12\x12\n\nprev_epoch\x18\x04 \x01(\x04\x12(\n\x07\x65ntries\x18\x05 \x03(\x0b\x32\x17.strongroom.v1.LogEntry\x12\x14\n\x0c\x63ommit_index\x18\x06 \x01(\x04\"x\n\x0e\x41ppendResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0epromised_epoch\x18\x02 \x01(\x04\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x16\n\x0e\x63onflict_index\x18\x04 \x01(\x04\x12\x16\n\x0eneeds_snapshot\x18\x05 \x01(\x08\"F\n\x0c\x46\x65tchRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x12\n\nfrom_index\x18\x02 \x01(\x04\x12\x13\n\x0bmax_entries\x18\x03 \x01(\r\"M\n\rFetchResponse\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.LogEntry\x12\x12\n\nlast_index\x18\x02 \x01(\x04\"r\n\rSnapshotChunk\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x12\n\nlast_epoch\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x06 \x01(\x08\"Q\n\x17InstallSnapshotResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0epromised_epoch\x18\x02 \x01(\x04\x12\x12\n\nlast_index\x18\x03 \x01(\x04\"\xdf\x01\n\rStateSnapshot\x12\x15\n\rapplied_index\x18\x01 \x01(\x04\x12\x15\n\rapplied_epoch\x18\x02 \x01(\x04\x12\x10\n\x08next_seq\x18\x03 \x01(\x04\x12.\n\x08messages\x18\x04 \x03(\x0b\x32\x1c.strongroom.v1.StoredMessage\x12-\n\x08\x64urables\x18\x05 \x03(\x0b\x32\x1b.strongroom.v1.DurableState\x12/\n\tproducers\x18\x06 \x03(\x0b\x32\x1c.strongroom.v1.ProducerState\"i\n\rStoredMessage\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\r\n\x05store\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x03 \x01(\t\x12\'\n\x07message\x18\x04 \x01(\x0b\x32\x16.strongroom.v1.Message\"\xaf\x01\n\x0c\x44urableState\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05store\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12(\n\x04kind\x18\x05 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12\x0f\n\x07pending\x18\x06 \x03(\x04\x12\x16\n\x0elast_value_seq\x18\x07 \x01(\x04\x12\r\n\x05queue\x18\x08 \x01(\x08\"M\n\rProducerState\x12\x13\n\x0bproducer_id\x18\x01 \x01(\t\x12\x11\n\tsequences\x18\x02 \x03(\x04\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\x32\xc4\x02\n\x12ReplicationService\x12H\n\x07Promise\x12\x1d.strongroom.v1.PromiseRequest\x1a\x1e.strongroom.v1.PromiseResponse\x12\x45\n\x06\x41ppend\x12\x1c.strongroom.v1.AppendRequest\x1a\x1d.strongroom.v1.AppendResponse\x12\x42\n\x05\x46\x65tch\x12\x1b.strongroom.v1.FetchRequest\x1a\x1c.strongroom.v1.FetchResponse\x12Y\n\x0fInstallSnapshot\x12\x1c.strongroom.v1.SnapshotChunk\x1a&.strongroom.v1.InstallSnapshotResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fstrongroom/v1/replication.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"\xc2\x01\n\tOperation\x12#\n\x04noop\x18\x01 \x01(\x0b\x32\x13.strongroom.v1.NoopH\x00\x12+\n\x07publish\x18\x02 \x01(\x0b\x32\x18.strongroom.v1.PublishOpH\x00\x12#\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x14.strongroom.v1.AckOpH\x00\x12\x38\n\x0e\x63reate_durable\x18\x04 \x01(\x0b\x32\x1e.strongroom.v1.CreateDurableOpH\x00\x42\x04\n\x02op\"\x16\n\x04Noop\x12\x0e\n\x06leader\x18\x01 \x01(\t\"g\n\tPublishOp\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\'\n\x07message\x18\x03 \x01(\x0b\x32\x16.strongroom.v1.Message\x12\r\n\x05queue\x18\x04 \x01(\x08\"A\n\x05\x41\x63kOp\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64urable_key\x18\x02 \x01(\t\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\"\x7f\n\x0f\x43reateDurableOp\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x0f\n\x07\x64urable\x18\x03 \x01(\t\x12(\n\x04kind\x18\x04 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12\r\n\x05queue\x18\x05 \x01(\x08\"O\n\x08LogEntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12%\n\x03ops\x18\x03 \x03(\x0b\x32\x18.strongroom.v1.Operation\"/\n\x0ePromiseRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\"\x93\x01\n\x0fPromiseResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0epromised_epoch\x18\x02 \x01(\x04\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x12\n\nlast_epoch\x18\x04 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x05 \x01(\x04\x12\x0e\n\x06synced\x18\x06 \x01(\x08\x12\x0e\n\x06member\x18\x07 \x01(\t\"\x96\x01\n\rAppendRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\x12\x12\n\nprev_index\x18\x03 \x01(\x04\x12\x12\n\nprev_epoch\x18\x04 \x01(\x04\x12(\n\x07\x65ntries\x18\x05 \x03(\x0b\x32\x17.strongroom.v1.LogEntry\x12\x14\n\x0c\x63ommit_index\x18\x06 \x01(\x04\"x\n\x0e\x41ppendResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0epromised_epoch\x18\x02 \x01(\x04\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x16\n\x0e\x63onflict_index\x18\x04 \x01(\x04\x12\x16\n\x0eneeds_snapshot\x18\x05 \x01(\x08\"F\n\x0c\x46\x65tchRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x12\n\nfrom_index\x18\x02 \x01(\x04\x12\x13\n\x0bmax_entries\x18\x03 \x01(\r\"\x8f\x01\n\rFetchResponse\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.LogEntry\x12\x12\n\nlast_index\x18\x02 \x01(\x04\x12\x10\n\x08snapshot\x18\x03 \x01(\x0c\x12\x16\n\x0esnapshot_index\x18\x04 \x01(\x04\x12\x16\n\x0esnapshot_epoch\x18\x05 \x01(\x04\"r\n\rSnapshotChunk\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0e\n\x06leader\x18\x02 \x01(\t\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x12\n\nlast_epoch\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x06 \x01(\x08\"Q\n\x17InstallSnapshotResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x16\n\x0epromised_epoch\x18\x02 \x01(\x04\x12\x12\n\nlast_index\x18\x03 \x01(\x04\"\xdf\x01\n\rStateSnapshot\x12\x15\n\rapplied_index\x18\x01 \x01(\x04\x12\x15\n\rapplied_epoch\x18\x02 \x01(\x04\x12\x10\n\x08next_seq\x18\x03 \x01(\x04\x12.\n\x08messages\x18\x04 \x03(\x0b\x32\x1c.strongroom.v1.StoredMessage\x12-\n\x08\x64urables\x18\x05 \x03(\x0b\x32\x1b.strongroom.v1.DurableState\x12/\n\tproducers\x18\x06 \x03(\x0b\x32\x1c.strongroom.v1.ProducerState\"i\n\rStoredMessage\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\r\n\x05store\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x03 \x01(\t\x12\'\n\x07message\x18\x04 \x01(\x0b\x32\x16.strongroom.v1.Message\"\xaf\x01\n\x0c\x44urableState\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05store\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12(\n\x04kind\x18\x05 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12\x0f\n\x07pending\x18\x06 \x03(\x04\x12\x16\n\x0elast_value_seq\x18\x07 \x01(\x04\x12\r\n\x05queue\x18\x08 \x01(\x08\"M\n\rProducerState\x12\x13\n\x0bproducer_id\x18\x01 \x01(\t\x12\x11\n\tsequences\x18\x02 \x03(\x04\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\x32\xc4\x02\n\x12ReplicationService\x12H\n\x07Promise\x12\x1d.strongroom.v1.PromiseRequest\x1a\x1e.strongroom.v1.PromiseResponse\x12\x45\n\x06\x41ppend\x12\x1c.strongroom.v1.AppendRequest\x1a\x1d.strongroom.v1.AppendResponse\x12\x42\n\x05\x46\x65tch\x12\x1b.strongroom.v1.FetchRequest\x1a\x1c.strongroom.v1.FetchResponse\x12Y\n\x0fInstallSnapshot\x12\x1c.strongroom.v1.SnapshotChunk\x1a&.strongroom.v1.InstallSnapshotResponse(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,33 +41,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACKOP']._serialized_start=404
   _globals['_ACKOP']._serialized_end=469
   _globals['_CREATEDURABLEOP']._serialized_start=471
-  _globals['_CREATEDURABLEOP']._serialized_end=583
-  _globals['_LOGENTRY']._serialized_start=585
-  _globals['_LOGENTRY']._serialized_end=664
-  _globals['_PROMISEREQUEST']._serialized_start=666
-  _globals['_PROMISEREQUEST']._serialized_end=713
-  _globals['_PROMISERESPONSE']._serialized_start=716
-  _globals['_PROMISERESPONSE']._serialized_end=863
-  _globals['_APPENDREQUEST']._serialized_start=866
-  _globals['_APPENDREQUEST']._serialized_end=1016
-  _globals['_APPENDRESPONSE']._serialized_start=1018
-  _globals['_APPENDRESPONSE']._serialized_end=1138
-  _globals['_FETCHREQUEST']._serialized_start=1140
-  _globals['_FETCHREQUEST']._serialized_end=1210
-  _globals['_FETCHRESPONSE']._serialized_start=1212
-  _globals['_FETCHRESPONSE']._serialized_end=1289
-  _globals['_SNAPSHOTCHUNK']._serialized_start=1291
-  _globals['_SNAPSHOTCHUNK']._serialized_end=1405
-  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_start=1407
-  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_end=1488
-  _globals['_STATESNAPSHOT']._serialized_start=1491
-  _globals['_STATESNAPSHOT']._serialized_end=1714
-  _globals['_STOREDMESSAGE']._serialized_start=1716
-  _globals['_STOREDMESSAGE']._serialized_end=1821
-  _globals['_DURABLESTATE']._serialized_start=1824
-  _globals['_DURABLESTATE']._serialized_end=1999
-  _globals['_PRODUCERSTATE']._serialized_start=2001
-  _globals['_PRODUCERSTATE']._serialized_end=2078
-  _globals['_REPLICATIONSERVICE']._serialized_start=2081
-  _globals['_REPLICATIONSERVICE']._serialized_end=2405
+  _globals['_CREATEDURABLEOP']._serialized_end=598
+  _globals['_LOGENTRY']._serialized_start=600
+  _globals['_LOGENTRY']._serialized_end=679
+  _globals['_PROMISEREQUEST']._serialized_start=681
+  _globals['_PROMISEREQUEST']._serialized_end=728
+  _globals['_PROMISERESPONSE']._serialized_start=731
+  _globals['_PROMISERESPONSE']._serialized_end=878
+  _globals['_APPENDREQUEST']._serialized_start=881
+  _globals['_APPENDREQUEST']._serialized_end=1031
+  _globals['_APPENDRESPONSE']._serialized_start=1033
+  _globals['_APPENDRESPONSE']._serialized_end=1153
+  _globals['_FETCHREQUEST']._serialized_start=1155
+  _globals['_FETCHREQUEST']._serialized_end=1225
+  _globals['_FETCHRESPONSE']._serialized_start=1228
+  _globals['_FETCHRESPONSE']._serialized_end=1371
+  _globals['_SNAPSHOTCHUNK']._serialized_start=1373
+  _globals['_SNAPSHOTCHUNK']._serialized_end=1487
+  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_start=1489
+  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_end=1570
+  _globals['_STATESNAPSHOT']._serialized_start=1573
+  _globals['_STATESNAPSHOT']._serialized_end=1796
+  _globals['_STOREDMESSAGE']._serialized_start=1798
+  _globals['_STOREDMESSAGE']._serialized_end=1903
+  _globals['_DURABLESTATE']._serialized_start=1906
+  _globals['_DURABLESTATE']._serialized_end=2081
+  _globals['_PRODUCERSTATE']._serialized_start=2083
+  _globals['_PRODUCERSTATE']._serialized_end=2160
+  _globals['_REPLICATIONSERVICE']._serialized_start=2163
+  _globals['_REPLICATIONSERVICE']._serialized_end=2487
 # @@protoc_insertion_point(module_scope)

@@ -48,16 +48,18 @@ class AckOp(_message.Message):
     def __init__(self, store: _Optional[str] = ..., durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CreateDurableOp(_message.Message):
-    __slots__ = ("store", "destination", "durable", "kind")
+    __slots__ = ("store", "destination", "durable", "kind", "queue")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     durable: str
     kind: _common_pb2.DurableKind
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ...) -> None: ...
+    queue: bool
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ...) -> None: ...
 
 class LogEntry(_message.Message):
     __slots__ = ("index", "epoch", "ops")
@@ -136,12 +138,18 @@ class FetchRequest(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., from_index: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("entries", "last_index")
+    __slots__ = ("entries", "last_index", "snapshot", "snapshot_index", "snapshot_epoch")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
     last_index: int
-    def __init__(self, entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., last_index: _Optional[int] = ...) -> None: ...
+    snapshot: bytes
+    snapshot_index: int
+    snapshot_epoch: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., last_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ...) -> None: ...
 
 class SnapshotChunk(_message.Message):
     __slots__ = ("epoch", "leader", "last_index", "last_epoch", "data", "done")

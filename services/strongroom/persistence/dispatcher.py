@@ -1,0 +1,272 @@
+"""Leader-side delivery: subscriptions attached to durables, credit, in-flight and redelivery.
+
+Delivery state is the leader's alone: what is pending lives in the replicated state machine,
+what was handed to which subscriber lives here. When a subscription goes away its in-flight
+messages are redelivered to the durable's other (or next) subscriber with a higher delivery
+count; after a failover the new leader redelivers everything still pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import messaging_pb2 as mpb
+from strongroom.errors import ForeignMessage, InvalidArgument, UnknownMessage
+from strongroom.persistence.state import Durable, StateMachine
+
+__all__ = ["Dispatcher", "Subscription"]
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One open subscribe stream."""
+
+    id: str
+    durable_key: str
+    kind: int
+    client_name: str
+    credit: int
+    outbox: asyncio.Queue[mpb.SubscribeResponse | None] = field(default_factory=asyncio.Queue)
+    inflight: set[int] = field(default_factory=set)
+    closed: bool = False
+    # Last-value: the newest message not yet sent (conflated).
+    latest: int = 0
+
+
+@dataclass(eq=False)
+class _DurableDelivery:
+    """Delivery state of one durable."""
+
+    durable: Durable
+    state: StateMachine
+    subs: list[Subscription] = field(default_factory=list)
+    # Pending messages never handed out, in order, and handed-out ones to hand out again.
+    fresh: deque[int] = field(default_factory=deque)
+    again: list[int] = field(default_factory=list)
+    inflight: dict[int, Subscription] = field(default_factory=dict)
+    counts: dict[int, int] = field(default_factory=dict)
+    rr: int = 0
+
+
+class Dispatcher:
+    """Delivers pending messages of durables to their subscriptions while credit lasts."""
+
+    def __init__(self) -> None:
+        self._durables: dict[str, _DurableDelivery] = {}
+        self._subs: dict[str, Subscription] = {}
+        self._dirty: set[str] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def attach(self, state: StateMachine) -> None:
+        """Track a state machine's durables; everything pending is (re)delivered."""
+        for durable in state.durables.values():
+            self._track(durable, state)
+        state.on_pending = lambda durable, seq: self._on_pending(state, durable, seq)
+
+    def start(self) -> None:
+        """Start the delivery task."""
+        self._task = asyncio.create_task(self._run(), name="dispatcher")
+
+    async def stop(self, reason: str, message: str) -> None:
+        """Close every subscription (the leader steps down) and stop."""
+        for sub in list(self._subs.values()):
+            self._close(sub, reason, message)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def _track(self, durable: Durable, state: StateMachine) -> _DurableDelivery:
+        dd = self._durables.get(durable.key)
+        if dd is None:
+            dd = _DurableDelivery(durable=durable, state=state)
+            dd.fresh.extend(durable.pending)
+            self._durables[durable.key] = dd
+        return dd
+
+    def _on_pending(self, state: StateMachine, durable: Durable, seq: int) -> None:
+        dd = self._track(durable, state)
+        if seq == 0:
+            return
+        if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
+            for sub in dd.subs:
+                sub.latest = seq
+        else:
+            dd.fresh.append(seq)
+        self._mark(durable.key)
+
+    def _mark(self, key: str) -> None:
+        self._dirty.add(key)
+        self._wake.set()
+
+    # --- subscriptions ----------------------------------------------------------------------
+
+    def open(self, durable: Durable, state: StateMachine, client_name: str, credit: int) -> Subscription:
+        """Attach a subscription to a durable; a standard durable's previous subscriber is closed."""
+        dd = self._track(durable, state)
+        sub = Subscription(id=f"sub-{next(_ids)}", durable_key=durable.key, kind=durable.kind,
+                           client_name=client_name, credit=credit)
+        if durable.kind == cpb.DURABLE_KIND_STANDARD:
+            for old in list(dd.subs):
+                self._close(old, "REPLACED", "another subscriber opened the same standard durable")
+        if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
+            sub.latest = durable.last_value_seq
+        dd.subs.append(sub)
+        self._subs[sub.id] = sub
+        sub.outbox.put_nowait(mpb.SubscribeResponse(opened=mpb.SubscriptionOpened(
+            subscription_id=sub.id, durable=durable.name, kind=durable.kind)))
+        self._mark(durable.key)
+        return sub
+
+    def grant(self, sub: Subscription, credit: int) -> None:
+        """More credit for a subscription."""
+        sub.credit += credit
+        self._mark(sub.durable_key)
+
+    def close(self, sub: Subscription) -> None:
+        """The subscriber went away: its in-flight messages go back for redelivery."""
+        self._close(sub, "", "")
+
+    def _close(self, sub: Subscription, reason: str, message: str) -> None:
+        if sub.closed:
+            return
+        sub.closed = True
+        self._subs.pop(sub.id, None)
+        dd = self._durables.get(sub.durable_key)
+        if dd is not None:
+            if sub in dd.subs:
+                dd.subs.remove(sub)
+            for seq in sub.inflight:
+                if dd.inflight.get(seq) is sub:
+                    del dd.inflight[seq]
+                    heapq.heappush(dd.again, seq)
+            self._mark(sub.durable_key)
+        sub.inflight.clear()
+        if reason:
+            sub.outbox.put_nowait(mpb.SubscribeResponse(closed=mpb.SubscriptionClosed(reason=reason, message=message)))
+        sub.outbox.put_nowait(None)
+
+    def subscription(self, sub_id: str) -> Subscription | None:
+        """An open subscription by id."""
+        return self._subs.get(sub_id)
+
+    def subscribers(self, key: str) -> int:
+        """How many subscriptions a durable has."""
+        dd = self._durables.get(key)
+        return len(dd.subs) if dd else 0
+
+    def unacked(self, key: str) -> int:
+        """How many of a durable's messages are delivered and not yet acknowledged."""
+        dd = self._durables.get(key)
+        return len(dd.inflight) if dd else 0
+
+    def check_ack(self, durable: Durable, seqs: list[int], sub_id: str) -> None:
+        """Reject an acknowledgment of a message the durable does not hold or another
+        subscription holds in flight. Nothing changes when this raises."""
+        if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
+            raise InvalidArgument(f"durable {durable.name!r} is last-value: its messages are not acknowledged")
+        if not seqs:
+            raise InvalidArgument("acknowledgment names no message")
+        dd = self._durables.get(durable.key)
+        for seq in seqs:
+            if seq not in durable.pending:
+                raise UnknownMessage(f"message {seq} is not pending on durable {durable.name or durable.destination!r}")
+            holder = dd.inflight.get(seq) if dd else None
+            if holder is not None and sub_id and holder.id != sub_id:
+                raise ForeignMessage(f"message {seq} was delivered to another subscription of this durable")
+
+    def acked(self, durable_key: str, seqs: list[int]) -> None:
+        """Committed acknowledgments: forget their delivery state."""
+        dd = self._durables.get(durable_key)
+        if dd is None:
+            return
+        for seq in seqs:
+            holder = dd.inflight.pop(seq, None)
+            if holder is not None:
+                holder.inflight.discard(seq)
+            dd.counts.pop(seq, None)
+
+    # --- delivery ------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            for key in dirty:
+                dd = self._durables.get(key)
+                if dd is not None and dd.subs:
+                    self._deliver(dd)
+            # Let other tasks (publishers, acks) run between delivery passes.
+            await asyncio.sleep(0)
+
+    def _deliver(self, dd: _DurableDelivery) -> None:
+        durable = dd.durable
+        state = dd.state
+        if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
+            for sub in dd.subs:
+                if sub.latest and sub.credit > 0:
+                    stored = state.message(sub.latest)
+                    if stored is not None:
+                        sub.credit -= 1
+                        batch = mpb.DeliveryBatch(deliveries=[mpb.Delivery(
+                            message_seq=stored.seq, message=stored.message, delivery_count=1,
+                            destination=stored.destination)])
+                        sub.outbox.put_nowait(mpb.SubscribeResponse(deliveries=batch))
+                    sub.latest = 0
+            return
+        batches: dict[str, list[mpb.Delivery]] = {}
+        while True:
+            sub = self._next_with_credit(dd)
+            if sub is None:
+                break
+            seq = self._next_seq(dd)
+            if seq is None:
+                break
+            stored = state.message(seq)
+            if stored is None:
+                continue
+            count = dd.counts.get(seq, 0) + 1
+            dd.counts[seq] = count
+            dd.inflight[seq] = sub
+            sub.inflight.add(seq)
+            sub.credit -= 1
+            batches.setdefault(sub.id, []).append(mpb.Delivery(
+                message_seq=seq, message=stored.message, delivery_count=count,
+                destination=stored.destination))
+        for sub in dd.subs:
+            items = batches.get(sub.id)
+            if items:
+                sub.outbox.put_nowait(mpb.SubscribeResponse(deliveries=mpb.DeliveryBatch(deliveries=items)))
+
+    def _next_with_credit(self, dd: _DurableDelivery) -> Subscription | None:
+        n = len(dd.subs)
+        for i in range(n):
+            sub = dd.subs[(dd.rr + i) % n]
+            if sub.credit > 0:
+                # Shared durables rotate so each message goes to exactly one, spread evenly.
+                dd.rr = (dd.rr + i + 1) % n
+                return sub
+        return None
+
+    def _next_seq(self, dd: _DurableDelivery) -> int | None:
+        pending = dd.durable.pending
+        while dd.again:
+            seq = heapq.heappop(dd.again)
+            if seq in pending and seq not in dd.inflight:
+                return seq
+        while dd.fresh:
+            seq = dd.fresh.popleft()
+            if seq in pending and seq not in dd.inflight:
+                return seq
+        return None

@@ -1,0 +1,239 @@
+"""Leader election through an etcd lease, with the epoch as fencing token.
+
+A member campaigns by creating `/strongroom/clusters/<c>/leader` bound to its lease if the key
+does not exist. The key's create_revision is the leader's epoch, strictly increasing from
+leader to leader. The lease is kept alive every TTL/3; a leader that has not renewed it within
+TTL minus a safety margin is told to step down at once, before etcd can hand the key to anyone
+else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from strongroom.etcd import EtcdClient, EtcdUnavailable
+
+__all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "initialized_key"]
+
+log = logging.getLogger("strongroom.election")
+
+
+def leader_key(cluster: str) -> str:
+    """etcd key held by the cluster's leader."""
+    return f"/strongroom/clusters/{cluster}/leader"
+
+
+def member_key(cluster: str, member: str) -> str:
+    """etcd key where a member registers its address."""
+    return f"/strongroom/clusters/{cluster}/members/{member}"
+
+
+def initialized_key(cluster: str) -> str:
+    """etcd key set once the cluster's first leader committed: members starting empty after it
+    know they lost state and must catch up before they count toward a recovery majority."""
+    return f"/strongroom/clusters/{cluster}/initialized"
+
+
+@dataclass(frozen=True)
+class LeaderInfo:
+    """Who leads, as the leader key says."""
+
+    member: str
+    address: str
+    epoch: int
+
+
+class Election:
+    """Campaigns for leadership and reports changes through callbacks."""
+
+    def __init__(self, etcd: EtcdClient, cluster: str, member: str, address: str, ttl: int,
+                 on_elected: Callable[[int, float], Awaitable[None]],
+                 on_deposed: Callable[[str], Awaitable[None]],
+                 on_leader: Callable[[LeaderInfo | None], None]) -> None:
+        self.etcd = etcd
+        self.cluster = cluster
+        self.member = member
+        self.address = address
+        self.ttl = ttl
+        self.on_elected = on_elected
+        self.on_deposed = on_deposed
+        self.on_leader = on_leader
+        self.lease = 0
+        self.epoch = 0
+        self.is_leader = False
+        # Monotonic time before which our lease is certainly still alive at etcd.
+        self.lease_safe_until = 0.0
+        self.margin = max(0.5, ttl / 4)
+        self.campaigning = True
+        self._tasks: list[asyncio.Task[None]] = []
+        self._lease_lost = asyncio.Event()
+        # After a requested step-down, do not campaign again until then (monotonic time).
+        self.pause_until = 0.0
+
+    def start(self) -> None:
+        """Start campaigning and keeping the lease alive."""
+        self._tasks.append(asyncio.create_task(self._run(), name="election"))
+
+    async def stop(self, resign: bool = True) -> None:
+        """Stop; with `resign`, release the leader key so another member takes over at once."""
+        self.campaigning = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if resign and self.lease:
+            try:
+                await self.etcd.revoke(self.lease)
+            except Exception:
+                pass
+
+    def lease_valid(self) -> bool:
+        """True while the lease is certainly alive (checked before every commit answer)."""
+        return time.monotonic() < self.lease_safe_until
+
+    async def resign(self) -> None:
+        """Give up leadership now (step-down request): delete our key if still ours."""
+        if self.is_leader and self.lease:
+            try:
+                await self.etcd.delete_if_lease(leader_key(self.cluster), self.lease)
+            except Exception:
+                pass
+
+    async def _grant(self) -> None:
+        while True:
+            try:
+                sent = time.monotonic()
+                self.lease = await self.etcd.grant(self.ttl)
+                self.lease_safe_until = sent + self.ttl - self.margin
+                self._lease_lost.clear()
+                await self.etcd.put(member_key(self.cluster, self.member),
+                                    json.dumps({"address": self.address}).encode(), lease=self.lease)
+                return
+            except (EtcdUnavailable, Exception) as exc:  # noqa: BLE001 - etcd down: retry
+                log.warning("cannot grant lease: %s", exc)
+                await asyncio.sleep(0.5)
+
+    async def _keepalive(self) -> None:
+        """Renew every TTL/3; on failure or expiry signal loss."""
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            sent = time.monotonic()
+            try:
+                remaining = await self.etcd.keepalive_once(self.lease, timeout=self.ttl / 3)
+            except Exception as exc:  # noqa: BLE001 - etcd unreachable: the watchdog decides
+                log.warning("lease keep-alive failed: %s", exc)
+                continue
+            if remaining <= 0:
+                self._lease_lost.set()
+                return
+            self.lease_safe_until = sent + self.ttl - self.margin
+
+    async def _watchdog(self) -> None:
+        """Step down the moment the lease can no longer be trusted."""
+        while True:
+            now = time.monotonic()
+            if now >= self.lease_safe_until:
+                self._lease_lost.set()
+                return
+            await asyncio.sleep(min(0.1, self.lease_safe_until - now))
+
+    async def _run(self) -> None:
+        while self.campaigning:
+            await self._grant()
+            keep = asyncio.create_task(self._keepalive())
+            dog = asyncio.create_task(self._watchdog())
+            campaign = asyncio.create_task(self._campaign())
+            lost = asyncio.create_task(self._lease_lost.wait())
+            try:
+                await asyncio.wait({lost, campaign}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (keep, dog, campaign, lost):
+                    t.cancel()
+                for t in (keep, dog, campaign, lost):
+                    try:
+                        await t
+                    except (asyncio.CancelledError, Exception):
+                        pass
+            if self.is_leader:
+                self.is_leader = False
+                await self.on_deposed("lease lost")
+            self.on_leader(None)
+            # Drop the old lease (if etcd still has it) so its key goes at once.
+            try:
+                await self.etcd.revoke(self.lease)
+            except Exception:
+                pass
+
+    async def _campaign(self) -> None:
+        key = leader_key(self.cluster)
+        value = json.dumps({"member": self.member, "address": self.address}).encode()
+        while True:
+            pause = self.pause_until - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            try:
+                created, kv = await self.etcd.create_if_absent(key, value, lease=self.lease)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("campaign failed: %s", exc)
+                await asyncio.sleep(0.3)
+                continue
+            if created and kv is not None:
+                self.epoch = kv.create_revision
+                self.is_leader = True
+                info = LeaderInfo(self.member, self.address, self.epoch)
+                self.on_leader(info)
+                log.info("elected leader of %s with epoch %d", self.cluster, self.epoch)
+                await self.on_elected(self.epoch, self.lease_safe_until)
+                await self._hold(key)
+                # Our key vanished (resigned or revoked): no longer leader.
+                if self.is_leader:
+                    self.is_leader = False
+                    await self.on_deposed("leader key gone")
+                self.on_leader(None)
+                continue
+            if kv is None:
+                continue
+            if kv.lease == self.lease:
+                # Our own key from before (e.g. a retried transaction): we hold it.
+                self.epoch = kv.create_revision
+                self.is_leader = True
+                self.on_leader(LeaderInfo(self.member, self.address, self.epoch))
+                await self.on_elected(self.epoch, self.lease_safe_until)
+                await self._hold(key)
+                continue
+            try:
+                data = json.loads(kv.value)
+                self.on_leader(LeaderInfo(data.get("member", ""), data.get("address", ""), kv.create_revision))
+            except ValueError:
+                self.on_leader(None)
+            await self._wait_gone(key, kv.mod_revision)
+
+    async def _wait_gone(self, key: str, revision: int) -> None:
+        """Return once the key is deleted (or the watch breaks, after re-checking)."""
+        try:
+            async for events in self.etcd.watch(key, start_revision=revision + 1):
+                if any(kind == "DELETE" for kind, _ in events):
+                    return
+        except Exception as exc:  # noqa: BLE001
+            log.debug("watch broke: %s", exc)
+            await asyncio.sleep(0.2)
+
+    async def _hold(self, key: str) -> None:
+        """While leader: return when our key is deleted."""
+        while True:
+            try:
+                current = await self.etcd.get(key)
+            except Exception:  # noqa: BLE001
+                await asyncio.sleep(0.2)
+                continue
+            if current is None or current.lease != self.lease:
+                return
+            await self._wait_gone(key, current.mod_revision)

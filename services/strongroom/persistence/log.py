@@ -1,0 +1,131 @@
+"""The replicated log of one member: entries since the last snapshot, backed by its storage.
+
+Entries carry (index, epoch) and a batch of operations that apply atomically. The log enforces
+the append consistency check: entries are accepted after `prev_index` only if this log holds
+`prev_index` with `prev_epoch`; a conflicting suffix is truncated before the new entries land.
+"""
+
+from __future__ import annotations
+
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.persistence.storage import LoadedState, Storage
+
+__all__ = ["ReplicatedLog", "AppendOutcome"]
+
+
+class AppendOutcome:
+    """Result of a follower-side append."""
+
+    __slots__ = ("ok", "conflict_index", "needs_snapshot")
+
+    def __init__(self, ok: bool, conflict_index: int = 0, needs_snapshot: bool = False) -> None:
+        self.ok = ok
+        self.conflict_index = conflict_index
+        self.needs_snapshot = needs_snapshot
+
+
+class ReplicatedLog:
+    """Entries after `snapshot_index`, kept in memory and in storage."""
+
+    def __init__(self, storage: Storage, loaded: LoadedState) -> None:
+        self.storage = storage
+        self.snapshot_index = loaded.snapshot_index
+        self.snapshot_epoch = loaded.snapshot_epoch
+        self.entries: list[rpb.LogEntry] = list(loaded.entries)
+
+    @property
+    def last_index(self) -> int:
+        """Index of the last entry (the snapshot's index if the log is empty)."""
+        return self.entries[-1].index if self.entries else self.snapshot_index
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last entry."""
+        return self.entries[-1].epoch if self.entries else self.snapshot_epoch
+
+    @property
+    def first_index(self) -> int:
+        """Index of the first entry still held."""
+        return self.snapshot_index + 1
+
+    def epoch_at(self, index: int) -> int | None:
+        """Epoch of the entry at `index`; None if it is compacted away or beyond the end."""
+        if index == self.snapshot_index:
+            return self.snapshot_epoch
+        if index < self.snapshot_index or index > self.last_index:
+            return None
+        return self.entries[index - self.snapshot_index - 1].epoch
+
+    def entry(self, index: int) -> rpb.LogEntry:
+        """The entry at `index` (must be held)."""
+        return self.entries[index - self.snapshot_index - 1]
+
+    def slice(self, from_index: int, max_entries: int) -> list[rpb.LogEntry]:
+        """Up to `max_entries` entries starting at `from_index` (>= first_index)."""
+        start = from_index - self.snapshot_index - 1
+        return self.entries[start:start + max_entries]
+
+    def append_local(self, entry: rpb.LogEntry, commit_index: int | None = None) -> None:
+        """Leader: store a new entry at last_index + 1 (one batch, fsync per mode)."""
+        assert entry.index == self.last_index + 1, (entry.index, self.last_index)
+        self.storage.append([entry], commit_index=commit_index)
+        self.entries.append(entry)
+
+    def append_from_leader(self, prev_index: int, prev_epoch: int,
+                           entries: list[rpb.LogEntry], commit_index: int | None = None) -> AppendOutcome:
+        """Follower: the consistency check, conflict truncation, then one batched write."""
+        if prev_index < self.snapshot_index:
+            # Our compacted prefix is committed; skip entries it already covers.
+            skip = self.snapshot_index - prev_index
+            if skip >= len(entries):
+                return AppendOutcome(True)
+            prev_index = self.snapshot_index
+            prev_epoch = entries[skip - 1].epoch
+            entries = entries[skip:]
+        mine = self.epoch_at(prev_index)
+        if mine is None:
+            return AppendOutcome(False, conflict_index=self.last_index)
+        if mine != prev_epoch:
+            # Everything from prev_index on is suspect; the leader backs up below it.
+            return AppendOutcome(False, conflict_index=max(self.snapshot_index, prev_index - 1))
+        # Skip entries we already hold with the same epoch; truncate at the first conflict.
+        new: list[rpb.LogEntry] = []
+        truncate_after: int | None = None
+        for i, entry in enumerate(entries):
+            held = self.epoch_at(entry.index)
+            if held is None:
+                new = entries[i:]
+                break
+            if held != entry.epoch:
+                truncate_after = entry.index - 1
+                new = entries[i:]
+                break
+        if truncate_after is not None:
+            del self.entries[truncate_after - self.snapshot_index:]
+        if new or truncate_after is not None or commit_index is not None:
+            self.storage.append(new, truncate_after=truncate_after, commit_index=commit_index)
+        self.entries.extend(new)
+        return AppendOutcome(True)
+
+    def truncate_after(self, index: int) -> None:
+        """Drop every entry above `index` (a new leader adopting another member's log)."""
+        if index >= self.last_index:
+            return
+        del self.entries[index - self.snapshot_index:]
+        self.storage.append([], truncate_after=index)
+
+    def compact(self, through_index: int, epoch: int, snapshot: bytes) -> None:
+        """Store `snapshot` (the state after `through_index`) and drop the entries it covers."""
+        if through_index <= self.snapshot_index:
+            return
+        self.storage.save_snapshot(through_index, epoch, snapshot, through_index)
+        del self.entries[:through_index - self.snapshot_index]
+        self.snapshot_index = through_index
+        self.snapshot_epoch = epoch
+
+    def install_snapshot(self, index: int, epoch: int, snapshot: bytes) -> None:
+        """Replace the whole log by a leader's snapshot."""
+        self.storage.replace_with_snapshot(index, epoch, snapshot)
+        self.entries = []
+        self.snapshot_index = index
+        self.snapshot_epoch = epoch

@@ -1,0 +1,155 @@
+"""Entry point of one persistence member: `strongroom-persistence`.
+
+    strongroom-persistence --etcd 127.0.0.1:2379 --cluster default --member m1 \\
+        --listen 127.0.0.1:7101 --data-dir /var/lib/strongroom/m1
+
+The realm must already be stored in etcd (by the realm service); the member waits for it, then
+checks that its cluster lists it (exit status 2 with the reason if not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from strongroom.api.v1 import admin_pb2, admin_pb2_grpc, messaging_pb2, messaging_pb2_grpc
+from strongroom.api.v1 import replication_pb2, replication_pb2_grpc
+from strongroom.errors import RealmInvalid, UnknownMember
+from strongroom.etcd import EtcdClient
+from strongroom.persistence.node import NodeConfig, PersistenceNode
+from strongroom.persistence.servicer import AdminServicer, MessagingServicer, ReplicationServicer
+from strongroom.realm.model import Realm, parse_realm
+
+__all__ = ["main", "serve", "GRPC_OPTIONS"]
+
+log = logging.getLogger("strongroom.persistence")
+
+REALM_KEY = "/strongroom/realm/current"
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+]
+
+
+def _parse(value: bytes) -> tuple[int, Realm]:
+    doc = json.loads(value)
+    return int(doc["version"]), parse_realm(doc["yaml"], doc.get("source_name") or "realm.yaml")
+
+
+async def _load_realm(etcd: EtcdClient) -> tuple[int, Realm]:
+    waited = False
+    while True:
+        try:
+            kv = await etcd.get(REALM_KEY)
+        except Exception as exc:  # noqa: BLE001 - etcd not up yet
+            log.warning("etcd not reachable yet: %s", exc)
+            kv = None
+        if kv is not None:
+            return _parse(kv.value)
+        if not waited:
+            log.warning("no realm in etcd yet; waiting for `strongroom realm apply`")
+            waited = True
+        await asyncio.sleep(0.5)
+
+
+async def _watch_realm(etcd: EtcdClient, node: PersistenceNode) -> None:
+    while True:
+        try:
+            async for events in etcd.watch(REALM_KEY):
+                for kind, kv in events:
+                    if kind != "PUT":
+                        continue
+                    try:
+                        version, realm = _parse(kv.value)
+                    except (RealmInvalid, ValueError, KeyError) as exc:
+                        log.error("ignoring unreadable realm version: %s", exc)
+                        continue
+                    if version > node.realm_version:
+                        node.update_realm(realm, version)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.debug("realm watch broke: %s", exc)
+            await asyncio.sleep(0.5)
+
+
+async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, data_dir: Path,
+                advertise: str | None = None) -> int:
+    """Run a member until SIGTERM/SIGINT; returns the exit status."""
+    etcd = EtcdClient(etcd_endpoints)
+    version, realm = await _load_realm(etcd)
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    port = server.add_insecure_port(listen)
+    host = listen.rsplit(":", 1)[0]
+    address = advertise or f"{host}:{port}"
+    config = NodeConfig(cluster=cluster, member=member, address=address, data_dir=data_dir,
+                        etcd_endpoints=etcd_endpoints)
+    try:
+        node = PersistenceNode(config, realm, version)
+    except UnknownMember as err:
+        print(f"strongroom-persistence: {err.reason}: {err.message}", file=sys.stderr)
+        await etcd.close()
+        return 2
+    messaging_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(node), server)
+    replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node), server)
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [
+        messaging_pb2.DESCRIPTOR.services_by_name["MessagingService"].full_name,
+        replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"].full_name,
+        admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+        health.SERVICE_NAME,
+        reflection.SERVICE_NAME,
+    ]
+    reflection.enable_server_reflection(names, server)
+    await server.start()
+    await node.start()
+    for name in ("", *names[:3]):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("member %s of cluster %s listening on %s (storage %s)", member, cluster, address, node.storage_mode)
+    print(f"READY {address}", flush=True)
+    watcher = asyncio.create_task(_watch_realm(etcd, node))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping member %s", member)
+    for name in ("", *names[:3]):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    watcher.cancel()
+    await node.stop()
+    await server.stop(grace=2)
+    await etcd.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments and run the member."""
+    parser = argparse.ArgumentParser(prog="strongroom-persistence", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--etcd", required=True, help="etcd endpoints, host:port[,host:port]")
+    parser.add_argument("--cluster", required=True, help="the persistence cluster this member belongs to")
+    parser.add_argument("--member", required=True, help="this member's name in the realm")
+    parser.add_argument("--listen", default="127.0.0.1:0", help="host:port to serve gRPC on")
+    parser.add_argument("--advertise", default=None, help="host:port peers and clients use (default: listen)")
+    parser.add_argument("--data-dir", required=True, type=Path, help="where the member keeps its RocksDB files")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format=f"%(asctime)s {args.member} %(levelname)s %(name)s: %(message)s")
+    sys.exit(asyncio.run(serve(args.etcd, args.cluster, args.member, args.listen, args.data_dir, args.advertise)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,746 @@
+"""One member of a persistence cluster: the public facade of the persistence service.
+
+It ties together the election (etcd lease + epoch), the replicated log, the state machine,
+the followers' replicators, the group-commit proposer and the leader's dispatcher. Servicers
+call into it; it raises domain errors only.
+
+Roles: `follower` (accepts appends from the leader of the highest promised epoch),
+`recovering` (elected; gathering promises, adopting the most advanced log, committing its
+no-op) and `leader` (serving clients). A leader that loses its lease or sees a newer epoch
+becomes a follower at once and fails everything not yet confirmed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import messaging_pb2 as mpb
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+from strongroom.errors import (
+    InvalidArgument,
+    MessageTooLarge,
+    NoLeaderError,
+    NotLeaderError,
+    PersistenceUnavailable,
+    StaleEpochError,
+    UnknownDestination,
+    UnknownDurableKind,
+    UnknownMember,
+)
+from strongroom.etcd import EtcdClient
+from strongroom.persistence.dispatcher import Dispatcher, Subscription
+from strongroom.persistence.election import Election, LeaderInfo, initialized_key, leader_key
+from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.replicator import PeerReplicator
+from strongroom.persistence.state import PublishResult, StateMachine
+from strongroom.persistence.storage import Storage, open_storage
+from strongroom.realm.model import Cluster, DestinationKind, PublisherMode, Realm, Store
+
+__all__ = ["PersistenceNode", "NodeConfig", "PublishOutcome"]
+
+log = logging.getLogger("strongroom.node")
+
+FOLLOWER = "follower"
+RECOVERING = "recovering"
+LEADER = "leader"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """How a member is started."""
+
+    cluster: str
+    member: str
+    address: str
+    """host:port peers and clients reach this member on."""
+    data_dir: Path
+    etcd_endpoints: str
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    """What a publisher is told."""
+
+    message_seq: int
+    duplicate: bool
+    confirmed: bool
+    log_index: int
+
+
+class PersistenceNode:
+    """A persistence cluster member."""
+
+    def __init__(self, config: NodeConfig, realm: Realm, realm_version: int) -> None:
+        cluster = realm.cluster(config.cluster)
+        if cluster is None:
+            raise UnknownMember(f"cluster {config.cluster!r} is not defined in the realm (version {realm_version})")
+        if cluster.member(config.member) is None:
+            names = ", ".join(m.name for m in cluster.members)
+            raise UnknownMember(f"member {config.member!r} is not in cluster {config.cluster!r} "
+                                f"of the realm (version {realm_version}); its members are: {names}")
+        self.config = config
+        self.cluster_name = config.cluster
+        self.member = config.member
+        self.address = config.address
+        self.realm = realm
+        self.realm_version = realm_version
+        self.cluster: Cluster = cluster
+        self.storage_mode = cluster.storage.value
+        self.etcd = EtcdClient(config.etcd_endpoints)
+        self.storage: Storage = open_storage(self.storage_mode, config.data_dir)
+        loaded = self.storage.load()
+        self.started_empty = loaded.empty
+        self.promised_epoch = loaded.promised_epoch
+        self.synced = loaded.synced
+        self.log = ReplicatedLog(self.storage, loaded)
+        self.state = StateMachine.from_snapshot(loaded.snapshot) if loaded.snapshot else StateMachine()
+        self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index))
+        self._apply_committed()
+        self.local_state = StateMachine()  # non-replicated stores, leader only
+        self.role = FOLLOWER
+        self.epoch = 0
+        self.leader: LeaderInfo | None = None
+        self.peer_addresses: dict[str, str] = {m.name: m.address for m in cluster.members if m.address}
+        self.replicators: dict[str, PeerReplicator] = {}
+        self.dispatcher: Dispatcher | None = None
+        self._queue: list[tuple[rpb.Operation, asyncio.Future[object] | None]] = []
+        self._queue_wake = asyncio.Event()
+        self._waiters: dict[int, list[asyncio.Future[object] | None]] = {}
+        self._commit_changed = asyncio.Event()
+        self._leader_tasks: list[asyncio.Task[None]] = []
+        self._serving = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._background: list[asyncio.Task[None]] = []
+        self.election = Election(self.etcd, config.cluster, config.member, config.address,
+                                 cluster.lease_ttl_seconds, self._on_elected, self._on_deposed,
+                                 self._on_leader_info)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fence against deposed leaders if our state was lost, then join the election."""
+        initialized = await self.etcd.get(initialized_key(self.cluster_name))
+        if self.started_empty or self.storage_mode == "memory":
+            # Our promise was lost with our state: promise at least the newest epoch etcd has
+            # issued, so a deposed leader's appends are refused (it cannot use our amnesia to
+            # form a majority).
+            leader = await self.etcd.get(leader_key(self.cluster_name))
+            floor = leader.create_revision if leader is not None else await self.etcd.revision()
+            self._promise(max(self.promised_epoch, floor))
+            # A member of a cluster that already committed data must catch up before it may
+            # count toward a recovery majority.
+            self.synced = initialized is None
+            self.storage.set_meta(synced=self.synced)
+        self._background.append(asyncio.create_task(self._watch_members(), name="members"))
+        self.election.start()
+
+    async def stop(self) -> None:
+        """Leave cleanly: step down, resign, close storage."""
+        for task in self._background:
+            task.cancel()
+        await self._step_down("member stopping")
+        await self.election.stop(resign=True)
+        await self.etcd.close()
+        self.storage.close()
+
+    def update_realm(self, realm: Realm, version: int) -> None:
+        """A new realm version: new stores and destinations take effect without restart."""
+        cluster = realm.cluster(self.cluster_name)
+        if cluster is None or cluster.member(self.member) is None:
+            log.error("realm version %d no longer lists this member; keeping version %d", version, self.realm_version)
+            return
+        self.realm = realm
+        self.realm_version = version
+        self.cluster = cluster
+        for m in cluster.members:
+            if m.address:
+                self.peer_addresses[m.name] = m.address
+        log.info("realm version %d in effect", version)
+
+    # --- election callbacks ---------------------------------------------------------------------
+
+    def _on_leader_info(self, info: LeaderInfo | None) -> None:
+        self.leader = info
+
+    async def _on_elected(self, epoch: int, lease_safe_until: float) -> None:
+        task = asyncio.create_task(self._recover(epoch), name="recover")
+        self._leader_tasks.append(task)
+
+    async def _on_deposed(self, reason: str) -> None:
+        await self._step_down(reason)
+
+    async def observe_higher_epoch(self, epoch: int, reason: str) -> None:
+        """A peer promised a newer epoch: someone else leads now."""
+        if epoch > self.epoch and self.role != FOLLOWER:
+            log.warning("stepping down: %s (epoch %d > %d)", reason, epoch, self.epoch)
+            await self._step_down(reason)
+            await self.election.resign()
+
+    async def step_down_and_resign(self, pause: float = 3.0) -> None:
+        """Hand leadership over: stop serving, release the key, stay out of the next election."""
+        self.election.pause_until = time.monotonic() + pause
+        await self._step_down("asked to step down")
+        await self.election.resign()
+
+    def is_leader_role(self) -> bool:
+        """Elected and not deposed (recovering or serving)."""
+        return self.role in (RECOVERING, LEADER) and self.election.is_leader
+
+    async def _step_down(self, reason: str) -> None:
+        if self.role == FOLLOWER and not self._leader_tasks:
+            return
+        log.info("leaving role %s: %s", self.role, reason)
+        self.role = FOLLOWER
+        self._serving.clear()
+        tasks, self._leader_tasks = self._leader_tasks, []
+        current = asyncio.current_task()
+        for task in tasks:
+            if task is not current:
+                task.cancel()
+        replicators, self.replicators = self.replicators, {}
+        for rep in replicators.values():
+            await rep.stop()
+        err = NotLeaderError(f"member {self.member} stepped down: {reason}")
+        for futs in self._waiters.values():
+            for fut in futs:
+                if fut is not None and not fut.done():
+                    fut.set_exception(err)
+        self._waiters.clear()
+        for _, fut in self._queue:
+            if fut is not None and not fut.done():
+                fut.set_exception(err)
+        self._queue.clear()
+        if self.dispatcher is not None:
+            await self.dispatcher.stop("NOT_LEADER", f"member {self.member} is no longer the leader")
+            self.dispatcher = None
+        self.state.on_pending = None
+        # Non-replicated stores live only on the leader; they are gone with its leadership.
+        self.local_state = StateMachine()
+        for task in tasks:
+            if task is not current:
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+
+    # --- recovery -------------------------------------------------------------------------------
+
+    def _promise(self, epoch: int) -> None:
+        if epoch > self.promised_epoch:
+            self.storage.set_promised(epoch)
+            self.promised_epoch = epoch
+
+    def _peers(self) -> list[str]:
+        return [m.name for m in self.cluster.members if m.name != self.member]
+
+    def _majority(self) -> int:
+        return len(self.cluster.members) // 2 + 1
+
+    def peer_address(self, name: str) -> str | None:
+        """Where a peer listens (realm address, else its etcd registration)."""
+        return self.peer_addresses.get(name)
+
+    async def _watch_members(self) -> None:
+        prefix = f"/strongroom/clusters/{self.cluster_name}/members/"
+        while True:
+            try:
+                for kv in await self.etcd.get_prefix(prefix):
+                    self._note_member(kv.key[len(prefix):], kv.value)
+                async for events in self.etcd.watch(prefix, prefix=True):
+                    for kind, kv in events:
+                        if kind == "PUT":
+                            self._note_member(kv.key[len(prefix):], kv.value)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - etcd away: retry
+                log.debug("member watch broke: %s", exc)
+                await asyncio.sleep(0.5)
+
+    def _note_member(self, name: str, value: bytes) -> None:
+        member = self.cluster.member(name)
+        if member is None or member.address:
+            return
+        try:
+            self.peer_addresses[name] = json.loads(value)["address"]
+        except (ValueError, KeyError):
+            pass
+
+    async def _recover(self, epoch: int) -> None:
+        """Become a serving leader for `epoch`: promises, adopt the best log, commit a no-op."""
+        self.epoch = epoch
+        self.role = RECOVERING
+        self._promise(epoch)
+        self.leader = LeaderInfo(self.member, self.address, epoch)
+        try:
+            best = await self._gather_promises(epoch)
+            if best is not None:
+                await self._adopt_log(epoch, best)
+            for name in self._peers():
+                rep = PeerReplicator(self, name, epoch, self.peer_address)
+                self.replicators[name] = rep
+                rep.start()
+            self._leader_tasks.append(asyncio.create_task(self._proposer(epoch), name="proposer"))
+            noop = rpb.Operation(noop=rpb.Noop(leader=self.member))
+            fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            self._queue.append((noop, fut))
+            self._queue_wake.set()
+            await fut
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.warning("recovery for epoch %d failed: %s", epoch, exc)
+            if self.election.is_leader and self.epoch == epoch:
+                await self.election.resign()
+            return
+        if self.epoch != epoch or not self.election.is_leader:
+            return
+        self.role = LEADER
+        self.synced = True
+        self.storage.set_meta(synced=True)
+        self.dispatcher = Dispatcher()
+        self.dispatcher.attach(self.state)
+        self.dispatcher.attach(self.local_state)
+        self.dispatcher.start()
+        self._serving.set()
+        try:
+            await self.etcd.put(initialized_key(self.cluster_name), b"1")
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cannot mark cluster initialized: %s", exc)
+        log.info("leader of %s serving at epoch %d, commit index %d", self.cluster_name, epoch, self.commit_index)
+
+    async def _gather_promises(self, epoch: int) -> tuple[str, rpb.PromiseResponse] | None:
+        """Promises from a majority of synced members; returns the most advanced peer if it is
+        ahead of us (None if we are the most advanced)."""
+        mine = rpb.PromiseResponse(ok=True, promised_epoch=epoch, last_index=self.log.last_index,
+                                   last_epoch=self.log.last_epoch, commit_index=self.commit_index,
+                                   synced=self.synced, member=self.member)
+        delay = 0.05
+        while True:
+            if self.epoch != epoch or not self.election.is_leader:
+                raise PersistenceUnavailable("deposed during recovery")
+            replies = await asyncio.gather(*(self._ask_promise(p, epoch) for p in self._peers()))
+            answered = [mine] + [r for r in replies if r is not None and r.ok]
+            for r in replies:
+                if r is not None and not r.ok and r.promised_epoch > epoch:
+                    raise StaleEpochError(f"{r.member} promised epoch {r.promised_epoch}")
+            synced = [r for r in answered if r.synced]
+            if len(synced) >= self._majority():
+                best = max(synced, key=lambda r: (r.last_epoch, r.last_index))
+                if (best.last_epoch, best.last_index) > (self.log.last_epoch, self.log.last_index):
+                    return best.member, best
+                return None
+            if len(answered) == len(self.cluster.members) and not synced:
+                # Every member lost its state (a memory cluster restarted whole): there is
+                # nothing left to recover; start over from the empty state.
+                log.warning("no member holds state; cluster %s starts empty", self.cluster_name)
+                return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def _ask_promise(self, peer: str, epoch: int) -> rpb.PromiseResponse | None:
+        address = self.peer_address(peer)
+        if address is None:
+            return None
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = rgrpc.ReplicationServiceStub(channel)
+                return await stub.Promise(rpb.PromiseRequest(epoch=epoch, leader=self.member), timeout=1.0)
+        except grpc.aio.AioRpcError:
+            return None
+
+    async def _adopt_log(self, epoch: int, best: tuple[str, rpb.PromiseResponse]) -> None:
+        """Fetch the entries the most advanced member has beyond our committed prefix."""
+        name, resp = best
+        address = self.peer_address(name)
+        if address is None:
+            raise PersistenceUnavailable(f"no address for {name}")
+        log.info("adopting log of %s (last %d/%d) from index %d", name, resp.last_epoch, resp.last_index,
+                 self.commit_index + 1)
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = rgrpc.ReplicationServiceStub(channel)
+            next_index = self.commit_index + 1
+            truncated = False
+            while next_index <= resp.last_index:
+                fetched = await stub.Fetch(rpb.FetchRequest(epoch=epoch, from_index=next_index, max_entries=512),
+                                           timeout=10.0)
+                if fetched.snapshot:
+                    self._install(fetched.snapshot_index, fetched.snapshot_epoch, fetched.snapshot)
+                    next_index = fetched.snapshot_index + 1
+                    truncated = True
+                if not truncated:
+                    self.log.truncate_after(next_index - 1)
+                    truncated = True
+                if not fetched.entries:
+                    break
+                outcome = self.log.append_from_leader(next_index - 1, self.log.epoch_at(next_index - 1) or 0,
+                                                      list(fetched.entries))
+                if not outcome.ok:
+                    raise PersistenceUnavailable("adopted log does not match our committed prefix")
+                next_index = fetched.entries[-1].index + 1
+
+    # --- the write path ----------------------------------------------------------------------
+
+    def _require_leader(self) -> None:
+        if self.role == LEADER and self.election.is_leader:
+            return
+        if self.leader is not None and self.leader.member != self.member:
+            raise NotLeaderError(f"member {self.member} is not the leader of {self.cluster_name}; "
+                                 f"{self.leader.member} is", self.leader.member, self.leader.address)
+        if self.role == RECOVERING:
+            raise PersistenceUnavailable(f"member {self.member} is recovering leadership")
+        raise NoLeaderError(f"cluster {self.cluster_name} has no leader at the moment")
+
+    def _submit(self, op: rpb.Operation, want_result: bool = True) -> asyncio.Future[object] | None:
+        fut = asyncio.get_running_loop().create_future() if want_result else None
+        self._queue.append((op, fut))
+        self._queue_wake.set()
+        return fut
+
+    async def _proposer(self, epoch: int) -> None:
+        """Group commit: everything queued during the previous round goes out as one entry, one
+        storage write (one fsync) and one Append per follower."""
+        max_ops = self.cluster.max_batch_ops
+        while self.epoch == epoch and self.is_leader_role():
+            if not self._queue:
+                self._queue_wake.clear()
+                await self._queue_wake.wait()
+                continue
+            batch, self._queue = self._queue[:max_ops], self._queue[max_ops:]
+            if not self.election.lease_valid():
+                for _, fut in batch:
+                    if fut is not None and not fut.done():
+                        fut.set_exception(NotLeaderError("leader lease expired"))
+                await self._step_down("lease could not be renewed in time")
+                return
+            entry = rpb.LogEntry(index=self.log.last_index + 1, epoch=epoch, ops=[op for op, _ in batch])
+            self._waiters[entry.index] = [fut for _, fut in batch]
+            self.log.append_local(entry)
+            for rep in self.replicators.values():
+                rep.kick()
+            self._advance_commit()
+            while self.commit_index < entry.index and self.epoch == epoch and self.is_leader_role():
+                self._commit_changed.clear()
+                await self._commit_changed.wait()
+
+    def on_match(self, peer: str) -> None:
+        """A follower stored more entries: maybe commit."""
+        self._advance_commit()
+
+    def _advance_commit(self) -> None:
+        if not self.is_leader_role():
+            return
+        matches = sorted([self.log.last_index] + [r.match_index for r in self.replicators.values()], reverse=True)
+        candidate = matches[self._majority() - 1]
+        # Only an entry of our own epoch commits by counting; earlier ones commit with it.
+        if candidate > self.commit_index and self.log.epoch_at(candidate) == self.epoch:
+            if not self.election.lease_valid():
+                # Never confirm after the lease may have expired: another leader may exist.
+                asyncio.create_task(self._step_down("lease could not be renewed in time"))
+                return
+            self.commit_index = candidate
+            self._apply_committed()
+            self._commit_changed.set()
+            for rep in self.replicators.values():
+                rep.kick()
+
+    def _apply_committed(self) -> None:
+        state = self.state
+        lg = self.log
+        while state.applied_index < self.commit_index:
+            index = state.applied_index + 1
+            if index <= lg.snapshot_index:
+                raise AssertionError("applied index behind the snapshot")
+            entry = lg.entry(index)
+            results = state.apply_entry(entry)
+            futs = self._waiters.pop(index, None)
+            if futs:
+                for fut, result in zip(futs, results):
+                    if fut is not None and not fut.done():
+                        fut.set_result((result, index))
+            if self.dispatcher is not None:
+                for op in entry.ops:
+                    if op.WhichOneof("op") == "ack":
+                        self.dispatcher.acked(op.ack.durable_key, list(op.ack.message_seqs))
+        self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
+        applied = self.state.applied_index
+        if applied - self.log.snapshot_index < self.cluster.compact_after_entries:
+            return
+        if self.is_leader_role():
+            # Keep what reachable followers still need unless the log has grown far too long.
+            lagging = [r.match_index for r in self.replicators.values() if r.reachable]
+            floor = min(lagging) if lagging else applied
+            if floor - self.log.snapshot_index < self.cluster.compact_after_entries and \
+                    applied - self.log.snapshot_index < 4 * self.cluster.compact_after_entries:
+                return
+            through = min(applied, max(floor, applied - self.cluster.compact_after_entries))
+            if through != applied:
+                # A snapshot must be the state at its index; only the applied state is at hand.
+                through = applied
+        else:
+            through = applied
+        self.log.compact(through, self.log.epoch_at(through) or self.state.applied_epoch, self.state.to_snapshot())
+
+    def snapshot_for_peer(self) -> tuple[int, int, bytes]:
+        """The state machine at the applied index, for a follower that is too far behind."""
+        return self.state.applied_index, self.state.applied_epoch, self.state.to_snapshot()
+
+    # --- client operations ---------------------------------------------------------------------
+
+    def resolve(self, destination: str) -> tuple[DestinationKind, Store]:
+        """The kind and store of a destination, or UnknownDestination."""
+        rule, store = self.realm.resolve(destination)
+        if store.cluster != self.cluster_name:
+            raise UnknownDestination(f"destination {destination!r} maps to store {store.name!r} "
+                                     f"of cluster {store.cluster!r}, not {self.cluster_name!r}")
+        return rule.kind, store
+
+    async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome:
+        """Store a message; with confirm-send, return once committed."""
+        self._require_leader()
+        kind, store = self.resolve(destination)
+        size = message.ByteSize()
+        if size > store.max_message_bytes:
+            raise MessageTooLarge(f"message of {size} bytes exceeds store {store.name!r} limit of "
+                                  f"{store.max_message_bytes} bytes")
+        confirm = mode == mpb.PUBLISH_MODE_STORE_CONFIRM_SEND or (
+            mode == mpb.PUBLISH_MODE_STORE_DEFAULT and store.publisher_mode == PublisherMode.STORE_CONFIRM_SEND)
+        op = rpb.Operation(publish=rpb.PublishOp(store=store.name, destination=destination, message=message,
+                                                 queue=kind == DestinationKind.QUEUE))
+        if not store.replicated:
+            result = self.local_state.apply_op(op)
+            assert isinstance(result, PublishResult)
+            return PublishOutcome(result.message_seq, result.duplicate, True, 0)
+        fut = self._submit(op, want_result=confirm)
+        if fut is None:
+            return PublishOutcome(0, False, False, 0)
+        result, index = await fut  # type: ignore[misc]
+        assert isinstance(result, PublishResult)
+        return PublishOutcome(result.message_seq, result.duplicate, True, index)
+
+    def _state_for(self, store: Store) -> StateMachine:
+        return self.state if store.replicated else self.local_state
+
+    async def open_subscription(self, destination: str, durable_name: str, kind: int,
+                                client_name: str, credit: int) -> Subscription:
+        """Open a subscription; the durable is created (through the log) if it does not exist."""
+        self._require_leader()
+        dest_kind, store = self.resolve(destination)
+        if dest_kind == DestinationKind.QUEUE:
+            if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_SHARED):
+                raise InvalidArgument(f"queue {destination!r} is shared; durable kind "
+                                      f"{cpb.DurableKind.Name(kind)} does not apply")
+            durable_name = ""
+            kind = cpb.DURABLE_KIND_SHARED
+        else:
+            if not durable_name:
+                raise InvalidArgument("a topic subscription needs a durable name")
+            if kind == cpb.DURABLE_KIND_UNSPECIFIED:
+                kind = cpb.DURABLE_KIND_STANDARD
+            if kind not in (cpb.DURABLE_KIND_STANDARD, cpb.DURABLE_KIND_SHARED, cpb.DURABLE_KIND_LASTVALUE):
+                raise UnknownDurableKind(f"unknown durable kind {kind}")
+        state = self._state_for(store)
+        durable = state.durable(destination, durable_name)
+        if durable is not None and durable.kind != kind:
+            raise InvalidArgument(f"durable {durable_name!r} on {destination!r} exists with kind "
+                                  f"{cpb.DurableKind.Name(durable.kind)}, not {cpb.DurableKind.Name(kind)}")
+        if durable is None:
+            op = rpb.Operation(create_durable=rpb.CreateDurableOp(
+                store=store.name, destination=destination, durable=durable_name, kind=kind,
+                queue=dest_kind == DestinationKind.QUEUE))
+            if store.replicated:
+                fut = self._submit(op)
+                assert fut is not None
+                await fut
+            else:
+                state.apply_op(op)
+            durable = state.durable(destination, durable_name)
+        self._require_leader()
+        assert durable is not None and self.dispatcher is not None
+        return self.dispatcher.open(durable, state, client_name, credit)
+
+    def grant(self, sub: Subscription, credit: int) -> None:
+        """More credit for a subscription."""
+        if self.dispatcher is not None:
+            self.dispatcher.grant(sub, credit)
+
+    def close_subscription(self, sub: Subscription) -> None:
+        """A subscribe stream ended."""
+        if self.dispatcher is not None:
+            self.dispatcher.close(sub)
+
+    async def ack(self, destination: str, durable_name: str, seqs: list[int], sub_id: str,
+                  wait: bool) -> int:
+        """Acknowledge messages of a durable; with `wait`, return once committed."""
+        self._require_leader()
+        dest_kind, store = self.resolve(destination)
+        if dest_kind == DestinationKind.QUEUE:
+            durable_name = ""
+        state = self._state_for(store)
+        durable = state.durable(destination, durable_name)
+        if durable is None:
+            raise InvalidArgument(f"no durable {durable_name!r} on {destination!r}")
+        assert self.dispatcher is not None
+        self.dispatcher.check_ack(durable, seqs, sub_id)
+        op = rpb.Operation(ack=rpb.AckOp(store=store.name, durable_key=durable.key, message_seqs=seqs))
+        if not store.replicated:
+            state.apply_op(op)
+            self.dispatcher.acked(durable.key, seqs)
+            return 0
+        fut = self._submit(op, want_result=wait)
+        if fut is None:
+            return 0
+        _, index = await fut  # type: ignore[misc]
+        return int(index)
+
+    # --- follower side of replication -----------------------------------------------------------
+
+    async def _accept_epoch(self, epoch: int, leader: str) -> bool:
+        if epoch < self.promised_epoch:
+            return False
+        if epoch > self.promised_epoch:
+            self._promise(epoch)
+        if self.role != FOLLOWER and epoch > self.epoch:
+            await self._step_down(f"member {leader} leads with epoch {epoch}")
+        return True
+
+    async def handle_promise(self, req: rpb.PromiseRequest) -> rpb.PromiseResponse:
+        """A new leader asks for our promise."""
+        ok = await self._accept_epoch(req.epoch, req.leader)
+        return rpb.PromiseResponse(ok=ok, promised_epoch=self.promised_epoch, last_index=self.log.last_index,
+                                   last_epoch=self.log.last_epoch, commit_index=self.commit_index,
+                                   synced=self.synced, member=self.member)
+
+    async def handle_append(self, req: rpb.AppendRequest) -> rpb.AppendResponse:
+        """Entries from the leader of the promised epoch."""
+        async with self._lock:
+            if not await self._accept_epoch(req.epoch, req.leader) or (
+                    self.role != FOLLOWER and req.epoch == self.epoch):
+                return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
+                                          last_index=self.log.last_index)
+            if self.leader is None or self.leader.epoch != req.epoch:
+                address = self.peer_address(req.leader) or ""
+                self.leader = LeaderInfo(req.leader, address, req.epoch)
+            if req.prev_index > self.log.last_index:
+                return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
+                                          last_index=self.log.last_index, conflict_index=self.log.last_index)
+            matched = req.prev_index + len(req.entries)
+            new_commit = min(req.commit_index, matched)
+            outcome = self.log.append_from_leader(req.prev_index, req.prev_epoch, list(req.entries),
+                                                  commit_index=max(new_commit, self.commit_index))
+            if not outcome.ok:
+                return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
+                                          last_index=self.log.last_index, conflict_index=outcome.conflict_index,
+                                          needs_snapshot=outcome.needs_snapshot)
+            if new_commit > self.commit_index:
+                self.commit_index = new_commit
+                self._apply_committed()
+            if not self.synced and req.commit_index <= matched:
+                # We hold everything the leader has committed: count toward majorities again.
+                self.synced = True
+                self.storage.set_meta(synced=True)
+                log.info("caught up to the leader's commit index %d; synced", req.commit_index)
+            return rpb.AppendResponse(ok=True, promised_epoch=self.promised_epoch, last_index=self.log.last_index)
+
+    async def handle_fetch(self, req: rpb.FetchRequest) -> rpb.FetchResponse:
+        """A recovering leader reads our log."""
+        if req.epoch < self.promised_epoch:
+            raise StaleEpochError(f"epoch {req.epoch} is older than promised {self.promised_epoch}")
+        resp = rpb.FetchResponse(last_index=self.log.last_index)
+        start = req.from_index
+        if start <= self.log.snapshot_index:
+            # Our applied state is at a known index and covers the compacted prefix.
+            resp.snapshot = self.state.to_snapshot()
+            resp.snapshot_index = self.state.applied_index
+            resp.snapshot_epoch = self.state.applied_epoch
+            start = self.state.applied_index + 1
+        resp.entries.extend(self.log.slice(start, req.max_entries or 512))
+        return resp
+
+    async def handle_snapshot(self, chunks: AsyncIterator[rpb.SnapshotChunk]) -> rpb.InstallSnapshotResponse:
+        """Replace our state by the leader's snapshot."""
+        first: rpb.SnapshotChunk | None = None
+        parts: list[bytes] = []
+        async for chunk in chunks:
+            if first is None:
+                first = chunk
+                if not await self._accept_epoch(chunk.epoch, chunk.leader):
+                    return rpb.InstallSnapshotResponse(ok=False, promised_epoch=self.promised_epoch)
+            parts.append(chunk.data)
+        if first is None:
+            return rpb.InstallSnapshotResponse(ok=False, promised_epoch=self.promised_epoch)
+        async with self._lock:
+            if first.epoch < self.promised_epoch:
+                return rpb.InstallSnapshotResponse(ok=False, promised_epoch=self.promised_epoch)
+            self._install(first.last_index, first.last_epoch, b"".join(parts))
+            log.info("installed snapshot at index %d from %s", first.last_index, first.leader)
+            return rpb.InstallSnapshotResponse(ok=True, promised_epoch=self.promised_epoch,
+                                               last_index=self.log.last_index)
+
+    def _install(self, index: int, epoch: int, data: bytes) -> None:
+        self.log.install_snapshot(index, epoch, data)
+        self.state = StateMachine.from_snapshot(data)
+        self.commit_index = index
+
+    # --- status ----------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, object]:
+        """This member's view, as plain data (the admin servicer builds the proto)."""
+        leader = self.leader
+        members = []
+        for m in self.cluster.members:
+            rep = self.replicators.get(m.name)
+            if m.name == self.member:
+                match, reachable = self.log.last_index, True
+            elif rep is not None:
+                match, reachable = rep.match_index, rep.reachable
+            else:
+                match, reachable = 0, False
+            members.append({"name": m.name, "address": self.peer_address(m.name) or "",
+                            "match_index": match, "reachable": reachable})
+        stores = []
+        for store in self.realm.stores:
+            if store.cluster != self.cluster_name:
+                continue
+            state = self._state_for(store)
+            durables = []
+            for d in state.durables_of_store(store.name):
+                held = 1 if d.last_value_seq else 0
+                durables.append({
+                    "name": d.name, "destination": d.destination, "kind": d.kind,
+                    "pending_messages": len(d.pending) if d.kind != cpb.DURABLE_KIND_LASTVALUE else held,
+                    "pending_bytes": d.pending_bytes,
+                    "unacked": self.dispatcher.unacked(d.key) if self.dispatcher else 0,
+                    "subscribers": self.dispatcher.subscribers(d.key) if self.dispatcher else 0,
+                })
+            stores.append({"name": store.name, "replicated": store.replicated,
+                           "messages": state.store_count.get(store.name, 0),
+                           "bytes": state.store_bytes.get(store.name, 0), "durables": durables})
+        return {
+            "cluster": self.cluster_name, "member": self.member, "role": self.role,
+            "leader": leader.member if leader else "", "leader_address": leader.address if leader else "",
+            "epoch": leader.epoch if leader else self.promised_epoch,
+            "commit_index": self.commit_index, "last_index": self.log.last_index,
+            "applied_index": self.state.applied_index, "snapshot_index": self.log.snapshot_index,
+            "storage": self.storage_mode, "members": members, "stores": stores,
+            "realm_version": self.realm_version, "synced": self.synced,
+        }
+
+    async def wait_serving(self, timeout: float) -> bool:
+        """Wait until this member serves as leader."""
+        try:
+            await asyncio.wait_for(self._serving.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False

@@ -1,0 +1,172 @@
+"""Leader side of replication: one task per follower sending what it is missing.
+
+Each round of the leader's group commit becomes one Append per follower carrying every entry
+the follower lacks (normally just the new one). A follower whose log has fallen behind the
+leader's compacted prefix gets the state machine snapshot first, then the log suffix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import grpc
+
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+
+if TYPE_CHECKING:
+    from strongroom.persistence.node import PersistenceNode
+
+__all__ = ["PeerReplicator", "SNAPSHOT_CHUNK"]
+
+log = logging.getLogger("strongroom.replicator")
+
+SNAPSHOT_CHUNK = 1024 * 1024
+MAX_ENTRIES_PER_APPEND = 256
+HEARTBEAT_SECONDS = 0.25
+RPC_TIMEOUT = 5.0
+
+
+class PeerReplicator:
+    """Keeps one follower's log up to date with the leader's for one epoch."""
+
+    def __init__(self, node: PersistenceNode, peer: str, epoch: int,
+                 resolve_address: Callable[[str], str | None]) -> None:
+        self.node = node
+        self.peer = peer
+        self.epoch = epoch
+        self.resolve_address = resolve_address
+        self.next_index = node.log.last_index + 1
+        self.match_index = 0
+        self.reachable = False
+        self._kick = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._address: str | None = None
+        self._stub: rgrpc.ReplicationServiceStub | None = None
+
+    def start(self) -> None:
+        """Start the replication task."""
+        self._task = asyncio.create_task(self._run(), name=f"replicate-{self.peer}")
+
+    def kick(self) -> None:
+        """New entries or a new commit index: send now."""
+        self._kick.set()
+
+    async def stop(self) -> None:
+        """Stop the task and close the channel."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._channel is not None:
+            await self._channel.close()
+
+    def _connect(self) -> rgrpc.ReplicationServiceStub | None:
+        address = self.resolve_address(self.peer)
+        if address is None:
+            return None
+        if address != self._address or self._stub is None:
+            if self._channel is not None:
+                asyncio.create_task(self._channel.close())
+            self._channel = grpc.aio.insecure_channel(address)
+            self._stub = rgrpc.ReplicationServiceStub(self._channel)
+            self._address = address
+        return self._stub
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            stub = self._connect()
+            if stub is None:
+                self.reachable = False
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                progressed = await self._send_once(stub)
+                self.reachable = True
+                backoff = 0.05
+            except grpc.aio.AioRpcError as exc:
+                if self.reachable:
+                    log.info("peer %s unreachable: %s", self.peer, exc.code().name)
+                self.reachable = False
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                # Re-resolve: the peer may have restarted on another address.
+                self._address = None
+                continue
+            if progressed and self.match_index < self.node.log.last_index:
+                continue
+            try:
+                await asyncio.wait_for(self._kick.wait(), HEARTBEAT_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+            self._kick.clear()
+
+    async def _send_once(self, stub: rgrpc.ReplicationServiceStub) -> bool:
+        node = self.node
+        if node.epoch != self.epoch or not node.is_leader_role():
+            await asyncio.sleep(0.1)
+            return False
+        lg = node.log
+        if self.next_index <= lg.snapshot_index:
+            await self._send_snapshot(stub)
+            return True
+        prev_index = self.next_index - 1
+        prev_epoch = lg.epoch_at(prev_index)
+        if prev_epoch is None:
+            self.next_index = lg.last_index + 1
+            return False
+        entries = lg.slice(self.next_index, MAX_ENTRIES_PER_APPEND)
+        req = rpb.AppendRequest(epoch=self.epoch, leader=node.member, prev_index=prev_index,
+                                prev_epoch=prev_epoch, entries=entries, commit_index=node.commit_index)
+        resp = await stub.Append(req, timeout=RPC_TIMEOUT)
+        if resp.promised_epoch > self.epoch:
+            await node.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
+            return False
+        if resp.ok:
+            sent_last = prev_index + len(entries)
+            if sent_last > self.match_index:
+                self.match_index = sent_last
+                node.on_match(self.peer)
+            self.next_index = sent_last + 1
+            return bool(entries)
+        if resp.needs_snapshot:
+            self.next_index = lg.snapshot_index
+            return True
+        # Consistency check failed: back up to just after what the follower can match.
+        self.next_index = max(1, min(resp.conflict_index + 1, self.next_index - 1))
+        return True
+
+    async def _send_snapshot(self, stub: rgrpc.ReplicationServiceStub) -> None:
+        node = self.node
+        index, epoch, data = node.snapshot_for_peer()
+        log.info("sending snapshot at index %d (%d bytes) to %s", index, len(data), self.peer)
+
+        async def chunks() -> object:
+            first = True
+            for off in range(0, max(len(data), 1), SNAPSHOT_CHUNK):
+                piece = data[off:off + SNAPSHOT_CHUNK]
+                chunk = rpb.SnapshotChunk(data=piece, done=off + SNAPSHOT_CHUNK >= len(data))
+                if first:
+                    chunk.epoch = self.epoch
+                    chunk.leader = node.member
+                    chunk.last_index = index
+                    chunk.last_epoch = epoch
+                    first = False
+                yield chunk
+
+        resp = await stub.InstallSnapshot(chunks(), timeout=max(RPC_TIMEOUT, len(data) / 20e6 + 5))
+        if resp.promised_epoch > self.epoch:
+            await node.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
+            return
+        if resp.ok:
+            self.next_index = index + 1
+            if index > self.match_index:
+                self.match_index = index
+                node.on_match(self.peer)

@@ -1,0 +1,177 @@
+"""The gRPC face of the realm service: a thin `RealmService` servicer over `RealmStore`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
+from strongroom.errors import RealmInvalid, StrongroomError
+from strongroom.etcd import EtcdClient
+from strongroom.grpcerrors import abort_with
+from strongroom.realm.model import parse_realm
+from strongroom.realm.store import DEFAULT_SOURCE, RealmStore, RealmVersion
+
+__all__ = [
+    "RealmServicer",
+    "Problem",
+    "parse_problem",
+    "create_server",
+    "SERVICE_NAME",
+]
+
+SERVICE_NAME: str = realm_pb2.DESCRIPTOR.services_by_name["RealmService"].full_name
+
+# The whole status travels in trailers (grpc-message plus grpc-status-details-bin, which holds
+# the message again and the metadata, base64-encoded); clients reject trailers over 8 KiB by
+# default, so a huge broken document must not list every problem on the wire.
+_WIRE_PROBLEM_BUDGET = 1500
+
+_PROBLEM_RE = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<column>\d+): (?P<rest>.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One realm problem split into its location and message."""
+
+    file: str
+    line: int
+    column: int
+    path: str
+    """Path inside the document such as "stores[1].cluster"; empty for YAML syntax errors."""
+    message: str
+
+
+def parse_problem(text: str, source: str = "") -> Problem:
+    """Split "file:line:col: path: message" (the path is absent for YAML-level problems)."""
+    rest = text
+    file, line, column = source, 0, 0
+    if source and text.startswith(source + ":"):
+        # The source name is known, so a colon inside it (C:\\realm.yaml) cannot mislead.
+        m = re.match(r"^(\d+):(\d+): (.*)$", text[len(source) + 1:], re.DOTALL)
+        if m:
+            line, column, rest = int(m.group(1)), int(m.group(2)), m.group(3)
+    else:
+        m = _PROBLEM_RE.match(text)
+        if m:
+            file, line, column, rest = m["file"], int(m["line"]), int(m["column"]), m["rest"]
+    path, sep, message = rest.partition(": ")
+    # A path is one token ("clusters[0].storage", "(document)"); YAML messages are sentences.
+    if not sep or not path or any(c.isspace() for c in path):
+        path, message = "", rest
+    return Problem(file=file, line=line, column=column, path=path, message=message)
+
+
+def _to_pb(version: RealmVersion, with_document: bool = True) -> realm_pb2.RealmVersion:
+    return realm_pb2.RealmVersion(
+        version=version.version,
+        yaml=version.yaml if with_document else "",
+        normalized_json=version.normalized_json if with_document else "",
+        applied_at=version.applied_at,
+        digest=version.digest,
+        source_name=version.source_name,
+    )
+
+
+def _for_wire(err: RealmInvalid) -> RealmInvalid:
+    """The error as sent: problems bounded in size, and listed in ErrorInfo metadata too."""
+    shown: list[str] = []
+    size = 0
+    for problem in err.problems:
+        if shown and size + len(problem) > _WIRE_PROBLEM_BUDGET:
+            break
+        shown.append(problem[:_WIRE_PROBLEM_BUDGET])
+        size += len(shown[-1])
+    if len(shown) < len(err.problems):
+        shown.append(f"... and {len(err.problems) - len(shown)} more problems (run `strongroom realm validate`)")
+    wire = RealmInvalid(shown)
+    wire.metadata.update({"problems": "\n".join(shown), "problem_count": str(len(err.problems))})
+    return wire
+
+
+class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
+    """RealmService over a RealmStore: delegate, map domain errors, build replies."""
+
+    def __init__(self, store: RealmStore) -> None:
+        self._store = store
+
+    async def Apply(self, request: realm_pb2.ApplyRealmRequest,
+                    context: grpc.aio.ServicerContext) -> realm_pb2.RealmVersion:  # type: ignore[type-arg]
+        """Validate and store a new version."""
+        try:
+            version = await self._store.apply(request.yaml, request.source_name or DEFAULT_SOURCE,
+                                              request.expected_version)
+        except RealmInvalid as err:
+            await abort_with(context, _for_wire(err))
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return _to_pb(version)
+
+    async def Get(self, request: realm_pb2.GetRealmRequest,
+                  context: grpc.aio.ServicerContext) -> realm_pb2.RealmVersion:  # type: ignore[type-arg]
+        """The current version, or the requested one."""
+        try:
+            version = await self._store.get(request.version)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return _to_pb(version)
+
+    async def Validate(self, request: realm_pb2.ValidateRealmRequest,
+                       context: grpc.aio.ServicerContext) -> realm_pb2.ValidateRealmResponse:  # type: ignore[type-arg]
+        """Validate without storing; problems come back as data, not as an error status."""
+        source = request.source_name or DEFAULT_SOURCE
+        try:
+            realm = parse_realm(request.yaml, source)
+        except RealmInvalid as err:
+            problems = [parse_problem(p, source) for p in err.problems]
+            return realm_pb2.ValidateRealmResponse(valid=False, problems=[
+                realm_pb2.RealmProblem(file=p.file, line=p.line, column=p.column, path=p.path,
+                                       message=p.message) for p in problems])
+        return realm_pb2.ValidateRealmResponse(valid=True, normalized_json=realm.to_json())
+
+    async def Watch(self, request: realm_pb2.WatchRealmRequest,
+                    context: grpc.aio.ServicerContext) -> AsyncIterator[realm_pb2.RealmVersion]:  # type: ignore[type-arg]
+        """The current version, then each new one, until the client cancels."""
+        try:
+            async for version in self._store.watch():
+                yield _to_pb(version)
+        except StrongroomError as err:
+            await abort_with(context, err)
+
+    async def History(self, request: realm_pb2.RealmHistoryRequest,
+                      context: grpc.aio.ServicerContext) -> realm_pb2.RealmHistoryResponse:  # type: ignore[type-arg]
+        """Every version, oldest first, without the document text."""
+        try:
+            versions = await self._store.history()
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return realm_pb2.RealmHistoryResponse(versions=[_to_pb(v, with_document=False) for v in versions])
+
+
+async def create_server(etcd_endpoints: str, listen: str,
+                        etcd: EtcdClient | None = None) -> tuple[grpc.aio.Server, int]:
+    """Build and start the realm gRPC server (realm, health, reflection); return it and its port.
+
+    `etcd` lets the caller share its client (and own its lifetime); otherwise one is created
+    for `etcd_endpoints`.
+    """
+    client = etcd if etcd is not None else EtcdClient(etcd_endpoints)
+    server = grpc.aio.server()
+    realm_pb2_grpc.add_RealmServiceServicer_to_server(RealmServicer(RealmStore(client)), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, port

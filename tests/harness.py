@@ -1,0 +1,152 @@
+"""Test harness: real persistence member processes on a real etcd, started and stopped by pid."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
+from strongroom.etcd import EtcdClient
+from strongroom.local.etcdproc import free_port
+from strongroom.realm.model import parse_realm
+
+REALM_KEY = "/strongroom/realm/current"
+
+
+def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
+               extra_stores: str = "", extra_destinations: str = "", lease_ttl: int = 2) -> str:
+    """A realm with one cluster and the default store/destinations plus extras."""
+    names = "\n".join(f"      - name: m{i}" for i in range(1, members + 1))
+    return f"""\
+clusters:
+  - name: {cluster}
+    storage: {storage}
+    lease_ttl_seconds: {lease_ttl}
+    members:
+{names}
+stores:
+  - name: default
+    cluster: {cluster}
+{extra_stores}
+destinations:
+{extra_destinations}
+  - name: "*.queue"
+    kind: queue
+    store: default
+  - name: "*"
+    kind: topic
+    store: default
+"""
+
+
+async def put_realm(etcd_endpoint: str, text: str, version: int) -> None:
+    """Store a realm version the way the realm service does (tests of the persistence service
+    do not depend on the realm service process)."""
+    parse_realm(text, "test-realm.yaml")
+    doc = {"version": version, "yaml": text, "normalized_json": "", "applied_at": time.time(),
+           "digest": hashlib.sha256(text.encode()).hexdigest(), "source_name": "test-realm.yaml"}
+    client = EtcdClient(etcd_endpoint)
+    try:
+        await client.put(REALM_KEY, json.dumps(doc).encode())
+    finally:
+        await client.close()
+
+
+class Cluster:
+    """Member processes of one persistence cluster."""
+
+    def __init__(self, etcd_endpoint: str, root: Path, cluster: str = "default", members: int = 3) -> None:
+        self.etcd = etcd_endpoint
+        self.root = root
+        self.cluster = cluster
+        self.names = [f"m{i}" for i in range(1, members + 1)]
+        self.ports = {n: free_port() for n in self.names}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def address(self, name: str) -> str:
+        return f"127.0.0.1:{self.ports[name]}"
+
+    def addresses(self) -> list[str]:
+        return [self.address(n) for n in self.names]
+
+    def data_dir(self, name: str) -> Path:
+        return self.root / self.cluster / name
+
+    def log_path(self, name: str) -> Path:
+        return self.root / f"{self.cluster}-{name}.log"
+
+    def start(self, name: str, wipe: bool = False, etcd: str | None = None) -> subprocess.Popen[bytes]:
+        """Start (or restart) a member on its data dir; `wipe` empties the dir first."""
+        if wipe:
+            shutil.rmtree(self.data_dir(name), ignore_errors=True)
+        log = open(self.log_path(name), "ab")  # noqa: SIM115 - owned by the child
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "strongroom.persistence.main", "--etcd", etcd or self.etcd,
+             "--cluster", self.cluster, "--member", name, "--listen", self.address(name),
+             "--data-dir", str(self.data_dir(name))],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def start_all(self) -> None:
+        for name in self.names:
+            self.start(name)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.get(name)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                proc.wait(timeout=30)
+
+    def stop_all(self) -> None:
+        for name, proc in list(self.procs.items()):
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def logs(self) -> str:
+        out = []
+        for name in self.names:
+            path = self.log_path(name)
+            if path.exists():
+                out.append(f"--- {name} ---\n" + path.read_text()[-4000:])
+        return "\n".join(out)
+
+    async def status(self, name: str, timeout: float = 2.0) -> admin_pb2.ClusterStatus | None:
+        try:
+            async with grpc.aio.insecure_channel(self.address(name)) as ch:
+                return await admin_pb2_grpc.AdminServiceStub(ch).Status(admin_pb2.StatusRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return None
+
+    async def leader(self, timeout: float = 30.0, exclude: str | None = None) -> str:
+        """The member serving as leader (waits for one)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name in self.names:
+                if name == exclude or name not in self.procs or self.procs[name].poll() is not None:
+                    continue
+                st = await self.status(name)
+                if st is not None and st.role == "leader":
+                    return name
+            await asyncio.sleep(0.1)
+        raise TimeoutError("no leader in time\n" + self.logs())

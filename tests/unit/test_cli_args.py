@@ -1,0 +1,258 @@
+"""The `strongroom` command line: argument parsing of every subcommand, in-process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from strongroom.cli import main as cli
+from strongroom.cli.main import CliError, build_parser, make_body, message_json, resolve_endpoints
+from strongroom.local.launcher import member_endpoints
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(list(argv))
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        parse(*argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+# --- up / down -----------------------------------------------------------------------------------
+
+
+def test_up_defaults() -> None:
+    args = parse("up")
+    assert args.command == "up"
+    assert args.realm is None
+    assert args.detach is False
+    assert args.data_dir is None
+    assert args.func is cli._cmd_up
+
+
+def test_up_all_options() -> None:
+    args = parse("up", "--realm", "r.yaml", "--data-dir", "/tmp/x", "--detach")
+    assert args.realm == Path("r.yaml")
+    assert args.data_dir == Path("/tmp/x")
+    assert args.detach is True
+
+
+def test_data_dir_before_or_after_the_subcommand() -> None:
+    assert parse("--data-dir", "/a", "up").data_dir == Path("/a")
+    assert parse("up", "--data-dir", "/b").data_dir == Path("/b")
+    # After the subcommand wins, as the operator typed it last.
+    assert parse("--data-dir", "/a", "down", "--data-dir", "/b").data_dir == Path("/b")
+    assert parse("--data-dir", "/a", "down").data_dir == Path("/a")
+
+
+def test_down() -> None:
+    args = parse("down", "--data-dir", "d")
+    assert args.command == "down"
+    assert args.func is cli._cmd_down
+
+
+def test_up_rejects_unknown_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "unrecognized arguments: --bogus" in usage_error(capsys, "up", "--bogus")
+
+
+def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "required" in usage_error(capsys)
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def test_status() -> None:
+    args = parse("status")
+    assert args.json is False and args.endpoints is None
+    args = parse("--endpoints", "h1:1,h2:2", "status", "--json")
+    assert args.json is True
+    assert args.endpoints == "h1:1,h2:2"
+    assert parse("status", "--endpoints", "h3:3").endpoints == "h3:3"
+
+
+# --- publish -------------------------------------------------------------------------------------
+
+
+def test_publish_defaults() -> None:
+    args = parse("publish", "orders")
+    assert args.destination == "orders"
+    assert args.count == 1
+    assert args.size is None and args.body is None
+    assert args.no_confirm is False and args.json is False
+
+
+def test_publish_all_options() -> None:
+    args = parse("publish", "q.queue", "--count", "1000", "--size", "512", "--body", "hi {i}",
+                 "--no-confirm", "--json")
+    assert (args.count, args.size, args.body, args.no_confirm, args.json) == (1000, 512, "hi {i}", True, True)
+
+
+@pytest.mark.parametrize("bad", [["--count", "0"], ["--count", "x"], ["--size", "-1"]])
+def test_publish_rejects_bad_numbers(capsys: pytest.CaptureFixture[str], bad: list[str]) -> None:
+    err = usage_error(capsys, "publish", "orders", *bad)
+    assert bad[0] in err
+
+
+def test_publish_needs_a_destination(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "DEST" in usage_error(capsys, "publish")
+
+
+# --- subscribe -----------------------------------------------------------------------------------
+
+
+def test_subscribe_defaults() -> None:
+    args = parse("subscribe", "orders", "--durable", "d1")
+    assert (args.destination, args.durable, args.kind, args.ack) == ("orders", "d1", "standard", "explicit")
+    assert args.count is None and args.timeout is None and args.json is False
+
+
+def test_subscribe_all_options() -> None:
+    args = parse("subscribe", "orders", "--durable", "d1", "--kind", "lastvalue", "--count", "5",
+                 "--ack", "auto", "--timeout", "2.5", "--json")
+    assert (args.kind, args.count, args.ack, args.timeout, args.json) == ("lastvalue", 5, "auto", 2.5, True)
+
+
+def test_subscribe_requires_durable(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--durable" in usage_error(capsys, "subscribe", "orders")
+
+
+def test_subscribe_rejects_unknown_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "subscribe", "orders", "--durable", "d", "--kind", "exclusive")
+    assert "invalid choice: 'exclusive'" in err
+
+
+@pytest.mark.parametrize("bad", [["--ack", "never"], ["--timeout", "0"], ["--count", "-3"]])
+def test_subscribe_rejects_bad_values(capsys: pytest.CaptureFixture[str], bad: list[str]) -> None:
+    assert bad[0] in usage_error(capsys, "subscribe", "orders", "--durable", "d", *bad)
+
+
+# --- drill ---------------------------------------------------------------------------------------
+
+
+def test_drill_failover() -> None:
+    args = parse("drill", "failover", "--platform", "local")
+    assert (args.drill, args.platform, args.messages, args.json) == ("failover", "local", 1000, False)
+    args = parse("drill", "failover", "--platform", "local", "--messages", "400", "--json")
+    assert args.messages == 400 and args.json is True
+
+
+def test_drill_needs_a_known_platform(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--platform" in usage_error(capsys, "drill", "failover")
+    assert "invalid choice" in usage_error(capsys, "drill", "failover", "--platform", "mars")
+
+
+def test_drill_needs_a_drill(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "required" in usage_error(capsys, "drill")
+
+
+# --- realm ---------------------------------------------------------------------------------------
+
+
+def test_realm_subcommands_are_wired() -> None:
+    pytest.importorskip("strongroom.cli.realm_cmd")
+    args = parse("realm", "validate", "realm.yaml")
+    assert callable(args.func)
+    args = parse("realm", "apply", "realm.yaml")
+    assert callable(args.func)
+    assert callable(parse("realm", "get").func)
+    assert callable(parse("realm", "history").func)
+
+
+def test_cli_works_without_the_realm_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_realm_cmd(name: str, *args: object, **kwargs: object) -> object:
+        if name == "strongroom.cli.realm_cmd":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_realm_cmd)
+    assert parse("status").command == "status"
+
+
+# --- endpoints, bodies, output -------------------------------------------------------------------
+
+
+STATE = {
+    "etcd": {"endpoint": "127.0.0.1:1", "pid": 1},
+    "realm": {"address": "127.0.0.1:2", "pid": 2},
+    "clusters": {"default": {"members": {
+        "m1": {"address": "127.0.0.1:11", "pid": 11, "data_dir": "x", "log": "y"},
+        "m2": {"address": "127.0.0.1:12", "pid": 12, "data_dir": "x", "log": "y"},
+    }}},
+    "data_dir": "/tmp/x",
+}
+
+
+def test_member_endpoints_of_a_state_file() -> None:
+    assert member_endpoints(STATE) == ["127.0.0.1:11", "127.0.0.1:12"]
+
+
+def test_endpoints_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "state.json").write_text(json.dumps(STATE))
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    assert resolve_endpoints(parse("--data-dir", str(tmp_path), "status")) == ["127.0.0.1:11", "127.0.0.1:12"]
+    monkeypatch.setenv("STRONGROOM_ENDPOINTS", "e1:1, e2:2")
+    assert resolve_endpoints(parse("--data-dir", str(tmp_path), "status")) == ["e1:1", "e2:2"]
+    assert resolve_endpoints(parse("--endpoints", "x:9", "status")) == ["x:9"]
+
+
+def test_no_endpoints_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    with pytest.raises(CliError, match="strongroom up"):
+        resolve_endpoints(parse("--data-dir", str(tmp_path), "status"))
+
+
+def test_status_without_endpoints_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    assert cli.run(["--data-dir", str(tmp_path), "status"]) == 1
+    assert capsys.readouterr().err.startswith("error: no endpoints")
+
+
+def test_make_body() -> None:
+    assert make_body(None, None, 7) == b"message 7"
+    assert make_body("x{i}y", None, 3) == b"x3y"
+    assert make_body("abc", 6, 0) == b"abc..."
+    assert make_body("abcdef", 2, 0) == b"ab"
+    assert make_body(None, 0, 0) == b""
+
+
+class _Msg:
+    def __init__(self, body: bytes) -> None:
+        self.seq = 4
+        self.body = body
+        self.fields = {"n": 1, "raw": b"\x00"}
+        self.delivery_count = 2
+        self.producer_id = "p"
+        self.sequence = 9
+
+
+def test_message_json_text_and_binary() -> None:
+    text = message_json(_Msg(b"hello"))
+    assert text == {"seq": 4, "delivery_count": 2, "body": "hello", "fields": {"n": 1, "raw": "AA=="},
+                    "producer_id": "p", "sequence": 9}
+    binary = message_json(_Msg(b"\xff\xfe"))
+    assert "body" not in binary and binary["body_base64"] == "//4="
+    json.dumps(binary)
+
+
+def test_domain_error_prints_reason_and_exits_2(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from strongroom.errors import UnknownDestination
+
+    def boom(args: argparse.Namespace) -> int:
+        raise UnknownDestination("no destination of the realm matches 'x'")
+
+    monkeypatch.setattr(cli, "_cmd_publish", boom)
+    assert cli.run(["--endpoints", "h:1", "publish", "x"]) == 2
+    assert capsys.readouterr().err.strip() == "error: UNKNOWN_DESTINATION: no destination of the realm matches 'x'"

@@ -1,0 +1,200 @@
+"""The realm document: validation with exact file:line:column locations, and destination lookup."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from strongroom.errors import RealmInvalid, UnknownDestination
+from strongroom.realm.model import (
+    DEFAULT_REALM_YAML,
+    DestinationKind,
+    PublisherMode,
+    Realm,
+    StorageMode,
+    parse_realm,
+)
+
+MINIMAL = """\
+clusters:
+  - name: c1
+    members:
+      - name: m1
+stores:
+  - name: s1
+    cluster: c1
+destinations:
+  - name: orders
+    store: s1
+"""
+
+
+def problems_of(text: str, source: str = "realm.yaml") -> list[str]:
+    with pytest.raises(RealmInvalid) as info:
+        parse_realm(text, source)
+    assert info.value.problems, "RealmInvalid must list at least one problem"
+    return info.value.problems
+
+
+def test_default_realm_is_valid_and_normalised() -> None:
+    realm = parse_realm(DEFAULT_REALM_YAML, "default.yaml")
+    assert [c.name for c in realm.clusters] == ["default"]
+    assert [m.name for m in realm.clusters[0].members] == ["m1", "m2", "m3"]
+    assert realm.clusters[0].storage is StorageMode.DISK_SYNC
+    assert realm.store("default") is not None
+    assert realm.store("default").publisher_mode is PublisherMode.STORE_CONFIRM_SEND  # type: ignore[union-attr]
+    normalized = json.loads(realm.to_json())
+    # Defaults the document leaves out are filled in.
+    assert normalized["clusters"][0]["lease_ttl_seconds"] == 3
+    assert normalized["stores"][0]["max_message_bytes"] == 1024 * 1024
+    assert Realm.model_validate(normalized) == realm
+
+
+def test_minimal_realm_fills_defaults() -> None:
+    realm = parse_realm(MINIMAL)
+    assert realm.destinations[0].kind is DestinationKind.TOPIC
+    assert realm.stores[0].replicated is True
+
+
+def test_unknown_key_points_at_the_key() -> None:
+    text = MINIMAL.replace("    cluster: c1\n", "    cluster: c1\n    replicas: 3\n")
+    assert problems_of(text) == ["realm.yaml:8:5: stores[0].replicas: unknown key 'replicas'"]
+
+
+def test_bad_enum_names_allowed_values() -> None:
+    text = MINIMAL.replace("  - name: c1\n", "  - name: c1\n    storage: tape\n")
+    [problem] = problems_of(text, "prod.yaml")
+    assert problem.startswith("prod.yaml:3:5: clusters[0].storage: 'tape' is not one of")
+    assert "'disk-sync'" in problem
+
+
+def test_even_member_count_is_rejected() -> None:
+    text = MINIMAL.replace("      - name: m1\n", "      - name: m1\n      - name: m2\n")
+    [problem] = problems_of(text)
+    assert problem.startswith("realm.yaml:3:5: clusters[0].members: has 2 members")
+
+
+def test_dangling_store_and_cluster_references_are_located() -> None:
+    text = MINIMAL.replace("cluster: c1", "cluster: nope").replace("store: s1", "store: missing")
+    found = problems_of(text)
+    assert "realm.yaml:7:5: stores[0].cluster: store 's1' names cluster 'nope', " \
+           "which the realm does not define" in found
+    assert "realm.yaml:10:5: destinations[0].store: destination 'orders' names store 'missing', " \
+           "which the realm does not define" in found
+    assert len(found) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("clusters:\n  - name: c1\n    members:\n      - name: m1\n"
+         "  - name: c1\n    members:\n      - name: m1\n",
+         "realm.yaml:5:5: clusters[1].name: cluster name 'c1' appears twice"),
+        (MINIMAL + "  - name: orders\n    store: s1\n",
+         "realm.yaml:11:5: destinations[1].name: destination 'orders' appears twice"),
+        ("clusters:\n  - name: c1\n    members:\n      - name: m1\n      - name: m1\n      - name: m2\n",
+         "realm.yaml:3:5: clusters[0].members: member name 'm1' appears twice"),
+    ],
+    ids=["cluster", "destination", "member"],
+)
+def test_duplicate_names(extra: str, expected: str) -> None:
+    assert problems_of(extra) == [expected]
+
+
+def test_duplicate_store_name() -> None:
+    text = MINIMAL.replace("destinations:", "  - name: s1\n    cluster: c1\ndestinations:")
+    assert problems_of(text) == ["realm.yaml:8:5: stores[1].name: store name 's1' appears twice"]
+
+
+def test_duplicate_yaml_key_is_an_error_not_last_wins() -> None:
+    text = MINIMAL.replace("    cluster: c1\n", "    cluster: c1\n    cluster: c2\n")
+    assert problems_of(text) == ["realm.yaml:8:5: duplicate key 'cluster'"]
+
+
+def test_yaml_syntax_error_has_line_and_column() -> None:
+    text = "clusters:\n  - name: c1\n   members: [\n"
+    [problem] = problems_of(text)
+    assert problem.startswith("realm.yaml:3:4: ")
+
+
+def test_unclosed_flow_sequence_is_located() -> None:
+    [problem] = problems_of("clusters: [\n")
+    assert problem.startswith("realm.yaml:2:1: ")
+
+
+@pytest.mark.parametrize("text", ["", "   \n", "# only a comment\n"], ids=["empty", "blank", "comment"])
+def test_empty_document(text: str) -> None:
+    assert problems_of(text) == ["realm.yaml:1:1: the realm document is empty"]
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n", "42\n"], ids=["list", "string", "number"])
+def test_document_must_be_a_mapping(text: str) -> None:
+    [problem] = problems_of(text)
+    assert problem.startswith("realm.yaml:1:1: the realm must be a mapping")
+
+
+def test_missing_clusters_is_reported() -> None:
+    assert problems_of("stores: []\n") == ["realm.yaml:1:1: clusters: required key 'clusters' is missing"]
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    text = MINIMAL.replace("  - name: c1\n", "  - name: c1\n    storage: tape\n    colour: red\n")
+    found = problems_of(text)
+    assert any(p.startswith("realm.yaml:3:5: clusters[0].storage:") for p in found)
+    assert "realm.yaml:4:5: clusters[0].colour: unknown key 'colour'" in found
+
+
+# --- resolve ------------------------------------------------------------------------------------
+
+ROUTING = """\
+clusters:
+  - name: c1
+    members: [{name: m1}]
+stores:
+  - name: fast
+    cluster: c1
+    replicated: false
+  - name: safe
+    cluster: c1
+destinations:
+  - name: "orders.*"
+    store: safe
+  - name: "orders.eu"
+    kind: queue
+    store: fast
+  - name: "*.queue"
+    kind: queue
+    store: fast
+  - name: "*"
+    store: safe
+"""
+
+
+def test_exact_name_beats_an_earlier_glob() -> None:
+    realm = parse_realm(ROUTING)
+    dest, store = realm.resolve("orders.eu")
+    assert (dest.name, dest.kind, store.name) == ("orders.eu", DestinationKind.QUEUE, "fast")
+
+
+def test_first_matching_glob_in_document_order_wins() -> None:
+    realm = parse_realm(ROUTING)
+    dest, store = realm.resolve("orders.queue")  # matches "orders.*" and "*.queue"
+    assert (dest.name, store.name) == ("orders.*", "safe")
+    dest, store = realm.resolve("jobs.queue")
+    assert (dest.name, dest.kind, store.name) == ("*.queue", DestinationKind.QUEUE, "fast")
+    dest, _ = realm.resolve("anything")
+    assert dest.name == "*"
+
+
+def test_unknown_destination_raises() -> None:
+    realm = parse_realm(MINIMAL)
+    with pytest.raises(UnknownDestination, match="payments"):
+        realm.resolve("payments")
+
+
+@pytest.mark.parametrize("name", ["", "orders.*", "has space"])
+def test_invalid_destination_names_raise(name: str) -> None:
+    realm = parse_realm(ROUTING)
+    with pytest.raises(UnknownDestination):
+        realm.resolve(name)
