@@ -96,7 +96,10 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
         old_leader: dict[str, str] = {}
         new_leader: dict[str, str] = {}
 
+        pending: set[asyncio.Future[Any]] = set()
+
         def on_done(index: int, fut: asyncio.Future[Any]) -> None:
+            pending.discard(fut)
             if fut.cancelled():
                 errors.append(f"message {index}: cancelled")
                 return
@@ -134,21 +137,30 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
         pub = client.publisher(DRILL_DESTINATION, window=WINDOW)
         try:
             for i in range(messages):
+                if errors:  # the publisher failed for good: nothing more would be confirmed
+                    break
                 if watcher is None and (half.is_set() or i >= hold_at):
                     await asyncio.wait_for(half.wait(), FLUSH_TIMEOUT)
                     watcher = await kill_leader()
                 fut = await pub.send(body_for(i))
+                pending.add(fut)
                 fut.add_done_callback(lambda f, i=i: on_done(i, f))
-            if watcher is None:
+            if watcher is None and not errors:
                 await asyncio.wait_for(half.wait(), FLUSH_TIMEOUT)
                 watcher = await kill_leader()
-            await asyncio.wait_for(pub.flush(), FLUSH_TIMEOUT)
+            if pending:
+                await asyncio.wait(set(pending), timeout=FLUSH_TIMEOUT)
+            if pending:
+                errors.append(f"{len(pending)} messages not confirmed within {FLUSH_TIMEOUT:.0f} s")
         finally:
+            for f in list(pending):
+                f.cancel()  # so close() does not wait for confirmations that will not come
             await pub.close()
         await asyncio.sleep(0)  # let the last done-callbacks run
         say(f"published {messages} messages in {time.monotonic() - start:.1f} s, "
             f"{len(confirmed)} confirmed, {len(errors)} errors")
-        await asyncio.wait_for(watcher, LEADER_TIMEOUT + 5)
+        if watcher is not None:
+            await asyncio.wait_for(watcher, LEADER_TIMEOUT + 5)
         if "new_leader" in timing:
             report["leaderless_seconds"] = round(timing["new_leader"] - timing["kill"], 3)
         if "first_confirm" in timing:
@@ -165,13 +177,10 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
         order: list[int] = []
         sub = await client.subscribe(DRILL_DESTINATION, "", kind="shared", ack="auto", credit=256)
         try:
-            iterator = sub.__aiter__()
             while True:
                 remaining = confirmed - deliveries.keys()
-                timeout = SETTLE_SECONDS if not remaining else IDLE_TIMEOUT
-                try:
-                    m = await asyncio.wait_for(iterator.__anext__(), timeout)
-                except (TimeoutError, StopAsyncIteration):
+                m = await sub.next(timeout=SETTLE_SECONDS if not remaining else IDLE_TIMEOUT)
+                if m is None:
                     break
                 index = index_of(bytes(m.body))
                 if index is None:

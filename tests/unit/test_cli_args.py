@@ -239,10 +239,10 @@ class _Msg:
 
 def test_message_json_text_and_binary() -> None:
     text = message_json(_Msg(b"hello"))
-    assert text == {"seq": 4, "delivery_count": 2, "body": "hello", "fields": {"n": 1, "raw": "AA=="},
-                    "producer_id": "p", "sequence": 9}
+    assert text == {"seq": 4, "delivery_count": 2, "destination": "", "producer_id": "p", "sequence": 9,
+                    "body": "hello", "body_encoding": "utf-8", "fields": {"n": 1, "raw": "AA=="}}
     binary = message_json(_Msg(b"\xff\xfe"))
-    assert "body" not in binary and binary["body_base64"] == "//4="
+    assert binary["body"] == "//4=" and binary["body_encoding"] == "base64"
     json.dumps(binary)
 
 

@@ -89,7 +89,7 @@ def test_dangling_store_and_cluster_references_are_located() -> None:
     ("extra", "expected"),
     [
         ("clusters:\n  - name: c1\n    members:\n      - name: m1\n"
-         "  - name: c1\n    members:\n      - name: m1\n",
+         + "  - name: c1\n    members:\n      - name: m1\n",
          "realm.yaml:5:5: clusters[1].name: cluster name 'c1' appears twice"),
         (MINIMAL + "  - name: orders\n    store: s1\n",
          "realm.yaml:11:5: destinations[1].name: destination 'orders' appears twice"),

@@ -224,18 +224,26 @@ def _proto_dict(message: Any) -> dict[str, Any]:
 
 
 def message_json(m: Any) -> dict[str, Any]:
-    """A received message as a JSON object: seq, delivery_count, body (or body_base64), fields."""
-    out: dict[str, Any] = {"seq": int(m.seq), "delivery_count": int(getattr(m, "delivery_count", 1))}
+    """A received message as a JSON object (the client's `Received.to_json` shape).
+
+    seq, delivery_count, destination, producer_id, sequence, body (UTF-8 text, else base64, as
+    body_encoding says) and fields.
+    """
     body = bytes(m.body)
     try:
-        out["body"] = body.decode("utf-8")
+        text, encoding = body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
-        out["body_base64"] = base64.b64encode(body).decode()
-    out["fields"] = _jsonable(dict(getattr(m, "fields", None) or {}))
-    if getattr(m, "producer_id", ""):
-        out["producer_id"] = m.producer_id
-        out["sequence"] = int(m.sequence)
-    return out
+        text, encoding = base64.b64encode(body).decode(), "base64"
+    return {
+        "seq": int(m.seq),
+        "delivery_count": int(getattr(m, "delivery_count", 1)),
+        "destination": str(getattr(m, "destination", "")),
+        "producer_id": str(getattr(m, "producer_id", "")),
+        "sequence": int(getattr(m, "sequence", 0)),
+        "body": text,
+        "body_encoding": encoding,
+        "fields": _jsonable(dict(getattr(m, "fields", None) or {})),
+    }
 
 
 def _err(message: str) -> None:
@@ -384,7 +392,10 @@ async def _publish(args: argparse.Namespace) -> int:
         if getattr(result, "duplicate", False):
             duplicates += 1
 
+    pending: set[asyncio.Future[Any]] = set()
+
     def on_done(fut: asyncio.Future[Any]) -> None:
+        pending.discard(fut)
         if fut.cancelled():
             errors.append(asyncio.CancelledError())
         elif fut.exception() is not None:
@@ -395,22 +406,26 @@ async def _publish(args: argparse.Namespace) -> int:
     try:
         if args.count > 1:
             reporter = asyncio.create_task(report())
-        if args.no_confirm or args.count == 1:
-            # Unary publishes: a single message, or fire-and-forget without confirmation.
-            for i in range(args.count):
-                result = await client.publish(args.destination, make_body(args.body, args.size, i),
-                                              confirm=False if args.no_confirm else None)
-                sent += 1
-                record(result)
+        confirm = False if args.no_confirm else None  # None: the store's publisher mode
+        if args.count == 1:
+            record(await client.publish(args.destination, make_body(args.body, args.size, 0), confirm=confirm))
+            sent = 1
         else:
-            pub = client.publisher(args.destination, window=PUBLISH_WINDOW)
+            pub = client.publisher(args.destination, window=PUBLISH_WINDOW, confirm=confirm)
             try:
                 for i in range(args.count):
+                    if errors:  # a refused message (unknown destination, too large): stop at once
+                        break
                     f = await pub.send(make_body(args.body, args.size, i))
                     sent += 1
+                    pending.add(f)
                     f.add_done_callback(on_done)
-                await pub.flush()
+                while pending and not errors:
+                    await asyncio.wait(set(pending), return_when=asyncio.FIRST_EXCEPTION)
             finally:
+                # After a failure nothing more will be confirmed; do not let close() wait for it.
+                for f in list(pending):
+                    f.cancel()
                 await pub.close()
             await asyncio.sleep(0)  # let the last done-callbacks run
     finally:
@@ -456,23 +471,18 @@ async def _subscribe(args: argparse.Namespace) -> int:
         sub = await client.subscribe(args.destination, args.durable, kind=args.kind, ack=args.ack,
                                      credit=credit)
         try:
-            iterator = sub.__aiter__()
             while args.count is None or received < args.count:
-                try:
-                    if args.timeout is None:
-                        m = await iterator.__anext__()
-                    else:
-                        m = await asyncio.wait_for(iterator.__anext__(), args.timeout)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    timed_out = True
+                # next() returns None after `timeout` s without a message, or once the
+                # subscription is closed (a second standard subscriber replaced it).
+                m = await sub.next(timeout=args.timeout)
+                if m is None:
+                    timed_out = args.timeout is not None and not getattr(sub, "closed_reason", "")
                     break
                 if args.json:
                     print(json.dumps(message_json(m)), flush=True)
                 else:
                     data = message_json(m)
-                    body = data.get("body", f"(base64) {data.get('body_base64', '')}")
+                    body = data["body"] if data["body_encoding"] == "utf-8" else f"(base64) {data['body']}"
                     redelivered = f" (delivery {data['delivery_count']})" if data["delivery_count"] > 1 else ""
                     print(f"{data['seq']}: {body}{redelivered}", flush=True)
                 if args.ack == "explicit":
@@ -483,7 +493,8 @@ async def _subscribe(args: argparse.Namespace) -> int:
     finally:
         await client.close()
     if args.count is not None and received < args.count:
-        why = f"no message for {args.timeout:g} s" if timed_out else "the subscription ended"
+        why = (f"no message for {args.timeout:g} s" if timed_out else
+               f"the subscription was closed: {getattr(sub, 'closed_reason', '') or 'ended'}")
         _err(f"received {received} of {args.count} messages ({why})")
         return EXIT_FAILED
     return EXIT_OK

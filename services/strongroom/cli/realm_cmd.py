@@ -29,7 +29,7 @@ from strongroom.etcd import EtcdClient
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.realm.model import parse_realm
 
-__all__ = ["add_realm_parser", "resolve_realm_address", "main", "SERVICE_KEY"]
+__all__ = ["SERVICE_KEY", "add_realm_parser", "main", "resolve_realm_address"]
 
 SERVICE_KEY = "/strongroom/services/realm"
 RPC_TIMEOUT_SECONDS = 10.0
@@ -111,15 +111,15 @@ def resolve_realm_address(args: argparse.Namespace) -> str:
 def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
     address = resolve_realm_address(args)
     with grpc.insecure_channel(address) as channel:
-        stub = realm_pb2_grpc.RealmServiceStub(channel)
+        stub = realm_pb2_grpc.RealmServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
             return getattr(stub, method)(request, timeout=RPC_TIMEOUT_SECONDS)
         except grpc.RpcError as exc:
             err = from_rpc_error(exc)
             if err is not None:
                 raise err from None
-            code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"  # type: ignore[union-attr]
-            details = exc.details() if hasattr(exc, "details") else str(exc)  # type: ignore[union-attr]
+            code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"
+            details = exc.details() if hasattr(exc, "details") else str(exc)
             raise CliError(f"realm service at {address}: {code}: {details}") from None
 
 
@@ -140,7 +140,7 @@ def _version_dict(v: realm_pb2.RealmVersion, with_document: bool = True) -> dict
 
 
 def _when(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _print_json(data: Any) -> None:
@@ -261,12 +261,14 @@ def _common() -> argparse.ArgumentParser:
 def add_realm_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `realm` and its subcommands; each sets `func(args) -> exit code`."""
     common = _common()
-    realm = subparsers.add_parser("realm", parents=[common], help="apply, inspect and validate the realm",
-                                  description="Apply, inspect and validate the realm definition.")
+    realm: argparse.ArgumentParser = subparsers.add_parser(
+        "realm", parents=[common], help="apply, inspect and validate the realm",
+        description="Apply, inspect and validate the realm definition.")
     sub = realm.add_subparsers(dest="realm_command", metavar="COMMAND", required=True)
 
     def add(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text,
+                                                    description=help_text)
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=_guarded(handler))
         return p

@@ -23,7 +23,7 @@ from strongroom.etcd import EtcdClient, EtcdUnavailable
 from strongroom.realm.service import create_server
 from strongroom.realm.store import RealmStore
 
-__all__ = ["main", "SERVICE_KEY", "LEASE_TTL_SECONDS"]
+__all__ = ["LEASE_TTL_SECONDS", "SERVICE_KEY", "main"]
 
 log = logging.getLogger("strongroom.realm")
 
@@ -34,9 +34,11 @@ GRACE_SECONDS = 2.0
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="strongroom-realm", description="Run the Strongroom realm service.")
-    p.add_argument("--etcd", default=os.environ.get("STRONGROOM_ETCD"), required="STRONGROOM_ETCD" not in os.environ,
+    p.add_argument("--etcd", default=os.environ.get("STRONGROOM_ETCD"),
+                   required="STRONGROOM_ETCD" not in os.environ,
                    help="etcd endpoints, host:port[,host:port...] (env STRONGROOM_ETCD)")
-    p.add_argument("--listen", default="127.0.0.1:7400", help="host:port to serve gRPC on (port 0: any free port)")
+    p.add_argument("--listen", default="127.0.0.1:7400",
+                   help="host:port to serve gRPC on (port 0: any free port)")
     p.add_argument("--advertise", default=os.environ.get("STRONGROOM_ADVERTISE"),
                    help="host:port registered in etcd for clients (default: the listen address; "
                         "a wildcard host is replaced by this host's name) (env STRONGROOM_ADVERTISE)")

@@ -18,11 +18,11 @@ from strongroom.realm.model import parse_realm
 from strongroom.realm.store import DEFAULT_SOURCE, RealmStore, RealmVersion
 
 __all__ = [
-    "RealmServicer",
-    "Problem",
-    "parse_problem",
-    "create_server",
     "SERVICE_NAME",
+    "Problem",
+    "RealmServicer",
+    "create_server",
+    "parse_problem",
 ]
 
 SERVICE_NAME: str = realm_pb2.DESCRIPTOR.services_by_name["RealmService"].full_name
@@ -162,7 +162,8 @@ async def create_server(etcd_endpoints: str, listen: str,
     """
     client = etcd if etcd is not None else EtcdClient(etcd_endpoints)
     server = grpc.aio.server()
-    realm_pb2_grpc.add_RealmServiceServicer_to_server(RealmServicer(RealmStore(client)), server)
+    realm_pb2_grpc.add_RealmServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        RealmServicer(RealmStore(client)), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -14,7 +14,6 @@ with `RealmVersionConflict` when the caller pinned `expected_version`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -224,7 +223,7 @@ class RealmStore:
                         last = current
                         yield current
                 stream = self._etcd.watch(CURRENT_KEY, start_revision=start)
-                async with contextlib.aclosing(stream):
+                try:
                     async for events in stream:
                         for kind, event_kv in events:
                             if kind != "PUT":
@@ -233,6 +232,9 @@ class RealmStore:
                             if last is None or new.version != last.version or new.digest != last.digest:
                                 last = new
                                 yield new
+                finally:
+                    # Close the etcd watch stream now, not whenever the generator is collected.
+                    await stream.aclose()  # type: ignore[attr-defined]
             except StrongroomError:
                 raise  # corrupt data is not cured by retrying
             except Exception as exc:  # noqa: BLE001 - etcd gone or watch canceled: resync

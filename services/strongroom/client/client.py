@@ -1,0 +1,589 @@
+"""Client implementation (see the package docstring)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+
+from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import messaging_pb2 as mpb
+from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
+from strongroom.errors import (
+    InvalidArgument,
+    NoLeaderError,
+    NotLeaderError,
+    PersistenceUnavailable,
+    StrongroomError,
+    error_for_reason,
+)
+from strongroom.grpcerrors import from_rpc_error
+
+__all__ = ["Client", "Publisher", "Subscription", "Received", "PublishResult", "KINDS", "to_field", "from_field"]
+
+log = logging.getLogger("strongroom.client")
+
+T = TypeVar("T")
+
+KINDS = {
+    "standard": cpb.DURABLE_KIND_STANDARD,
+    "shared": cpb.DURABLE_KIND_SHARED,
+    "lastvalue": cpb.DURABLE_KIND_LASTVALUE,
+    "last-value": cpb.DURABLE_KIND_LASTVALUE,
+}
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+]
+_TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+              grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
+
+
+def to_field(value: object) -> cpb.FieldValue:
+    """A Python value as a typed message field."""
+    if isinstance(value, bool):
+        return cpb.FieldValue(bool_value=value)
+    if isinstance(value, int):
+        return cpb.FieldValue(int_value=value)
+    if isinstance(value, float):
+        return cpb.FieldValue(float_value=value)
+    if isinstance(value, bytes):
+        return cpb.FieldValue(bytes_value=value)
+    if isinstance(value, str):
+        return cpb.FieldValue(string_value=value)
+    raise InvalidArgument(f"field values are str, int, float, bytes or bool, not {type(value).__name__}")
+
+
+def from_field(value: cpb.FieldValue) -> object:
+    """A typed message field as a Python value."""
+    which = value.WhichOneof("value")
+    return getattr(value, which) if which else None
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What the leader said about a published message."""
+
+    message_seq: int
+    duplicate: bool
+    confirmed: bool
+
+
+@dataclass
+class Received:
+    """A delivered message."""
+
+    seq: int
+    body: bytes
+    fields: dict[str, object]
+    delivery_count: int
+    destination: str
+    producer_id: str
+    sequence: int
+    _sub: Subscription | None = field(default=None, repr=False)
+
+    async def ack(self) -> None:
+        """Acknowledge this message on its subscription."""
+        if self._sub is None:
+            raise InvalidArgument("message is not attached to a subscription")
+        await self._sub.ack(self)
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-friendly dict (body as text when it is UTF-8, else base64)."""
+        try:
+            body: str = self.body.decode()
+            encoding = "utf-8"
+        except UnicodeDecodeError:
+            body = base64.b64encode(self.body).decode()
+            encoding = "base64"
+        fields = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v) for k, v in self.fields.items()}
+        return {"seq": self.seq, "delivery_count": self.delivery_count, "destination": self.destination,
+                "producer_id": self.producer_id, "sequence": self.sequence, "body": body,
+                "body_encoding": encoding, "fields": fields}
+
+
+def _domain_error(exc: grpc.RpcError) -> StrongroomError | None:
+    return from_rpc_error(exc)
+
+
+class Client:
+    """Connection to one persistence cluster through any of its members."""
+
+    def __init__(self, endpoints: str | Sequence[str], client_name: str = "", timeout: float = 30.0) -> None:
+        items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
+        self.endpoints = [e.strip() for e in items if e.strip()]
+        if not self.endpoints:
+            raise InvalidArgument("no endpoints given")
+        self.client_name = client_name or f"client-{uuid.uuid4().hex[:8]}"
+        self.timeout = timeout
+        self.producer_id = uuid.uuid4().hex
+        self._sequence = itertools.count(1)
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._leader: str | None = None
+        self._rotation = itertools.cycle(range(len(self.endpoints)))
+
+    # --- connections --------------------------------------------------------------------------
+
+    def next_sequence(self) -> int:
+        """The next sequence of this client's producer id."""
+        return next(self._sequence)
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = self._channels[address] = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        return ch
+
+    def stub(self, address: str) -> mgrpc.MessagingServiceStub:
+        """A messaging stub for an address."""
+        return mgrpc.MessagingServiceStub(self._channel(address))
+
+    def candidate(self) -> str:
+        """Where to send the next call: the known leader, else the next endpoint."""
+        if self._leader:
+            return self._leader
+        return self.endpoints[next(self._rotation)]
+
+    def note_failure(self, address: str, err: StrongroomError | None) -> None:
+        """Learn from a failed call: follow NOT_LEADER, forget a leader that went away."""
+        if isinstance(err, NotLeaderError) and err.leader_address and err.leader_address != address:
+            self._leader = err.leader_address
+        elif self._leader == address:
+            self._leader = None
+
+    def note_leader(self, address: str) -> None:
+        """A call succeeded here: this is the leader."""
+        self._leader = address
+
+    async def retrying(self, call: Callable[[str], Awaitable[T]], deadline: float | None = None) -> T:
+        """Run `call(address)` against the leader, following redirects and retrying transient
+        failures until the client's timeout."""
+        deadline = deadline or time.monotonic() + self.timeout
+        delay = 0.02
+        last: Exception | None = None
+        while True:
+            address = self.candidate()
+            try:
+                result = await call(address)
+                self.note_leader(address)
+                return result
+            except grpc.aio.AioRpcError as exc:
+                err = _domain_error(exc)
+                if err is not None and not err.retriable:
+                    raise err from None
+                if err is None and exc.code() not in _TRANSIENT:
+                    raise
+                self.note_failure(address, err)
+                last = err or exc
+                if isinstance(err, NotLeaderError) and err.leader_address:
+                    delay = 0.02
+                    continue
+            if time.monotonic() + delay > deadline:
+                if isinstance(last, StrongroomError):
+                    raise last
+                raise NoLeaderError(f"no leader reachable within {self.timeout:.0f}s: {last}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def close(self) -> None:
+        """Close every channel."""
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- publishing -----------------------------------------------------------------------------
+
+    def make_message(self, body: bytes, fields: dict[str, object] | None = None) -> cpb.Message:
+        """A message with this client's producer id and the next sequence."""
+        msg = cpb.Message(body=body, producer_id=self.producer_id, sequence=self.next_sequence())
+        for key, value in (fields or {}).items():
+            msg.fields[key].CopyFrom(to_field(value))
+        return msg
+
+    async def publish(self, destination: str, body: bytes, fields: dict[str, object] | None = None,
+                      confirm: bool | None = None) -> PublishResult:
+        """Publish one message; with confirmation (the store default) returns once committed."""
+        mode = (mpb.PUBLISH_MODE_STORE_DEFAULT if confirm is None else
+                mpb.PUBLISH_MODE_STORE_CONFIRM_SEND if confirm else mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM)
+        req = mpb.PublishRequest(destination=destination, message=self.make_message(body, fields), mode=mode)
+
+        async def call(address: str) -> mpb.PublishResponse:
+            return await self.stub(address).Publish(req, timeout=self.timeout)
+
+        resp = await self.retrying(call)
+        return PublishResult(resp.message_seq, resp.duplicate, resp.confirmed)
+
+    def publisher(self, destination: str, window: int = 256, confirm: bool | None = None) -> Publisher:
+        """A pipelined publisher: up to `window` messages in flight, each confirmed."""
+        return Publisher(self, destination, window, confirm)
+
+    # --- subscribing -----------------------------------------------------------------------------
+
+    async def subscribe(self, destination: str, durable: str = "", kind: str | None = None,
+                        ack: str = "explicit", credit: int = 256, sync_ack: bool = False) -> Subscription:
+        """Open a subscription (the durable is created if it does not exist). `kind` defaults to
+        standard on a topic; a queue is always shared."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"unknown durable kind {kind!r}; use standard, shared or lastvalue")
+        if ack not in ("explicit", "auto"):
+            raise InvalidArgument(f"unknown ack mode {ack!r}; use explicit or auto")
+        sub = Subscription(self, destination, durable, KINDS[kind] if kind else cpb.DURABLE_KIND_UNSPECIFIED,
+                           ack, credit, sync_ack)
+        await sub.open()
+        return sub
+
+    async def ack(self, destination: str, durable: str, seqs: list[int], subscription_id: str = "") -> None:
+        """Synchronous acknowledgment: returns once committed."""
+        req = mpb.AckRequest(destination=destination, durable=durable, message_seqs=seqs,
+                             subscription_id=subscription_id)
+
+        async def call(address: str) -> mpb.AckResponse:
+            return await self.stub(address).Ack(req, timeout=self.timeout)
+
+        await self.retrying(call)
+
+    # --- status ----------------------------------------------------------------------------------
+
+    async def status(self, timeout: float = 3.0) -> list[admin_pb2.ClusterStatus]:
+        """Every reachable member's view of its cluster."""
+        async def one(address: str) -> admin_pb2.ClusterStatus | None:
+            try:
+                stub = admin_pb2_grpc.AdminServiceStub(self._channel(address))
+                return await stub.Status(admin_pb2.StatusRequest(), timeout=timeout)
+            except grpc.aio.AioRpcError:
+                return None
+
+        results = await asyncio.gather(*(one(a) for a in self.endpoints))
+        return [r for r in results if r is not None]
+
+
+class Publisher:
+    """Pipelined publishing over one PublishStream, re-sent unconfirmed after a failover."""
+
+    def __init__(self, client: Client, destination: str, window: int, confirm: bool | None) -> None:
+        self.client = client
+        self.destination = destination
+        self.window = window
+        self.mode = (mpb.PUBLISH_MODE_STORE_DEFAULT if confirm is None else
+                     mpb.PUBLISH_MODE_STORE_CONFIRM_SEND if confirm else mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM)
+        self._slots = asyncio.Semaphore(window)
+        self._unconfirmed: OrderedDict[int, tuple[mpb.PublishRequest, asyncio.Future[PublishResult]]] = OrderedDict()
+        self._outgoing: asyncio.Queue[mpb.PublishRequest | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.reconnects = 0
+
+    async def send(self, body: bytes, fields: dict[str, object] | None = None) -> asyncio.Future[PublishResult]:
+        """Queue a message; the returned future resolves when it is confirmed (or fails)."""
+        if self._closed:
+            raise InvalidArgument("publisher is closed")
+        await self._slots.acquire()
+        msg = self.client.make_message(body, fields)
+        req = mpb.PublishRequest(destination=self.destination, message=msg, mode=self.mode,
+                                 correlation_id=msg.sequence)
+        fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda _: self._slots.release())
+        self._unconfirmed[msg.sequence] = (req, fut)
+        self._outgoing.put_nowait(req)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+        return fut
+
+    async def flush(self) -> None:
+        """Wait until everything sent so far is confirmed or failed."""
+        futs = [f for _, f in self._unconfirmed.values()]
+        if futs:
+            await asyncio.gather(*futs, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Flush and end the stream."""
+        await self.flush()
+        self._closed = True
+        if self._task is not None:
+            self._outgoing.put_nowait(None)
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _run(self) -> None:
+        deadline: float | None = None
+        delay = 0.02
+        while not self._closed:
+            address = self.client.candidate()
+            try:
+                await self._stream(address)
+                return
+            except grpc.aio.AioRpcError as exc:
+                err = _domain_error(exc)
+                if err is not None and not err.retriable:
+                    self._fail_all(err)
+                    return
+                self.client.note_failure(address, err)
+                if isinstance(err, NotLeaderError) and err.leader_address:
+                    delay = 0.02
+                    continue
+            except _Reconnect as exc:
+                self.client.note_failure(address, exc.err)
+                if isinstance(exc.err, NotLeaderError) and exc.err.leader_address:
+                    continue
+            now = time.monotonic()
+            deadline = deadline or now + self.client.timeout
+            if now > deadline:
+                self._fail_all(NoLeaderError(f"no leader reachable within {self.client.timeout:.0f}s"))
+                deadline = None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def _fail_all(self, err: Exception) -> None:
+        for _, fut in self._unconfirmed.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._unconfirmed.clear()
+        # Drop queued requests of the failed messages.
+        while not self._outgoing.empty():
+            self._outgoing.get_nowait()
+
+    async def _stream(self, address: str) -> None:
+        call = self.client.stub(address).PublishStream()
+        # Everything not yet confirmed goes again, in order, with its original id.
+        while not self._outgoing.empty():
+            self._outgoing.get_nowait()
+        for req, _ in list(self._unconfirmed.values()):
+            self._outgoing.put_nowait(req)
+
+        async def writer() -> None:
+            while True:
+                req = await self._outgoing.get()
+                if req is None:
+                    await call.done_writing()
+                    return
+                batch = [req]
+                while not self._outgoing.empty() and len(batch) < 256:
+                    nxt = self._outgoing.get_nowait()
+                    if nxt is None:
+                        self._outgoing.put_nowait(None)
+                        break
+                    batch.append(nxt)
+                for item in batch:
+                    await call.write(item)
+
+        wtask = asyncio.create_task(writer())
+        try:
+            while True:
+                resp = await call.read()
+                if resp is grpc.aio.EOF:
+                    if self._unconfirmed and not self._closed:
+                        raise _Reconnect(None)
+                    return
+                entry = self._unconfirmed.get(resp.correlation_id)
+                if entry is None:
+                    continue
+                if resp.error_reason:
+                    err = error_for_reason(resp.error_reason, resp.error_message)
+                    if err.retriable:
+                        raise _Reconnect(err)
+                    self._unconfirmed.pop(resp.correlation_id)
+                    if not entry[1].done():
+                        entry[1].set_exception(err)
+                    continue
+                self._unconfirmed.pop(resp.correlation_id)
+                self.client.note_leader(address)
+                if not entry[1].done():
+                    entry[1].set_result(PublishResult(resp.message_seq, resp.duplicate, resp.confirmed))
+        finally:
+            wtask.cancel()
+            call.cancel()
+            self.reconnects += 1
+
+
+class _Reconnect(Exception):
+    def __init__(self, err: StrongroomError | None) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+class Subscription:
+    """A subscription that follows the leader: reopened on the new one after a failover."""
+
+    def __init__(self, client: Client, destination: str, durable: str, kind: int, ack_mode: str,
+                 credit: int, sync_ack: bool) -> None:
+        self.client = client
+        self.destination = destination
+        self.durable = durable
+        self.kind = kind
+        self.ack_mode = ack_mode
+        self.credit = max(1, credit)
+        self.sync_ack = sync_ack
+        self.subscription_id = ""
+        self._call: Any = None
+        self._buffer: list[Received] = []
+        self._consumed_since_grant = 0
+        self._pending_auto: Received | None = None
+        self._unsent_acks: list[int] = []
+        self._closed = False
+        self.reopened = 0
+        self.closed_reason = ""
+
+    async def open(self) -> None:
+        """Open (or reopen) the stream on the leader."""
+        async def call(address: str) -> Any:
+            stream = self.client.stub(address).Subscribe()
+            kind = self.kind
+            await stream.write(mpb.SubscribeRequest(open=mpb.OpenSubscription(
+                destination=self.destination, durable=self.durable, kind=kind,
+                ack_mode=mpb.ACK_MODE_AUTO if self.ack_mode == "auto" else mpb.ACK_MODE_EXPLICIT,
+                credit=self.credit, client_name=self.client.client_name)))
+            try:
+                first = await stream.read()
+            except grpc.aio.AioRpcError:
+                stream.cancel()
+                raise
+            if first is grpc.aio.EOF or first.WhichOneof("response") != "opened":
+                stream.cancel()
+                raise PersistenceUnavailable("subscription was not opened")
+            return stream, first.opened.subscription_id
+
+        self._call, self.subscription_id = await self.client.retrying(call)
+        self._consumed_since_grant = 0
+        if self._unsent_acks:
+            seqs, self._unsent_acks = self._unsent_acks, []
+            try:
+                await self._call.write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
+            except grpc.aio.AioRpcError:
+                self._unsent_acks = seqs + self._unsent_acks
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Received:
+        msg = await self.next()
+        if msg is None:
+            raise StopAsyncIteration
+        return msg
+
+    async def next(self, timeout: float | None = None) -> Received | None:
+        """The next message; None after `timeout` seconds without one, or once closed."""
+        if self._pending_auto is not None:
+            done, self._pending_auto = self._pending_auto, None
+            await self.ack(done)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._buffer:
+            if self._closed:
+                return None
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            try:
+                resp = await asyncio.wait_for(self._call.read(), remaining)
+            except asyncio.TimeoutError:
+                return None
+            except grpc.aio.AioRpcError as exc:
+                if self._closed:
+                    return None
+                err = _domain_error(exc)
+                if err is not None and not err.retriable:
+                    raise err from None
+                self.client.note_failure(self.client.candidate(), err)
+                await self._reopen()
+                continue
+            if resp is grpc.aio.EOF:
+                if self._closed:
+                    return None
+                await self._reopen()
+                continue
+            which = resp.WhichOneof("response")
+            if which == "closed":
+                self.closed_reason = resp.closed.reason
+                if resp.closed.reason == "REPLACED":
+                    self._closed = True
+                    return None
+                self.client.note_failure(self.client.candidate(), None)
+                await self._reopen()
+                continue
+            if which == "deliveries":
+                for d in resp.deliveries.deliveries:
+                    m = d.message
+                    self._buffer.append(Received(
+                        seq=d.message_seq, body=m.body, fields={k: from_field(v) for k, v in m.fields.items()},
+                        delivery_count=d.delivery_count, destination=d.destination,
+                        producer_id=m.producer_id, sequence=m.sequence, _sub=self))
+        msg = self._buffer.pop(0)
+        self._consumed_since_grant += 1
+        if self._consumed_since_grant >= max(1, self.credit // 2):
+            grant, self._consumed_since_grant = self._consumed_since_grant, 0
+            try:
+                await self._call.write(mpb.SubscribeRequest(credit=grant))
+            except grpc.aio.AioRpcError:
+                pass
+        if self.ack_mode == "auto" and self.kind != cpb.DURABLE_KIND_LASTVALUE:
+            # Acknowledged once the application asks for the next message (it is done with this one).
+            self._pending_auto = msg
+        return msg
+
+    async def _reopen(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+        # Deliveries buffered from the old leader come again from the new one.
+        self._buffer.clear()
+        self._pending_auto = None
+        self.reopened += 1
+        await self.open()
+
+    async def ack(self, msg: Received | int) -> None:
+        """Acknowledge a message (sync: returns once committed; async: sent on the stream)."""
+        seq = msg if isinstance(msg, int) else msg.seq
+        if self.sync_ack:
+            await self.client.ack(self.destination, self.durable, [seq], self.subscription_id)
+            return
+        try:
+            await self._call.write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=[seq])))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError):
+            self._unsent_acks.append(seq)
+
+    async def ack_many(self, seqs: list[int]) -> None:
+        """Acknowledge several messages in one request."""
+        if not seqs:
+            return
+        if self.sync_ack:
+            await self.client.ack(self.destination, self.durable, seqs, self.subscription_id)
+            return
+        try:
+            await self._call.write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            self._unsent_acks.extend(seqs)
+
+    async def close(self) -> None:
+        """Close the stream (unacknowledged messages will be redelivered)."""
+        if self._pending_auto is not None:
+            done, self._pending_auto = self._pending_auto, None
+            try:
+                await self.ack(done)
+            except StrongroomError:
+                pass
+        self._closed = True
+        if self._call is not None:
+            try:
+                await self._call.done_writing()
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                pass
+            # Let the acks written just before reach the server before the stream goes.
+            await asyncio.sleep(0.05)
+            self._call.cancel()

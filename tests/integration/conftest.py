@@ -1,0 +1,64 @@
+"""Fixtures for integration tests: a real etcd and real member processes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import Cluster, put_realm, realm_yaml
+from strongroom.local.etcdproc import start_etcd
+
+
+def _start(root: Path, text: str, members: int = 3) -> tuple[object, Cluster]:
+    etcd = start_etcd(root / "etcd")
+    asyncio.run(put_realm(etcd.endpoint, text, 1))
+    cluster = Cluster(etcd.endpoint, root, members=members)
+    cluster.start_all()
+    return etcd, cluster
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One 3-member disk-sync cluster for the semantics tests of a module (distinct destinations)."""
+    extra = """\
+  - name: volatile
+    cluster: default
+    replicated: false
+  - name: small
+    cluster: default
+    max_message_bytes: 1024
+"""
+    dests = """\
+  - name: "volatile.*"
+    store: volatile
+  - name: "small.*"
+    store: small
+"""
+    etcd, cluster = _start(tmp_path_factory.mktemp("shared"), realm_yaml(extra_stores=extra, extra_destinations=dests))
+    try:
+        yield cluster
+    finally:
+        cluster.stop_all()
+        etcd.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[object]:
+    """Factory for a cluster of the test's own: make_cluster(storage="disk-sync", members=3)."""
+    started: list[tuple[object, Cluster]] = []
+
+    def make(storage: str = "disk-sync", members: int = 3, **kw: object) -> Cluster:
+        etcd, cluster = _start(tmp_path, realm_yaml(storage=storage, members=members, **kw), members)  # type: ignore[arg-type]
+        started.append((etcd, cluster))
+        cluster.etcd_process = etcd  # type: ignore[attr-defined]
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for etcd, cluster in started:
+            cluster.stop_all()
+            etcd.stop()  # type: ignore[attr-defined]

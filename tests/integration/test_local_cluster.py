@@ -1,0 +1,217 @@
+"""The local cluster end to end: `strongroom up/status/publish/subscribe/down/drill` as subprocesses
+on real etcd, the real realm service and three real persistence members.
+
+One detached cluster serves the module; the last tests stop it with `down`, restart it over its
+stale state file and stop it again. Every pid of a state file is killed in `finally` regardless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strongroom.local.launcher import live_pids, load_state, pid_alive
+
+_SCRIPT = Path(sys.executable).parent / "strongroom"
+STRONGROOM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "strongroom.cli.main"]
+
+
+def strongroom(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run the `strongroom` command; endpoints come from the data dir given in `args`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR")}
+    return subprocess.run([*STRONGROOM, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          check=False)
+
+
+def kill_state_pids(state: dict[str, Any] | None) -> None:
+    """Last resort of a teardown: SIGKILL whatever a state file lists and is still running."""
+    if not state:
+        return
+    for _, pid in live_pids(state):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def all_pids(state: dict[str, Any]) -> list[int]:
+    pids = [state["etcd"]["pid"], state["realm"]["pid"]]
+    for cluster in state["clusters"].values():
+        pids += [m["pid"] for m in cluster["members"].values()]
+    return pids
+
+
+def wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if pid_alive(p)]
+        time.sleep(0.05)
+    return alive
+
+
+def statuses(data_dir: Path) -> list[dict[str, Any]]:
+    result = strongroom("status", "--json", "--data-dir", str(data_dir))
+    assert result.returncode == 0, result.stderr
+    out: list[dict[str, Any]] = json.loads(result.stdout)
+    return out
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A detached local cluster (default realm: one cluster of 3 members)."""
+    path = tmp_path_factory.mktemp("local-cluster")
+    try:
+        result = strongroom("up", "--detach", "--data-dir", str(path))
+        assert result.returncode == 0, f"up failed:\n{result.stdout}\n{result.stderr}"
+        yield path
+    finally:
+        state = load_state(path)
+        strongroom("down", "--data-dir", str(path), timeout=60)
+        kill_state_pids(state)
+        kill_state_pids(load_state(path))
+
+
+def test_up_writes_the_state_file_and_prints_the_endpoints(data_dir: Path) -> None:
+    state = load_state(data_dir)
+    assert state is not None
+    assert state["data_dir"] == str(data_dir)
+    members = state["clusters"]["default"]["members"]
+    assert sorted(members) == ["m1", "m2", "m3"]
+    for name, member in members.items():
+        assert member["address"].startswith("127.0.0.1:")
+        assert Path(member["data_dir"]) == data_dir / "default" / name
+        assert Path(member["log"]) == data_dir / "logs" / f"default-{name}.log"
+    assert state["etcd"]["endpoint"].startswith("127.0.0.1:")
+    assert state["realm"]["address"].startswith("127.0.0.1:")
+    assert all(pid_alive(pid) for pid in all_pids(state))
+
+
+def test_status_shows_three_members_and_exactly_one_leader(data_dir: Path) -> None:
+    replies = statuses(data_dir)
+    assert len(replies) == 3
+    assert all("error" not in r for r in replies), replies
+    assert {r["member"] for r in replies} == {"m1", "m2", "m3"}
+    leaders = [r for r in replies if r["role"] == "leader"]
+    assert len(leaders) == 1, [(r["member"], r["role"]) for r in replies]
+    leader = leaders[0]
+    assert {r["leader"] for r in replies} == {leader["member"]}
+    assert {m["name"] for m in leader["members"]} == {"m1", "m2", "m3"}
+    assert int(leader["epoch"]) > 0
+    human = strongroom("status", "--data-dir", str(data_dir))
+    assert human.returncode == 0, human.stderr
+    assert f"leader {leader['member']}" in human.stdout
+
+
+def test_up_again_says_already_running(data_dir: Path) -> None:
+    result = strongroom("up", "--detach", "--data-dir", str(data_dir))
+    assert result.returncode == 1
+    assert "already running" in result.stderr
+
+
+def test_publish_100_then_subscribe_returns_them_in_order(data_dir: Path) -> None:
+    dd = ["--data-dir", str(data_dir)]
+    # A topic keeps messages only for durables that exist: create the durable first.
+    created = strongroom("subscribe", "it.orders", "--durable", "it", "--timeout", "1", *dd)
+    assert created.returncode == 0, created.stderr
+    published = strongroom("publish", "it.orders", "--count", "100", "--body", "order {i}", "--json", *dd)
+    assert published.returncode == 0, published.stderr
+    summary = json.loads(published.stdout)
+    assert summary["count"] == 100 and summary["confirmed"] == 100
+    received = strongroom("subscribe", "it.orders", "--durable", "it", "--count", "100", "--timeout", "20",
+                          "--json", *dd)
+    assert received.returncode == 0, received.stderr
+    lines = [json.loads(line) for line in received.stdout.splitlines()]
+    assert [m["body"] for m in lines] == [f"order {i}" for i in range(100)]
+    seqs = [m["seq"] for m in lines]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 100
+    assert all(m["delivery_count"] == 1 for m in lines)
+
+
+def test_unknown_destination_is_a_domain_error(data_dir: Path) -> None:
+    # The default realm maps every name; an invalid name must still be refused precisely.
+    result = strongroom("publish", "bad name!", "--data-dir", str(data_dir))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ")
+
+
+def test_invalid_realm_prints_file_and_line_and_starts_nothing(tmp_path: Path) -> None:
+    realm = tmp_path / "bad-realm.yaml"
+    realm.write_text(
+        "clusters:\n"
+        "  - name: c1\n"
+        "    members:\n"
+        "      - name: m1\n"
+        "stores:\n"
+        "  - name: s1\n"
+        "    cluster: nowhere\n"  # line 7: a cluster the realm does not define
+        "destinations:\n"
+        "  - name: orders\n"
+        "    store: missing\n"  # line 10: a store the realm does not define
+    )
+    data = tmp_path / "data"
+    result = strongroom("up", "--realm", str(realm), "--data-dir", str(data), "--detach")
+    assert result.returncode == 1
+    assert f"{realm}:7:" in result.stderr and "'nowhere'" in result.stderr, result.stderr
+    assert f"{realm}:10:" in result.stderr and "'missing'" in result.stderr, result.stderr
+    assert not (data / "state.json").exists()
+    assert not (data / "etcd").exists() and not (data / "logs").exists()
+
+
+_BEFORE_DOWN: dict[str, int] = {}
+
+
+def test_down_leaves_no_process_alive(data_dir: Path) -> None:
+    leader = next(r for r in statuses(data_dir) if r.get("role") == "leader")
+    _BEFORE_DOWN["commit_index"] = int(leader["commit_index"])
+    state = load_state(data_dir)
+    assert state is not None
+    pids = all_pids(state)
+    result = strongroom("down", "--data-dir", str(data_dir), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert wait_dead(pids, timeout=2.0) == []
+    assert not (data_dir / "state.json").exists()
+    # A second `down` has nothing to do.
+    again = strongroom("down", "--data-dir", str(data_dir))
+    assert again.returncode == 0
+
+
+def test_up_over_a_stale_state_file_reuses_the_data(data_dir: Path) -> None:
+    stale = {"etcd": {"endpoint": "127.0.0.1:1", "pid": 999_999_999}, "realm": {}, "clusters": {},
+             "data_dir": str(data_dir)}
+    (data_dir / "state.json").write_text(json.dumps(stale))
+    result = strongroom("up", "--detach", "--data-dir", str(data_dir))
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    assert "stale" in result.stdout
+    replies = statuses(data_dir)
+    assert len([r for r in replies if r.get("role") == "leader"]) == 1
+    # The members restarted on their data: the log goes on from where it was.
+    leader = next(r for r in replies if r.get("role") == "leader")
+    assert int(leader["commit_index"]) > _BEFORE_DOWN.get("commit_index", 0)
+    state = load_state(data_dir)
+    assert state is not None
+    pids = all_pids(state)
+    assert strongroom("down", "--data-dir", str(data_dir), timeout=60).returncode == 0
+    assert wait_dead(pids, timeout=2.0) == []
+
+
+@pytest.mark.slow
+def test_failover_drill_loses_nothing() -> None:
+    result = strongroom("drill", "failover", "--platform", "local", "--messages", "400", "--json", timeout=280)
+    assert result.stdout.strip(), result.stderr
+    report = json.loads(result.stdout)
+    assert report["lost"] == 0, report
+    assert report["duplicated"] == 0, report
+    assert report["confirmed"] == 400, report
+    assert report["received"] == 400, report
+    assert report["old_leader"] != report["new_leader"], report
+    assert report["ok"] is True, (report, result.stderr)
+    assert result.returncode == 0
