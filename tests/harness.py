@@ -24,7 +24,8 @@ REALM_KEY = "/strongroom/realm/current"
 
 
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
-               extra_stores: str = "", extra_destinations: str = "", lease_ttl: int = 2) -> str:
+               extra_stores: str = "", extra_destinations: str = "", lease_ttl: int = 2,
+               compact_after_entries: int = 20000) -> str:
     """A realm with one cluster and the default store/destinations plus extras."""
     names = "\n".join(f"      - name: m{i}" for i in range(1, members + 1))
     return f"""\
@@ -32,6 +33,7 @@ clusters:
   - name: {cluster}
     storage: {storage}
     lease_ttl_seconds: {lease_ttl}
+    compact_after_entries: {compact_after_entries}
     members:
 {names}
 stores:
@@ -60,6 +62,25 @@ async def put_realm(etcd_endpoint: str, text: str, version: int) -> None:
         await client.put(REALM_KEY, json.dumps(doc).encode())
     finally:
         await client.close()
+
+
+def put_realm_sync(etcd_endpoint: str, text: str, version: int) -> None:
+    """`put_realm` callable from sync code, even inside a running event loop."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(put_realm(etcd_endpoint, text, version))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
 
 
 class Cluster:

@@ -61,8 +61,8 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
     """Run the local failover drill; returns the report (see the module docstring).
 
     The report holds confirmed, received, lost, duplicated, out_of_order, leaderless_seconds
-    (kill until a new leader serves), publish_gap_seconds (kill until the first confirmation after
-    it), old_leader, new_leader and ok. The temporary cluster lives in a new directory under
+    (kill until a new leader serves, as its Status says), publish_gap_seconds (kill until the first
+    confirmation of a message sent after it), old_leader, new_leader and ok. The temporary cluster lives in a new directory under
     `data_dir` (default: the system temp dir); it is removed when the drill passes and kept, with
     its logs, when it fails.
     """
@@ -108,7 +108,9 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
                 errors.append(f"message {index}: {exc}")
                 return
             confirmed.add(index)
-            if "kill" in timing and "first_confirm" not in timing:
+            # Only a message sent after the kill proves the new leader confirms: responses the
+            # old leader sent just before dying may still be arriving.
+            if "kill" in timing and index >= timing["next_index"] and "first_confirm" not in timing:
                 timing["first_confirm"] = time.monotonic()
             if len(confirmed) >= kill_at:
                 half.set()
@@ -123,12 +125,13 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
                     return
                 await asyncio.sleep(0.05)
 
-        async def kill_leader() -> asyncio.Task[None]:
+        async def kill_leader(next_index: int) -> asyncio.Task[None]:
             name = await _current_leader(cluster, cluster_name) or leaders[cluster_name]
             victim: ServiceProcess = cluster.member(cluster_name, name)
             say(f"{len(confirmed)} confirmed: SIGKILL leader {name} (pid {victim.pid})")
             victim.kill()
             timing["kill"] = time.monotonic()
+            timing["next_index"] = next_index
             old_leader["name"] = name
             return asyncio.create_task(watch_for_new_leader())
 
@@ -141,13 +144,13 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
                     break
                 if watcher is None and (half.is_set() or i >= hold_at):
                     await asyncio.wait_for(half.wait(), FLUSH_TIMEOUT)
-                    watcher = await kill_leader()
+                    watcher = await kill_leader(i)
                 fut = await pub.send(body_for(i))
                 pending.add(fut)
                 fut.add_done_callback(lambda f, i=i: on_done(i, f))
             if watcher is None and not errors:
                 await asyncio.wait_for(half.wait(), FLUSH_TIMEOUT)
-                watcher = await kill_leader()
+                watcher = await kill_leader(messages)
             if pending:
                 await asyncio.wait(set(pending), timeout=FLUSH_TIMEOUT)
             if pending:

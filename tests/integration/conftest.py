@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness import Cluster, put_realm, realm_yaml
+from harness import Cluster, put_realm_sync, realm_yaml
 from strongroom.local.etcdproc import start_etcd
 
 
 def _start(root: Path, text: str, members: int = 3) -> tuple[object, Cluster]:
     etcd = start_etcd(root / "etcd")
-    asyncio.run(put_realm(etcd.endpoint, text, 1))
+    put_realm_sync(etcd.endpoint, text, 1)
     cluster = Cluster(etcd.endpoint, root, members=members)
     cluster.start_all()
     return etcd, cluster

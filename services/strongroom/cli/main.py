@@ -355,7 +355,8 @@ def _print_status(replies: Sequence[Any]) -> None:
             print(f"  store {store.name} ({kind}): {store.messages} messages, {_human_bytes(store.bytes)}")
             for d in store.durables:
                 dkind = common_pb2.DurableKind.Name(d.kind).removeprefix("DURABLE_KIND_").lower()
-                print(f"    durable {d.name} on {d.destination} ({dkind}): {d.pending_messages} pending "
+                label = f"durable {d.name}" if d.name else "queue durable"
+                print(f"    {label} on {d.destination} ({dkind}): {d.pending_messages} pending "
                       f"({_human_bytes(d.pending_bytes)}), {d.unacked} unacked, {d.subscribers} subscriber(s)")
     for r in replies:
         if r.endpoint not in answered:

@@ -105,7 +105,6 @@ class PersistenceNode:
         self.log = ReplicatedLog(self.storage, loaded)
         self.state = StateMachine.from_snapshot(loaded.snapshot) if loaded.snapshot else StateMachine()
         self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index))
-        self._apply_committed()
         self.local_state = StateMachine()  # non-replicated stores, leader only
         self.role = FOLLOWER
         self.epoch = 0
@@ -124,6 +123,8 @@ class PersistenceNode:
         self.election = Election(self.etcd, config.cluster, config.member, config.address,
                                  cluster.lease_ttl_seconds, self._on_elected, self._on_deposed,
                                  self._on_leader_info)
+        # Re-apply what this member knew was committed (restart: snapshot + log suffix).
+        self._apply_committed()
 
     # --- lifecycle --------------------------------------------------------------------------
 

@@ -1,0 +1,297 @@
+"""Failures are the product: leader kill, etcd partition, minority, empty-disk and memory restarts.
+
+Every test runs real etcd, real member processes and a real client; faults are real signals and
+real cut TCP links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from harness import Cluster, put_realm, realm_yaml
+from proxy import LinkProxy
+from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
+from strongroom.client import Client
+from strongroom.errors import StrongroomError
+from strongroom.local.etcdproc import free_port, start_etcd
+
+pytestmark = pytest.mark.slow
+
+
+async def drain_all(client: Client, destination: str, durable: str = "", idle: float = 3.0) -> list:  # type: ignore[no-untyped-def]
+    sub = await client.subscribe(destination, durable, credit=512)
+    out = []
+    while True:
+        msg = await sub.next(timeout=idle)
+        if msg is None:
+            break
+        out.append(msg)
+        await sub.ack(msg)
+    await sub.close()
+    return out
+
+
+async def wait_for(pred, timeout: float = 30.0, interval: float = 0.1) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await pred():
+            return
+        await asyncio.sleep(interval)
+    raise TimeoutError("condition not reached")
+
+
+async def test_kill_leader_under_confirmed_publishing_loses_nothing(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    old = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    # Two durables on a topic exist before publishing: each must get every message once.
+    for durable in ("audit", "billing"):
+        sub = await client.subscribe("payments", durable)
+        await sub.close()
+    total = 1500
+    pub_topic = client.publisher("payments", window=32)
+    confirmed: list[int] = []
+    killed = asyncio.Event()
+
+    async def produce() -> None:
+        for i in range(total):
+            fut = await pub_topic.send(str(i).encode())
+            fut.add_done_callback(lambda f, i=i: confirmed.append(i) if not f.exception() else None)
+            if i == total // 3:
+                cluster.kill(old, signal.SIGKILL)
+                killed.set()
+        await pub_topic.flush()
+
+    await produce()
+    await pub_topic.close()
+    assert killed.is_set()
+    assert sorted(confirmed) == list(range(total)), "every publish must end confirmed"
+    new = await cluster.leader(exclude=old)
+    assert new != old
+    for durable in ("audit", "billing"):
+        got = await drain_all(client, "payments", durable)
+        bodies = [int(m.body) for m in got]
+        assert bodies == list(range(total)), f"{durable}: lost/duplicated/reordered"
+    # The killed leader comes back as a follower and catches up.
+    cluster.start(old)
+
+    async def caught_up() -> bool:
+        st_old = await cluster.status(old)
+        st_new = await cluster.status(new)
+        return bool(st_old and st_new and st_old.role == "follower" and
+                    st_old.applied_index == st_new.commit_index)
+
+    await wait_for(caught_up)
+    await client.close()
+
+
+async def test_leader_cut_off_from_etcd_steps_down_and_confirms_nothing_after(tmp_path: Path) -> None:
+    etcd = start_etcd(tmp_path / "etcd")
+    ttl = 2
+    await put_realm(etcd.endpoint, realm_yaml(lease_ttl=ttl), 1)
+    cluster = Cluster(etcd.endpoint, tmp_path)
+    proxies = {n: LinkProxy(etcd.endpoint) for n in cluster.names}
+    try:
+        for n in cluster.names:
+            cluster.start(n, etcd=proxies[n].endpoint)
+        old = await cluster.leader()
+        client = Client(cluster.addresses(), timeout=30)
+        await client.publish("fence.queue", b"before")
+        # Publish straight to the old leader (no redirects) while it is cut off from etcd.
+        confirmed_after: list[tuple[float, int]] = []
+        confirmed_bodies: list[bytes] = []
+        stop = time.monotonic() + ttl + 4
+        async with grpc.aio.insecure_channel(cluster.address(old)) as ch:
+            stub = messaging_pb2_grpc.MessagingServiceStub(ch)
+            proxies[old].cut()
+            cut_at = time.monotonic()
+            i = 0
+            while time.monotonic() < stop:
+                i += 1
+                body = f"during-{i}".encode()
+                try:
+                    await stub.Publish(messaging_pb2.PublishRequest(
+                        destination="fence.queue", message=common_pb2.Message(body=body, producer_id="fence", sequence=i)),
+                        timeout=1.0)
+                    confirmed_after.append((time.monotonic() - cut_at, i))
+                    confirmed_bodies.append(body)
+                except grpc.aio.AioRpcError:
+                    await asyncio.sleep(0.05)
+        # The old leader stepped down within its lease TTL and confirmed nothing after it.
+        late = [(t, i) for t, i in confirmed_after if t > ttl]
+        assert not late, f"confirmed after the lease was gone: {late[:5]}"
+        st = await cluster.status(old)
+        assert st is not None and st.role != "leader"
+        new = await cluster.leader(exclude=old)
+        assert new != old
+        # Whatever it did confirm before stepping down survived.
+        got = [m.body for m in await drain_all(client, "fence.queue")]
+        assert got[0] == b"before"
+        for body in confirmed_bodies:
+            assert got.count(body) == 1, body
+        # Healed, the old leader rejoins as a follower.
+        proxies[old].restore()
+        await client.publish("fence.queue", b"after-heal")
+        await client.close()
+    finally:
+        cluster.stop_all()
+        for p in proxies.values():
+            p.close()
+        etcd.stop()
+
+
+async def test_minority_cannot_commit_until_quorum_returns(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    await client.publish("quorum.queue", b"first")
+    followers = [n for n in cluster.names if n != leader]
+    for f in followers:
+        cluster.kill(f, signal.SIGKILL)
+    st = await cluster.status(leader)
+    assert st is not None
+    commit_before = st.commit_index
+    short = Client([cluster.address(leader)], timeout=3)
+    msg = short.make_message(b"second")
+    req = messaging_pb2.PublishRequest(destination="quorum.queue", message=msg)
+    async with grpc.aio.insecure_channel(cluster.address(leader)) as ch:
+        stub = messaging_pb2_grpc.MessagingServiceStub(ch)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Publish(req, timeout=3)
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        st = await cluster.status(leader)
+        assert st is not None and st.commit_index == commit_before, "a minority committed"
+        cluster.start(followers[0])
+        # The same message id retried after quorum returns is stored exactly once.
+        resp = await stub.Publish(req, timeout=30)
+        assert resp.confirmed
+    got = [m.body for m in await drain_all(client, "quorum.queue")]
+    assert got == [b"first", b"second"]
+    await client.close()
+    await short.close()
+
+
+async def test_follower_with_empty_disk_catches_up_then_counts(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(compact_after_entries=100)
+    leader = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    pub = client.publisher("catchup.queue", window=64)
+    futs = [await pub.send(f"a{i}".encode()) for i in range(300)]
+    await asyncio.gather(*futs)
+    wiped, other = [n for n in cluster.names if n != leader]
+    cluster.kill(wiped, signal.SIGKILL)
+    futs = [await pub.send(f"b{i}".encode()) for i in range(300)]
+    await asyncio.gather(*futs)
+    cluster.start(wiped, wipe=True)
+
+    async def synced() -> bool:
+        st = await cluster.status(wiped)
+        lst = await cluster.status(leader)
+        return bool(st and lst and st.synced and st.applied_index >= lst.commit_index - 1)
+
+    await wait_for(synced)
+    # Now the restarted member is needed for a majority: it must count.
+    cluster.kill(other, signal.SIGKILL)
+    futs = [await pub.send(f"c{i}".encode()) for i in range(50)]
+    await asyncio.wait_for(asyncio.gather(*futs), 30)
+    await pub.close()
+    st = await cluster.status(wiped)
+    assert st is not None
+    queue = [d for s in st.stores for d in s.durables if d.destination == "catchup.queue"][0]
+    assert queue.pending_messages == 650
+    got = [m.body for m in await drain_all(client, "catchup.queue")]
+    assert got == [f"a{i}".encode() for i in range(300)] + [f"b{i}".encode() for i in range(300)] + \
+        [f"c{i}".encode() for i in range(50)]
+    await client.close()
+
+
+async def test_memory_member_restarted_copies_state_from_peers(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(storage="memory")
+    leader = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    for i in range(40):
+        await client.publish("mem.queue", f"m{i}".encode())
+    follower = next(n for n in cluster.names if n != leader)
+    cluster.kill(follower, signal.SIGKILL)
+    cluster.start(follower)
+
+    async def copied() -> bool:
+        st = await cluster.status(follower)
+        if st is None or not st.synced:
+            return False
+        q = [d for s in st.stores for d in s.durables if d.destination == "mem.queue"]
+        return bool(q) and q[0].pending_messages == 40
+
+    await wait_for(copied)
+    # With the copied state, the restarted member can carry the cluster after the leader goes.
+    cluster.kill(leader, signal.SIGKILL)
+    await cluster.leader(exclude=leader)
+    got = [m.body for m in await drain_all(client, "mem.queue")]
+    assert got == [f"m{i}".encode() for i in range(40)]
+    await client.close()
+
+
+async def test_non_replicated_store_is_lost_with_its_leader(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    extra = "  - name: volatile\n    cluster: default\n    replicated: false\n"
+    dests = '  - name: "volatile.*"\n    kind: queue\n    store: volatile\n'
+    cluster: Cluster = make_cluster(extra_stores=extra, extra_destinations=dests)
+    leader = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    for i in range(10):
+        res = await client.publish("volatile.q", f"v{i}".encode())
+        assert res.confirmed
+    st = await cluster.status(leader)
+    assert st is not None and [s for s in st.stores if s.name == "volatile"][0].messages == 10
+    cluster.kill(leader, signal.SIGKILL)
+    new = await cluster.leader(exclude=leader)
+    st = await cluster.status(new)
+    assert st is not None and [s for s in st.stores if s.name == "volatile"][0].messages == 0
+    got = await drain_all(client, "volatile.q", idle=1.0)
+    assert got == []  # documented: non-replicated contents go with the leader
+    await client.close()
+
+
+async def test_member_with_unknown_name_is_refused(make_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    await cluster.leader()
+    cluster.names.append("intruder")
+    cluster.ports["intruder"] = free_port()
+    proc = cluster.start("intruder")
+    code = proc.wait(timeout=30)
+    assert code == 2
+    text = cluster.log_path("intruder").read_text()
+    assert "UNKNOWN_MEMBER" in text and "'intruder'" in text
+    cluster.names.remove("intruder")
+
+
+async def test_status_reports_leader_epoch_and_counts(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    client = Client(cluster.addresses())
+    for i in range(5):
+        await client.publish("count.queue", b"12345")
+    statuses = await client.status()
+    assert len(statuses) == 3
+    assert {s.leader for s in statuses} == {leader}
+    lst = [s for s in statuses if s.member == leader][0]
+    assert lst.role == "leader" and lst.epoch > 0
+    store = [s for s in lst.stores if s.name == "default"][0]
+    assert store.messages == 5 and store.bytes > 25
+    first_epoch = lst.epoch
+    cluster.kill(leader, signal.SIGKILL)
+    new = await cluster.leader(exclude=leader)
+    st = await cluster.status(new)
+    assert st is not None and st.epoch > first_epoch  # epochs strictly increase
+    await client.close()
+    with pytest.raises(StrongroomError):
+        dead = Client([cluster.address(leader)], timeout=1)
+        try:
+            await dead.publish("count.queue", b"x")
+        finally:
+            await dead.close()
