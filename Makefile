@@ -20,8 +20,9 @@ protos: venv
 check-protos: venv
 	$(PY) scripts/gen_protos.py --check
 
+# The whole suite: unit, integration (real etcd, real processes), slow failover tests.
 test: venv check-protos
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -p no:cacheprovider
 
 up: venv
 	$(VENV)/bin/strongroom up

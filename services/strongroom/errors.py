@@ -23,6 +23,8 @@ __all__ = [
     "ForeignMessage",
     "InvalidArgument",
     "RealmInvalid",
+    "RealmVersionConflict",
+    "RealmVersionNotFound",
     "UnknownMember",
     "DataCorruption",
     "PersistenceUnavailable",
@@ -152,6 +154,20 @@ class RealmInvalid(StrongroomError):
         self.problems = problems
 
 
+class RealmVersionConflict(StrongroomError):
+    """`expected_version` was given but another version is now current; re-read and retry."""
+
+    reason = "REALM_VERSION_CONFLICT"
+    code = "ABORTED"  # a failed test-and-set: the client restarts its read-modify-write
+
+
+class RealmVersionNotFound(StrongroomError):
+    """No realm has been applied yet, or the requested version does not exist."""
+
+    reason = "REALM_VERSION_NOT_FOUND"
+    code = "NOT_FOUND"
+
+
 class UnknownMember(StrongroomError):
     """A member started with a name its cluster in the realm does not list."""
 
@@ -186,7 +202,7 @@ def error_for_reason(reason: str, message: str, metadata: dict[str, str] | None 
     if cls is NotLeaderError:
         return NotLeaderError(message, meta.get("leader", ""), meta.get("leader_address", ""))
     if cls is RealmInvalid:
-        return RealmInvalid(message.splitlines()[1:] or [message])
+        return RealmInvalid([line.strip() for line in message.splitlines()[1:]] or [message])
     err = cls.__new__(cls)
     StrongroomError.__init__(err, message, meta)
     return err

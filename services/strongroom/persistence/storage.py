@@ -7,6 +7,7 @@ that changes state takes one WriteBatch and at most one fsync (mode `disk-sync`)
 
 from __future__ import annotations
 
+import gc
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,7 +166,13 @@ class RocksStorage(Storage):
         self.save_snapshot(index, epoch, data, 2**64 - 2)
 
     def close(self) -> None:
+        # Column-family views hold the database open; drop them before closing it.
+        for name in ("_log", "_meta", "_log_h", "_meta_h"):
+            if hasattr(self, name):
+                delattr(self, name)
         self._db.close()
+        del self._db
+        gc.collect()
 
 
 def open_storage(mode: str, path: Path) -> Storage:

@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 
-from strongroom.errors import DataCorruption, StrongroomError
+from strongroom.errors import DataCorruption, RealmVersionConflict, RealmVersionNotFound, StrongroomError
 from strongroom.etcd import EtcdClient, KeyValue
 from strongroom.realm.model import Realm, parse_realm
 
@@ -46,20 +46,6 @@ DEFAULT_SOURCE = "realm.yaml"
 # A lost race is retried at once; this bound only stops a livelock, it is never reached in
 # practice (each retry means another apply succeeded).
 _MAX_APPLY_ATTEMPTS = 50
-
-
-class RealmVersionConflict(StrongroomError):
-    """`expected_version` was given but another version is now current; re-read and retry."""
-
-    reason = "REALM_VERSION_CONFLICT"
-    code = "ABORTED"  # a failed test-and-set: the client restarts its read-modify-write
-
-
-class RealmVersionNotFound(StrongroomError):
-    """No realm has been applied yet, or the requested version does not exist."""
-
-    reason = "REALM_VERSION_NOT_FOUND"
-    code = "NOT_FOUND"
 
 
 def version_key(version: int) -> str:

@@ -1,0 +1,126 @@
+"""The state machine and the log, in-process: determinism, dedup, refcounts, consistency check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.state import DEDUP_WINDOW, StateMachine, durable_key
+from strongroom.persistence.storage import MemoryStorage, RocksStorage
+
+
+def publish(dest: str, body: bytes, pid: str = "p", seq: int = 0, queue: bool = False) -> rpb.Operation:
+    return rpb.Operation(publish=rpb.PublishOp(store="s", destination=dest, queue=queue,
+                                               message=cpb.Message(body=body, producer_id=pid, sequence=seq)))
+
+
+def create(dest: str, name: str, kind: int = cpb.DURABLE_KIND_STANDARD) -> rpb.Operation:
+    return rpb.Operation(create_durable=rpb.CreateDurableOp(store="s", destination=dest, durable=name, kind=kind))
+
+
+def ack(dest: str, name: str, *seqs: int) -> rpb.Operation:
+    return rpb.Operation(ack=rpb.AckOp(store="s", durable_key=durable_key(dest, name), message_seqs=seqs))
+
+
+def test_topic_message_kept_until_every_durable_acked() -> None:
+    sm = StateMachine()
+    sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[create("t", "a"), create("t", "b")]))
+    (res,) = sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[publish("t", b"x", seq=1)]))
+    assert res.message_seq == 1 and sm.store_count["s"] == 1
+    sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[ack("t", "a", 1)]))
+    assert sm.store_count["s"] == 1
+    sm.apply_entry(rpb.LogEntry(index=4, epoch=1, ops=[ack("t", "b", 1)]))
+    assert sm.store_count["s"] == 0 and not sm.messages and sm.store_bytes["s"] == 0
+
+
+def test_topic_without_durable_stores_nothing_queue_stores() -> None:
+    sm = StateMachine()
+    (r1,) = sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[publish("t", b"x", seq=1)]))
+    (r2,) = sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[publish("q", b"y", seq=2, queue=True)]))
+    assert r1.message_seq == 0 and r2.message_seq > 0
+    assert list(sm.durable("q", "").pending) == [r2.message_seq]
+
+
+def test_dedup_within_and_beyond_window() -> None:
+    sm = StateMachine()
+    ops = [publish("q", b"a", seq=5, queue=True), publish("q", b"a", seq=5, queue=True)]
+    first, again = sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=ops))
+    assert not first.duplicate and again.duplicate and again.message_seq == first.message_seq
+    sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[publish("q", b"z", seq=5 + DEDUP_WINDOW + 10, queue=True)]))
+    (old,) = sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[publish("q", b"b", seq=6, queue=True)]))
+    assert old.duplicate  # older than the window: a retry of something stored long ago
+    assert len(sm.durable("q", "").pending) == 2
+
+
+def test_lastvalue_keeps_only_latest() -> None:
+    sm = StateMachine()
+    sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[create("p", "lv", cpb.DURABLE_KIND_LASTVALUE)]))
+    for i in range(5):
+        sm.apply_entry(rpb.LogEntry(index=2 + i, epoch=1, ops=[publish("p", f"{i}".encode(), seq=i + 1)]))
+    d = sm.durable("p", "lv")
+    assert d is not None and sm.messages[d.last_value_seq].message.body == b"4"
+    assert len(sm.messages) == 1
+
+
+def test_snapshot_round_trip_is_identical() -> None:
+    sm = StateMachine()
+    ops = [create("t", "a"), create("p", "lv", cpb.DURABLE_KIND_LASTVALUE)]
+    ops += [publish("t", f"{i}".encode(), seq=i + 1) for i in range(10)]
+    ops += [publish("p", b"v", seq=100), publish("q", b"queued", seq=101, queue=True), ack("t", "a", 1, 2)]
+    sm.apply_entry(rpb.LogEntry(index=7, epoch=3, ops=ops))
+    copy = StateMachine.from_snapshot(sm.to_snapshot())
+    assert copy.to_snapshot() == sm.to_snapshot()
+    assert copy.store_count == sm.store_count and copy.store_bytes == sm.store_bytes
+    (dup,) = copy.apply_entry(rpb.LogEntry(index=8, epoch=3, ops=[publish("t", b"3", seq=3)]))
+    assert dup.duplicate  # the dedup window travels with the snapshot
+
+
+def entry(index: int, epoch: int) -> rpb.LogEntry:
+    return rpb.LogEntry(index=index, epoch=epoch, ops=[rpb.Operation(noop=rpb.Noop(leader="x"))])
+
+
+def test_append_consistency_check_and_conflict_truncation(tmp_path: Path) -> None:
+    storage = RocksStorage(tmp_path, sync=True)
+    lg = ReplicatedLog(storage, storage.load())
+    assert lg.append_from_leader(0, 0, [entry(1, 1), entry(2, 1), entry(3, 1)]).ok
+    # Wrong prev epoch: refused, nothing changes.
+    out = lg.append_from_leader(3, 2, [entry(4, 2)])
+    assert not out.ok and lg.last_index == 3
+    # Beyond our end: refused.
+    assert not lg.append_from_leader(5, 1, [entry(6, 1)]).ok
+    # A new leader overwrites an uncommitted suffix from index 3.
+    assert lg.append_from_leader(2, 1, [entry(3, 2), entry(4, 2)]).ok
+    assert [(e.index, e.epoch) for e in lg.entries] == [(1, 1), (2, 1), (3, 2), (4, 2)]
+    storage.close()
+    # What is on disk is what was acknowledged.
+    storage = RocksStorage(tmp_path, sync=True)
+    loaded = storage.load()
+    assert [(e.index, e.epoch) for e in loaded.entries] == [(1, 1), (2, 1), (3, 2), (4, 2)]
+    storage.close()
+
+
+def test_compaction_keeps_suffix_and_snapshot(tmp_path: Path) -> None:
+    storage = RocksStorage(tmp_path, sync=False)
+    lg = ReplicatedLog(storage, storage.load())
+    for i in range(1, 11):
+        lg.append_local(entry(i, 1))
+    lg.compact(6, 1, b"state-at-6")
+    assert lg.first_index == 7 and lg.last_index == 10 and lg.epoch_at(6) == 1 and lg.epoch_at(5) is None
+    # An append overlapping the compacted prefix is accepted for its new part.
+    assert lg.append_from_leader(4, 1, [entry(5, 1), entry(6, 1), entry(7, 1), entry(8, 1)]).ok
+    assert lg.last_index == 10
+    storage.close()
+    storage = RocksStorage(tmp_path, sync=False)
+    loaded = storage.load()
+    assert loaded.snapshot == b"state-at-6" and loaded.snapshot_index == 6
+    assert [e.index for e in loaded.entries] == [7, 8, 9, 10]
+    storage.close()
+
+
+def test_memory_storage_keeps_nothing() -> None:
+    storage = MemoryStorage()
+    lg = ReplicatedLog(storage, storage.load())
+    lg.append_local(entry(1, 1))
+    assert storage.load().empty and lg.last_index == 1
