@@ -20,7 +20,7 @@ from typing import Any
 from strongroom.local.launcher import LocalCluster, ServiceProcess, fetch_statuses
 from strongroom.realm.model import DEFAULT_REALM_YAML, parse_realm
 
-__all__ = ["DRILL_DESTINATION", "body_for", "failover_drill_local", "index_of"]
+__all__ = ["DRILL_DESTINATION", "DrillPreconditionFailed", "body_for", "failover_drill_local", "index_of"]
 
 # A queue keeps its messages without subscribers, so consuming after publishing sees them all.
 DRILL_DESTINATION = "drill.queue"
@@ -30,7 +30,13 @@ FLUSH_TIMEOUT = 120.0
 IDLE_TIMEOUT = 15.0  # stop consuming after this long without a message
 SETTLE_SECONDS = 1.0  # after everything arrived, wait this long for duplicates
 
+SYNC_TIMEOUT = 30.0  # for every member to hold the committed state before the drill starts
+
 Progress = Callable[[str], None]
+
+
+class DrillPreconditionFailed(Exception):
+    """The cluster was not in a state the drill can meaningfully start from."""
 
 
 def body_for(index: int) -> bytes:
@@ -84,6 +90,12 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
     try:
         say(f"starting a local cluster in {base}")
         leaders = await cluster.start(realm, DEFAULT_REALM_YAML, "<built-in default realm>", progress=say)
+        # Killing the leader of a cluster whose followers do not all replicate tests nothing but
+        # the missing redundancy: require every member to hold the committed state first.
+        lagging = await cluster.wait_until_synced(SYNC_TIMEOUT, say)
+        if lagging:
+            raise DrillPreconditionFailed(
+                f"not every member replicates before the kill: {'; '.join(lagging)}")
         say(f"leader is {leaders[cluster_name]}; publishing {messages} messages to {DRILL_DESTINATION}")
         client = Client(cluster.endpoints(), client_name="strongroom-drill")
 

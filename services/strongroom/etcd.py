@@ -133,6 +133,18 @@ class EtcdClient:
         resp = await self._call("Range", "kv", req)
         return [_kv(kv) for kv in resp.kvs]  # type: ignore[attr-defined]
 
+    async def get_prefix_at(self, prefix: str) -> tuple[list[KeyValue], int]:
+        """Every key under the prefix and the revision it was read at (watch from revision + 1
+        to miss nothing)."""
+        req = rpc.RangeRequest(
+            key=prefix.encode(),
+            range_end=prefix_end(prefix),
+            sort_order=rpc.RangeRequest.ASCEND,
+            sort_target=rpc.RangeRequest.KEY,
+        )
+        resp = await self._call("Range", "kv", req)
+        return [_kv(kv) for kv in resp.kvs], int(resp.header.revision)  # type: ignore[attr-defined]
+
     async def revision(self) -> int:
         """The store's current revision."""
         resp = await self._call("Range", "kv", rpc.RangeRequest(key=b"\0", limit=1, count_only=True))

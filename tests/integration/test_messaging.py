@@ -268,3 +268,41 @@ async def test_non_replicated_store_is_served_by_leader_only(client: Client, sha
 def test_not_leader_error_carries_address() -> None:
     err = NotLeaderError("x", "m2", "127.0.0.1:1")
     assert err.retriable and err.leader_address == "127.0.0.1:1"
+
+
+async def test_new_store_and_destination_take_effect_without_restart(client: Client, shared_cluster: Cluster) -> None:
+    from harness import put_realm, realm_yaml
+
+    before = await client.publish("late.orders.queue", b"to-default")  # only "*.queue" matches yet
+    assert before.confirmed
+    extra = """\
+  - name: volatile
+    cluster: default
+    replicated: false
+  - name: small
+    cluster: default
+    max_message_bytes: 1024
+  - name: late
+    cluster: default
+"""
+    dests = """\
+  - name: "volatile.*"
+    store: volatile
+  - name: "small.*"
+    store: small
+  - name: "late.*"
+    kind: queue
+    store: late
+"""
+    await put_realm(shared_cluster.etcd, realm_yaml(extra_stores=extra, extra_destinations=dests), 2)
+    deadline = asyncio.get_running_loop().time() + 10
+    while not all(s.realm_version == 2 for s in await client.status()):
+        assert asyncio.get_running_loop().time() < deadline, "realm version 2 not picked up"
+        await asyncio.sleep(0.1)
+    res = await client.publish("late.orders.queue", b"to-late")
+    assert res.confirmed
+    statuses = await client.status()
+    assert all(s.realm_version == 2 for s in statuses)
+    leader = [s for s in statuses if s.role == "leader"][0]
+    late = [s for s in leader.stores if s.name == "late"][0]
+    assert late.messages == 1

@@ -52,6 +52,7 @@ __all__ = [
 
 STATE_FILE = "state.json"
 READY_TIMEOUT = 60.0
+SYNC_TIMEOUT = 10.0  # after the leaders serve, how long `up` waits for every follower to catch up
 STOP_GRACE = 10.0
 
 Progress = Callable[[str], None]
@@ -457,6 +458,39 @@ class LocalCluster:
                 progress(f"waiting for a leader in {', '.join(waiting)} ({now - start:.0f} s) ...")
             await asyncio.sleep(0.2)
 
+    async def lagging_members(self) -> list[str]:
+        """Members that do not answer Status or do not yet hold the committed state (synced false)."""
+        out: list[str] = []
+        for cluster, members in self.members.items():
+            replies = await fetch_statuses([p.address for p in members.values()], timeout=1.0)
+            commit = max((r.status.commit_index for r in replies if r.status is not None), default=0)
+            for name, reply in zip(members, replies, strict=True):
+                st = reply.status
+                if st is None:
+                    out.append(f"{cluster}/{name} does not answer ({reply.error})")
+                elif not st.synced:
+                    out.append(f"{cluster}/{name} has not caught up (synced false, last index {st.last_index}, "
+                               f"cluster commit index {commit})")
+        return out
+
+    async def wait_until_synced(self, timeout: float, progress: Progress | None = None) -> list[str]:
+        """Until every member holds the committed state; returns the laggards left after `timeout`."""
+        start = time.monotonic()
+        reported = False
+        while True:
+            lagging = await self.lagging_members()
+            waited = time.monotonic() - start
+            if not lagging:
+                if reported and progress is not None:
+                    progress(f"every member caught up after {waited:.1f} s")
+                return lagging
+            if waited > timeout:
+                return lagging
+            if not reported and progress is not None:
+                progress(f"waiting for {'; '.join(lagging)}")
+                reported = True
+            await asyncio.sleep(0.2)
+
     # stopping
 
     def stop(self, grace: float = STOP_GRACE, remove_state: bool = True) -> None:
@@ -570,10 +604,14 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
             return 1
         stop.interrupt = False
         cluster.save()
+        lagging = asyncio.run(cluster.wait_until_synced(SYNC_TIMEOUT))
         _say(f"strongroom is up (data in {data_dir}):")
         for line in cluster.describe(leaders):
             _say(f"  {line}")
         _say(f"  endpoints: {','.join(cluster.endpoints())}")
+        for line in lagging:
+            # Serving, but with less redundancy than the realm asks for: say so.
+            _warn(f"warning: member {line}; see {data_dir / 'logs'}")
         if detach:
             _say(f"stop it with: strongroom down --data-dir {data_dir}")
             return 0

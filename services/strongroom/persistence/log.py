@@ -65,10 +65,11 @@ class ReplicatedLog:
         start = from_index - self.snapshot_index - 1
         return self.entries[start:start + max_entries]
 
-    def append_local(self, entry: rpb.LogEntry, commit_index: int | None = None) -> None:
-        """Leader: store a new entry at last_index + 1 (one batch, fsync per mode)."""
+    def append_local(self, entry: rpb.LogEntry, sync: bool = True) -> None:
+        """Leader: store a new entry at last_index + 1 in one batch. With `sync=False` the
+        caller must call `storage.sync_wal()` before counting the entry as stored here."""
         assert entry.index == self.last_index + 1, (entry.index, self.last_index)
-        self.storage.append([entry], commit_index=commit_index)
+        self.storage.append([entry], sync=None if sync else False)
         self.entries.append(entry)
 
     def append_from_leader(self, prev_index: int, prev_epoch: int,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import signal
 import sys
@@ -23,38 +22,36 @@ from grpc_reflection.v1alpha import reflection
 
 from strongroom.api.v1 import admin_pb2, admin_pb2_grpc, messaging_pb2, messaging_pb2_grpc
 from strongroom.api.v1 import replication_pb2, replication_pb2_grpc
-from strongroom.errors import RealmInvalid, UnknownMember
+from strongroom.errors import RealmInvalid, StrongroomError, UnknownMember
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.node import NodeConfig, PersistenceNode
 from strongroom.persistence.servicer import AdminServicer, MessagingServicer, ReplicationServicer
-from strongroom.realm.model import Realm, parse_realm
+from strongroom.realm.model import Realm
+from strongroom.realm.store import RealmStore, load_current_realm
 
 __all__ = ["main", "serve", "GRPC_OPTIONS"]
 
 log = logging.getLogger("strongroom.persistence")
 
-REALM_KEY = "/strongroom/realm/current"
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
 ]
 
 
-def _parse(value: bytes) -> tuple[int, Realm]:
-    doc = json.loads(value)
-    return int(doc["version"]), parse_realm(doc["yaml"], doc.get("source_name") or "realm.yaml")
-
-
 async def _load_realm(etcd: EtcdClient) -> tuple[int, Realm]:
     waited = False
     while True:
         try:
-            kv = await etcd.get(REALM_KEY)
+            loaded = await load_current_realm(etcd)
+        except (RealmInvalid, StrongroomError) as exc:
+            log.error("stored realm unreadable: %s", exc)
+            loaded = None
         except Exception as exc:  # noqa: BLE001 - etcd not up yet
             log.warning("etcd not reachable yet: %s", exc)
-            kv = None
-        if kv is not None:
-            return _parse(kv.value)
+            loaded = None
+        if loaded is not None:
+            return loaded
         if not waited:
             log.warning("no realm in etcd yet; waiting for `strongroom realm apply`")
             waited = True
@@ -62,24 +59,16 @@ async def _load_realm(etcd: EtcdClient) -> tuple[int, Realm]:
 
 
 async def _watch_realm(etcd: EtcdClient, node: PersistenceNode) -> None:
-    while True:
+    """New realm versions take effect without a restart."""
+    async for current in RealmStore(etcd).watch():
+        if current.version <= node.realm_version:
+            continue
         try:
-            async for events in etcd.watch(REALM_KEY):
-                for kind, kv in events:
-                    if kind != "PUT":
-                        continue
-                    try:
-                        version, realm = _parse(kv.value)
-                    except (RealmInvalid, ValueError, KeyError) as exc:
-                        log.error("ignoring unreadable realm version: %s", exc)
-                        continue
-                    if version > node.realm_version:
-                        node.update_realm(realm, version)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            log.debug("realm watch broke: %s", exc)
-            await asyncio.sleep(0.5)
+            realm = current.realm()
+        except RealmInvalid as exc:
+            log.error("ignoring unreadable realm version %d: %s", current.version, exc)
+            continue
+        node.update_realm(realm, current.version)
 
 
 async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, data_dir: Path,

@@ -13,6 +13,7 @@ becomes a follower at once and fails everything not yet confirmed.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import time
@@ -106,6 +107,9 @@ class PersistenceNode:
         self.state = StateMachine.from_snapshot(loaded.snapshot) if loaded.snapshot else StateMachine()
         self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index))
         self.local_state = StateMachine()  # non-replicated stores, leader only
+        # Highest index this member has durably stored (the leader's own vote in commits).
+        self.durable_index = self.log.last_index
+        self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
         self.role = FOLLOWER
         self.epoch = 0
         self.leader: LeaderInfo | None = None
@@ -255,9 +259,10 @@ class PersistenceNode:
         prefix = f"/strongroom/clusters/{self.cluster_name}/members/"
         while True:
             try:
-                for kv in await self.etcd.get_prefix(prefix):
+                kvs, revision = await self.etcd.get_prefix_at(prefix)
+                for kv in kvs:
                     self._note_member(kv.key[len(prefix):], kv.value)
-                async for events in self.etcd.watch(prefix, prefix=True):
+                async for events in self.etcd.watch(prefix, prefix=True, start_revision=revision + 1):
                     for kind, kv in events:
                         if kind == "PUT":
                             self._note_member(kv.key[len(prefix):], kv.value)
@@ -286,6 +291,7 @@ class PersistenceNode:
             best = await self._gather_promises(epoch)
             if best is not None:
                 await self._adopt_log(epoch, best)
+            self.durable_index = self.log.last_index
             for name in self._peers():
                 rep = PeerReplicator(self, name, epoch, self.peer_address)
                 self.replicators[name] = rep
@@ -326,6 +332,7 @@ class PersistenceNode:
                                    last_epoch=self.log.last_epoch, commit_index=self.commit_index,
                                    synced=self.synced, member=self.member)
         delay = 0.05
+        waits = 0
         while True:
             if self.epoch != epoch or not self.election.is_leader:
                 raise PersistenceUnavailable("deposed during recovery")
@@ -345,6 +352,11 @@ class PersistenceNode:
                 # nothing left to recover; start over from the empty state.
                 log.warning("no member holds state; cluster %s starts empty", self.cluster_name)
                 return None
+            waits += 1
+            if waits % 20 == 1:
+                log.info("epoch %d: waiting for promises from a majority of synced members "
+                         "(answered: %s; synced: %s)", epoch, [r.member for r in answered],
+                         [r.member for r in synced])
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
@@ -425,9 +437,16 @@ class PersistenceNode:
                 return
             entry = rpb.LogEntry(index=self.log.last_index + 1, epoch=epoch, ops=[op for op, _ in batch])
             self._waiters[entry.index] = [fut for _, fut in batch]
-            self.log.append_local(entry)
+            # Written now, fsynced in a worker thread while the followers store it too: the
+            # leader counts itself toward the majority only once its fsync returned.
+            self.log.append_local(entry, sync=False)
             for rep in self.replicators.values():
                 rep.kick()
+            if self.storage.durable:
+                await asyncio.get_running_loop().run_in_executor(self._io, self.storage.sync_wal)
+                if self.epoch != epoch or not self.is_leader_role():
+                    return
+            self.durable_index = entry.index
             self._advance_commit()
             while self.commit_index < entry.index and self.epoch == epoch and self.is_leader_role():
                 self._commit_changed.clear()
@@ -440,7 +459,7 @@ class PersistenceNode:
     def _advance_commit(self) -> None:
         if not self.is_leader_role():
             return
-        matches = sorted([self.log.last_index] + [r.match_index for r in self.replicators.values()], reverse=True)
+        matches = sorted([self.durable_index] + [r.match_index for r in self.replicators.values()], reverse=True)
         candidate = matches[self._majority() - 1]
         # Only an entry of our own epoch commits by counting; earlier ones commit with it.
         if candidate > self.commit_index and self.log.epoch_at(candidate) == self.epoch:

@@ -57,8 +57,12 @@ class Storage:
         return LoadedState()
 
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
-               commit_index: int | None = None) -> None:
-        """Store entries (after dropping every entry above `truncate_after`), in one batch."""
+               commit_index: int | None = None, sync: bool | None = None) -> None:
+        """Store entries (after dropping every entry above `truncate_after`), in one batch;
+        `sync=False` defers the fsync to `sync_wal` (the leader overlaps it with replication)."""
+
+    def sync_wal(self) -> None:
+        """fsync what was written without sync (disk-sync mode only; releases the GIL)."""
 
     def set_promised(self, epoch: int) -> None:
         """Persist the highest promised epoch before answering the promise."""
@@ -99,6 +103,8 @@ class RocksStorage(Storage):
         self._meta_h = self._db.get_column_family_handle("meta")
         self._wo = rocksdict.WriteOptions()
         self._wo.sync = sync
+        self._nosync = rocksdict.WriteOptions()
+        self._nosync.sync = False
         self.sync = sync
 
     def load(self) -> LoadedState:
@@ -128,7 +134,7 @@ class RocksStorage(Storage):
         return st
 
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
-               commit_index: int | None = None) -> None:
+               commit_index: int | None = None, sync: bool | None = None) -> None:
         wb = rocksdict.WriteBatch(raw_mode=True)
         if truncate_after is not None:
             wb.delete_range(_U64.pack(truncate_after + 1), _U64.pack(2**64 - 1), self._log_h)
@@ -136,7 +142,11 @@ class RocksStorage(Storage):
             wb.put(_U64.pack(entry.index), entry.SerializeToString(), self._log_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
-        self._db.write(wb, self._wo)
+        self._db.write(wb, self._nosync if sync is False else self._wo)
+
+    def sync_wal(self) -> None:
+        if self.sync:
+            self._db.flush_wal(True)
 
     def set_promised(self, epoch: int) -> None:
         wb = rocksdict.WriteBatch(raw_mode=True)
