@@ -13,14 +13,20 @@ import itertools
 import shutil
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from strongroom.local.launcher import LocalCluster, ServiceProcess, fetch_statuses
+from strongroom.local.launcher import (
+    ClusterStartError,
+    LocalCluster,
+    ServiceProcess,
+    fetch_statuses,
+)
 from strongroom.realm.model import DEFAULT_REALM_YAML, parse_realm
 
-__all__ = ["DRILL_DESTINATION", "DrillPreconditionFailed", "body_for", "failover_drill_local", "index_of"]
+__all__ = ["DRILL_DESTINATION", "DrillAborted", "body_for", "failover_drill_local", "index_of"]
 
 # A queue keeps its messages without subscribers, so consuming after publishing sees them all.
 DRILL_DESTINATION = "drill.queue"
@@ -35,8 +41,8 @@ SYNC_TIMEOUT = 30.0  # for every member to hold the committed state before the d
 Progress = Callable[[str], None]
 
 
-class DrillPreconditionFailed(Exception):
-    """The cluster was not in a state the drill can meaningfully start from."""
+class DrillAborted(Exception):
+    """The cluster did not reach a state the drill needs (replicating members, a new leader)."""
 
 
 def body_for(index: int) -> bytes:
@@ -67,10 +73,10 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
     """Run the local failover drill; returns the report (see the module docstring).
 
     The report holds confirmed, received, lost, duplicated, out_of_order, leaderless_seconds
-    (kill until a new leader serves, as its Status says), publish_gap_seconds (kill until the first
-    confirmation of a message sent after it), old_leader, new_leader and ok. The temporary cluster lives in a new directory under
-    `data_dir` (default: the system temp dir); it is removed when the drill passes and kept, with
-    its logs, when it fails.
+    (kill until a new leader serves, as its Status says), publish_gap_seconds (kill until the
+    first confirmation of a message sent after it), old_leader, new_leader and ok; on failure also
+    problem and logs. The temporary cluster lives in a new directory under `data_dir` (default:
+    the system temp dir); it is removed when the drill passes and kept, with its logs, when not.
     """
     from strongroom.client import Client
 
@@ -94,7 +100,7 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
         # the missing redundancy: require every member to hold the committed state first.
         lagging = await cluster.wait_until_synced(SYNC_TIMEOUT, say)
         if lagging:
-            raise DrillPreconditionFailed(
+            raise DrillAborted(
                 f"not every member replicates before the kill: {'; '.join(lagging)}")
         say(f"leader is {leaders[cluster_name]}; publishing {messages} messages to {DRILL_DESTINATION}")
         client = Client(cluster.endpoints(), client_name="strongroom-drill")
@@ -186,6 +192,10 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
         report["publish_errors"] = len(errors)
         if errors:
             report["first_error"] = errors[0]
+        if report["new_leader"] is None:
+            raise DrillAborted(
+                f"no member became a serving leader within {LEADER_TIMEOUT:.0f} s after the kill of "
+                f"{report['old_leader']}")
         say(f"new leader {report['new_leader']} after {report['leaderless_seconds']} s; consuming")
 
         deliveries: dict[int, int] = {}
@@ -220,7 +230,8 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
     except Exception as exc:  # noqa: BLE001 - a drill always reports, with the logs kept
         report["ok"] = False
         report["problem"] = f"{type(exc).__name__}: {exc}"
-        say(f"drill failed: {report['problem']}")
+        expected = isinstance(exc, ClusterStartError | DrillAborted)
+        say(f"drill failed: {report['problem']}" + ("" if expected else f"\n{traceback.format_exc()}"))
     finally:
         if client is not None:
             try:

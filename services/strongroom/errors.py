@@ -22,6 +22,7 @@ __all__ = [
     "UnknownMessage",
     "ForeignMessage",
     "InvalidArgument",
+    "SequenceOutsideWindow",
     "RealmInvalid",
     "RealmVersionConflict",
     "RealmVersionNotFound",
@@ -133,6 +134,14 @@ class ForeignMessage(StrongroomError):
     """An acknowledgment names a message delivered to another subscription."""
 
     reason = "FOREIGN_MESSAGE"
+    code = "FAILED_PRECONDITION"
+
+
+class SequenceOutsideWindow(StrongroomError):
+    """A message id older than the producer's deduplication window: whether it was stored
+    cannot be told any more, so it is neither stored nor confirmed."""
+
+    reason = "SEQUENCE_OUTSIDE_DEDUP_WINDOW"
     code = "FAILED_PRECONDITION"
 
 

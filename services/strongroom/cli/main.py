@@ -327,6 +327,8 @@ def _print_status(replies: Sequence[Any]) -> None:
         if r.status is not None:
             by_cluster.setdefault(r.status.cluster, []).append(r)
     answered = {r.endpoint for rs in by_cluster.values() for r in rs}
+    errors = {r.endpoint: r.error for r in replies if r.status is None}
+    listed: set[str] = set()
     for cluster, rs in by_cluster.items():
         statuses = [r.status for r in rs]
         leaders = [s for s in statuses if s.role == "leader"]
@@ -344,12 +346,15 @@ def _print_status(replies: Sequence[Any]) -> None:
             s = own.get(name)
             mark = "*" if name == leader else " "
             address = addresses.get(name, "")
+            listed.add(address)
             if s is None:
-                print(f"  {mark} {name:<12} {address:<22} {'unreachable':<11}")
+                why = f"  ({errors[address].split(':', 1)[0]})" if address in errors else ""
+                print(f"  {mark} {name:<12} {address:<22} {'unreachable':<11}{why}")
                 continue
             m_index = str(match.get(name, "")) if leaders else ""
+            behind = "" if s.synced else "  (catching up)"
             print(f"  {mark} {name:<12} {address:<22} {s.role:<11} {s.commit_index:>8} {s.applied_index:>8} "
-                  f"{m_index:>8}")
+                  f"{m_index:>8}{behind}")
         for store in ref.stores:
             kind = "replicated" if store.replicated else "not replicated"
             print(f"  store {store.name} ({kind}): {store.messages} messages, {_human_bytes(store.bytes)}")
@@ -359,7 +364,7 @@ def _print_status(replies: Sequence[Any]) -> None:
                 print(f"    {label} on {d.destination} ({dkind}): {d.pending_messages} pending "
                       f"({_human_bytes(d.pending_bytes)}), {d.unacked} unacked, {d.subscribers} subscriber(s)")
     for r in replies:
-        if r.endpoint not in answered:
+        if r.endpoint not in answered and r.endpoint not in listed:
             print(f"unreachable: {r.endpoint} ({r.error})")
 
 

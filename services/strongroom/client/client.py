@@ -209,9 +209,11 @@ class Client:
 
     # --- publishing -----------------------------------------------------------------------------
 
-    def make_message(self, body: bytes, fields: dict[str, object] | None = None) -> cpb.Message:
-        """A message with this client's producer id and the next sequence."""
-        msg = cpb.Message(body=body, producer_id=self.producer_id, sequence=self.next_sequence())
+    def make_message(self, body: bytes, fields: dict[str, object] | None = None,
+                     producer_id: str | None = None, sequence: int | None = None) -> cpb.Message:
+        """A message with a producer id and sequence (by default this client's, and the next)."""
+        msg = cpb.Message(body=body, producer_id=producer_id or self.producer_id,
+                          sequence=sequence if sequence is not None else self.next_sequence())
         for key, value in (fields or {}).items():
             msg.fields[key].CopyFrom(to_field(value))
         return msg
@@ -287,21 +289,26 @@ class Publisher:
         self._outgoing: asyncio.Queue[mpb.PublishRequest | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._progress = False
         self.reconnects = 0
+        # Each publisher has its own producer id: its sequences stay dense, so a re-send after
+        # a failover is always within the leader's deduplication window.
+        self.producer_id = uuid.uuid4().hex
+        self._sequence = itertools.count(1)
 
     async def send(self, body: bytes, fields: dict[str, object] | None = None) -> asyncio.Future[PublishResult]:
         """Queue a message; the returned future resolves when it is confirmed (or fails)."""
         if self._closed:
             raise InvalidArgument("publisher is closed")
         await self._slots.acquire()
-        msg = self.client.make_message(body, fields)
+        msg = self.client.make_message(body, fields, self.producer_id, next(self._sequence))
         req = mpb.PublishRequest(destination=self.destination, message=msg, mode=self.mode,
                                  correlation_id=msg.sequence)
         fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda _: self._slots.release())
         self._unconfirmed[msg.sequence] = (req, fut)
         self._outgoing.put_nowait(req)
-        if self._task is None:
+        if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         return fut
 
@@ -328,6 +335,7 @@ class Publisher:
         delay = 0.02
         while not self._closed:
             address = self.client.candidate()
+            self._progress = False
             try:
                 await self._stream(address)
                 return
@@ -345,10 +353,19 @@ class Publisher:
                 if isinstance(exc.err, NotLeaderError) and exc.err.leader_address:
                     continue
             now = time.monotonic()
+            if self._progress:
+                # The last stream confirmed something: a new outage starts its own clock.
+                deadline, delay = None, 0.02
             deadline = deadline or now + self.client.timeout
             if now > deadline:
-                self._fail_all(NoLeaderError(f"no leader reachable within {self.client.timeout:.0f}s"))
+                # These messages may or may not have been stored: re-sending them under new
+                # ids could duplicate them. Say so.
+                self._fail_all(NoLeaderError(
+                    f"no leader reachable within {self.client.timeout:.0f}s; the outcome of the "
+                    f"unconfirmed messages is unknown"))
                 deadline = None
+                if not self._unconfirmed:
+                    return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
@@ -405,6 +422,7 @@ class Publisher:
                         entry[1].set_exception(err)
                     continue
                 self._unconfirmed.pop(resp.correlation_id)
+                self._progress = True
                 self.client.note_leader(address)
                 if not entry[1].done():
                     entry[1].set_result(PublishResult(resp.message_seq, resp.duplicate, resp.confirmed))

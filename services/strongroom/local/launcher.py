@@ -36,6 +36,7 @@ __all__ = [
     "MemberReply",
     "ServiceProcess",
     "apply_realm",
+    "current_realm",
     "default_data_dir",
     "down",
     "fetch_statuses",
@@ -320,6 +321,19 @@ async def _wait_realm_service(service: ServiceProcess, timeout: float = 30.0) ->
             await asyncio.sleep(0.1)
 
 
+async def current_realm(address: str) -> realm_pb2.RealmVersion | None:
+    """The realm version the realm service holds, or None when none was applied yet."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = realm_pb2_grpc.RealmServiceStub(channel)
+        try:
+            current = await stub.Get(realm_pb2.GetRealmRequest(), timeout=5.0)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise from_rpc_error(exc) or exc from None
+        return current if current.version else None
+
+
 async def apply_realm(address: str, text: str, source: str) -> int:
     """Apply a realm document through the realm service unless it is already the current one.
 
@@ -392,11 +406,14 @@ class LocalCluster:
     # starting
 
     async def start(self, realm: Realm, realm_yaml: str, source: str, progress: Progress = _say,
-                    timeout: float = READY_TIMEOUT) -> dict[str, str]:
-        """Start everything and wait for the leaders; returns cluster -> leader member name."""
+                    timeout: float = READY_TIMEOUT, keep_stored_realm: bool = False) -> dict[str, str]:
+        """Start everything and wait for the leaders; returns cluster -> leader member name.
+
+        With `keep_stored_realm`, a realm already stored in etcd (a data dir reused) is kept
+        instead of applying `realm_yaml`, so a restart does not undo `strongroom realm apply`.
+        """
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "logs").mkdir(exist_ok=True)
-        self.realm = realm
         # etcd always gets a session of its own (start_etcd has no process-group option), so a
         # Ctrl-C does not take it down before the members it serves have stopped.
         self.etcd = await asyncio.to_thread(start_etcd, self.data_dir, None, self.data_dir / "logs" / "etcd.log",
@@ -406,8 +423,15 @@ class LocalCluster:
         self.realm_service = start_realm_service(self.etcd.endpoint, self.data_dir, self.detach)
         self.save()
         await _wait_realm_service(self.realm_service)
-        version = await apply_realm(self.realm_service.address, realm_yaml, source)
+        stored = await current_realm(self.realm_service.address) if keep_stored_realm else None
+        if stored is not None:
+            realm = parse_realm(stored.yaml, stored.source_name or "stored realm")
+            version = int(stored.version)
+            progress(f"keeping the realm stored in {self.data_dir} (version {version})")
+        else:
+            version = await apply_realm(self.realm_service.address, realm_yaml, source)
         progress(f"realm service  {self.realm_service.address}  (pid {self.realm_service.pid}, realm version {version})")
+        self.realm = realm
         for cluster in realm.clusters:
             for m in cluster.members:
                 proc = start_member(self.etcd.endpoint, cluster.name, m.name, self.data_dir, m.address, self.detach)
@@ -571,7 +595,8 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
     """`strongroom up`: start a local deployment; returns the exit code.
 
     Detached, returns once every cluster has a committed leader; otherwise stays in the
-    foreground until Ctrl-C / SIGTERM and then stops everything.
+    foreground until Ctrl-C / SIGTERM and then stops everything. Without `realm_file`, a realm
+    already stored in a reused data dir is kept; otherwise the built-in default is applied.
     """
     data_dir = Path(data_dir).absolute()
     parsed = _read_realm(realm_file)
@@ -592,7 +617,7 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
     cluster = LocalCluster(data_dir, detach=detach)
     with _Stop() as stop:
         try:
-            leaders = asyncio.run(cluster.start(realm, text, source))
+            leaders = asyncio.run(cluster.start(realm, text, source, keep_stored_realm=realm_file is None))
         except KeyboardInterrupt:
             _warn("interrupted; stopping what was started ...")
             cluster.stop()

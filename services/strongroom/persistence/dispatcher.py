@@ -58,7 +58,9 @@ class _DurableDelivery:
 class Dispatcher:
     """Delivers pending messages of durables to their subscriptions while credit lasts."""
 
-    def __init__(self) -> None:
+    def __init__(self, id_prefix: str = "") -> None:
+        # Subscription ids name the member and epoch, so ids never repeat across leaders.
+        self._id_prefix = id_prefix
         self._durables: dict[str, _DurableDelivery] = {}
         self._subs: dict[str, Subscription] = {}
         self._dirty: set[str] = set()
@@ -114,7 +116,7 @@ class Dispatcher:
     def open(self, durable: Durable, state: StateMachine, client_name: str, credit: int) -> Subscription:
         """Attach a subscription to a durable; a standard durable's previous subscriber is closed."""
         dd = self._track(durable, state)
-        sub = Subscription(id=f"sub-{next(_ids)}", durable_key=durable.key, kind=durable.kind,
+        sub = Subscription(id=f"{self._id_prefix}-sub-{next(_ids)}", durable_key=durable.key, kind=durable.kind,
                            client_name=client_name, credit=credit)
         if durable.kind == cpb.DURABLE_KIND_STANDARD:
             for old in list(dd.subs):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient, EtcdUnavailable
 
-__all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "initialized_key"]
+__all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "stored_key"]
 
 log = logging.getLogger("strongroom.election")
 
@@ -33,10 +33,15 @@ def member_key(cluster: str, member: str) -> str:
     return f"/strongroom/clusters/{cluster}/members/{member}"
 
 
-def initialized_key(cluster: str) -> str:
-    """etcd key set once the cluster's first leader committed: members starting empty after it
-    know they lost state and must catch up before they count toward a recovery majority."""
-    return f"/strongroom/clusters/{cluster}/initialized"
+def stored_key(cluster: str, member: str) -> str:
+    """etcd key written (and never removed) before a member first acknowledges log entries.
+
+    A member that starts with no state and finds this key lost state it had acknowledged: it
+    may have been part of a commit majority, so it must catch up before it counts toward a
+    recovery majority. A member without the key never acknowledged anything and counts at
+    once (every recovery majority still meets every commit majority in a member that holds
+    the commit)."""
+    return f"/strongroom/clusters/{cluster}/stored/{member}"
 
 
 @dataclass(frozen=True)
@@ -122,15 +127,20 @@ class Election:
                 await asyncio.sleep(0.5)
 
     async def _keepalive(self) -> None:
-        """Renew every TTL/3; on failure or expiry signal loss."""
+        """Renew every TTL/3; after a failed renewal retry at once (with a short backoff) while
+        the lease is still safe; on expiry signal loss."""
+        pause = self.ttl / 3
         while True:
-            await asyncio.sleep(self.ttl / 3)
+            await asyncio.sleep(pause)
             sent = time.monotonic()
+            budget = self.lease_safe_until - sent
             try:
-                remaining = await self.etcd.keepalive_once(self.lease, timeout=self.ttl / 3)
+                remaining = await self.etcd.keepalive_once(self.lease, timeout=max(0.2, min(self.ttl / 3, budget)))
             except Exception as exc:  # noqa: BLE001 - etcd unreachable: the watchdog decides
                 log.warning("lease keep-alive failed: %s", exc)
+                pause = 0.1
                 continue
+            pause = self.ttl / 3
             if remaining <= 0:
                 self._lease_lost.set()
                 return

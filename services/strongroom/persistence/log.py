@@ -60,10 +60,17 @@ class ReplicatedLog:
         """The entry at `index` (must be held)."""
         return self.entries[index - self.snapshot_index - 1]
 
-    def slice(self, from_index: int, max_entries: int) -> list[rpb.LogEntry]:
-        """Up to `max_entries` entries starting at `from_index` (>= first_index)."""
+    def slice(self, from_index: int, max_entries: int, max_bytes: int = 32 * 1024 * 1024) -> list[rpb.LogEntry]:
+        """Entries from `from_index` (>= first_index): at most `max_entries`, and no more than
+        `max_bytes` unless a single entry is larger (one entry always goes)."""
         start = from_index - self.snapshot_index - 1
-        return self.entries[start:start + max_entries]
+        out = self.entries[start:start + max_entries]
+        total = 0
+        for i, entry in enumerate(out):
+            total += entry.ByteSize()
+            if total > max_bytes and i > 0:
+                return out[:i]
+        return out
 
     def append_local(self, entry: rpb.LogEntry, sync: bool = True) -> None:
         """Leader: store a new entry at last_index + 1 in one batch. With `sync=False` the

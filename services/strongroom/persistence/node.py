@@ -31,8 +31,10 @@ from strongroom.errors import (
     InvalidArgument,
     MessageTooLarge,
     NoLeaderError,
+    NoQuorumError,
     NotLeaderError,
     PersistenceUnavailable,
+    SequenceOutsideWindow,
     StaleEpochError,
     UnknownDestination,
     UnknownDurableKind,
@@ -40,9 +42,9 @@ from strongroom.errors import (
 )
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
-from strongroom.persistence.election import Election, LeaderInfo, initialized_key, leader_key
+from strongroom.persistence.election import Election, LeaderInfo, leader_key, stored_key
 from strongroom.persistence.log import ReplicatedLog
-from strongroom.persistence.replicator import PeerReplicator
+from strongroom.persistence.replicator import PEER_CHANNEL_OPTIONS, PeerReplicator
 from strongroom.persistence.state import PublishResult, StateMachine
 from strongroom.persistence.storage import Storage, open_storage
 from strongroom.realm.model import Cluster, DestinationKind, PublisherMode, Realm, Store
@@ -103,6 +105,8 @@ class PersistenceNode:
         self.started_empty = loaded.empty
         self.promised_epoch = loaded.promised_epoch
         self.synced = loaded.synced
+        # True once this member has (durably) recorded in etcd that it acknowledges entries.
+        self.stored = loaded.stored
         self.log = ReplicatedLog(self.storage, loaded)
         self.state = StateMachine.from_snapshot(loaded.snapshot) if loaded.snapshot else StateMachine()
         self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index))
@@ -118,12 +122,15 @@ class PersistenceNode:
         self.dispatcher: Dispatcher | None = None
         self._queue: list[tuple[rpb.Operation, asyncio.Future[object] | None]] = []
         self._queue_wake = asyncio.Event()
-        self._waiters: dict[int, list[asyncio.Future[object] | None]] = {}
+        # index -> (epoch of the entry, one future per operation)
+        self._waiters: dict[int, tuple[int, list[asyncio.Future[object] | None]]] = {}
         self._commit_changed = asyncio.Event()
         self._leader_tasks: list[asyncio.Task[None]] = []
         self._serving = asyncio.Event()
         self._lock = asyncio.Lock()
         self._background: list[asyncio.Task[None]] = []
+        self._prepared = False
+        self._leader_since = 0.0
         self.election = Election(self.etcd, config.cluster, config.member, config.address,
                                  cluster.lease_ttl_seconds, self._on_elected, self._on_deposed,
                                  self._on_leader_info)
@@ -132,21 +139,35 @@ class PersistenceNode:
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Fence against deposed leaders if our state was lost, then join the election."""
-        initialized = await self.etcd.get(initialized_key(self.cluster_name))
+    async def prepare(self) -> None:
+        """Before serving any replication call: if our state was lost, fence deposed leaders.
+
+        Our promise was lost with our state, so we promise the newest epoch etcd may have
+        issued: a deposed leader's appends are refused (it cannot use our amnesia to form a
+        majority). The revision is read before the leader key so a leader key created in
+        between cannot end up below the floor.
+        """
         if self.started_empty or self.storage_mode == "memory":
-            # Our promise was lost with our state: promise at least the newest epoch etcd has
-            # issued, so a deposed leader's appends are refused (it cannot use our amnesia to
-            # form a majority).
+            revision = await self.etcd.revision()
             leader = await self.etcd.get(leader_key(self.cluster_name))
-            floor = leader.create_revision if leader is not None else await self.etcd.revision()
+            floor = leader.create_revision if leader is not None else revision
             self._promise(max(self.promised_epoch, floor))
-            # A member of a cluster that already committed data must catch up before it may
-            # count toward a recovery majority.
-            self.synced = initialized is None
-            self.storage.set_meta(synced=self.synced)
+            # Lost state we had acknowledged? Then catch up before counting toward a recovery
+            # majority; a member that never acknowledged anything counts at once.
+            had_state = await self.etcd.get(stored_key(self.cluster_name, self.member))
+            self.stored = had_state is not None
+            self.synced = not self.stored
+            self.storage.set_meta(synced=self.synced, stored=self.stored)
+        elif not self.stored:
+            self.synced = True
+        self._prepared = True
+
+    async def start(self) -> None:
+        """Join the election (after `prepare` and once the server is up)."""
+        if not self._prepared:
+            await self.prepare()
         self._background.append(asyncio.create_task(self._watch_members(), name="members"))
+        self._background.append(asyncio.create_task(self._quorum_watchdog(), name="quorum"))
         self.election.start()
 
     async def stop(self) -> None:
@@ -164,12 +185,19 @@ class PersistenceNode:
         if cluster is None or cluster.member(self.member) is None:
             log.error("realm version %d no longer lists this member; keeping version %d", version, self.realm_version)
             return
+        if [m.name for m in cluster.members] != [m.name for m in self.cluster.members]:
+            # Changing who counts toward a majority needs agreement on when it changes; until
+            # that exists the member list is fixed for the life of the process.
+            log.error("realm version %d changes the members of cluster %s; membership changes are "
+                      "not applied to a running member (restart the cluster to change them)",
+                      version, self.cluster_name)
+        else:
+            self.cluster = cluster
+            for m in cluster.members:
+                if m.address:
+                    self.peer_addresses[m.name] = m.address
         self.realm = realm
         self.realm_version = version
-        self.cluster = cluster
-        for m in cluster.members:
-            if m.address:
-                self.peer_addresses[m.name] = m.address
         log.info("realm version %d in effect", version)
 
     # --- election callbacks ---------------------------------------------------------------------
@@ -185,11 +213,17 @@ class PersistenceNode:
         await self._step_down(reason)
 
     async def observe_higher_epoch(self, epoch: int, reason: str) -> None:
-        """A peer promised a newer epoch: someone else leads now."""
+        """A peer promised a newer epoch: someone else leads now. Called from replicator tasks,
+        so the step-down (which stops them) runs in a task of its own."""
         if epoch > self.epoch and self.role != FOLLOWER:
             log.warning("stepping down: %s (epoch %d > %d)", reason, epoch, self.epoch)
-            await self._step_down(reason)
-            await self.election.resign()
+            self._fail_pending(NotLeaderError(f"member {self.member} stepped down: {reason}"))
+
+            async def go() -> None:
+                await self._step_down(reason)
+                await self.election.resign()
+
+            self._background.append(asyncio.create_task(go()))
 
     async def step_down_and_resign(self, pause: float = 3.0) -> None:
         """Hand leadership over: stop serving, release the key, stay out of the next election."""
@@ -201,12 +235,27 @@ class PersistenceNode:
         """Elected and not deposed (recovering or serving)."""
         return self.role in (RECOVERING, LEADER) and self.election.is_leader
 
-    async def _step_down(self, reason: str) -> None:
+    def _fail_pending(self, err: Exception) -> None:
+        """Fail every unconfirmed request now: nothing queued or in flight may be answered by a
+        member that is no longer the leader."""
+        waiters, self._waiters = self._waiters, {}
+        for _, futs in waiters.values():
+            for fut in futs:
+                if fut is not None and not fut.done():
+                    fut.set_exception(err)
+        queue, self._queue = self._queue, []
+        for _, fut in queue:
+            if fut is not None and not fut.done():
+                fut.set_exception(err)
+
+    async def _step_down(self, reason: str, err: Exception | None = None) -> None:
         if self.role == FOLLOWER and not self._leader_tasks:
+            self._fail_pending(err or NotLeaderError(f"member {self.member} is not the leader"))
             return
         log.info("leaving role %s: %s", self.role, reason)
         self.role = FOLLOWER
         self._serving.clear()
+        self._fail_pending(err or NotLeaderError(f"member {self.member} stepped down: {reason}"))
         tasks, self._leader_tasks = self._leader_tasks, []
         current = asyncio.current_task()
         for task in tasks:
@@ -215,16 +264,6 @@ class PersistenceNode:
         replicators, self.replicators = self.replicators, {}
         for rep in replicators.values():
             await rep.stop()
-        err = NotLeaderError(f"member {self.member} stepped down: {reason}")
-        for futs in self._waiters.values():
-            for fut in futs:
-                if fut is not None and not fut.done():
-                    fut.set_exception(err)
-        self._waiters.clear()
-        for _, fut in self._queue:
-            if fut is not None and not fut.done():
-                fut.set_exception(err)
-        self._queue.clear()
         if self.dispatcher is not None:
             await self.dispatcher.stop("NOT_LEADER", f"member {self.member} is no longer the leader")
             self.dispatcher = None
@@ -237,6 +276,30 @@ class PersistenceNode:
                     await task
                 except (asyncio.CancelledError, Exception):
                     pass
+
+    def _majority_contact(self) -> float:
+        """When a majority (counting ourselves) last answered us (monotonic time)."""
+        acks = sorted((r.last_ack for r in self.replicators.values()), reverse=True)
+        need = self._majority() - 1
+        if need == 0:
+            return time.monotonic()
+        return acks[need - 1] if len(acks) >= need else 0.0
+
+    async def _quorum_watchdog(self) -> None:
+        """A leader that keeps its lease but cannot reach a majority steps aside, so members
+        that can reach each other elect a leader that can commit."""
+        while True:
+            await asyncio.sleep(0.25)
+            if self.role != LEADER:
+                continue
+            ttl = self.cluster.lease_ttl_seconds
+            silent = time.monotonic() - max(self._majority_contact(), self._leader_since)
+            if silent > ttl:
+                log.warning("no majority answered for %.1fs; stepping down", silent)
+                self.election.pause_until = time.monotonic() + ttl
+                await self._step_down("no quorum", NoQuorumError(
+                    f"leader {self.member} cannot reach a majority of cluster {self.cluster_name}"))
+                await self.election.resign()
 
     # --- recovery -------------------------------------------------------------------------------
 
@@ -277,9 +340,12 @@ class PersistenceNode:
         if member is None or member.address:
             return
         try:
-            self.peer_addresses[name] = json.loads(value)["address"]
+            address = json.loads(value)["address"]
         except (ValueError, KeyError):
-            pass
+            return
+        if self.peer_addresses.get(name) != address:
+            log.info("member %s registered at %s", name, address)
+        self.peer_addresses[name] = address
 
     async def _recover(self, epoch: int) -> None:
         """Become a serving leader for `epoch`: promises, adopt the best log, commit a no-op."""
@@ -291,6 +357,7 @@ class PersistenceNode:
             best = await self._gather_promises(epoch)
             if best is not None:
                 await self._adopt_log(epoch, best)
+            await self._mark_stored()
             self.durable_index = self.log.last_index
             for name in self._peers():
                 rep = PeerReplicator(self, name, epoch, self.peer_address)
@@ -307,23 +374,31 @@ class PersistenceNode:
         except Exception as exc:  # noqa: BLE001
             log.warning("recovery for epoch %d failed: %s", epoch, exc)
             if self.election.is_leader and self.epoch == epoch:
+                # Let another member try before we campaign again.
+                self.election.pause_until = time.monotonic() + self.cluster.lease_ttl_seconds
                 await self.election.resign()
             return
         if self.epoch != epoch or not self.election.is_leader:
             return
         self.role = LEADER
+        self._leader_since = time.monotonic()
         self.synced = True
         self.storage.set_meta(synced=True)
-        self.dispatcher = Dispatcher()
+        self.dispatcher = Dispatcher(f"{self.member}-{epoch}")
         self.dispatcher.attach(self.state)
         self.dispatcher.attach(self.local_state)
         self.dispatcher.start()
         self._serving.set()
-        try:
-            await self.etcd.put(initialized_key(self.cluster_name), b"1")
-        except Exception as exc:  # noqa: BLE001
-            log.warning("cannot mark cluster initialized: %s", exc)
         log.info("leader of %s serving at epoch %d, commit index %d", self.cluster_name, epoch, self.commit_index)
+
+    async def _mark_stored(self) -> None:
+        """Before the first acknowledgment of entries: record in etcd that this member holds
+        acknowledged state (see `stored_key`). Raises if etcd cannot be reached."""
+        if self.stored:
+            return
+        await self.etcd.put(stored_key(self.cluster_name, self.member), b"1")
+        self.stored = True
+        self.storage.set_meta(stored=True)
 
     async def _gather_promises(self, epoch: int) -> tuple[str, rpb.PromiseResponse] | None:
         """Promises from a majority of synced members; returns the most advanced peer if it is
@@ -333,9 +408,12 @@ class PersistenceNode:
                                    synced=self.synced, member=self.member)
         delay = 0.05
         waits = 0
+        give_up = time.monotonic() + 2 * self.cluster.lease_ttl_seconds
         while True:
             if self.epoch != epoch or not self.election.is_leader:
                 raise PersistenceUnavailable("deposed during recovery")
+            if time.monotonic() > give_up:
+                raise NoQuorumError(f"no majority of synced members answered epoch {epoch}")
             replies = await asyncio.gather(*(self._ask_promise(p, epoch) for p in self._peers()))
             answered = [mine] + [r for r in replies if r is not None and r.ok]
             for r in replies:
@@ -365,7 +443,7 @@ class PersistenceNode:
         if address is None:
             return None
         try:
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with grpc.aio.insecure_channel(address, options=PEER_CHANNEL_OPTIONS) as channel:
                 stub = rgrpc.ReplicationServiceStub(channel)
                 return await stub.Promise(rpb.PromiseRequest(epoch=epoch, leader=self.member), timeout=1.0)
         except grpc.aio.AioRpcError:
@@ -379,27 +457,26 @@ class PersistenceNode:
             raise PersistenceUnavailable(f"no address for {name}")
         log.info("adopting log of %s (last %d/%d) from index %d", name, resp.last_epoch, resp.last_index,
                  self.commit_index + 1)
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with grpc.aio.insecure_channel(address, options=PEER_CHANNEL_OPTIONS) as channel:
             stub = rgrpc.ReplicationServiceStub(channel)
             next_index = self.commit_index + 1
-            truncated = False
             while next_index <= resp.last_index:
                 fetched = await stub.Fetch(rpb.FetchRequest(epoch=epoch, from_index=next_index, max_entries=512),
-                                           timeout=10.0)
+                                           timeout=30.0)
                 if fetched.snapshot:
                     self._install(fetched.snapshot_index, fetched.snapshot_epoch, fetched.snapshot)
                     next_index = fetched.snapshot_index + 1
-                    truncated = True
-                if not truncated:
-                    self.log.truncate_after(next_index - 1)
-                    truncated = True
                 if not fetched.entries:
                     break
+                # Our committed prefix matches theirs; the first entry that differs truncates
+                # our (uncommitted) suffix.
                 outcome = self.log.append_from_leader(next_index - 1, self.log.epoch_at(next_index - 1) or 0,
                                                       list(fetched.entries))
                 if not outcome.ok:
                     raise PersistenceUnavailable("adopted log does not match our committed prefix")
                 next_index = fetched.entries[-1].index + 1
+            # Entries of ours beyond the adopted log's end are from older epochs: drop them.
+            self.log.truncate_after(resp.last_index)
 
     # --- the write path ----------------------------------------------------------------------
 
@@ -436,7 +513,7 @@ class PersistenceNode:
                 await self._step_down("lease could not be renewed in time")
                 return
             entry = rpb.LogEntry(index=self.log.last_index + 1, epoch=epoch, ops=[op for op, _ in batch])
-            self._waiters[entry.index] = [fut for _, fut in batch]
+            self._waiters[entry.index] = (epoch, [fut for _, fut in batch])
             # Written now, fsynced in a worker thread while the followers store it too: the
             # leader counts itself toward the majority only once its fsync returned.
             self.log.append_local(entry, sync=False)
@@ -482,9 +559,11 @@ class PersistenceNode:
                 raise AssertionError("applied index behind the snapshot")
             entry = lg.entry(index)
             results = state.apply_entry(entry)
-            futs = self._waiters.pop(index, None)
-            if futs:
-                for fut, result in zip(futs, results):
+            waiting = self._waiters.pop(index, None)
+            # Only the entry our own round appended answers our callers: a later leader may
+            # have put another entry at this index.
+            if waiting is not None and waiting[0] == entry.epoch:
+                for fut, result in zip(waiting[1], results):
                     if fut is not None and not fut.done():
                         fut.set_result((result, index))
             if self.dispatcher is not None:
@@ -526,9 +605,20 @@ class PersistenceNode:
                                      f"of cluster {store.cluster!r}, not {self.cluster_name!r}")
         return rule.kind, store
 
-    async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome:
-        """Store a message; with confirm-send, return once committed."""
+    async def publish(self, destination: str, message: cpb.Message, mode: int,
+                      term: list[int] | None = None) -> PublishOutcome:
+        """Store a message; with confirm-send, return once committed.
+
+        `term` (a one-element list owned by a publish stream) pins the stream to one leadership
+        epoch: a stream that outlives a change of epoch, even back to this member, is refused
+        so the client re-sends its unconfirmed messages in order on a fresh stream.
+        """
         self._require_leader()
+        if term is not None:
+            if not term:
+                term.append(self.epoch)
+            elif term[0] != self.epoch:
+                raise PersistenceUnavailable("leadership changed during this publish stream; reconnect")
         kind, store = self.resolve(destination)
         size = message.ByteSize()
         if size > store.max_message_bytes:
@@ -540,13 +630,17 @@ class PersistenceNode:
                                                  queue=kind == DestinationKind.QUEUE))
         if not store.replicated:
             result = self.local_state.apply_op(op)
-            assert isinstance(result, PublishResult)
-            return PublishOutcome(result.message_seq, result.duplicate, True, 0)
-        fut = self._submit(op, want_result=confirm)
-        if fut is None:
-            return PublishOutcome(0, False, False, 0)
-        result, index = await fut  # type: ignore[misc]
+            index = 0
+        else:
+            fut = self._submit(op, want_result=confirm)
+            if fut is None:
+                return PublishOutcome(0, False, False, 0)
+            result, index = await fut  # type: ignore[misc]
         assert isinstance(result, PublishResult)
+        if result.outside_window:
+            raise SequenceOutsideWindow(
+                f"sequence {message.sequence} of producer {message.producer_id!r} is older than the "
+                f"deduplication window; it was not stored")
         return PublishOutcome(result.message_seq, result.duplicate, True, index)
 
     def _state_for(self, store: Store) -> StateMachine:
@@ -655,6 +749,13 @@ class PersistenceNode:
             if req.prev_index > self.log.last_index:
                 return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
                                           last_index=self.log.last_index, conflict_index=self.log.last_index)
+            if req.entries and not self.stored:
+                try:
+                    await self._mark_stored()
+                except Exception as exc:  # noqa: BLE001 - cannot record it: do not acknowledge
+                    log.warning("cannot record stored state in etcd: %s", exc)
+                    return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
+                                              last_index=self.log.last_index, conflict_index=self.log.last_index)
             matched = req.prev_index + len(req.entries)
             new_commit = min(req.commit_index, matched)
             outcome = self.log.append_from_leader(req.prev_index, req.prev_epoch, list(req.entries),
@@ -702,6 +803,11 @@ class PersistenceNode:
             return rpb.InstallSnapshotResponse(ok=False, promised_epoch=self.promised_epoch)
         async with self._lock:
             if first.epoch < self.promised_epoch:
+                return rpb.InstallSnapshotResponse(ok=False, promised_epoch=self.promised_epoch)
+            try:
+                await self._mark_stored()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("cannot record stored state in etcd: %s", exc)
                 return rpb.InstallSnapshotResponse(ok=False, promised_epoch=self.promised_epoch)
             self._install(first.last_index, first.last_epoch, b"".join(parts))
             log.info("installed snapshot at index %d from %s", first.last_index, first.leader)

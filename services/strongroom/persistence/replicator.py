@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,11 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 
 if TYPE_CHECKING:
     from strongroom.persistence.node import PersistenceNode
+
+PEER_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 512 * 1024 * 1024),
+    ("grpc.max_send_message_length", 512 * 1024 * 1024),
+]
 
 __all__ = ["PeerReplicator", "SNAPSHOT_CHUNK"]
 
@@ -42,10 +48,13 @@ class PeerReplicator:
         self.next_index = node.log.last_index + 1
         self.match_index = 0
         self.reachable = False
+        # Monotonic time of the last answer from the peer (the leader's quorum watchdog).
+        self.last_ack = 0.0
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._address: str | None = None
+        self._warned_address = False
         self._stub: rgrpc.ReplicationServiceStub | None = None
 
     def start(self) -> None:
@@ -74,7 +83,7 @@ class PeerReplicator:
         if address != self._address or self._stub is None:
             if self._channel is not None:
                 asyncio.create_task(self._channel.close())
-            self._channel = grpc.aio.insecure_channel(address)
+            self._channel = grpc.aio.insecure_channel(address, options=PEER_CHANNEL_OPTIONS)
             self._stub = rgrpc.ReplicationServiceStub(self._channel)
             self._address = address
         return self._stub
@@ -84,11 +93,16 @@ class PeerReplicator:
         while True:
             stub = self._connect()
             if stub is None:
+                if not self._warned_address:
+                    log.info("no address known yet for peer %s", self.peer)
+                    self._warned_address = True
                 self.reachable = False
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.2)
                 continue
             try:
                 progressed = await self._send_once(stub)
+                if not self.reachable:
+                    log.info("peer %s reachable at %s (next index %d)", self.peer, self._address, self.next_index)
                 self.reachable = True
                 backoff = 0.05
             except grpc.aio.AioRpcError as exc:
@@ -126,6 +140,7 @@ class PeerReplicator:
         req = rpb.AppendRequest(epoch=self.epoch, leader=node.member, prev_index=prev_index,
                                 prev_epoch=prev_epoch, entries=entries, commit_index=node.commit_index)
         resp = await stub.Append(req, timeout=RPC_TIMEOUT)
+        self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             await node.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
             return False
@@ -162,6 +177,7 @@ class PeerReplicator:
                 yield chunk
 
         resp = await stub.InstallSnapshot(chunks(), timeout=max(RPC_TIMEOUT, len(data) / 20e6 + 5))
+        self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             await node.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
             return

@@ -61,12 +61,20 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         # Requests are submitted as they arrive (so one group-commit round carries many);
         # responses go out in request order as their rounds commit.
         out: asyncio.Queue[asyncio.Future[mpb.PublishResponse] | None] = asyncio.Queue()
+        # Per-publisher order: once one message of this stream failed retriably, every later
+        # one fails too, so the client re-sends them all, in order, on a new stream.
+        term: list[int] = []
+        broken: list[StrongroomError] = []
 
         async def one(req: mpb.PublishRequest) -> mpb.PublishResponse:
             try:
+                if broken:
+                    raise broken[0]
                 _check_publish(req)
-                res = await self.node.publish(req.destination, req.message, req.mode)
+                res = await self.node.publish(req.destination, req.message, req.mode, term)
             except StrongroomError as err:
+                if err.retriable and not broken:
+                    broken.append(err)
                 status = to_status(err)
                 return mpb.PublishResponse(correlation_id=req.correlation_id, error_code=status.code.value[0],
                                            error_reason=err.reason, error_message=err.message)

@@ -25,8 +25,8 @@ __all__ = [
     "DEDUP_WINDOW",
 ]
 
-# Sequences per producer remembered for deduplication. A retry of a sequence older than
-# the window is also treated as a duplicate: sequences only grow, so it was stored before.
+# Sequences per producer remembered for deduplication. A sequence older than the window
+# cannot be judged any more: it is refused (neither stored nor reported as a duplicate).
 DEDUP_WINDOW = 65536
 
 KIND_STANDARD = cpb.DURABLE_KIND_STANDARD
@@ -73,6 +73,7 @@ class PublishResult:
 
     message_seq: int
     duplicate: bool
+    outside_window: bool = False
 
 
 @dataclass
@@ -82,10 +83,11 @@ class _ProducerWindow:
     seqs: dict[int, int] = field(default_factory=dict)
 
     def lookup(self, sequence: int) -> int | None:
+        """The message sequence stored for this id, -1 if too old to tell, None if new."""
         if sequence in self.seqs:
             return self.seqs[sequence]
         if self.max_seq and sequence + DEDUP_WINDOW <= self.max_seq:
-            return 0
+            return -1
         return None
 
     def record(self, sequence: int, message_seq: int) -> None:
@@ -157,6 +159,8 @@ class StateMachine:
             if window is None:
                 window = self.producers[msg.producer_id] = _ProducerWindow()
             known = window.lookup(msg.sequence)
+            if known == -1:
+                return PublishResult(0, False, outside_window=True)
             if known is not None:
                 return PublishResult(known, True)
         if op.queue and durable_key(op.destination, "") not in self.durables:

@@ -24,6 +24,7 @@ _U64 = struct.Struct(">Q")
 META_PROMISED = b"promised_epoch"
 META_COMMIT = b"commit_index"
 META_SYNCED = b"synced"
+META_STORED = b"stored"
 META_SNAPSHOT = b"snapshot"
 META_SNAPSHOT_INDEX = b"snapshot_index"
 META_SNAPSHOT_EPOCH = b"snapshot_epoch"
@@ -36,6 +37,7 @@ class LoadedState:
     promised_epoch: int = 0
     commit_index: int = 0
     synced: bool = False
+    stored: bool = False
     snapshot: bytes | None = None
     snapshot_index: int = 0
     snapshot_epoch: int = 0
@@ -67,8 +69,9 @@ class Storage:
     def set_promised(self, epoch: int) -> None:
         """Persist the highest promised epoch before answering the promise."""
 
-    def set_meta(self, commit_index: int | None = None, synced: bool | None = None) -> None:
-        """Persist the commit index hint and the synced flag."""
+    def set_meta(self, commit_index: int | None = None, synced: bool | None = None,
+                 stored: bool | None = None) -> None:
+        """Persist the commit index hint, the synced flag and the stored-before flag."""
 
     def save_snapshot(self, index: int, epoch: int, data: bytes, drop_log_through: int) -> None:
         """Store a snapshot and drop log entries up to `drop_log_through`."""
@@ -115,6 +118,7 @@ class RocksStorage(Storage):
         raw = meta.get(META_COMMIT)
         st.commit_index = _U64.unpack(raw)[0] if raw else 0
         st.synced = meta.get(META_SYNCED) == b"1"
+        st.stored = meta.get(META_STORED) == b"1"
         st.snapshot = meta.get(META_SNAPSHOT)
         raw = meta.get(META_SNAPSHOT_INDEX)
         st.snapshot_index = _U64.unpack(raw)[0] if raw else 0
@@ -153,8 +157,11 @@ class RocksStorage(Storage):
         wb.put(META_PROMISED, _U64.pack(epoch), self._meta_h)
         self._db.write(wb, self._wo)
 
-    def set_meta(self, commit_index: int | None = None, synced: bool | None = None) -> None:
+    def set_meta(self, commit_index: int | None = None, synced: bool | None = None,
+                 stored: bool | None = None) -> None:
         wb = rocksdict.WriteBatch(raw_mode=True)
+        if stored is not None:
+            wb.put(META_STORED, b"1" if stored else b"0", self._meta_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
         if synced is not None:
