@@ -109,7 +109,7 @@ def test_publish_needs_a_destination(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_subscribe_defaults() -> None:
     args = parse("subscribe", "orders", "--durable", "d1")
-    assert (args.destination, args.durable, args.kind, args.ack) == ("orders", "d1", "standard", "explicit")
+    assert (args.destination, args.durable, args.kind, args.ack) == ("orders", "d1", None, "explicit")  # the server picks: standard on a topic, shared on a queue
     assert args.count is None and args.timeout is None and args.json is False
 
 

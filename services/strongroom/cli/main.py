@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("subscribe", parents=[client], help="receive messages of a durable")
     p.add_argument("destination", metavar="DEST")
     p.add_argument("--durable", required=True, metavar="NAME", help="durable name")
-    p.add_argument("--kind", choices=DURABLE_KINDS, default="standard", help="durable kind (default standard)")
+    p.add_argument("--kind", choices=DURABLE_KINDS, default=None,
+                   help="durable kind (default: standard on a topic; a queue is always shared)")
     p.add_argument("--count", type=_positive, default=None, metavar="N", help="stop after N messages")
     p.add_argument("--ack", choices=ACK_MODES, default="explicit", help="acknowledgment (default explicit)")
     p.add_argument("--timeout", type=_seconds, default=None, metavar="S",

@@ -10,10 +10,10 @@ import fnmatch
 import json
 import re
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from strongroom.errors import RealmInvalid, UnknownDestination
 
@@ -56,6 +56,16 @@ class DestinationKind(str, Enum):
     QUEUE = "queue"
 
 
+def _check_name(v: str) -> str:
+    if not NAME_RE.match(v):
+        raise ValueError("must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return v
+
+
+Name = Annotated[str, AfterValidator(_check_name)]
+"""A member, cluster or store name."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
 
@@ -63,23 +73,16 @@ class _Model(BaseModel):
 class Member(_Model):
     """One persistence service of a cluster."""
 
-    name: str
+    name: Name
     """Member name, unique in its cluster; the service is started with it."""
     address: str | None = None
     """host:port peers and clients use; when absent the member registers its listen address in etcd."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit")
-        return v
 
 
 class Cluster(_Model):
     """A persistence cluster: an odd number of members electing one leader through etcd."""
 
-    name: str
+    name: Name
     """Cluster name, unique in the realm."""
     members: list[Member]
     """The members; an odd count (1, 3, 5 …) so a majority is well defined."""
@@ -91,13 +94,6 @@ class Cluster(_Model):
     """Truncate the log prefix every member has applied once it is this long."""
     max_batch_ops: int = Field(default=4096, ge=1)
     """Upper bound of operations carried by one group-commit round."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit")
-        return v
 
     @field_validator("members")
     @classmethod
@@ -121,7 +117,7 @@ class Cluster(_Model):
 class Store(_Model):
     """A persistence store owned by one cluster."""
 
-    name: str
+    name: Name
     cluster: str
     """The cluster that owns the store."""
     replicated: bool = True
@@ -129,13 +125,6 @@ class Store(_Model):
     publisher_mode: PublisherMode = PublisherMode.STORE_CONFIRM_SEND
     max_message_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
     """Largest message body plus fields accepted (default 1 MiB)."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit")
-        return v
 
 
 class Destination(_Model):
