@@ -306,3 +306,36 @@ async def test_new_store_and_destination_take_effect_without_restart(client: Cli
     leader = [s for s in statuses if s.role == "leader"][0]
     late = [s for s in leader.stores if s.name == "late"][0]
     assert late.messages == 1
+
+
+async def test_noconfirm_publish_returns_before_commit_and_is_stored(client: Client) -> None:
+    sub = await client.subscribe("fire.topic", "f")
+    results = [await client.publish("fire.topic", f"nc{i}".encode(), confirm=False) for i in range(20)]
+    assert not any(r.confirmed for r in results)
+    got = await drain(sub, 20)
+    assert [m.body for m in got] == [f"nc{i}".encode() for i in range(20)]
+    await sub.close()
+
+
+async def test_auto_ack_acknowledges_what_the_application_consumed(client: Client) -> None:
+    for i in range(6):
+        await client.publish("auto.queue", f"a{i}".encode())
+    sub = await client.subscribe("auto.queue", ack="auto", credit=3)
+    got = await drain(sub, 4, ack=False)  # the application took four and finished them
+    assert [m.body for m in got] == [f"a{i}".encode() for i in range(4)]
+    await sub.close()
+    again = await client.subscribe("auto.queue")
+    rest = await drain(again, 6, timeout=1.5)
+    # The four consumed were acknowledged automatically; the others come (again).
+    assert [m.body for m in rest] == [b"a4", b"a5"]
+    await again.close()
+
+
+async def test_members_report_grpc_health(shared_cluster: Cluster) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    for name in shared_cluster.names:
+        async with grpc.aio.insecure_channel(shared_cluster.address(name)) as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
+            resp = await stub.Check(health_pb2.HealthCheckRequest(service="strongroom.v1.MessagingService"))
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING

@@ -17,7 +17,7 @@ import concurrent.futures
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +130,9 @@ class PersistenceNode:
         self._lock = asyncio.Lock()
         self._background: list[asyncio.Task[None]] = []
         self._prepared = False
+        # Called with True when this member starts serving as leader and False when it stops
+        # (e.g. the Kubernetes pod label). Exceptions are logged, never raised into the node.
+        self.leadership_listeners: list[Callable[[bool], Awaitable[None]]] = []
         self._leader_since = 0.0
         self.election = Election(self.etcd, config.cluster, config.member, config.address,
                                  cluster.lease_ttl_seconds, self._on_elected, self._on_deposed,
@@ -235,6 +238,16 @@ class PersistenceNode:
         """Elected and not deposed (recovering or serving)."""
         return self.role in (RECOVERING, LEADER) and self.election.is_leader
 
+    def _notify_leadership(self, leading: bool) -> None:
+        async def call(listener: Callable[[bool], Awaitable[None]]) -> None:
+            try:
+                await listener(leading)
+            except Exception as exc:  # noqa: BLE001 - a listener never breaks the node
+                log.warning("leadership listener failed: %s", exc)
+
+        for listener in self.leadership_listeners:
+            self._background.append(asyncio.create_task(call(listener)))
+
     def _fail_pending(self, err: Exception) -> None:
         """Fail every unconfirmed request now: nothing queued or in flight may be answered by a
         member that is no longer the leader."""
@@ -253,6 +266,8 @@ class PersistenceNode:
             self._fail_pending(err or NotLeaderError(f"member {self.member} is not the leader"))
             return
         log.info("leaving role %s: %s", self.role, reason)
+        if self.role == LEADER:
+            self._notify_leadership(False)
         self.role = FOLLOWER
         self._serving.clear()
         self._fail_pending(err or NotLeaderError(f"member {self.member} stepped down: {reason}"))
@@ -389,6 +404,7 @@ class PersistenceNode:
         self.dispatcher.attach(self.local_state)
         self.dispatcher.start()
         self._serving.set()
+        self._notify_leadership(True)
         log.info("leader of %s serving at epoch %d, commit index %d", self.cluster_name, epoch, self.commit_index)
 
     async def _mark_stored(self) -> None:
