@@ -45,6 +45,8 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
 ]
+# Most publish requests carried by one stream message.
+MAX_STREAM_BATCH = 512
 _TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
               grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 
@@ -387,20 +389,20 @@ class Publisher:
             self._outgoing.put_nowait(req)
 
         async def writer() -> None:
+            # Everything queued at the moment goes as one stream message.
             while True:
                 req = await self._outgoing.get()
                 if req is None:
                     await call.done_writing()
                     return
                 batch = [req]
-                while not self._outgoing.empty() and len(batch) < 256:
+                while not self._outgoing.empty() and len(batch) < MAX_STREAM_BATCH:
                     nxt = self._outgoing.get_nowait()
                     if nxt is None:
                         self._outgoing.put_nowait(None)
                         break
                     batch.append(nxt)
-                for item in batch:
-                    await call.write(item)
+                await call.write(mpb.PublishBatch(requests=batch))
 
         wtask = asyncio.create_task(writer())
         try:
@@ -410,22 +412,28 @@ class Publisher:
                     if self._unconfirmed and not self._closed:
                         raise _Reconnect(None)
                     return
-                entry = self._unconfirmed.get(resp.correlation_id)
-                if entry is None:
-                    continue
-                if resp.error_reason:
-                    err = error_for_reason(resp.error_reason, resp.error_message)
-                    if err.retriable:
-                        raise _Reconnect(err)
-                    self._unconfirmed.pop(resp.correlation_id)
+                retry: StrongroomError | None = None
+                for item in resp.responses:
+                    entry = self._unconfirmed.get(item.correlation_id)
+                    if entry is None:
+                        continue
+                    if item.error_reason:
+                        err = error_for_reason(item.error_reason, item.error_message)
+                        if err.retriable:
+                            # This and every later message go again on a new stream, in order.
+                            retry = retry or err
+                            continue
+                        self._unconfirmed.pop(item.correlation_id)
+                        if not entry[1].done():
+                            entry[1].set_exception(err)
+                        continue
+                    self._unconfirmed.pop(item.correlation_id)
+                    self._progress = True
                     if not entry[1].done():
-                        entry[1].set_exception(err)
-                    continue
-                self._unconfirmed.pop(resp.correlation_id)
-                self._progress = True
+                        entry[1].set_result(PublishResult(item.message_seq, item.duplicate, item.confirmed))
+                if retry is not None:
+                    raise _Reconnect(retry)
                 self.client.note_leader(address)
-                if not entry[1].done():
-                    entry[1].set_result(PublishResult(resp.message_seq, resp.duplicate, resp.confirmed))
         finally:
             wtask.cancel()
             call.cancel()

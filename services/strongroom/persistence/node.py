@@ -17,7 +17,7 @@ import concurrent.futures
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from strongroom.errors import (
     PersistenceUnavailable,
     SequenceOutsideWindow,
     StaleEpochError,
+    StrongroomError,
     UnknownDestination,
     UnknownDurableKind,
     UnknownMember,
@@ -120,10 +121,13 @@ class PersistenceNode:
         self.peer_addresses: dict[str, str] = {m.name: m.address for m in cluster.members if m.address}
         self.replicators: dict[str, PeerReplicator] = {}
         self.dispatcher: Dispatcher | None = None
-        self._queue: list[tuple[rpb.Operation, asyncio.Future[object] | None]] = []
+        # Queued client work: (operations, future or None). A future resolves to
+        # (results, log index): one result per operation, in order.
+        self._queue: list[tuple[list[rpb.Operation], asyncio.Future[object] | None]] = []
+        self._resolved: dict[str, tuple[DestinationKind, Store]] = {}
         self._queue_wake = asyncio.Event()
-        # index -> (epoch of the entry, one future per operation)
-        self._waiters: dict[int, tuple[int, list[asyncio.Future[object] | None]]] = {}
+        # index -> (epoch of the entry, [(future, how many of the entry's operations are its)])
+        self._waiters: dict[int, tuple[int, list[tuple[asyncio.Future[object] | None, int]]]] = {}
         self._commit_changed = asyncio.Event()
         self._leader_tasks: list[asyncio.Task[None]] = []
         self._serving = asyncio.Event()
@@ -201,6 +205,7 @@ class PersistenceNode:
                     self.peer_addresses[m.name] = m.address
         self.realm = realm
         self.realm_version = version
+        self._resolved = {}
         log.info("realm version %d in effect", version)
 
     # --- election callbacks ---------------------------------------------------------------------
@@ -253,7 +258,7 @@ class PersistenceNode:
         member that is no longer the leader."""
         waiters, self._waiters = self._waiters, {}
         for _, futs in waiters.values():
-            for fut in futs:
+            for fut, _ in futs:
                 if fut is not None and not fut.done():
                     fut.set_exception(err)
         queue, self._queue = self._queue, []
@@ -380,9 +385,8 @@ class PersistenceNode:
                 rep.start()
             self._leader_tasks.append(asyncio.create_task(self._proposer(epoch), name="proposer"))
             noop = rpb.Operation(noop=rpb.Noop(leader=self.member))
-            fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-            self._queue.append((noop, fut))
-            self._queue_wake.set()
+            fut = self._submit([noop])
+            assert fut is not None
             await fut
         except asyncio.CancelledError:
             raise
@@ -506,11 +510,18 @@ class PersistenceNode:
             raise PersistenceUnavailable(f"member {self.member} is recovering leadership")
         raise NoLeaderError(f"cluster {self.cluster_name} has no leader at the moment")
 
-    def _submit(self, op: rpb.Operation, want_result: bool = True) -> asyncio.Future[object] | None:
+    def _submit(self, ops: list[rpb.Operation], want_result: bool = True) -> asyncio.Future[object] | None:
+        """Queue operations for the next round; the future resolves to (results, log index)."""
         fut = asyncio.get_running_loop().create_future() if want_result else None
-        self._queue.append((op, fut))
+        self._queue.append((ops, fut))
         self._queue_wake.set()
         return fut
+
+    async def _commit_one(self, op: rpb.Operation) -> tuple[object, int]:
+        fut = self._submit([op])
+        assert fut is not None
+        results, index = await fut  # type: ignore[misc]
+        return results[0], index
 
     async def _proposer(self, epoch: int) -> None:
         """Group commit: everything queued during the previous round goes out as one entry, one
@@ -521,15 +532,24 @@ class PersistenceNode:
                 self._queue_wake.clear()
                 await self._queue_wake.wait()
                 continue
-            batch, self._queue = self._queue[:max_ops], self._queue[max_ops:]
+            taken = 0
+            count = 0
+            for ops, _ in self._queue:
+                taken += 1
+                count += len(ops)
+                if count >= max_ops:
+                    break
+            batch, self._queue = self._queue[:taken], self._queue[taken:]
             if not self.election.lease_valid():
                 for _, fut in batch:
                     if fut is not None and not fut.done():
                         fut.set_exception(NotLeaderError("leader lease expired"))
                 await self._step_down("lease could not be renewed in time")
                 return
-            entry = rpb.LogEntry(index=self.log.last_index + 1, epoch=epoch, ops=[op for op, _ in batch])
-            self._waiters[entry.index] = (epoch, [fut for _, fut in batch])
+            entry = rpb.LogEntry(index=self.log.last_index + 1, epoch=epoch)
+            for ops, _ in batch:
+                entry.ops.extend(ops)
+            self._waiters[entry.index] = (epoch, [(fut, len(ops)) for ops, fut in batch])
             # Written now, fsynced in a worker thread while the followers store it too: the
             # leader counts itself toward the majority only once its fsync returned.
             self.log.append_local(entry, sync=False)
@@ -579,9 +599,11 @@ class PersistenceNode:
             # Only the entry our own round appended answers our callers: a later leader may
             # have put another entry at this index.
             if waiting is not None and waiting[0] == entry.epoch:
-                for fut, result in zip(waiting[1], results):
+                at = 0
+                for fut, n in waiting[1]:
                     if fut is not None and not fut.done():
-                        fut.set_result((result, index))
+                        fut.set_result((results[at:at + n], index))
+                    at += n
             if self.dispatcher is not None:
                 for op in entry.ops:
                     if op.WhichOneof("op") == "ack":
@@ -614,47 +636,95 @@ class PersistenceNode:
     # --- client operations ---------------------------------------------------------------------
 
     def resolve(self, destination: str) -> tuple[DestinationKind, Store]:
-        """The kind and store of a destination, or UnknownDestination."""
+        """The kind and store of a destination, or UnknownDestination (cached per realm version)."""
+        hit = self._resolved.get(destination)
+        if hit is not None:
+            return hit
         rule, store = self.realm.resolve(destination)
         if store.cluster != self.cluster_name:
             raise UnknownDestination(f"destination {destination!r} maps to store {store.name!r} "
                                      f"of cluster {store.cluster!r}, not {self.cluster_name!r}")
+        if len(self._resolved) > 100_000:
+            self._resolved.clear()
+        self._resolved[destination] = (rule.kind, store)
         return rule.kind, store
 
-    async def publish(self, destination: str, message: cpb.Message, mode: int,
-                      term: list[int] | None = None) -> PublishOutcome:
-        """Store a message; with confirm-send, return once committed.
+    async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome:
+        """Store one message; with confirm-send, return once committed."""
+        req = mpb.PublishRequest(destination=destination, message=message, mode=mode)
+        (outcome,) = await self.publish_batch([req], None, [])
+        if isinstance(outcome, StrongroomError):
+            raise outcome
+        return outcome
 
-        `term` (a one-element list owned by a publish stream) pins the stream to one leadership
-        epoch: a stream that outlives a change of epoch, even back to this member, is refused
-        so the client re-sends its unconfirmed messages in order on a fresh stream.
+    async def publish_batch(self, requests: Sequence[mpb.PublishRequest], term: list[int] | None,
+                            broken: list[StrongroomError]) -> list[PublishOutcome | StrongroomError]:
+        """Store several messages: the replicated ones go into the next round as one group.
+        Returns one outcome or error per request, in order.
+
+        `term` (owned by a publish stream) pins the stream to one leadership epoch: a stream
+        that outlives a change of epoch, even back to this member, is refused so the client
+        re-sends its unconfirmed messages in order on a fresh stream. `broken` (also owned by
+        the stream) holds the first retriable error: every later request fails with it, which
+        keeps one publisher's messages in order.
         """
-        self._require_leader()
-        if term is not None:
-            if not term:
-                term.append(self.epoch)
-            elif term[0] != self.epoch:
-                raise PersistenceUnavailable("leadership changed during this publish stream; reconnect")
-        kind, store = self.resolve(destination)
-        size = message.ByteSize()
-        if size > store.max_message_bytes:
-            raise MessageTooLarge(f"message of {size} bytes exceeds store {store.name!r} limit of "
-                                  f"{store.max_message_bytes} bytes")
-        confirm = mode == mpb.PUBLISH_MODE_STORE_CONFIRM_SEND or (
-            mode == mpb.PUBLISH_MODE_STORE_DEFAULT and store.publisher_mode == PublisherMode.STORE_CONFIRM_SEND)
-        op = rpb.Operation(publish=rpb.PublishOp(store=store.name, destination=destination, message=message,
-                                                 queue=kind == DestinationKind.QUEUE))
-        if not store.replicated:
-            result = self.local_state.apply_op(op)
-            index = 0
-        else:
-            fut = self._submit(op, want_result=confirm)
+        outcomes: list[PublishOutcome | StrongroomError | None] = [None] * len(requests)
+        ops: list[rpb.Operation] = []
+        positions: list[int] = []
+        confirm_any = False
+        for i, req in enumerate(requests):
+            try:
+                if broken:
+                    raise broken[0]
+                self._require_leader()
+                if term is not None:
+                    if not term:
+                        term.append(self.epoch)
+                    elif term[0] != self.epoch:
+                        raise PersistenceUnavailable("leadership changed during this publish stream; reconnect")
+                kind, store = self.resolve(req.destination)
+                message = req.message
+                size = message.ByteSize()
+                if size > store.max_message_bytes:
+                    raise MessageTooLarge(f"message of {size} bytes exceeds store {store.name!r} limit of "
+                                          f"{store.max_message_bytes} bytes")
+                op = rpb.Operation(publish=rpb.PublishOp(store=store.name, destination=req.destination,
+                                                         message=message, queue=kind == DestinationKind.QUEUE))
+                if not store.replicated:
+                    outcomes[i] = self._outcome(self.local_state.apply_op(op), message, 0)
+                    continue
+                ops.append(op)
+                positions.append(i)
+                confirm_any = confirm_any or req.mode == mpb.PUBLISH_MODE_STORE_CONFIRM_SEND or (
+                    req.mode == mpb.PUBLISH_MODE_STORE_DEFAULT
+                    and store.publisher_mode == PublisherMode.STORE_CONFIRM_SEND)
+            except StrongroomError as err:
+                outcomes[i] = err
+                if err.retriable and not broken:
+                    broken.append(err)
+        if ops:
+            fut = self._submit(ops, want_result=confirm_any)
             if fut is None:
-                return PublishOutcome(0, False, False, 0)
-            result, index = await fut  # type: ignore[misc]
+                for pos in positions:
+                    outcomes[pos] = PublishOutcome(0, False, False, 0)
+            else:
+                try:
+                    results, index = await fut  # type: ignore[misc]
+                except StrongroomError as err:
+                    if err.retriable and not broken:
+                        broken.append(err)
+                    for pos in positions:
+                        outcomes[pos] = err
+                else:
+                    for pos, result in zip(positions, results):
+                        outcomes[pos] = self._outcome(result, requests[pos].message, index)
+        return [o for o in outcomes if o is not None]
+
+    @staticmethod
+    def _outcome(result: object, message: cpb.Message, index: int) -> PublishOutcome | StrongroomError:
         assert isinstance(result, PublishResult)
         if result.outside_window:
-            raise SequenceOutsideWindow(
+            return SequenceOutsideWindow(
                 f"sequence {message.sequence} of producer {message.producer_id!r} is older than the "
                 f"deduplication window; it was not stored")
         return PublishOutcome(result.message_seq, result.duplicate, True, index)
@@ -690,9 +760,7 @@ class PersistenceNode:
                 store=store.name, destination=destination, durable=durable_name, kind=kind,
                 queue=dest_kind == DestinationKind.QUEUE))
             if store.replicated:
-                fut = self._submit(op)
-                assert fut is not None
-                await fut
+                await self._commit_one(op)
             else:
                 state.apply_op(op)
             durable = state.durable(destination, durable_name)
@@ -728,10 +796,10 @@ class PersistenceNode:
             state.apply_op(op)
             self.dispatcher.acked(durable.key, seqs)
             return 0
-        fut = self._submit(op, want_result=wait)
-        if fut is None:
+        if not wait:
+            self._submit([op], want_result=False)
             return 0
-        _, index = await fut  # type: ignore[misc]
+        _, index = await self._commit_one(op)
         return int(index)
 
     # --- follower side of replication -----------------------------------------------------------

@@ -22,7 +22,7 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.errors import InvalidArgument, StrongroomError, UnknownDurableKind
 from strongroom.grpcerrors import abort_with, to_status
 from strongroom.persistence.dispatcher import Subscription
-from strongroom.persistence.node import PersistenceNode
+from strongroom.persistence.node import PersistenceNode, PublishOutcome
 
 __all__ = ["MessagingServicer", "ReplicationServicer", "AdminServicer"]
 
@@ -56,35 +56,33 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         return mpb.PublishResponse(correlation_id=request.correlation_id, message_seq=out.message_seq,
                                    duplicate=out.duplicate, confirmed=out.confirmed, log_index=out.log_index)
 
-    async def PublishStream(self, request_iterator: AsyncIterator[mpb.PublishRequest],
-                            context: Context) -> AsyncIterator[mpb.PublishResponse]:
-        # Requests are submitted as they arrive (so one group-commit round carries many);
-        # responses go out in request order as their rounds commit.
-        out: asyncio.Queue[asyncio.Future[mpb.PublishResponse] | None] = asyncio.Queue()
-        # Per-publisher order: once one message of this stream failed retriably, every later
-        # one fails too, so the client re-sends them all, in order, on a new stream.
+    async def PublishStream(self, request_iterator: AsyncIterator[mpb.PublishBatch],
+                            context: Context) -> AsyncIterator[mpb.PublishResponseBatch]:
+        # Each batch is submitted as it arrives (so one group-commit round carries many);
+        # responses go out batch by batch, in request order, as their rounds commit.
+        out: asyncio.Queue[asyncio.Future[list[object]] | None] = asyncio.Queue()
         term: list[int] = []
         broken: list[StrongroomError] = []
+        batches: list[list[mpb.PublishRequest]] = []
 
-        async def one(req: mpb.PublishRequest) -> mpb.PublishResponse:
-            try:
-                if broken:
-                    raise broken[0]
-                _check_publish(req)
-                res = await self.node.publish(req.destination, req.message, req.mode, term)
-            except StrongroomError as err:
-                if err.retriable and not broken:
-                    broken.append(err)
-                status = to_status(err)
-                return mpb.PublishResponse(correlation_id=req.correlation_id, error_code=status.code.value[0],
-                                           error_reason=err.reason, error_message=err.message)
-            return mpb.PublishResponse(correlation_id=req.correlation_id, message_seq=res.message_seq,
-                                       duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index)
+        async def one(requests: list[mpb.PublishRequest]) -> list[object]:
+            valid: list[mpb.PublishRequest] = []
+            early: dict[int, StrongroomError] = {}
+            for i, req in enumerate(requests):
+                try:
+                    _check_publish(req)
+                    valid.append(req)
+                except StrongroomError as err:
+                    early[i] = err
+            results = iter(await self.node.publish_batch(valid, term, broken))
+            return [early[i] if i in early else next(results) for i in range(len(requests))]
 
         async def reader() -> None:
             try:
-                async for req in request_iterator:
-                    await out.put(asyncio.ensure_future(one(req)))
+                async for batch in request_iterator:
+                    requests = list(batch.requests)
+                    batches.append(requests)
+                    await out.put(asyncio.ensure_future(one(requests)))
             finally:
                 await out.put(None)
 
@@ -94,7 +92,21 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 fut = await out.get()
                 if fut is None:
                     break
-                yield await fut
+                outcomes = await fut
+                requests = batches.pop(0)
+                reply = mpb.PublishResponseBatch()
+                for req, res in zip(requests, outcomes):
+                    if isinstance(res, StrongroomError):
+                        status = to_status(res)
+                        reply.responses.append(mpb.PublishResponse(
+                            correlation_id=req.correlation_id, error_code=status.code.value[0],
+                            error_reason=res.reason, error_message=res.message))
+                    else:
+                        assert isinstance(res, PublishOutcome)
+                        reply.responses.append(mpb.PublishResponse(
+                            correlation_id=req.correlation_id, message_seq=res.message_seq,
+                            duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index))
+                yield reply
         finally:
             task.cancel()
 

@@ -25,41 +25,45 @@ _sym_db = _symbol_database.Default()
 from strongroom.api.v1 import common_pb2 as strongroom_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dstrongroom/v1/messaging.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"\x90\x01\n\x0ePublishRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.PublishMode\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x04\"\xb8\x01\n\x0fPublishResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x04\x12\x13\n\x0bmessage_seq\x18\x02 \x01(\x04\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12\x11\n\tconfirmed\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\x05\x12\x14\n\x0c\x65rror_reason\x18\x06 \x01(\t\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\x11\n\tlog_index\x18\x08 \x01(\x04\"\xb1\x01\n\x10OpenSubscription\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12(\n\x08\x61\x63k_mode\x18\x04 \x01(\x0e\x32\x16.strongroom.v1.AckMode\x12\x0e\n\x06\x63redit\x18\x05 \x01(\r\x12\x13\n\x0b\x63lient_name\x18\x06 \x01(\t\"\x88\x01\n\x10SubscribeRequest\x12/\n\x04open\x18\x01 \x01(\x0b\x32\x1f.strongroom.v1.OpenSubscriptionH\x00\x12\x10\n\x06\x63redit\x18\x02 \x01(\rH\x00\x12&\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x17.strongroom.v1.AckBatchH\x00\x42\t\n\x07request\" \n\x08\x41\x63kBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\"u\n\x08\x44\x65livery\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12\x16\n\x0e\x64\x65livery_count\x18\x03 \x01(\r\x12\x13\n\x0b\x64\x65stination\x18\x04 \x01(\t\"h\n\x12SubscriptionOpened\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\"5\n\x12SubscriptionClosed\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xbd\x01\n\x11SubscribeResponse\x12\x33\n\x06opened\x18\x01 \x01(\x0b\x32!.strongroom.v1.SubscriptionOpenedH\x00\x12\x32\n\ndeliveries\x18\x02 \x01(\x0b\x32\x1c.strongroom.v1.DeliveryBatchH\x00\x12\x33\n\x06\x63losed\x18\x03 \x01(\x0b\x32!.strongroom.v1.SubscriptionClosedH\x00\x42\n\n\x08response\"<\n\rDeliveryBatch\x12+\n\ndeliveries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.Delivery\"a\n\nAckRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\x12\x17\n\x0fsubscription_id\x18\x04 \x01(\t\" \n\x0b\x41\x63kResponse\x12\x11\n\tlog_index\x18\x01 \x01(\x04*y\n\x0bPublishMode\x12\x1e\n\x1aPUBLISH_MODE_STORE_DEFAULT\x10\x00\x12#\n\x1fPUBLISH_MODE_STORE_CONFIRM_SEND\x10\x01\x12%\n!PUBLISH_MODE_STORE_SEND_NOCONFIRM\x10\x02*M\n\x07\x41\x63kMode\x12\x18\n\x14\x41\x43K_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43K_MODE_EXPLICIT\x10\x01\x12\x11\n\rACK_MODE_AUTO\x10\x02\x32\xc2\x02\n\x10MessagingService\x12H\n\x07Publish\x12\x1d.strongroom.v1.PublishRequest\x1a\x1e.strongroom.v1.PublishResponse\x12R\n\rPublishStream\x12\x1d.strongroom.v1.PublishRequest\x1a\x1e.strongroom.v1.PublishResponse(\x01\x30\x01\x12R\n\tSubscribe\x12\x1f.strongroom.v1.SubscribeRequest\x1a .strongroom.v1.SubscribeResponse(\x01\x30\x01\x12<\n\x03\x41\x63k\x12\x19.strongroom.v1.AckRequest\x1a\x1a.strongroom.v1.AckResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dstrongroom/v1/messaging.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"\x90\x01\n\x0ePublishRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.PublishMode\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x04\"?\n\x0cPublishBatch\x12/\n\x08requests\x18\x01 \x03(\x0b\x32\x1d.strongroom.v1.PublishRequest\"I\n\x14PublishResponseBatch\x12\x31\n\tresponses\x18\x01 \x03(\x0b\x32\x1e.strongroom.v1.PublishResponse\"\xb8\x01\n\x0fPublishResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x04\x12\x13\n\x0bmessage_seq\x18\x02 \x01(\x04\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12\x11\n\tconfirmed\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\x05\x12\x14\n\x0c\x65rror_reason\x18\x06 \x01(\t\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\x11\n\tlog_index\x18\x08 \x01(\x04\"\xb1\x01\n\x10OpenSubscription\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12(\n\x08\x61\x63k_mode\x18\x04 \x01(\x0e\x32\x16.strongroom.v1.AckMode\x12\x0e\n\x06\x63redit\x18\x05 \x01(\r\x12\x13\n\x0b\x63lient_name\x18\x06 \x01(\t\"\x88\x01\n\x10SubscribeRequest\x12/\n\x04open\x18\x01 \x01(\x0b\x32\x1f.strongroom.v1.OpenSubscriptionH\x00\x12\x10\n\x06\x63redit\x18\x02 \x01(\rH\x00\x12&\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x17.strongroom.v1.AckBatchH\x00\x42\t\n\x07request\" \n\x08\x41\x63kBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\"u\n\x08\x44\x65livery\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12\x16\n\x0e\x64\x65livery_count\x18\x03 \x01(\r\x12\x13\n\x0b\x64\x65stination\x18\x04 \x01(\t\"h\n\x12SubscriptionOpened\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\"5\n\x12SubscriptionClosed\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xbd\x01\n\x11SubscribeResponse\x12\x33\n\x06opened\x18\x01 \x01(\x0b\x32!.strongroom.v1.SubscriptionOpenedH\x00\x12\x32\n\ndeliveries\x18\x02 \x01(\x0b\x32\x1c.strongroom.v1.DeliveryBatchH\x00\x12\x33\n\x06\x63losed\x18\x03 \x01(\x0b\x32!.strongroom.v1.SubscriptionClosedH\x00\x42\n\n\x08response\"<\n\rDeliveryBatch\x12+\n\ndeliveries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.Delivery\"a\n\nAckRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\x12\x17\n\x0fsubscription_id\x18\x04 \x01(\t\" \n\x0b\x41\x63kResponse\x12\x11\n\tlog_index\x18\x01 \x01(\x04*y\n\x0bPublishMode\x12\x1e\n\x1aPUBLISH_MODE_STORE_DEFAULT\x10\x00\x12#\n\x1fPUBLISH_MODE_STORE_CONFIRM_SEND\x10\x01\x12%\n!PUBLISH_MODE_STORE_SEND_NOCONFIRM\x10\x02*M\n\x07\x41\x63kMode\x12\x18\n\x14\x41\x43K_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43K_MODE_EXPLICIT\x10\x01\x12\x11\n\rACK_MODE_AUTO\x10\x02\x32\xc5\x02\n\x10MessagingService\x12H\n\x07Publish\x12\x1d.strongroom.v1.PublishRequest\x1a\x1e.strongroom.v1.PublishResponse\x12U\n\rPublishStream\x12\x1b.strongroom.v1.PublishBatch\x1a#.strongroom.v1.PublishResponseBatch(\x01\x30\x01\x12R\n\tSubscribe\x12\x1f.strongroom.v1.SubscribeRequest\x1a .strongroom.v1.SubscribeResponse(\x01\x30\x01\x12<\n\x03\x41\x63k\x12\x19.strongroom.v1.AckRequest\x1a\x1a.strongroom.v1.AckResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strongroom.v1.messaging_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PUBLISHMODE']._serialized_start=1430
-  _globals['_PUBLISHMODE']._serialized_end=1551
-  _globals['_ACKMODE']._serialized_start=1553
-  _globals['_ACKMODE']._serialized_end=1630
+  _globals['_PUBLISHMODE']._serialized_start=1570
+  _globals['_PUBLISHMODE']._serialized_end=1691
+  _globals['_ACKMODE']._serialized_start=1693
+  _globals['_ACKMODE']._serialized_end=1770
   _globals['_PUBLISHREQUEST']._serialized_start=77
   _globals['_PUBLISHREQUEST']._serialized_end=221
-  _globals['_PUBLISHRESPONSE']._serialized_start=224
-  _globals['_PUBLISHRESPONSE']._serialized_end=408
-  _globals['_OPENSUBSCRIPTION']._serialized_start=411
-  _globals['_OPENSUBSCRIPTION']._serialized_end=588
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=591
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=727
-  _globals['_ACKBATCH']._serialized_start=729
-  _globals['_ACKBATCH']._serialized_end=761
-  _globals['_DELIVERY']._serialized_start=763
-  _globals['_DELIVERY']._serialized_end=880
-  _globals['_SUBSCRIPTIONOPENED']._serialized_start=882
-  _globals['_SUBSCRIPTIONOPENED']._serialized_end=986
-  _globals['_SUBSCRIPTIONCLOSED']._serialized_start=988
-  _globals['_SUBSCRIPTIONCLOSED']._serialized_end=1041
-  _globals['_SUBSCRIBERESPONSE']._serialized_start=1044
-  _globals['_SUBSCRIBERESPONSE']._serialized_end=1233
-  _globals['_DELIVERYBATCH']._serialized_start=1235
-  _globals['_DELIVERYBATCH']._serialized_end=1295
-  _globals['_ACKREQUEST']._serialized_start=1297
-  _globals['_ACKREQUEST']._serialized_end=1394
-  _globals['_ACKRESPONSE']._serialized_start=1396
-  _globals['_ACKRESPONSE']._serialized_end=1428
-  _globals['_MESSAGINGSERVICE']._serialized_start=1633
-  _globals['_MESSAGINGSERVICE']._serialized_end=1955
+  _globals['_PUBLISHBATCH']._serialized_start=223
+  _globals['_PUBLISHBATCH']._serialized_end=286
+  _globals['_PUBLISHRESPONSEBATCH']._serialized_start=288
+  _globals['_PUBLISHRESPONSEBATCH']._serialized_end=361
+  _globals['_PUBLISHRESPONSE']._serialized_start=364
+  _globals['_PUBLISHRESPONSE']._serialized_end=548
+  _globals['_OPENSUBSCRIPTION']._serialized_start=551
+  _globals['_OPENSUBSCRIPTION']._serialized_end=728
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=731
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=867
+  _globals['_ACKBATCH']._serialized_start=869
+  _globals['_ACKBATCH']._serialized_end=901
+  _globals['_DELIVERY']._serialized_start=903
+  _globals['_DELIVERY']._serialized_end=1020
+  _globals['_SUBSCRIPTIONOPENED']._serialized_start=1022
+  _globals['_SUBSCRIPTIONOPENED']._serialized_end=1126
+  _globals['_SUBSCRIPTIONCLOSED']._serialized_start=1128
+  _globals['_SUBSCRIPTIONCLOSED']._serialized_end=1181
+  _globals['_SUBSCRIBERESPONSE']._serialized_start=1184
+  _globals['_SUBSCRIBERESPONSE']._serialized_end=1373
+  _globals['_DELIVERYBATCH']._serialized_start=1375
+  _globals['_DELIVERYBATCH']._serialized_end=1435
+  _globals['_ACKREQUEST']._serialized_start=1437
+  _globals['_ACKREQUEST']._serialized_end=1534
+  _globals['_ACKRESPONSE']._serialized_start=1536
+  _globals['_ACKRESPONSE']._serialized_end=1568
+  _globals['_MESSAGINGSERVICE']._serialized_start=1773
+  _globals['_MESSAGINGSERVICE']._serialized_end=2098
 # @@protoc_insertion_point(module_scope)

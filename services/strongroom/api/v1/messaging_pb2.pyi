@@ -38,6 +38,18 @@ class PublishRequest(_message.Message):
     correlation_id: int
     def __init__(self, destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., mode: _Optional[_Union[PublishMode, str]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
+class PublishBatch(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[PublishRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[PublishRequest, _Mapping]]] = ...) -> None: ...
+
+class PublishResponseBatch(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[PublishResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[PublishResponse, _Mapping]]] = ...) -> None: ...
+
 class PublishResponse(_message.Message):
     __slots__ = ("correlation_id", "message_seq", "duplicate", "confirmed", "error_code", "error_reason", "error_message", "log_index")
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]

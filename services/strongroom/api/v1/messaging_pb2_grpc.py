@@ -44,8 +44,8 @@ class MessagingServiceStub:
                 _registered_method=True)
         self.PublishStream = channel.stream_stream(
                 '/strongroom.v1.MessagingService/PublishStream',
-                request_serializer=strongroom_dot_v1_dot_messaging__pb2.PublishRequest.SerializeToString,
-                response_deserializer=strongroom_dot_v1_dot_messaging__pb2.PublishResponse.FromString,
+                request_serializer=strongroom_dot_v1_dot_messaging__pb2.PublishBatch.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_messaging__pb2.PublishResponseBatch.FromString,
                 _registered_method=True)
         self.Subscribe = channel.stream_stream(
                 '/strongroom.v1.MessagingService/Subscribe',
@@ -74,8 +74,11 @@ class MessagingServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PublishStream(self, request_iterator, context):
-        """Pipelined publishing: requests flow in, confirmations flow out as rounds commit, each
-        carrying the request's correlation id. An error for one message does not end the stream.
+        """Pipelined publishing: batches of requests flow in, batches of confirmations flow out as
+        group-commit rounds commit, in request order, each carrying its request's correlation id.
+        An error for one message does not end the stream, but every later message of the stream
+        then fails too (so a client re-sends them in order on a new stream). A stream is pinned
+        to the leadership epoch it started in.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -106,8 +109,8 @@ def add_MessagingServiceServicer_to_server(servicer, server):
             ),
             'PublishStream': grpc.stream_stream_rpc_method_handler(
                     servicer.PublishStream,
-                    request_deserializer=strongroom_dot_v1_dot_messaging__pb2.PublishRequest.FromString,
-                    response_serializer=strongroom_dot_v1_dot_messaging__pb2.PublishResponse.SerializeToString,
+                    request_deserializer=strongroom_dot_v1_dot_messaging__pb2.PublishBatch.FromString,
+                    response_serializer=strongroom_dot_v1_dot_messaging__pb2.PublishResponseBatch.SerializeToString,
             ),
             'Subscribe': grpc.stream_stream_rpc_method_handler(
                     servicer.Subscribe,
@@ -175,8 +178,8 @@ class MessagingService:
             request_iterator,
             target,
             '/strongroom.v1.MessagingService/PublishStream',
-            strongroom_dot_v1_dot_messaging__pb2.PublishRequest.SerializeToString,
-            strongroom_dot_v1_dot_messaging__pb2.PublishResponse.FromString,
+            strongroom_dot_v1_dot_messaging__pb2.PublishBatch.SerializeToString,
+            strongroom_dot_v1_dot_messaging__pb2.PublishResponseBatch.FromString,
             options,
             channel_credentials,
             insecure,
