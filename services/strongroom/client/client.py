@@ -464,6 +464,9 @@ class Subscription:
         self._consumed_since_grant = 0
         self._pending_auto: Received | None = None
         self._unsent_acks: list[int] = []
+        self._ack_buffer: list[int] = []
+        self._ack_task: asyncio.Task[None] | None = None
+        self._write_lock = asyncio.Lock()
         self._closed = False
         self.reopened = 0
         self.closed_reason = ""
@@ -492,8 +495,8 @@ class Subscription:
         if self._unsent_acks:
             seqs, self._unsent_acks = self._unsent_acks, []
             try:
-                await self._call.write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
-            except grpc.aio.AioRpcError:
+                await self._write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 self._unsent_acks = seqs + self._unsent_acks
 
     def __aiter__(self) -> Subscription:
@@ -556,15 +559,18 @@ class Subscription:
         if self._consumed_since_grant >= max(1, self.credit // 2):
             grant, self._consumed_since_grant = self._consumed_since_grant, 0
             try:
-                await self._call.write(mpb.SubscribeRequest(credit=grant))
-            except grpc.aio.AioRpcError:
-                pass
+                await self._write(mpb.SubscribeRequest(credit=grant))
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                pass  # the stream ended: the next read reopens it
         if self.ack_mode == "auto" and self.kind != cpb.DURABLE_KIND_LASTVALUE:
             # Acknowledged once the application asks for the next message (it is done with this one).
             self._pending_auto = msg
         return msg
 
     async def _reopen(self) -> None:
+        # Acks not yet written go to the new stream.
+        self._unsent_acks.extend(self._ack_buffer)
+        self._ack_buffer = []
         if self._call is not None:
             self._call.cancel()
         # Deliveries buffered from the old leader come again from the new one.
@@ -579,10 +585,25 @@ class Subscription:
         if self.sync_ack:
             await self.client.ack(self.destination, self.durable, [seq], self.subscription_id)
             return
+        # Asynchronous: acks made in the same turn of the event loop go as one AckBatch.
+        self._ack_buffer.append(seq)
+        if self._ack_task is None or self._ack_task.done():
+            self._ack_task = asyncio.create_task(self._flush_acks())
+
+    async def _flush_acks(self) -> None:
+        await asyncio.sleep(0)
+        seqs, self._ack_buffer = self._ack_buffer, []
+        if not seqs:
+            return
         try:
-            await self._call.write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=[seq])))
+            await self._write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError):
-            self._unsent_acks.append(seq)
+            self._unsent_acks.extend(seqs)
+
+    async def _write(self, request: mpb.SubscribeRequest) -> None:
+        # One write at a time on a stream: credit grants and ack flushes come from two tasks.
+        async with self._write_lock:
+            await self._call.write(request)
 
     async def ack_many(self, seqs: list[int]) -> None:
         """Acknowledge several messages in one request."""
@@ -592,7 +613,7 @@ class Subscription:
             await self.client.ack(self.destination, self.durable, seqs, self.subscription_id)
             return
         try:
-            await self._call.write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
+            await self._write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             self._unsent_acks.extend(seqs)
 
@@ -604,6 +625,8 @@ class Subscription:
                 await self.ack(done)
             except StrongroomError:
                 pass
+        if self._ack_task is not None:
+            await self._ack_task
         self._closed = True
         if self._call is not None:
             try:

@@ -152,6 +152,8 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                         log.info("async ack rejected: %s", err)
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
+        except Exception:  # noqa: BLE001 - logged; the subscription ends and the client reopens
+            log.exception("subscription control stream failed")
         finally:
             self.node.close_subscription(sub)
             sub.outbox.put_nowait(None)
