@@ -124,3 +124,14 @@ def test_memory_storage_keeps_nothing() -> None:
     lg = ReplicatedLog(storage, storage.load())
     lg.append_local(entry(1, 1))
     assert storage.load().empty and lg.last_index == 1
+
+
+def test_spliced_append_request_parses_as_the_real_message() -> None:
+    from strongroom.persistence.replicator import encode_append
+
+    entries = [entry(i, 3) for i in range(1, 4)]
+    entries.append(rpb.LogEntry(index=4, epoch=3, ops=[publish("q", b"x" * 300, seq=9, queue=True)]))
+    head = rpb.AppendRequest(epoch=3, leader="m1", prev_index=0, prev_epoch=0, commit_index=2)
+    wire = encode_append(head, [e.SerializeToString() for e in entries])
+    expected = rpb.AppendRequest(epoch=3, leader="m1", prev_index=0, prev_epoch=0, commit_index=2, entries=entries)
+    assert rpb.AppendRequest.FromString(wire) == expected

@@ -32,6 +32,8 @@ class ReplicatedLog:
         self.snapshot_index = loaded.snapshot_index
         self.snapshot_epoch = loaded.snapshot_epoch
         self.entries: list[rpb.LogEntry] = list(loaded.entries)
+        # Serialised form of each entry, made once (storage and every follower's Append use it).
+        self.raws: list[bytes | None] = [None] * len(self.entries)
 
     @property
     def last_index(self) -> int:
@@ -64,20 +66,32 @@ class ReplicatedLog:
         """Entries from `from_index` (>= first_index): at most `max_entries`, and no more than
         `max_bytes` unless a single entry is larger (one entry always goes)."""
         start = from_index - self.snapshot_index - 1
-        out = self.entries[start:start + max_entries]
+        raws = self.raw_slice(from_index, max_entries, max_bytes)
+        return self.entries[start:start + len(raws)]
+
+    def raw_slice(self, from_index: int, max_entries: int, max_bytes: int = 32 * 1024 * 1024) -> list[bytes]:
+        """Like `slice`, the entries serialised."""
+        start = from_index - self.snapshot_index - 1
+        out: list[bytes] = []
         total = 0
-        for i, entry in enumerate(out):
-            total += entry.ByteSize()
-            if total > max_bytes and i > 0:
-                return out[:i]
+        for i in range(start, min(start + max_entries, len(self.entries))):
+            raw = self.raws[i]
+            if raw is None:
+                raw = self.raws[i] = self.entries[i].SerializeToString()
+            total += len(raw)
+            if total > max_bytes and out:
+                break
+            out.append(raw)
         return out
 
     def append_local(self, entry: rpb.LogEntry, sync: bool = True) -> None:
         """Leader: store a new entry at last_index + 1 in one batch. With `sync=False` the
         caller must call `storage.sync_wal()` before counting the entry as stored here."""
         assert entry.index == self.last_index + 1, (entry.index, self.last_index)
-        self.storage.append([entry], sync=None if sync else False)
+        raw = entry.SerializeToString()
+        self.storage.append([entry], sync=None if sync else False, raws=[raw])
         self.entries.append(entry)
+        self.raws.append(raw)
 
     def append_from_leader(self, prev_index: int, prev_epoch: int,
                            entries: list[rpb.LogEntry], commit_index: int | None = None) -> AppendOutcome:
@@ -110,9 +124,11 @@ class ReplicatedLog:
                 break
         if truncate_after is not None:
             del self.entries[truncate_after - self.snapshot_index:]
+            del self.raws[truncate_after - self.snapshot_index:]
         if new or truncate_after is not None or commit_index is not None:
             self.storage.append(new, truncate_after=truncate_after, commit_index=commit_index)
         self.entries.extend(new)
+        self.raws.extend([None] * len(new))
         return AppendOutcome(True)
 
     def truncate_after(self, index: int) -> None:
@@ -120,6 +136,7 @@ class ReplicatedLog:
         if index >= self.last_index:
             return
         del self.entries[index - self.snapshot_index:]
+        del self.raws[index - self.snapshot_index:]
         self.storage.append([], truncate_after=index)
 
     def compact(self, through_index: int, epoch: int, snapshot: bytes) -> None:
@@ -128,6 +145,7 @@ class ReplicatedLog:
             return
         self.storage.save_snapshot(through_index, epoch, snapshot, through_index)
         del self.entries[:through_index - self.snapshot_index]
+        del self.raws[:through_index - self.snapshot_index]
         self.snapshot_index = through_index
         self.snapshot_epoch = epoch
 
@@ -135,5 +153,6 @@ class ReplicatedLog:
         """Replace the whole log by a leader's snapshot."""
         self.storage.replace_with_snapshot(index, epoch, snapshot)
         self.entries = []
+        self.raws = []
         self.snapshot_index = index
         self.snapshot_epoch = epoch

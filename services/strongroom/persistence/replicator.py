@@ -26,7 +26,7 @@ PEER_CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 512 * 1024 * 1024),
 ]
 
-__all__ = ["PeerReplicator", "SNAPSHOT_CHUNK"]
+__all__ = ["PeerReplicator", "SNAPSHOT_CHUNK", "encode_append"]
 
 log = logging.getLogger("strongroom.replicator")
 
@@ -34,6 +34,29 @@ SNAPSHOT_CHUNK = 1024 * 1024
 MAX_ENTRIES_PER_APPEND = 256
 HEARTBEAT_SECONDS = 0.25
 RPC_TIMEOUT = 5.0
+
+
+_ENTRIES_TAG = bytes([(5 << 3) | 2])  # AppendRequest.entries: field 5, length-delimited
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def encode_append(head: rpb.AppendRequest, raw_entries: list[bytes]) -> bytes:
+    """The wire form of `head` with `raw_entries` (serialised LogEntry) as its entries."""
+    parts = [head.SerializeToString()]
+    for raw in raw_entries:
+        parts += (_ENTRIES_TAG, _varint(len(raw)), raw)
+    return b"".join(parts)
 
 
 class PeerReplicator:
@@ -56,6 +79,7 @@ class PeerReplicator:
         self._address: str | None = None
         self._warned_address = False
         self._stub: rgrpc.ReplicationServiceStub | None = None
+        self._append_raw: grpc.aio.UnaryUnaryMultiCallable | None = None
 
     def start(self) -> None:
         """Start the replication task."""
@@ -85,6 +109,13 @@ class PeerReplicator:
                 asyncio.create_task(self._channel.close())
             self._channel = grpc.aio.insecure_channel(address, options=PEER_CHANNEL_OPTIONS)
             self._stub = rgrpc.ReplicationServiceStub(self._channel)
+            # Append takes the request already serialised: entries are serialised once, when
+            # the leader stores them, and spliced into every follower's request.
+            self._append_raw = self._channel.unary_unary(
+                "/strongroom.v1.ReplicationService/Append",
+                request_serializer=None,
+                response_deserializer=rpb.AppendResponse.FromString,
+            )
             self._address = address
         return self._stub
 
@@ -136,21 +167,22 @@ class PeerReplicator:
         if prev_epoch is None:
             self.next_index = lg.last_index + 1
             return False
-        entries = lg.slice(self.next_index, MAX_ENTRIES_PER_APPEND)
-        req = rpb.AppendRequest(epoch=self.epoch, leader=node.member, prev_index=prev_index,
-                                prev_epoch=prev_epoch, entries=entries, commit_index=node.commit_index)
-        resp = await stub.Append(req, timeout=RPC_TIMEOUT)
+        raws = lg.raw_slice(self.next_index, MAX_ENTRIES_PER_APPEND)
+        head = rpb.AppendRequest(epoch=self.epoch, leader=node.member, prev_index=prev_index,
+                                 prev_epoch=prev_epoch, commit_index=node.commit_index)
+        assert self._append_raw is not None
+        resp = await self._append_raw(encode_append(head, raws), timeout=RPC_TIMEOUT)
         self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             await node.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
             return False
         if resp.ok:
-            sent_last = prev_index + len(entries)
+            sent_last = prev_index + len(raws)
             if sent_last > self.match_index:
                 self.match_index = sent_last
                 node.on_match(self.peer)
             self.next_index = sent_last + 1
-            return bool(entries)
+            return bool(raws)
         if resp.needs_snapshot:
             self.next_index = lg.snapshot_index
             return True

@@ -59,8 +59,9 @@ class Storage:
         return LoadedState()
 
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
-               commit_index: int | None = None, sync: bool | None = None) -> None:
-        """Store entries (after dropping every entry above `truncate_after`), in one batch;
+               commit_index: int | None = None, sync: bool | None = None,
+               raws: list[bytes] | None = None) -> None:
+        """Store entries (`raws`: their serialised form, if the caller has it) (after dropping every entry above `truncate_after`), in one batch;
         `sync=False` defers the fsync to `sync_wal` (the leader overlaps it with replication)."""
 
     def sync_wal(self) -> None:
@@ -138,12 +139,13 @@ class RocksStorage(Storage):
         return st
 
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
-               commit_index: int | None = None, sync: bool | None = None) -> None:
+               commit_index: int | None = None, sync: bool | None = None,
+               raws: list[bytes] | None = None) -> None:
         wb = rocksdict.WriteBatch(raw_mode=True)
         if truncate_after is not None:
             wb.delete_range(_U64.pack(truncate_after + 1), _U64.pack(2**64 - 1), self._log_h)
-        for entry in entries:
-            wb.put(_U64.pack(entry.index), entry.SerializeToString(), self._log_h)
+        for i, entry in enumerate(entries):
+            wb.put(_U64.pack(entry.index), raws[i] if raws else entry.SerializeToString(), self._log_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
         self._db.write(wb, self._nosync if sync is False else self._wo)
