@@ -32,3 +32,13 @@ down:
 
 clean:
 	rm -rf $(VENV) .strongroom
+
+# Benchmarks against NATS JetStream, side by side (bench/; about 8 minutes).
+# BENCH_ARGS="--quick" for a one-round smoke run.
+.PHONY: bench
+bench: venv $(VENV)/.bench-installed
+	$(VENV)/bin/strongroom bench $(BENCH_ARGS)
+
+$(VENV)/.bench-installed: pyproject.toml | venv
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	touch $@

@@ -7,6 +7,9 @@
     strongroom subscribe DEST --durable NAME [--kind standard|shared|lastvalue] [--count N]
                          [--ack explicit|auto] [--timeout S] [--json]
     strongroom drill failover --platform local [--messages N] [--json]
+    strongroom drill failover --platform kubernetes --namespace NS --release NAME [--cluster C]
+                              [--force] [--messages N] [--json]
+    strongroom bench [--runs N] [--messages N] [--quick] [--json]
     strongroom realm apply|get|validate|history ...
 
 Client commands reach the members named by `--endpoints` (or env STRONGROOM_ENDPOINTS), else
@@ -40,7 +43,7 @@ EXIT_ERROR = 2
 
 DURABLE_KINDS = ("standard", "shared", "lastvalue")
 ACK_MODES = ("explicit", "auto")
-PLATFORMS = ("local",)
+PLATFORMS = ("local", "kubernetes")
 PUBLISH_WINDOW = 256
 PROGRESS_INTERVAL = 1.0
 
@@ -140,11 +143,28 @@ def build_parser() -> argparse.ArgumentParser:
     d = drills.add_parser("failover", parents=[local],
                           help="kill -9 the leader under confirmed publishing; verify nothing is lost")
     d.add_argument("--platform", choices=PLATFORMS, required=True,
-                   help="where to run it: local (a temporary cluster of processes)")
+                   help="where to run it: local (a temporary cluster of processes) or kubernetes "
+                        "(a Helm release, through kubectl)")
+    d.add_argument("--namespace", default="default", metavar="NS",
+                   help="kubernetes: the release's namespace (default: default)")
+    d.add_argument("--release", default=None, metavar="NAME", help="kubernetes: the Helm release name")
+    d.add_argument("--cluster", default="default", metavar="C",
+                   help="kubernetes: the persistence cluster to drill (default: default)")
+    d.add_argument("--force", action="store_true",
+                   help="kubernetes: delete the leader's pod with no grace period (like kill -9)")
     d.add_argument("--messages", type=_positive, default=1000, metavar="N",
                    help="messages to publish (default 1000); the leader dies at N/2 confirmed")
     d.add_argument("--json", action="store_true", help="print the report as JSON")
     d.set_defaults(func=_cmd_drill_failover)
+
+    p = sub.add_parser("bench", help="benchmark against NATS JetStream, side by side (bench/)")
+    p.add_argument("--runs", type=_positive, default=None, metavar="N",
+                   help="rounds, each running every configuration once (default 3; 1 with --quick)")
+    p.add_argument("--messages", type=_positive, default=None, metavar="N",
+                   help="pipelined messages per run (default 40000); confirm gets N/20, fanout N/4")
+    p.add_argument("--quick", action="store_true", help="one round with small counts (smoke test)")
+    p.add_argument("--json", action="store_true", help="print the result document as JSON")
+    p.set_defaults(func=_cmd_bench)
 
     try:
         from strongroom.cli.realm_cmd import add_realm_parser
@@ -513,8 +533,17 @@ def _cmd_drill_failover(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         _err(f"drill: {line}")
 
-    data_dir = getattr(args, "data_dir", None)
-    report = asyncio.run(failover_drill_local(args.messages, Path(data_dir) if data_dir else None, progress))
+    if args.platform == "kubernetes":
+        from strongroom.drill_k8s import failover_drill_kubernetes
+
+        if not args.release:
+            _err("error: --platform kubernetes needs --release NAME (the Helm release)")
+            return EXIT_ERROR
+        report = asyncio.run(failover_drill_kubernetes(args.namespace, args.release, args.cluster,
+                                                       args.messages, force=args.force, progress=progress))
+    else:
+        data_dir = getattr(args, "data_dir", None)
+        report = asyncio.run(failover_drill_local(args.messages, Path(data_dir) if data_dir else None, progress))
     if args.json:
         print(json.dumps(report))
     else:
@@ -524,6 +553,19 @@ def _cmd_drill_failover(args: argparse.Namespace) -> int:
             if key in report:
                 print(f"  {key.replace('_', ' ')}: {report[key]}")
     return EXIT_OK if report["ok"] else EXIT_FAILED
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    # The benchmark suite lives in bench/ at the root of the source tree, beside services/.
+    root = Path(__file__).resolve().parents[3]
+    if (root / "bench" / "runner.py").exists() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        from bench.runner import run_cli
+    except ImportError as exc:
+        raise CliError(f"the benchmark suite (bench/) is not importable: {exc}; run from a source checkout "
+                       f"with `pip install -e '.[bench]'`") from None
+    return run_cli(args.runs, args.messages, args.quick, args.json)
 
 
 # --- entry point ---------------------------------------------------------------------------------

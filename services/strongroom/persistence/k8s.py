@@ -44,6 +44,7 @@ a pod patch is json-patch+json, which the API server rejects for an object body.
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 RETRIES = 5
 RETRY_DELAY_SECONDS = 0.5
+REQUEST_TIMEOUT_SECONDS = 5.0  # a hung API call must not hold back the next leadership change
 
 
 class _Leadership(Protocol):
@@ -85,11 +86,12 @@ def in_cluster_api(token_file: Path | None = None, ca_file: Path | None = None,
     from kubernetes.config.incluster_config import InClusterConfigLoader
 
     configuration = client.Configuration()
-    InClusterConfigLoader(
+    loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]  # the client ships no types here
         token_filename=str(token_file or SERVICE_ACCOUNT_DIR / "token"),
         cert_filename=str(ca_file or SERVICE_ACCOUNT_DIR / "ca.crt"),
         environ=dict(environ),
-    ).load_and_set(configuration)
+    )
+    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
     # A leader change must not hang on an unreachable API server; the retry loop covers blips.
     configuration.retries = 0
     return client.CoreV1Api(client.ApiClient(configuration))
@@ -145,7 +147,7 @@ class LeaderLabel:
 
     def _patch(self, leading: bool) -> None:
         self.api.patch_namespaced_pod(self.pod.name, self.pod.namespace, patch_body(leading),
-                                      _content_type=MERGE_PATCH)
+                                      _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT_SECONDS)
 
 
 def install_leader_label(node: _Leadership, environ: Mapping[str, str] = os.environ,

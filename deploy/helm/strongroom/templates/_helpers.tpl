@@ -1,0 +1,330 @@
+{{/*
+Names and labels of every Strongroom resource. Templates take names and labels only from here,
+so the drill (strongroom/drill_k8s.py, deploy/drills/failover.sh), the leader's own pod label
+(strongroom/persistence/k8s.py) and the Services always agree; tests/deploy checks they do.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "strongroom.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* "<release>-<name>" (just the release when it already holds the name), or fullnameOverride. */}}
+{{- define "strongroom.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "<chart>-<version>" for the helm.sh/chart label. */}}
+{{- define "strongroom.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* --- labels ------------------------------------------------------------------------------ */}}
+
+{{/* Selector labels of the whole release. */}}
+{{- define "strongroom.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "strongroom.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The full label set of a release resource (selector labels plus descriptive ones). */}}
+{{- define "strongroom.labels" -}}
+helm.sh/chart: {{ include "strongroom.chart" . }}
+{{ include "strongroom.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: strongroom
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component. Takes (dict "root" $ "component" "realm"). */}}
+{{- define "strongroom.componentSelectorLabels" -}}
+{{ include "strongroom.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Full labels of one component. Takes (dict "root" $ "component" "realm"). */}}
+{{- define "strongroom.componentLabels" -}}
+{{ include "strongroom.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The label key naming a member's persistence cluster. */}}
+{{- define "strongroom.clusterLabelKey" -}}
+strongroom.io/cluster
+{{- end }}
+
+{{/* The label the leader sets on its own pod (strongroom.persistence.k8s.ROLE_LABEL). */}}
+{{- define "strongroom.roleLabelKey" -}}
+strongroom.io/role
+{{- end }}
+
+{{/* The role label's value on the leader (strongroom.persistence.k8s.LEADER_VALUE). */}}
+{{- define "strongroom.leaderRoleValue" -}}
+leader
+{{- end }}
+
+{{/* Selector labels of one persistence cluster's members. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.clusterSelectorLabels" -}}
+{{ include "strongroom.componentSelectorLabels" (dict "root" .root "component" "persistence") }}
+{{ include "strongroom.clusterLabelKey" . }}: {{ .cluster }}
+{{- end }}
+
+{{/* Full labels of one persistence cluster's resources. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.clusterLabels" -}}
+{{ include "strongroom.componentLabels" (dict "root" .root "component" "persistence") }}
+{{ include "strongroom.clusterLabelKey" . }}: {{ .cluster }}
+{{- end }}
+
+{{/* What the leader Service selects: the cluster's members carrying the leader label. */}}
+{{- define "strongroom.leaderSelectorLabels" -}}
+{{ include "strongroom.clusterSelectorLabels" . }}
+{{ include "strongroom.roleLabelKey" . }}: {{ include "strongroom.leaderRoleValue" . }}
+{{- end }}
+
+{{/* A label set (YAML, as the helpers above give it) as a kubectl selector "k=v,k2=v2". */}}
+{{- define "strongroom.kubectlSelector" -}}
+{{- $out := list }}
+{{- range $k, $v := fromYaml . }}
+{{- $out = append $out (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{/* --- names ------------------------------------------------------------------------------- */}}
+
+{{- define "strongroom.etcd.fullname" -}}
+{{- printf "%s-etcd" (include "strongroom.fullname" .) }}
+{{- end }}
+
+{{- define "strongroom.etcd.headlessName" -}}
+{{- printf "%s-etcd-headless" (include "strongroom.fullname" .) }}
+{{- end }}
+
+{{- define "strongroom.realm.fullname" -}}
+{{- printf "%s-realm" (include "strongroom.fullname" .) }}
+{{- end }}
+
+{{/* The ConfigMap holding the realm file (generated or existing). */}}
+{{- define "strongroom.realm.configMapName" -}}
+{{- default (include "strongroom.realm.fullname" .) .Values.realm.existingConfigMap }}
+{{- end }}
+
+{{/* StatefulSet, PodDisruptionBudget and client Service of a cluster. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.cluster.fullname" -}}
+{{- printf "%s-%s" (include "strongroom.fullname" .root) .cluster }}
+{{- end }}
+
+{{/* The headless Service giving each member a stable DNS name. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.cluster.headlessName" -}}
+{{- printf "%s-headless" (include "strongroom.cluster.fullname" .) }}
+{{- end }}
+
+{{/* The Service that reaches the leader only. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.cluster.leaderName" -}}
+{{- printf "%s-leader" (include "strongroom.cluster.fullname" .) }}
+{{- end }}
+
+{{/* A member's name in the realm: its pod's name. Takes (dict "root" $ "cluster" "default" "ordinal" 0). */}}
+{{- define "strongroom.memberName" -}}
+{{- printf "%s-%d" (include "strongroom.cluster.fullname" .) (int .ordinal) }}
+{{- end }}
+
+{{/* The DNS suffix of a cluster's members: "<headless>.<namespace>.svc.<domain>". Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.cluster.peerDomain" -}}
+{{- printf "%s.%s.svc.%s" (include "strongroom.cluster.headlessName" .) .root.Release.Namespace .root.Values.clusterDomain }}
+{{- end }}
+
+{{/* A member's address "<pod>.<headless>.<namespace>.svc.<domain>:<port>". Takes (dict "root" $ "cluster" "default" "ordinal" 0). */}}
+{{- define "strongroom.memberAddress" -}}
+{{- printf "%s.%s:%d" (include "strongroom.memberName" .) (include "strongroom.cluster.peerDomain" .) (int .root.Values.persistence.port) }}
+{{- end }}
+
+{{/* The realm service's address, as registered in etcd and used by the apply Job. */}}
+{{- define "strongroom.realm.address" -}}
+{{- printf "%s.%s.svc.%s:%d" (include "strongroom.realm.fullname" .) .Release.Namespace .Values.clusterDomain (int .Values.realm.port) }}
+{{- end }}
+
+{{/* The key of the realm file in the realm ConfigMap. */}}
+{{- define "strongroom.realm.configMapKey" -}}
+{{- if .Values.realm.existingConfigMap }}{{ .Values.realm.existingConfigMapKey }}{{ else }}realm.yaml{{ end }}
+{{- end }}
+
+{{/* The post-upgrade Job applying the realm file; one name per revision. */}}
+{{- define "strongroom.realm.applyJobName" -}}
+{{- printf "%s-apply-%d" (include "strongroom.realm.fullname" .) (int .Release.Revision) }}
+{{- end }}
+
+{{/* Role and RoleBinding of the members. */}}
+{{- define "strongroom.rbacName" -}}
+{{- printf "%s-persistence" (include "strongroom.fullname" .) }}
+{{- end }}
+
+{{- define "strongroom.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "strongroom.rbacName" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* --- shared pieces ----------------------------------------------------------------------- */}}
+
+{{- define "strongroom.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* etcd's peer DNS suffix. */}}
+{{- define "strongroom.etcd.peerDomain" -}}
+{{- printf "%s.%s.svc.%s" (include "strongroom.etcd.headlessName" .) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{/* The etcd endpoints every service is given: each bundled member, or the external ones. */}}
+{{- define "strongroom.etcd.endpoints" -}}
+{{- if .Values.etcd.enabled }}
+{{- $root := . }}
+{{- $out := list }}
+{{- range $i := until (int .Values.etcd.replicas) }}
+{{- $out = append $out (printf "%s-%d.%s:%d" (include "strongroom.etcd.fullname" $root) $i (include "strongroom.etcd.peerDomain" $root) (int $root.Values.etcd.clientPort)) }}
+{{- end }}
+{{- join "," $out }}
+{{- else }}
+{{- join "," .Values.etcd.externalEndpoints }}
+{{- end }}
+{{- end }}
+
+{{/* Pod anti-affinity across nodes. Takes (dict "mode" "hard|soft|none" "labels" (selector labels YAML)). */}}
+{{- define "strongroom.antiAffinity" -}}
+{{- if eq .mode "hard" }}
+podAntiAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- .labels | nindent 10 }}
+{{- else if eq .mode "soft" }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- .labels | nindent 12 }}
+{{- end }}
+{{- end }}
+
+{{/* The realm file generated from values: members named and addressed as the pods. */}}
+{{- define "strongroom.realm.yaml" -}}
+{{- $root := . -}}
+# Generated by the Strongroom chart: members are the pods of each cluster's StatefulSet.
+clusters:
+{{- range $c := .Values.persistence.clusters }}
+  - name: {{ $c.name }}
+    storage: {{ $c.storage }}
+    {{- /* Unset keys are left out: the realm's own defaults apply (README "The realm file"). */}}
+    {{- if hasKey $c "leaseTtlSeconds" }}
+    lease_ttl_seconds: {{ int $c.leaseTtlSeconds }}
+    {{- end }}
+    {{- if hasKey $c "compactAfterEntries" }}
+    compact_after_entries: {{ int $c.compactAfterEntries }}
+    {{- end }}
+    {{- if hasKey $c "maxBatchOps" }}
+    max_batch_ops: {{ int $c.maxBatchOps }}
+    {{- end }}
+    members:
+    {{- range $i := until (int $c.members) }}
+    {{- $m := dict "root" $root "cluster" $c.name "ordinal" $i }}
+      - name: {{ include "strongroom.memberName" $m }}
+        address: {{ include "strongroom.memberAddress" $m }}
+    {{- end }}
+{{- end }}
+stores:
+  {{- toYaml .Values.realm.stores | nindent 2 }}
+destinations:
+  {{- toYaml .Values.realm.destinations | nindent 2 }}
+{{- end }}
+
+{{/* --- validation -------------------------------------------------------------------------- */}}
+
+{{/*
+Fail with one clear sentence per problem. values.schema.json types every key; this checks what
+a schema cannot: relations between keys and what the services need to form a quorum.
+*/}}
+{{- define "strongroom.validateValues" -}}
+{{- $problems := list }}
+{{- $root := . }}
+{{- $fullname := include "strongroom.fullname" . }}
+{{- $clusters := .Values.persistence.clusters }}
+{{- if not $clusters }}
+{{- $problems = append $problems "persistence.clusters is empty: define at least one persistence cluster." }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $i, $c := $clusters }}
+{{- $where := printf "persistence.clusters[%d] (%s)" $i $c.name }}
+{{- if hasKey $seen $c.name }}
+{{- $problems = append $problems (printf "%s: the cluster name %q is used twice; cluster names must be unique." $where $c.name) }}
+{{- end }}
+{{- $_ := set $seen $c.name true }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $c.name) }}
+{{- $problems = append $problems (printf "%s: the cluster name must be a DNS label (lowercase letters, digits and '-'), as it names Kubernetes resources." $where) }}
+{{- end }}
+{{- $n := int $c.members }}
+{{- if or (lt $n 1) (eq (mod $n 2) 0) }}
+{{- $problems = append $problems (printf "%s has %d members; use an odd count (1, 3, 5 ...) so a majority is well defined." $where $n) }}
+{{- end }}
+{{- if and (ne $c.storage "memory") $root.Values.persistence.requireStorageClass (not (dig "volume" "storageClass" "" $c)) }}
+{{- $problems = append $problems (printf "%s keeps its data on disk (storage %s) but persistence.clusters[%d].volume.storageClass is empty while persistence.requireStorageClass is true: name the StorageClass its volumes are provisioned from." $where $c.storage $i) }}
+{{- end }}
+{{- $ttl := int (default 3 $c.leaseTtlSeconds) }}
+{{- if le (int $root.Values.persistence.terminationGracePeriodSeconds) (add $ttl 2) }}
+{{- $problems = append $problems (printf "persistence.terminationGracePeriodSeconds (%d) must exceed the lease TTL of %s (%d s) plus the member's 2 s drain, or a stopping leader is killed before it has handed over." (int $root.Values.persistence.terminationGracePeriodSeconds) $where $ttl) }}
+{{- end }}
+{{- $stsName := printf "%s-%s" $fullname $c.name }}
+{{- if gt (len $stsName) 52 }}
+{{- $problems = append $problems (printf "%s: the StatefulSet name %q is %d characters, over Kubernetes' 52; shorten the release name, fullnameOverride or the cluster name." $where $stsName (len $stsName)) }}
+{{- end }}
+{{- end }}
+{{- if not .Values.realm.existingConfigMap }}
+{{- $storeNames := dict }}
+{{- range $i, $s := .Values.realm.stores }}
+{{- $_ := set $storeNames $s.name true }}
+{{- if not (hasKey $seen $s.cluster) }}
+{{- $problems = append $problems (printf "realm.stores[%d] (%s) names cluster %q, which persistence.clusters does not define." $i $s.name $s.cluster) }}
+{{- end }}
+{{- end }}
+{{- range $i, $d := .Values.realm.destinations }}
+{{- if not (hasKey $storeNames $d.store) }}
+{{- $problems = append $problems (printf "realm.destinations[%d] (%s) names store %q, which realm.stores does not define." $i $d.name $d.store) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.etcd.enabled }}
+{{- $r := int .Values.etcd.replicas }}
+{{- if or (lt $r 1) (eq (mod $r 2) 0) }}
+{{- $problems = append $problems (printf "etcd.replicas is %d; use an odd count (1, 3, 5) so etcd's majority is well defined." $r) }}
+{{- end }}
+{{- if gt (len (include "strongroom.etcd.fullname" .)) 52 }}
+{{- $problems = append $problems (printf "the etcd StatefulSet name %q is over Kubernetes' 52 characters; shorten the release name or fullnameOverride." (include "strongroom.etcd.fullname" .)) }}
+{{- end }}
+{{- else if not .Values.etcd.externalEndpoints }}
+{{- $problems = append $problems "etcd.enabled is false but etcd.externalEndpoints is empty: list the host:port of your etcd, or enable the bundled etcd." }}
+{{- end }}
+{{- if and (not .Values.serviceAccount.create) .Values.rbac.create (not .Values.serviceAccount.name) }}
+{{- $problems = append $problems "rbac.create is true but serviceAccount.create is false and serviceAccount.name is empty: name the existing ServiceAccount the Role is bound to." }}
+{{- end }}
+{{- if $problems }}
+{{- fail (printf "\n\nSTRONGROOM VALUES:\n  %s" (join "\n  " $problems)) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,81 @@
+"""Render the Helm chart with the real Helm engine (helm-python-sdk, no binary, no cluster).
+
+Shared by the tests of tests/deploy (imported as `chartkit`; the fixtures are in conftest.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "strongroom"
+SCENARIOS = sorted(CHART.glob("ci/values-*.yaml"))
+RELEASE = "sr"
+NAMESPACE = "messaging"
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk is a dev dependency")
+
+
+@dataclass
+class Rendered:
+    """One rendered release: the merged values and every manifest, by kind and name."""
+
+    values: dict[str, Any]
+    templates: dict[str, str]
+    docs: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name, text in self.templates.items():
+            if name.endswith("NOTES.txt"):
+                continue
+            self.docs.extend(d for d in yaml.safe_load_all(text) if d)
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        """Every manifest of a kind."""
+        return [d for d in self.docs if d["kind"] == kind]
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        """The manifest of this kind and name (fails the test if absent)."""
+        found = [d for d in self.all(kind) if d["metadata"]["name"] == name]
+        assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}: " + \
+            ", ".join(d["metadata"]["name"] for d in self.all(kind))
+        return found[0]
+
+    @property
+    def notes(self) -> str:
+        """The rendered NOTES.txt."""
+        return next(v for k, v in self.templates.items() if k.endswith("NOTES.txt"))
+
+
+def load_values(path: Path) -> dict[str, Any]:
+    """A values file as a dict (an empty file is no override)."""
+    data = yaml.safe_load(path.read_text())
+    return data or {}
+
+
+def render(values: dict[str, Any] | None, release: str = RELEASE, namespace: str = NAMESPACE) -> Rendered:
+    """Render the chart as `helm template` would (install, revision 1)."""
+    with helm.Chart.load(str(CHART)) as chart:
+        merged = chart.merge_values(values or {})
+        templates = chart.render(values or {}, name=release, namespace=namespace, is_install=True)
+    return Rendered(merged, templates)
+
+
+@functools.cache
+def render_scenario(name: str) -> Rendered:
+    """Render ci/<name> once per session."""
+    return render(load_values(CHART / "ci" / name))
+
+
+def fullname(values: dict[str, Any], release: str = RELEASE) -> str:
+    """The chart's "strongroom.fullname", recomputed to check the templates against."""
+    if values.get("fullnameOverride"):
+        return str(values["fullnameOverride"])
+    name = values.get("nameOverride") or "strongroom"
+    return release if name in release else f"{release}-{name}"

@@ -1,0 +1,346 @@
+"""Every ci/values-*.yaml scenario renders, lints, passes the Kubernetes schemas (strict) and
+keeps the invariants a running Strongroom depends on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from chartkit import CHART, NAMESPACE, RELEASE, SCENARIOS, Rendered, fullname, helm, load_values
+
+from strongroom.persistence.k8s import LEADER_VALUE, ROLE_LABEL, patch_body
+from strongroom.realm.model import parse_realm
+
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; gRPC probes are GA there)
+# and the newest the schemas know.
+KUBE_VERSIONS = ("1.27.0", kubernetes_validate.utils.latest_version())
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """Equality-based label selection, as a Service or matchLabels does it."""
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def clusters(r: Rendered) -> list[dict[str, Any]]:
+    return list(r.values["persistence"]["clusters"])
+
+
+def member_container(sts: dict[str, Any]) -> dict[str, Any]:
+    containers = sts["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "persistence")
+
+
+def args_of(container: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for a in container["args"]:
+        key, _, value = a.partition("=")
+        out[key] = value
+    return out
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion in command arguments."""
+    for k, v in env.items():
+        text = text.replace(f"$({k})", v)
+    return text
+
+
+# --- the engine: lint, schema, Kubernetes schemas ------------------------------------------------
+
+
+def test_scenarios_exist() -> None:
+    names = {p.name for p in SCENARIOS}
+    assert {"values-default.yaml", "values-dev.yaml", "values-prod.yaml", "values-external-etcd.yaml",
+            "values-multi-cluster.yaml", "values-memory.yaml", "values-existing-realm.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_lint_strict(path: Any) -> None:
+    report = helm.lint(str(CHART), load_values(path), strict=True, namespace=NAMESPACE,
+                       kube_version="v1.30.0")
+    assert report["errors"] == []
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert problems == []
+
+
+def test_every_manifest_is_valid_kubernetes_strict(scenario: Rendered) -> None:
+    assert scenario.docs
+    for doc in scenario.docs:
+        for version in KUBE_VERSIONS:
+            # Strict: an unknown or misspelt field fails, as the API server's strict validation does.
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_every_resource_carries_release_labels_and_namespace(scenario: Rendered) -> None:
+    for doc in scenario.docs:
+        meta = doc["metadata"]
+        assert meta["namespace"] == NAMESPACE, (doc["kind"], meta["name"])
+        assert meta["labels"]["app.kubernetes.io/instance"] == RELEASE
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert meta["labels"]["app.kubernetes.io/name"] == "strongroom"
+        assert meta["name"].startswith(fullname(scenario.values)), meta["name"]
+    assert not scenario.all("ClusterRole") and not scenario.all("ClusterRoleBinding")
+
+
+# --- persistence clusters --------------------------------------------------------------------------
+
+
+def test_member_counts_are_odd(scenario: Rendered) -> None:
+    for c in clusters(scenario):
+        sts = scenario.get("StatefulSet", f"{fullname(scenario.values)}-{c['name']}")
+        assert sts["spec"]["replicas"] == c["members"]
+        assert sts["spec"]["replicas"] % 2 == 1
+
+
+def test_peer_dns_names_in_the_realm_match_the_headless_service(scenario: Rendered) -> None:
+    """The realm lists each member as its pod, at "<pod>.<headless>.<ns>.svc.<domain>:<port>",
+    and the member process is started with that name and advertises that address."""
+    if scenario.values["realm"]["existingConfigMap"]:
+        pytest.skip("the realm comes from the operator's ConfigMap")
+    fn = fullname(scenario.values)
+    cm = scenario.get("ConfigMap", f"{fn}-realm")
+    realm = parse_realm(cm["data"]["realm.yaml"], "realm ConfigMap")  # the service's own validator
+    assert [c.name for c in realm.clusters] == [c["name"] for c in clusters(scenario)]
+    for c in clusters(scenario):
+        sts = scenario.get("StatefulSet", f"{fn}-{c['name']}")
+        headless = scenario.get("Service", sts["spec"]["serviceName"])
+        assert headless["spec"]["clusterIP"] == "None"
+        assert headless["spec"]["publishNotReadyAddresses"] is True
+        pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+        assert headless["spec"]["selector"] == sts["spec"]["selector"]["matchLabels"]
+        assert selects(headless["spec"]["selector"], pod_labels)
+        container = member_container(sts)
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
+        assert headless["spec"]["ports"][0]["port"] == port
+        assert port == scenario.values["persistence"]["port"]
+        domain = scenario.values["clusterDomain"]
+
+        rc = realm.cluster(c["name"])
+        assert rc is not None
+        assert rc.storage.value == c["storage"]
+        assert rc.lease_ttl_seconds == c.get("leaseTtlSeconds", 3)
+        expected = [(f"{sts['metadata']['name']}-{i}",
+                     f"{sts['metadata']['name']}-{i}.{headless['metadata']['name']}.{NAMESPACE}.svc.{domain}:{port}")
+                    for i in range(c["members"])]
+        assert [(m.name, m.address) for m in rc.members] == expected
+
+        args = args_of(container)
+        assert args["--cluster"] == c["name"]
+        env = {e["name"]: e for e in container["env"]}
+        assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+        assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+        for i, (name, address) in enumerate(expected):
+            pod = {"POD_NAME": f"{sts['metadata']['name']}-{i}", "POD_NAMESPACE": NAMESPACE}
+            assert expand(args["--member"], pod) == name
+            assert expand(args["--advertise"], pod) == address
+        assert args["--listen"].endswith(f":{port}")
+
+
+def test_leader_service_selects_the_label_the_member_sets(scenario: Rendered) -> None:
+    fn = fullname(scenario.values)
+    patched = patch_body(True)["metadata"]["labels"]
+    assert patched == {ROLE_LABEL: LEADER_VALUE}
+    for c in clusters(scenario):
+        sts = scenario.get("StatefulSet", f"{fn}-{c['name']}")
+        selector = sts["spec"]["selector"]["matchLabels"]
+        pod_labels = dict(sts["spec"]["template"]["metadata"]["labels"])
+        # The StatefulSet must not select on the label that changes under it.
+        assert ROLE_LABEL not in selector and ROLE_LABEL not in pod_labels
+        leader = scenario.get("Service", f"{fn}-{c['name']}-leader")
+        assert leader["spec"]["selector"] == {**selector, ROLE_LABEL: LEADER_VALUE}
+        assert not selects(leader["spec"]["selector"], pod_labels)
+        assert selects(leader["spec"]["selector"], {**pod_labels, **patched})
+        # ... and nothing but this cluster's members, even with the label.
+        for other in scenario.all("StatefulSet") + scenario.all("Deployment"):
+            if other is not sts:
+                labels = {**other["spec"]["template"]["metadata"]["labels"], **patched}
+                assert not selects(leader["spec"]["selector"], labels)
+        client = scenario.get("Service", f"{fn}-{c['name']}")
+        assert client["spec"]["selector"] == selector
+        assert leader["spec"]["ports"][0]["targetPort"] == "grpc"
+
+
+def test_probes_use_the_grpc_health_service_on_the_member_port(scenario: Rendered) -> None:
+    for sts in scenario.all("StatefulSet"):
+        if sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] != "persistence":
+            continue
+        container = member_container(sts)
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            grpc = container[probe]["grpc"]
+            assert grpc["port"] == port
+            assert grpc.get("service", "") == ""  # the health servicer's overall status
+    deploy = scenario.get("Deployment", f"{fullname(scenario.values)}-realm")
+    realm = deploy["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert realm[probe]["grpc"]["port"] == scenario.values["realm"]["port"]
+
+
+def test_pod_scheduling_and_hand_off(scenario: Rendered) -> None:
+    fn = fullname(scenario.values)
+    p = scenario.values["persistence"]
+    for c in clusters(scenario):
+        sts = scenario.get("StatefulSet", f"{fn}-{c['name']}")
+        spec = sts["spec"]["template"]["spec"]
+        selector = sts["spec"]["selector"]["matchLabels"]
+        assert spec["terminationGracePeriodSeconds"] > c.get("leaseTtlSeconds", 3) + 2
+        assert sts["spec"]["podManagementPolicy"] == "Parallel"
+        aff = spec.get("affinity", {}).get("podAntiAffinity", {})
+        if p["antiAffinity"] == "hard":
+            term = aff["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        elif p["antiAffinity"] == "soft":
+            term = aff["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        else:
+            assert not aff
+            continue
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"] == selector
+
+        pdbs = [d for d in scenario.all("PodDisruptionBudget") if d["metadata"]["name"] == sts["metadata"]["name"]]
+        if p["podDisruptionBudget"]["enabled"] and c["members"] > 1:
+            assert pdbs[0]["spec"]["selector"]["matchLabels"] == selector
+            assert pdbs[0]["spec"]["minAvailable"] == c["members"] // 2 + 1
+        else:
+            assert not pdbs
+
+
+def test_disk_storage_gets_a_claim_per_pod_memory_none(scenario: Rendered) -> None:
+    fn = fullname(scenario.values)
+    for c in clusters(scenario):
+        sts = scenario.get("StatefulSet", f"{fn}-{c['name']}")
+        claims = sts["spec"].get("volumeClaimTemplates", [])
+        volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+        mounts = {m["name"]: m["mountPath"] for m in member_container(sts)["volumeMounts"]}
+        assert args_of(member_container(sts))["--data-dir"].startswith(mounts["data"])
+        if c["storage"] == "memory":
+            assert not claims and "emptyDir" in volumes["data"]
+        else:
+            assert [cl["metadata"]["name"] for cl in claims] == ["data"] and "data" not in volumes
+            wanted = c.get("volume", {}).get("storageClass", "")
+            assert claims[0]["spec"].get("storageClassName", "") == wanted
+
+
+def test_role_grants_only_get_and_patch_of_the_members_pods(scenario: Rendered) -> None:
+    fn = fullname(scenario.values)
+    roles = scenario.all("Role")
+    assert len(roles) == 1
+    role = roles[0]
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert len(role["rules"]) == 1
+    rule = role["rules"][0]
+    assert rule["apiGroups"] == [""]
+    assert rule["resources"] == ["pods"]
+    assert sorted(rule["verbs"]) == ["get", "patch"]
+    pods = {f"{fn}-{c['name']}-{i}" for c in clusters(scenario) for i in range(c["members"])}
+    assert set(rule["resourceNames"]) == pods
+    binding = scenario.all("RoleBinding")[0]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    sa = scenario.values["serviceAccount"]["name"] or f"{fn}-persistence"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]
+    for sts in scenario.all("StatefulSet"):
+        spec = sts["spec"]["template"]["spec"]
+        if "persistence" in [c["name"] for c in spec["containers"]]:
+            assert spec["serviceAccountName"] == sa
+            assert spec["automountServiceAccountToken"] is True
+        else:
+            assert spec["automountServiceAccountToken"] is False  # etcd needs no API access
+    assert scenario.get("Deployment", f"{fn}-realm")["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert bool(scenario.all("ServiceAccount")) == scenario.values["serviceAccount"]["create"]
+
+
+def test_etcd_endpoints_reach_the_bundled_members_or_the_external_ones(scenario: Rendered) -> None:
+    fn = fullname(scenario.values)
+    etcd = scenario.values["etcd"]
+    if etcd["enabled"]:
+        sts = scenario.get("StatefulSet", f"{fn}-etcd")
+        headless = scenario.get("Service", sts["spec"]["serviceName"])
+        assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"]
+        assert sts["spec"]["replicas"] == etcd["replicas"] and etcd["replicas"] % 2 == 1
+        domain = f"{headless['metadata']['name']}.{NAMESPACE}.svc.{scenario.values['clusterDomain']}"
+        expected = [f"{fn}-etcd-{i}.{domain}:{etcd['clientPort']}" for i in range(etcd["replicas"])]
+        args = args_of(sts["spec"]["template"]["spec"]["containers"][0])
+        peers = [f"{fn}-etcd-{i}=http://{fn}-etcd-{i}.{domain}:{etcd['peerPort']}" for i in range(etcd["replicas"])]
+        assert args["--initial-cluster"] == ",".join(peers)
+    else:
+        assert not [s for s in scenario.all("StatefulSet") if s["metadata"]["name"] == f"{fn}-etcd"]
+        expected = etcd["externalEndpoints"]
+    users = [s for s in scenario.all("StatefulSet") if s["metadata"]["name"] != f"{fn}-etcd"]
+    users += scenario.all("Deployment")
+    for workload in users:
+        env = {e["name"]: e.get("value") for e in workload["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["STRONGROOM_ETCD"].split(",") == expected
+
+
+def test_realm_file_comes_from_values_or_the_existing_config_map(scenario: Rendered) -> None:
+    fn = fullname(scenario.values)
+    realm = scenario.values["realm"]
+    deploy = scenario.get("Deployment", f"{fn}-realm")
+    volume = next(v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "realm")
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "realm")
+    assert f"--realm-file={mount}/{volume['configMap']['items'][0]['path']}" in container["args"]
+    if realm["existingConfigMap"]:
+        assert volume["configMap"]["name"] == realm["existingConfigMap"]
+        assert volume["configMap"]["items"][0]["key"] == realm["existingConfigMapKey"]
+        assert not scenario.all("ConfigMap")
+        assert "UNKNOWN_MEMBER" in scenario.notes  # tells the operator how members must be named
+    else:
+        assert volume["configMap"]["name"] == f"{fn}-realm"
+        assert "realm.yaml" in scenario.get("ConfigMap", f"{fn}-realm")["data"]
+    jobs = scenario.all("Job")
+    assert bool(jobs) == realm["applyOnUpgrade"]
+    for job in jobs:
+        assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-upgrade"
+        args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        svc = scenario.get("Service", f"{fn}-realm")
+        assert f"--realm-address={fn}-realm.{NAMESPACE}.svc.{scenario.values['clusterDomain']}:" \
+               f"{svc['spec']['ports'][0]['port']}" in args
+
+
+def test_commands_and_flags_exist_in_the_image_entry_points(scenario: Rendered) -> None:
+    """Every command the chart runs is a console script of the package, and takes those flags."""
+    workloads = scenario.all("StatefulSet") + scenario.all("Deployment") + scenario.all("Job")
+    seen: dict[tuple[str, ...], list[str]] = {}
+    for w in workloads:
+        for c in w["spec"]["template"]["spec"]["containers"]:
+            if c["command"] == ["etcd"]:
+                continue
+            key = tuple(c["command"]) + tuple(a for a in c["args"][:2] if not a.startswith("-"))
+            seen.setdefault(key, []).extend(a.split("=")[0] for a in c["args"] if a.startswith("--"))
+    for command, flags in seen.items():
+        assert flags
+        assert set(flags) <= _help_flags(command), command
+
+
+_HELP: dict[tuple[str, ...], set[str]] = {}
+
+
+def _help_flags(command: tuple[str, ...]) -> set[str]:
+    if command not in _HELP:
+        modules = {"strongroom-persistence": "strongroom.persistence.main",
+                   "strongroom-realm": "strongroom.realm.main", "strongroom": "strongroom.cli.main"}
+        argv = [sys.executable, "-c", f"import sys; from {modules[command[0]]} import main; main()",
+                *command[1:], "--help"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+        _HELP[command] = {w.rstrip(",=") for w in out.replace("[", " ").replace("]", " ").split()
+                          if w.startswith("--")}
+    return _HELP[command]
+
+
+def test_notes_tell_how_to_reach_the_cluster_and_run_the_drill(scenario: Rendered) -> None:
+    fn = fullname(scenario.values)
+    for c in clusters(scenario):
+        assert f"{fn}-{c['name']}-leader.{NAMESPACE}.svc" in scenario.notes
+    assert f"drill failover --platform kubernetes --namespace {NAMESPACE} --release {RELEASE}" in scenario.notes
+    assert "deploy/drills/failover.sh" in scenario.notes
+
+
+def test_release_name_containing_the_chart_name_is_not_doubled() -> None:
+    from chartkit import render
+
+    r = render({}, release="strongroom")
+    assert r.get("StatefulSet", "strongroom-default")["spec"]["serviceName"] == "strongroom-default-headless"
