@@ -119,6 +119,7 @@ class PersistenceNode:
         self.epoch = 0
         self.leader: LeaderInfo | None = None
         self.peer_addresses: dict[str, str] = {m.name: m.address for m in cluster.members if m.address}
+        self.peer_addresses[config.member] = config.address
         self.replicators: dict[str, PeerReplicator] = {}
         self.dispatcher: Dispatcher | None = None
         # Queued client work: (operations, future or None). A future resolves to
