@@ -467,6 +467,7 @@ class Subscription:
         self._ack_buffer: list[int] = []
         self._ack_task: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
+        self._read: asyncio.Future[Any] | None = None
         self._closed = False
         self.reopened = 0
         self.closed_reason = ""
@@ -520,10 +521,21 @@ class Subscription:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
-            try:
-                resp = await asyncio.wait_for(self._call.read(), remaining)
-            except asyncio.TimeoutError:
+            # The pending read outlives a timeout: cancelling it would cancel the whole stream.
+            if self._read is None:
+                self._read = asyncio.ensure_future(self._call.read())
+            done, _ = await asyncio.wait({self._read}, timeout=remaining)
+            if not done:
                 return None
+            read, self._read = self._read, None
+            try:
+                resp = read.result()
+            except asyncio.CancelledError:
+                # Our read was cancelled with the stream (close, or a reopen elsewhere).
+                if self._closed:
+                    return None
+                await self._reopen()
+                continue
             except grpc.aio.AioRpcError as exc:
                 if self._closed:
                     return None
@@ -571,6 +583,9 @@ class Subscription:
         # Acks not yet written go to the new stream.
         self._unsent_acks.extend(self._ack_buffer)
         self._ack_buffer = []
+        if self._read is not None:
+            self._read.cancel()
+            self._read = None
         if self._call is not None:
             self._call.cancel()
         # Deliveries buffered from the old leader come again from the new one.
@@ -635,4 +650,7 @@ class Subscription:
                 pass
             # Let the acks written just before reach the server before the stream goes.
             await asyncio.sleep(0.05)
+            if self._read is not None:
+                self._read.cancel()
+                self._read = None
             self._call.cancel()

@@ -54,6 +54,9 @@ __all__ = ["PersistenceNode", "NodeConfig", "PublishOutcome"]
 
 log = logging.getLogger("strongroom.node")
 
+# A member whose storage failed while leading sits out elections this long (seconds).
+STORAGE_FAILURE_PAUSE = 30.0
+
 FOLLOWER = "follower"
 RECOVERING = "recovering"
 LEADER = "leader"
@@ -525,6 +528,21 @@ class PersistenceNode:
         return results[0], index
 
     async def _proposer(self, epoch: int) -> None:
+        """Run the group commit; if this member's storage fails (disk full, I/O error), stop
+        leading at once so the others elect a leader that can store, and stay out of
+        elections for a while."""
+        try:
+            await self._proposer_rounds(epoch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - storage failure: hand over
+            log.error("storage failed while leading (%s); stepping down", exc)
+            self.election.pause_until = time.monotonic() + STORAGE_FAILURE_PAUSE
+            await self._step_down("storage failed", PersistenceUnavailable(
+                f"member {self.member} cannot write its storage: {exc}"))
+            await self.election.resign()
+
+    async def _proposer_rounds(self, epoch: int) -> None:
         """Group commit: everything queued during the previous round goes out as one entry, one
         storage write (one fsync) and one Append per follower."""
         max_ops = self.cluster.max_batch_ops
