@@ -9,7 +9,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	python3.11 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $@
 
 # Regenerate the gRPC stubs from protos/ (the only source of truth).
@@ -33,7 +33,7 @@ down:
 clean:
 	rm -rf $(VENV) .strongroom
 
-# Benchmarks against NATS JetStream, side by side (bench/; about 8 minutes).
+# Benchmarks against NATS JetStream, side by side (bench/; about 11 minutes).
 # BENCH_ARGS="--quick" for a one-round smoke run.
 .PHONY: bench
 bench: venv $(VENV)/.bench-installed
@@ -42,3 +42,10 @@ bench: venv $(VENV)/.bench-installed
 $(VENV)/.bench-installed: pyproject.toml | venv
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $@
+
+# Fault injection (issue 6): every fault against a fresh cluster under a checked workload, then a
+# table; exit status 1 on any failure. CHAOS_SECONDS=fault time per scenario (default 15),
+# CHAOS_FAULTS=name,name (default all), CHAOS_SEED; CHAOS_ARGS passes options (e.g. --out DIR).
+.PHONY: chaos
+chaos: venv
+	$(PY) -m strongroom.chaos $(CHAOS_ARGS)

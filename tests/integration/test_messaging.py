@@ -339,3 +339,24 @@ async def test_members_report_grpc_health(shared_cluster: Cluster) -> None:
             stub = health_pb2_grpc.HealthStub(ch)
             resp = await stub.Check(health_pb2.HealthCheckRequest(service="strongroom.v1.MessagingService"))
             assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_async_acks_made_up_to_close_are_all_delivered(client: Client, shared_cluster: Cluster) -> None:
+    pub = client.publisher("drained.queue", window=128)
+    await asyncio.gather(*[await pub.send(str(i).encode()) for i in range(400)])
+    await pub.close()
+    sub = await client.subscribe("drained.queue", credit=400)
+    got = await drain(sub, 400, ack=False)
+    assert len(got) == 400
+    for msg in got:
+        await sub.ack(msg)  # acks keep coming while earlier ones are being written
+        await asyncio.sleep(0)
+    await sub.close()  # the last acks were made just before this
+    again = await client.subscribe("drained.queue")
+    assert await again.next(timeout=1.0) is None, "acknowledged messages came back"
+    await again.close()
+    leader = await shared_cluster.leader()
+    st = await shared_cluster.status(leader)
+    assert st is not None
+    queue = [d for s in st.stores for d in s.durables if d.destination == "drained.queue"][0]
+    assert queue.pending_messages == 0

@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmark against NATS JetStream, side by side (bench/)")
     p.add_argument("--runs", type=_positive, default=None, metavar="N",
-                   help="rounds, each running every configuration once (default 3; 1 with --quick)")
+                   help="rounds, each running every configuration once (default 5; 1 with --quick)")
     p.add_argument("--messages", type=_positive, default=None, metavar="N",
                    help="pipelined messages per run (default 40000); confirm gets N/20, fanout N/4")
     p.add_argument("--quick", action="store_true", help="one round with small counts (smoke test)")

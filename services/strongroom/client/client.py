@@ -607,13 +607,14 @@ class Subscription:
 
     async def _flush_acks(self) -> None:
         await asyncio.sleep(0)
-        seqs, self._ack_buffer = self._ack_buffer, []
-        if not seqs:
-            return
-        try:
-            await self._write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError):
-            self._unsent_acks.extend(seqs)
+        # Acks made while a batch is being written go in the next batch, until none are left.
+        while self._ack_buffer:
+            seqs, self._ack_buffer = self._ack_buffer, []
+            try:
+                await self._write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError):
+                self._unsent_acks.extend(seqs)
+                return
 
     async def _write(self, request: mpb.SubscribeRequest) -> None:
         # One write at a time on a stream: credit grants and ack flushes come from two tasks.
@@ -642,6 +643,8 @@ class Subscription:
                 pass
         if self._ack_task is not None:
             await self._ack_task
+        if self._ack_buffer:
+            await self._flush_acks()
         self._closed = True
         if self._call is not None:
             try:

