@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import grpc
+
+from strongroom.aio import with_timeout
 from pyetcd.etcdrpc import rpc_pb2 as rpc
 from pyetcd.etcdrpc import rpc_pb2_grpc as rpc_grpc
 
@@ -223,7 +225,7 @@ class EtcdClient:
             return int(resp.TTL)
 
         try:
-            return await asyncio.wait_for(one(), timeout or self.timeout)
+            return await with_timeout(one(), timeout or self.timeout)
         except (grpc.aio.AioRpcError, asyncio.TimeoutError) as exc:
             await self._rotate()
             raise EtcdUnavailable(str(exc)) from exc

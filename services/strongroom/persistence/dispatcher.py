@@ -14,6 +14,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
+from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.errors import ForeignMessage, InvalidArgument, UnknownMessage
@@ -82,11 +83,7 @@ class Dispatcher:
         for sub in list(self._subs.values()):
             self._close(sub, reason, message)
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait(self._task)
 
     def _track(self, durable: Durable, state: StateMachine) -> _DurableDelivery:
         dd = self._durables.get(durable.key)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from strongroom.aio import cancel_and_wait
 from strongroom.etcd import EtcdClient, EtcdUnavailable
 
 __all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "stored_key"]
@@ -88,12 +89,7 @@ class Election:
         """Stop; with `resign`, release the leader key so another member takes over at once."""
         self.campaigning = False
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait(task)
         if resign and self.lease:
             try:
                 await self.etcd.revoke(self.lease)
@@ -166,12 +162,7 @@ class Election:
                 await asyncio.wait({lost, campaign}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for t in (keep, dog, campaign, lost):
-                    t.cancel()
-                for t in (keep, dog, campaign, lost):
-                    try:
-                        await t
-                    except (asyncio.CancelledError, Exception):
-                        pass
+                    await cancel_and_wait(t)
             if self.is_leader:
                 self.is_leader = False
                 await self.on_deposed("lease lost")

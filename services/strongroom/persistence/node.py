@@ -42,6 +42,7 @@ from strongroom.errors import (
     UnknownMember,
 )
 from strongroom.etcd import EtcdClient
+from strongroom.aio import cancel_and_wait, wait_event
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.election import Election, LeaderInfo, leader_key, stored_key
 from strongroom.persistence.log import ReplicatedLog
@@ -271,7 +272,10 @@ class PersistenceNode:
                 fut.set_exception(err)
 
     async def _step_down(self, reason: str, err: Exception | None = None) -> None:
-        if self.role == FOLLOWER and not self._leader_tasks:
+        """Stop leading. The part that decides (role, pending requests) happens at once; the
+        clean-up (leader tasks, replicators, subscriptions) runs in its own task, shielded, so a
+        caller cancelled half-way (e.g. the election task on lease loss) cannot leave it undone."""
+        if self.role == FOLLOWER and not self._leader_tasks and not self.replicators and self.dispatcher is None:
             self._fail_pending(err or NotLeaderError(f"member {self.member} is not the leader"))
             return
         log.info("leaving role %s: %s", self.role, reason)
@@ -281,25 +285,28 @@ class PersistenceNode:
         self._serving.clear()
         self._fail_pending(err or NotLeaderError(f"member {self.member} stepped down: {reason}"))
         tasks, self._leader_tasks = self._leader_tasks, []
-        current = asyncio.current_task()
-        for task in tasks:
-            if task is not current:
-                task.cancel()
         replicators, self.replicators = self.replicators, {}
-        for rep in replicators.values():
-            await rep.stop()
-        if self.dispatcher is not None:
-            await self.dispatcher.stop("NOT_LEADER", f"member {self.member} is no longer the leader")
-            self.dispatcher = None
+        dispatcher, self.dispatcher = self.dispatcher, None
         self.state.on_pending = None
         # Non-replicated stores live only on the leader; they are gone with its leadership.
         self.local_state = StateMachine()
+        current = asyncio.current_task()
+        cleanup = asyncio.ensure_future(self._clean_up_leadership(tasks, replicators, dispatcher, current))
+        self._background.append(cleanup)
+        await asyncio.shield(cleanup)
+
+    async def _clean_up_leadership(self, tasks: list[asyncio.Task[None]], replicators: dict[str, PeerReplicator],
+                                   dispatcher: Dispatcher | None, current: asyncio.Task[object] | None) -> None:
         for task in tasks:
             if task is not current:
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+                task.cancel()
+        for rep in replicators.values():
+            await rep.stop()
+        if dispatcher is not None:
+            await dispatcher.stop("NOT_LEADER", f"member {self.member} is no longer the leader")
+        for task in tasks:
+            if task is not current:
+                await cancel_and_wait(task)  # type: ignore[arg-type]
 
     def _majority_contact(self) -> float:
         """When a majority (counting ourselves) last answered us (monotonic time)."""
@@ -969,7 +976,6 @@ class PersistenceNode:
     async def wait_serving(self, timeout: float) -> bool:
         """Wait until this member serves as leader."""
         try:
-            await asyncio.wait_for(self._serving.wait(), timeout)
-            return True
+            return await wait_event(self._serving, timeout)
         except asyncio.TimeoutError:
             return False

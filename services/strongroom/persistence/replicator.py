@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from strongroom.aio import cancel_and_wait, wait_event
+
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 
@@ -92,11 +94,7 @@ class PeerReplicator:
     async def stop(self) -> None:
         """Stop the task and close the channel."""
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait(self._task)
         if self._channel is not None:
             await self._channel.close()
 
@@ -147,10 +145,7 @@ class PeerReplicator:
                 continue
             if progressed and self.match_index < self.node.log.last_index:
                 continue
-            try:
-                await asyncio.wait_for(self._kick.wait(), HEARTBEAT_SECONDS)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._kick, HEARTBEAT_SECONDS)
             self._kick.clear()
 
     async def _send_once(self, stub: rgrpc.ReplicationServiceStub) -> bool:

@@ -1,0 +1,50 @@
+"""asyncio helpers that keep cancellation intact.
+
+On Python 3.11 `asyncio.wait_for` can swallow a cancellation that arrives in the same turn of
+the event loop as the awaited thing completes: the cancelled task then runs on, and whoever
+awaits it after `cancel()` waits forever. Tasks that are stopped by cancellation (replicators,
+lease keep-alives, leader tasks) use these instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+__all__ = ["wait_event", "with_timeout", "cancel_and_wait"]
+
+T = TypeVar("T")
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for `event` up to `timeout` seconds; True if it is set."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+    return event.is_set()
+
+
+async def with_timeout(aw: Awaitable[T], timeout: float) -> T:
+    """Await `aw` for at most `timeout` seconds (asyncio.TimeoutError after that)."""
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except BaseException:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        raise asyncio.TimeoutError()
+    return task.result()
+
+
+async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object], patience: float = 1.0) -> None:
+    """Cancel a task and wait until it has finished, cancelling again if it swallowed one."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=patience)
+    if not task.cancelled():
+        task.exception()  # retrieved: a failure here is already logged by its owner
