@@ -1,0 +1,21 @@
+"""Fault injection with a history checker (issue 6).
+
+A workload of confirmed publishers and acknowledging consumers runs against a real cluster
+(etcd and member processes on loopback) while a fault is injected over and over; every
+operation goes to a JSONL history that `checker.check` judges: lost, duplicated, phantom,
+reordered, acknowledged-then-redelivered, and confirmed by a fenced member.
+
+- `history`  the event record
+- `checker`  pure logic over a history
+- `workload` publishers, consumers, probes
+- `faults`   the faults and their rounds
+- `cluster`  the processes under test and their hooks (proxies, fsync journal, tmpfs)
+- `netproxy` per-link loopback proxies that know which process connects
+- `fsync`    the fsync journal and the crash image that keeps only fsynced bytes
+- `runner`   scenarios and the `make chaos` table
+"""
+
+from strongroom.chaos.checker import CheckResult, check
+from strongroom.chaos.history import Event, History, load_history
+
+__all__ = ["CheckResult", "Event", "History", "check", "load_history"]

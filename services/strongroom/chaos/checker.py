@@ -1,0 +1,295 @@
+"""The history checker: pure logic over a list of `Event`s.
+
+What it finds, per durable (destination/durable name):
+
+- **lost**: a publish confirmed (`ok`) to a destination, never delivered to a durable of that
+  destination created before the publish was invoked. A loss whose confirmation falls inside a
+  recorded `loss-window` (a fault the storage mode documents as lossy) is reported apart as
+  `lost_allowed` and does not fail the run.
+- **phantom**: a delivery of a message no client invoked, with another body or destination
+  than the one invoked, or of a publish that certainly failed.
+- **duplicated**: a delivery beyond what the redelivery rules allow: the same message twice
+  on one subscription; twice with delivery count 1 from the same leader (subscription ids name
+  the leader member and epoch); or again after an acknowledgment was confirmed, on a
+  subscription opened after that confirmation (`ack_redelivered`).
+- **order**: on a durable with a single consumer, the first deliveries of one producer's
+  messages out of sequence order.
+- **fence**: a confirmation by a member that a fault had fenced (paused past its lease, cut
+  off from etcd or from its peers) inside the fenced interval.
+
+- **liveness**: `violation` events a fault recorded (no leader of a newer epoch in time).
+
+`CheckResult.ok` is false on any lost, phantom, order or fence violation; duplicates and
+liveness findings are reported and a caller decides (the chaos runs fail on them too).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from strongroom.chaos.history import FAIL, INFO, INVOKE, OK, Event
+
+__all__ = ["CheckResult", "check", "leader_of_subscription", "unavailability"]
+
+EXAMPLES = 10
+
+
+def leader_of_subscription(sub: str) -> str:
+    """The leader incarnation (member-epoch) that opened a subscription id."""
+    return sub.rsplit("-sub-", 1)[0] if "-sub-" in sub else sub
+
+
+@dataclass
+class CheckResult:
+    """What the checker found; lists hold one human-readable line per finding."""
+
+    operations: int = 0
+    publishes: int = 0
+    confirmed: int = 0
+    failed: int = 0
+    unknown: int = 0
+    deliveries: int = 0
+    lost: list[str] = field(default_factory=list)
+    lost_allowed: list[str] = field(default_factory=list)
+    phantom: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
+    ack_redelivered: list[str] = field(default_factory=list)
+    redelivered_after_async_ack: int = 0
+    order: list[str] = field(default_factory=list)
+    fence: list[str] = field(default_factory=list)
+    liveness: list[str] = field(default_factory=list)
+    """`violation` events the faults recorded (e.g. no new leader in time)."""
+    unavailable_seconds: float = 0.0
+    longest_gap_seconds: float = 0.0
+
+    @property
+    def lost_messages(self) -> int:
+        """Distinct messages lost in at least one durable (outside allowed windows)."""
+        return len({line.split(" ", 1)[0] for line in self.lost})
+
+    @property
+    def ok(self) -> bool:
+        """No loss, no phantom, no order violation, no fenced confirmation."""
+        return not (self.lost or self.phantom or self.order or self.fence)
+
+    def summary(self) -> str:
+        """A few lines for a test failure or the console."""
+        head = (f"operations={self.operations} publishes={self.publishes} confirmed={self.confirmed} "
+                f"failed={self.failed} unknown={self.unknown} deliveries={self.deliveries} "
+                f"lost={self.lost_messages} lost_allowed={len(self.lost_allowed)} "
+                f"duplicated={len(self.duplicated)} phantom={len(self.phantom)} order={len(self.order)} "
+                f"fence={len(self.fence)} liveness={len(self.liveness)} ack_redelivered={len(self.ack_redelivered)} "
+                f"redelivered_after_async_ack={self.redelivered_after_async_ack} "
+                f"unavailable={self.unavailable_seconds:.1f}s longest_gap={self.longest_gap_seconds:.1f}s")
+        lines = [head]
+        for name in ("lost", "lost_allowed", "phantom", "duplicated", "ack_redelivered", "order", "fence",
+                     "liveness"):
+            items: list[str] = getattr(self, name)
+            for line in items[:EXAMPLES]:
+                lines.append(f"  {name}: {line}")
+            if len(items) > EXAMPLES:
+                lines.append(f"  {name}: ... {len(items) - EXAMPLES} more")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Publish:
+    invoke: Event
+    outcome: Event | None = None
+
+
+def unavailability(events: list[Event], gap: float = 1.0) -> tuple[float, float]:
+    """Seconds without any confirmed publish inside the fault phase: the sum of the gaps
+    longer than `gap` between consecutive confirmations (phase edges included), and the
+    longest gap. Zero if the history has no fault phase."""
+    start = next((e.t for e in events if e.f == "phase" and e.detail == "faults-start"), None)
+    end = next((e.t for e in events if e.f == "phase" and e.detail == "faults-end"), None)
+    if start is None or end is None or end <= start:
+        return 0.0, 0.0
+    times = sorted(e.t for e in events if e.f == "publish" and e.type == OK and start <= e.t <= end)
+    marks = [start, *times, end]
+    gaps = [b - a for a, b in itertools.pairwise(marks)]
+    return sum(g for g in gaps if g > gap), max(gaps, default=0.0)
+
+
+def check(events: list[Event]) -> CheckResult:
+    """Check a history (in recording order)."""
+    res = CheckResult()
+    publishes: dict[str, _Publish] = {}
+    durables: dict[str, Event] = {}
+    deliveries: dict[str, list[Event]] = defaultdict(list)  # durable key -> deliveries in order
+    acks_ok: list[tuple[Event, Event]] = []  # (invoke, ok) of confirmed acks
+    async_acks: dict[tuple[str, int], float] = {}
+    ack_invokes: dict[tuple[str, str, int], Event] = {}
+    fences: list[Event] = []
+    loss_windows: list[Event] = []
+    sub_first_seen: dict[str, float] = {}
+
+    for e in events:
+        if e.sub:
+            # A `subscribed` event marks when the client learnt the id (the stream opened);
+            # without one, the first event naming the subscription stands in.
+            sub_first_seen.setdefault(e.sub, e.t)
+        if e.f == "publish":
+            if e.type == INVOKE:
+                res.publishes += 1
+                res.operations += 1
+                publishes[e.msg] = _Publish(e)
+            else:
+                p = publishes.get(e.msg)
+                if p is not None and p.outcome is None:
+                    p.outcome = e
+        elif e.f == "deliver":
+            res.deliveries += 1
+            res.operations += 1
+            deliveries[e.durable_key].append(e)
+        elif e.f == "ack":
+            key = (e.durable_key, e.proc, e.mseq or 0)
+            if e.sync:
+                if e.type == INVOKE:
+                    res.operations += 1
+                    ack_invokes[key] = e
+                elif e.type == OK and key in ack_invokes:
+                    acks_ok.append((ack_invokes.pop(key), e))
+            else:
+                res.operations += 1
+                async_acks.setdefault((e.durable_key, e.mseq or 0), e.t)
+        elif e.f == "durable" and e.type == OK:
+            durables.setdefault(e.durable_key, e)
+        elif e.f == "fence":
+            fences.append(e)
+        elif e.f == "loss-window":
+            loss_windows.append(e)
+        elif e.f == "violation":
+            res.liveness.append(f"at {e.t:.3f}: {e.detail}")
+
+    for p in publishes.values():
+        if p.outcome is None or p.outcome.type == INFO:
+            res.unknown += 1
+        elif p.outcome.type == OK:
+            res.confirmed += 1
+        elif p.outcome.type == FAIL:
+            res.failed += 1
+
+    _check_deliveries(res, publishes, durables, deliveries, loss_windows)
+    _check_duplicates(res, deliveries, acks_ok, async_acks, sub_first_seen)
+    _check_order(res, durables, deliveries)
+    _check_fences(res, publishes, fences)
+    res.unavailable_seconds, res.longest_gap_seconds = unavailability(events)
+    return res
+
+
+def _check_deliveries(res: CheckResult, publishes: dict[str, _Publish], durables: dict[str, Event],
+                      deliveries: dict[str, list[Event]], loss_windows: list[Event]) -> None:
+    delivered: dict[str, set[str]] = {key: {d.msg for d in ds} for key, ds in deliveries.items()}
+    phantoms: set[tuple[str, str]] = set()
+    for key, ds in deliveries.items():
+        for d in ds:
+            p = publishes.get(d.msg)
+            why = ""
+            if p is None:
+                why = "never published"
+            elif p.invoke.body is not None and d.body is not None and p.invoke.body != d.body:
+                why = f"body {d.body!r} differs from the published {p.invoke.body!r}"
+            elif p.invoke.dest != d.dest:
+                why = f"published to {p.invoke.dest}, delivered on {d.dest}"
+            elif p.outcome is not None and p.outcome.type == FAIL:
+                why = f"the publish failed ({p.outcome.error})"
+            if why and (key, d.msg) not in phantoms:
+                phantoms.add((key, d.msg))
+                res.phantom.append(f"{d.msg} on {key} at {d.t:.3f} ({d.proc}): {why}")
+    by_dest: dict[str, list[Event]] = defaultdict(list)
+    for durable in durables.values():
+        by_dest[durable.dest or ""].append(durable)
+    windows = [(w.start or 0.0, w.end or 0.0, w.member or "") for w in loss_windows]
+    for msg, p in publishes.items():
+        if p.outcome is None or p.outcome.type != OK:
+            continue
+        for durable in by_dest.get(p.invoke.dest or "", []):
+            if durable.t >= p.invoke.t:
+                continue  # the durable did not want it yet
+            if msg in delivered.get(durable.durable_key, set()):
+                continue
+            line = (f"{msg} on {durable.durable_key}: confirmed at {p.outcome.t:.3f} "
+                    f"(invoked {p.invoke.t:.3f} via {p.invoke.via}, mseq {p.outcome.mseq}), never delivered")
+            allowed = [w for w in windows if w[0] <= p.outcome.t <= w[1]]
+            if allowed:
+                res.lost_allowed.append(line + f" [inside the documented loss window of {allowed[0][2]}]")
+            else:
+                res.lost.append(line)
+
+
+def _check_duplicates(res: CheckResult, deliveries: dict[str, list[Event]],
+                      acks_ok: list[tuple[Event, Event]], async_acks: dict[tuple[str, int], float],
+                      sub_first_seen: dict[str, float]) -> None:
+    dups: dict[tuple[str, str], str] = {}
+    for key, ds in deliveries.items():
+        seen_sub: set[tuple[str, str]] = set()
+        first_count: set[tuple[str, str]] = set()
+        for d in ds:
+            sub = d.sub or ""
+            if (d.msg, sub) in seen_sub:
+                dups.setdefault((key, d.msg), f"{d.msg} on {key}: delivered twice on subscription {sub} "
+                                              f"(again at {d.t:.3f}, count {d.count})")
+            seen_sub.add((d.msg, sub))
+            if d.count == 1:
+                leader = leader_of_subscription(sub)
+                if (d.msg, leader) in first_count:
+                    dups.setdefault((key, d.msg), f"{d.msg} on {key}: delivered with count 1 twice by "
+                                                  f"leader {leader} (again at {d.t:.3f} on {sub})")
+                first_count.add((d.msg, leader))
+            acked_at = async_acks.get((key, d.mseq or 0))
+            if acked_at is not None and d.t > acked_at:
+                res.redelivered_after_async_ack += 1
+    by_msg: dict[tuple[str, int], list[Event]] = defaultdict(list)
+    for key, ds in deliveries.items():
+        for d in ds:
+            by_msg[(key, d.mseq or 0)].append(d)
+    for invoke, ok in acks_ok:
+        key = invoke.durable_key
+        for d in by_msg.get((key, invoke.mseq or 0), []):
+            if d.t > ok.t and sub_first_seen.get(d.sub or "", 0.0) > ok.t:
+                line = (f"{d.msg} on {key}: ack of mseq {invoke.mseq} confirmed at {ok.t:.3f}, delivered "
+                        f"again at {d.t:.3f} on {d.sub} (count {d.count}, opened after the ack)")
+                res.ack_redelivered.append(line)
+                dups.setdefault((key, d.msg), line)
+                break
+    res.duplicated.extend(dups.values())
+
+
+def _check_order(res: CheckResult, durables: dict[str, Event], deliveries: dict[str, list[Event]]) -> None:
+    for key, durable in durables.items():
+        if not durable.ordered:
+            continue
+        seen: set[str] = set()
+        last: dict[str, tuple[int, float]] = {}
+        for d in deliveries.get(key, []):
+            if d.msg in seen:
+                continue
+            seen.add(d.msg)
+            producer = d.producer or ""
+            prev = last.get(producer)
+            if prev is not None and (d.seq or 0) < prev[0]:
+                res.order.append(f"{key}: producer {producer} sequence {d.seq} first delivered at {d.t:.3f}, "
+                                 f"after sequence {prev[0]} (at {prev[1]:.3f})")
+            if prev is None or (d.seq or 0) > prev[0]:
+                last[producer] = (d.seq or 0, d.t)
+
+
+def _check_fences(res: CheckResult, publishes: dict[str, _Publish], fences: list[Event]) -> None:
+    for p in publishes.values():
+        if p.outcome is None or p.outcome.type != OK or not (p.invoke.via or "").startswith("direct:"):
+            continue
+        member = (p.invoke.via or "").split(":", 1)[1]
+        for fence in fences:
+            if fence.member != member:
+                continue
+            start, end = fence.start or 0.0, fence.end or 0.0
+            at = p.invoke.t if fence.kind == "invoked" else p.outcome.t
+            if start <= at <= end:
+                res.fence.append(f"{p.invoke.msg}: confirmed by {member} at {p.outcome.t:.3f} (invoked "
+                                 f"{p.invoke.t:.3f}) although fenced ({fence.detail}) from {start:.3f} "
+                                 f"to {end:.3f}")
+                break

@@ -1,0 +1,467 @@
+"""The faults ("nemesis"): each a loop of rounds that inject, hold, heal and let the cluster settle.
+
+Every round is bounded in time (a few seconds), every injection and heal is written to the
+history (`f="fault"`), and a fault that fences a member (a leader paused past its lease, cut
+off from etcd or from its peers, or with etcd gone) also records a `fence` the checker uses:
+that member must confirm nothing inside it. Faults the storage mode documents as lossy record
+a `loss-window`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strongroom.chaos.cluster import ChaosCluster, ClusterSpec
+from strongroom.chaos.history import INFO, History
+from strongroom.chaos.netproxy import RESET, STALL
+from strongroom.chaos.workload import Workload
+
+__all__ = ["FAULTS", "Fault", "FaultContext", "heal_everything"]
+
+FILLER = ".chaos-disk-filler"
+
+
+@dataclass
+class FaultContext:
+    """What a fault acts on and records into."""
+
+    cluster: ChaosCluster
+    history: History
+    workload: Workload
+    rng: random.Random
+    round: int = 0
+    first_shape: int = -1
+    leader_epoch: int = 0
+    """Epoch of the leader `leader()` last returned."""
+
+    @property
+    def ttl(self) -> float:
+        return float(self.cluster.spec.lease_ttl)
+
+    def note(self, detail: str, member: str | None = None, **values: Any) -> None:
+        """Record a fault step."""
+        self.history.record("nemesis", INFO, "fault", detail=detail, member=member, **values)
+
+    def fence(self, member: str, kind: str, start: float, end: float, detail: str) -> None:
+        """`member` must confirm nothing invoked (kind `invoked`) or answered (kind `completed`)
+        between `start` and `end`."""
+        self.history.record("nemesis", INFO, "fence", member=member, kind=kind, start=start, end=end, detail=detail)
+
+    async def leader(self, timeout: float = 15.0) -> str | None:
+        """The serving leader (its epoch in `leader_epoch`), or None if there is none within
+        `timeout`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = await self.cluster.current_leader()
+            if found is not None:
+                self.leader_epoch = found[1]
+                return found[0]
+            await asyncio.sleep(0.1)
+        self.history.record("nemesis", INFO, "violation",
+                            detail=f"no serving leader for {timeout:.0f}s between fault rounds")
+        return None
+
+    def expect_new_leader(self, within: float, after: str) -> asyncio.Task[None]:
+        """A leader of a newer epoch than `leader_epoch` must serve within `within` seconds;
+        if none does, a `violation` is recorded (the checker's liveness findings)."""
+        epoch = self.leader_epoch
+        start = time.monotonic()
+
+        async def watch() -> None:
+            while time.monotonic() - start < within:
+                found = await self.cluster.current_leader()
+                if found is not None and found[1] > epoch:
+                    self.note(f"new leader {found[0]} (epoch {found[1]}) {time.monotonic() - start:.1f}s "
+                              f"after {after}", found[0])
+                    return
+                await asyncio.sleep(0.2)
+            self.history.record("nemesis", INFO, "violation", detail=(
+                f"no leader of an epoch newer than {epoch} within {within:.0f}s after {after}"))
+
+        return asyncio.create_task(watch())
+
+    def followers(self, leader: str) -> list[str]:
+        """Running members other than `leader`."""
+        return [n for n in self.cluster.names if n != leader and self.cluster.alive(n)]
+
+
+@dataclass
+class Fault:
+    """A named fault: the cluster it needs and one round of injection."""
+
+    name: str
+    description: str
+    spec: ClusterSpec = field(default_factory=ClusterSpec)
+
+    async def run(self, ctx: FaultContext, until: float) -> None:
+        """Rounds until `until` (a round that started finishes)."""
+        while time.monotonic() < until:
+            ctx.round += 1
+            await self.round(ctx)
+
+    async def round(self, ctx: FaultContext) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class KillLeader(Fault):
+    """SIGKILL the leader, restart it a second later."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        ctx.cluster.kill(leader)
+        ctx.note("SIGKILL leader", leader)
+        elected = ctx.expect_new_leader(3 * ctx.ttl + 3, f"SIGKILL of leader {leader}")
+        await asyncio.sleep(1.0)
+        ctx.cluster.start_member(leader)
+        ctx.note("restart", leader)
+        await elected
+        await asyncio.sleep(2.0)
+
+
+class KillFollower(Fault):
+    """SIGKILL a follower, restart it 1.5 s later."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        victim = ctx.rng.choice(ctx.followers(leader))
+        ctx.cluster.kill(victim)
+        ctx.note("SIGKILL follower", victim)
+        await asyncio.sleep(1.5)
+        ctx.cluster.start_member(victim)
+        ctx.note("restart", victim)
+        await asyncio.sleep(2.5)
+
+
+class KillMajority(Fault):
+    """SIGKILL the leader and a follower, restart both 2.5 s later."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        victims = [leader, ctx.rng.choice(ctx.followers(leader))]
+        for v in victims:
+            ctx.cluster.kill(v)
+        ctx.note(f"SIGKILL majority {victims}")
+        await asyncio.sleep(2.5)
+        for v in victims:
+            ctx.cluster.start_member(v)
+        ctx.note(f"restart {victims}")
+        await ctx.expect_new_leader(3 * ctx.ttl + 5, f"restart of {victims}")
+        await asyncio.sleep(2.0)
+
+
+class PauseLeader(Fault):
+    """SIGSTOP the leader past its lease, probe it, SIGCONT."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        hold = ctx.ttl + 3.0
+        ctx.cluster.pause(leader)
+        t0 = time.monotonic()
+        ctx.note(f"SIGSTOP leader for {hold:.1f}s (lease TTL {ctx.ttl:.0f}s)", leader)
+        elected = ctx.expect_new_leader(hold, f"SIGSTOP of leader {leader}")
+        # Requests queued at the paused leader must all be refused once it runs again.
+        ctx.workload.probe(leader, ctx.cluster.direct(leader), until=t0 + hold - 0.2, interval=0.1)
+        await asyncio.sleep(hold)
+        await elected
+        ctx.cluster.resume(leader)
+        t1 = time.monotonic()
+        ctx.note("SIGCONT", leader)
+        ctx.fence(leader, "invoked", t0, t1, "paused past its lease")
+        await asyncio.sleep(3.0)
+
+
+class PartitionEtcd(Fault):
+    """Cut one member (mostly the leader) off from etcd."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        target = leader if ctx.rng.random() < 0.7 else ctx.rng.choice(ctx.followers(leader))
+        mode = ctx.rng.choice([RESET, STALL])
+        hold = ctx.ttl + 3.0
+        proxy = ctx.cluster.etcd_proxy[target]
+        proxy.cut(mode)
+        t0 = time.monotonic()
+        role = "leader" if target == leader else "follower"
+        ctx.note(f"cut {role} from etcd ({mode}) for {hold:.1f}s", target)
+        elected = None
+        if target == leader:
+            ctx.workload.probe(target, ctx.cluster.direct(target), until=t0 + hold - 0.2, interval=0.1)
+            elected = ctx.expect_new_leader(hold, f"cutting leader {target} from etcd")
+        await asyncio.sleep(hold)
+        if elected is not None:
+            await elected
+        proxy.heal()
+        t1 = time.monotonic()
+        ctx.note("etcd link healed", target)
+        if target == leader:
+            ctx.fence(target, "completed", t0 + ctx.ttl, t1, "cut off from etcd longer than its lease")
+        await asyncio.sleep(2.5)
+
+
+class PartitionMembers(Fault):
+    """Cut links between members: isolate the leader or a follower, a bridge, or delay."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        cluster = ctx.cluster
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        followers = ctx.followers(leader)
+        shapes = ["isolate-leader", "isolate-follower", "bridge", "delay"]
+        if ctx.first_shape < 0:
+            ctx.first_shape = ctx.rng.randrange(len(shapes))
+        shape = shapes[(ctx.first_shape + ctx.round - 1) % len(shapes)]
+        mode = ctx.rng.choice([RESET, STALL])
+        hold = ctx.ttl + 3.0
+        t0 = time.monotonic()
+        if shape == "delay":
+            for proxy in cluster.member_proxy.values():
+                proxy.set_delay(0.2)
+            ctx.note(f"delay every member link by 200 ms for {hold:.1f}s")
+            await asyncio.sleep(hold)
+            for proxy in cluster.member_proxy.values():
+                proxy.set_delay(0.0)
+            ctx.note("delay removed")
+            await asyncio.sleep(2.0)
+            return
+        if shape == "bridge":
+            # The leader and one follower cannot talk; the other follower talks to both.
+            pairs = [(leader, followers[0])]
+            detail = f"cut {leader} <-> {followers[0]} ({mode}); {followers[1]} bridges"
+            isolated = None
+        else:
+            isolated = leader if shape == "isolate-leader" else ctx.rng.choice(followers)
+            pairs = [(isolated, other) for other in cluster.names if other != isolated]
+            detail = f"isolate {isolated} from its peers ({mode}); clients still reach it"
+        for a, b in pairs:
+            cluster.member_proxy[a].block({b}, mode)
+            cluster.member_proxy[b].block({a}, mode)
+        ctx.note(f"{detail} for {hold:.1f}s", isolated)
+        elected = None
+        if isolated == leader:
+            ctx.workload.probe(leader, cluster.direct(leader), until=t0 + hold - 0.2, interval=0.1)
+            elected = ctx.expect_new_leader(hold, f"isolating leader {leader} from its peers")
+        await asyncio.sleep(hold)
+        if elected is not None:
+            await elected
+        for proxy in cluster.member_proxy.values():
+            proxy.heal()
+        t1 = time.monotonic()
+        ctx.note("partition healed")
+        if isolated == leader:
+            # It can reach no majority: nothing it answers after the cut (a second of grace for
+            # answers already on their way) may be a confirmation.
+            ctx.fence(leader, "completed", t0 + 1.0, t1, "isolated from every peer")
+        await asyncio.sleep(2.5)
+
+
+class EtcdDown(Fault):
+    """Make etcd unavailable (SIGSTOP, or stop and restart) longer than the lease TTL."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        cluster = ctx.cluster
+        leader = await ctx.leader()
+        hold = ctx.ttl + 2.0
+        how = "SIGSTOP" if ctx.round % 2 == 1 else "stop"
+        if how == "SIGSTOP":
+            cluster.pause_etcd()
+        else:
+            cluster.stop_etcd()
+        t0 = time.monotonic()
+        ctx.note(f"etcd unavailable ({how}) for {hold:.1f}s")
+        if leader is not None:
+            ctx.workload.probe(leader, cluster.direct(leader), until=t0 + hold - 0.2, interval=0.1)
+        await asyncio.sleep(hold)
+        if how == "SIGSTOP":
+            cluster.resume_etcd()
+        else:
+            cluster.restart_etcd()
+        t1 = time.monotonic()
+        ctx.note("etcd back")
+        if leader is not None:
+            ctx.fence(leader, "completed", t0 + ctx.ttl, t1, "etcd unavailable longer than the lease")
+        await ctx.expect_new_leader(3 * ctx.ttl + 3, "etcd came back")
+
+
+class LoseUnsynced(Fault):
+    """A machine crash: SIGKILL, then drop every byte fsync had not made durable."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        cluster = ctx.cluster
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        lossy = cluster.spec.storage == "disk-async"
+        victim = leader if ctx.round % 2 == 1 else ctx.rng.choice(ctx.followers(leader))
+        role = "leader" if victim == leader else "follower"
+        started = cluster.started_at.get(victim, 0.0)
+        image = cluster.crash(victim)
+        t_crash = time.monotonic()
+        ctx.note(f"machine crash of {role}: {image.describe()}", victim)
+        elected = ctx.expect_new_leader(3 * ctx.ttl + 3, f"crash of leader {victim}") if role == "leader" else None
+        if lossy:
+            # disk-async: what this member stored after its last WAL fsync may be gone; so may
+            # messages whose commit counted on it (README, Storage).
+            ctx.history.record("nemesis", INFO, "loss-window", member=victim,
+                               start=image.last_wal_sync or started, end=t_crash,
+                               detail=f"disk-async machine crash of {victim}")
+        await asyncio.sleep(1.0)
+        cluster.start_member(victim)
+        ctx.note("restart on the crash image", victim)
+        if lossy and role == "follower" and ctx.round % 4 == 2:
+            # The case the documentation warns about: the crashed member is needed for the next
+            # recovery majority before it has caught up.
+            await asyncio.sleep(0.5)
+            cluster.kill(leader)
+            ctx.note("SIGKILL leader right after the crashed follower restarted", leader)
+            await asyncio.sleep(1.0)
+            cluster.start_member(leader)
+            ctx.note("restart", leader)
+        if elected is not None:
+            await elected
+        await asyncio.sleep(2.0)
+
+
+def fill_disk(path: Path) -> int:
+    """Fill the filesystem holding `path` up to the last byte; returns the bytes taken."""
+    fd = os.open(path / FILLER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    taken = 0
+    try:
+        for size in (1 << 20, 1 << 16, 4096, 512, 1):
+            chunk = b"\0" * size
+            while True:
+                try:
+                    n = os.write(fd, chunk)
+                except OSError:
+                    break
+                taken += n
+                if n < size:
+                    break
+    finally:
+        os.close(fd)
+    return taken
+
+
+def free_disk(path: Path) -> None:
+    """Remove the filler of `fill_disk`."""
+    try:
+        (path / FILLER).unlink()
+    except FileNotFoundError:
+        pass
+
+
+@dataclass
+class DiskFull(Fault):
+    """Fill a member's tmpfs data dir, hold, free it."""
+
+    victims: str = "both"
+    """leader, follower, or both (alternating, the leader first)."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        cluster = ctx.cluster
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        on_leader = self.victims == "leader" or (self.victims == "both" and ctx.round % 2 == 1)
+        victim = leader if on_leader else ctx.rng.choice(ctx.followers(leader))
+        role = "leader" if victim == leader else "follower"
+        taken = await asyncio.get_running_loop().run_in_executor(None, fill_disk, cluster.data_dir(victim))
+        ctx.note(f"disk of {role} full ({taken >> 20} MiB filler)", victim)
+        # The full disk is noticed at the leader's next write: the workload writes all the time.
+        hold = ctx.ttl + 3.0
+        elected = ctx.expect_new_leader(hold, f"the disk of leader {victim} filled up") if on_leader else None
+        await asyncio.sleep(hold)
+        if elected is not None:
+            await elected
+        free_disk(cluster.data_dir(victim))
+        ctx.note("disk space back", victim)
+        # The member should recover by itself; if it does not within a few seconds (RocksDB
+        # may stay read-only after a failed write), an operator restarts it.
+        deadline = time.monotonic() + 5.0
+        view = ""
+        while time.monotonic() < deadline:
+            healthy, view = await _caught_up(cluster, victim)
+            if healthy:
+                ctx.note(f"recovered by itself: {view}", victim)
+                break
+            await asyncio.sleep(0.3)
+        else:
+            cluster.kill(victim)
+            cluster.start_member(victim)
+            ctx.note(f"not recovered 5s after space came back ({view}): restarted", victim)
+        await asyncio.sleep(2.0)
+
+
+async def _caught_up(cluster: ChaosCluster, member: str) -> tuple[bool, str]:
+    """Whether the serving leader sees `member` reachable and close behind (or is `member`)."""
+    found = await cluster.current_leader()
+    if found is None:
+        return False, "no leader"
+    st = await cluster.status(found[0])
+    if st is None:
+        return False, "leader does not answer"
+    if found[0] == member:
+        return True, f"{member} leads at commit {st.commit_index}"
+    for m in st.members:
+        if m.name == member:
+            ok = m.reachable and m.match_index >= st.commit_index - 50
+            return ok, f"leader {found[0]} commit {st.commit_index}, {member} reachable={m.reachable} match {m.match_index}"
+    return False, f"{member} not in the leader's view"
+
+
+async def heal_everything(ctx: FaultContext) -> None:
+    """End of the fault phase: every process running, every link healed, disks freed."""
+    cluster = ctx.cluster
+    if cluster.network is not None:
+        cluster.network.heal_all()
+    if cluster.etcd_paused:
+        cluster.resume_etcd()
+    if not cluster.etcd_running():
+        cluster.restart_etcd()
+    for name in cluster.names:
+        if cluster.spec.tmpfs_mb:
+            free_disk(cluster.data_dir(name))
+        if name in cluster.paused:
+            cluster.resume(name)
+        if not cluster.alive(name):
+            cluster.start_member(name)
+    ctx.note("healed: all members running, links and etcd back")
+
+
+FAULTS: dict[str, Fault] = {f.name: f for f in [
+    KillLeader("kill-leader", "SIGKILL the leader, restart it 1s later; a newer leader within 3*TTL+3s"),
+    KillFollower("kill-follower", "SIGKILL a follower, restart it 1.5s later"),
+    KillMajority("kill-majority", "SIGKILL the leader and a follower, restart both 2.5s later"),
+    PauseLeader("pause-leader", "SIGSTOP the leader for TTL+3s, then SIGCONT; what it was sent while "
+                "paused must not be confirmed"),
+    PartitionEtcd("partition-etcd", "cut a member (mostly the leader) from etcd for TTL+3s (reset or stall)",
+                  ClusterSpec(proxy_etcd=True)),
+    PartitionMembers("partition-members", "isolate the leader / isolate a follower / bridge / 200ms delay, "
+                     "TTL+3s each (reset or stall)", ClusterSpec(proxy_members=True)),
+    EtcdDown("etcd-down", "etcd SIGSTOPped or stopped for TTL+2s, then back on the same port and data"),
+    LoseUnsynced("lose-unsynced-sync", "machine crash of a member: every byte not fsynced dropped (disk-sync)",
+                 ClusterSpec(fsync_journal=True, compact_after_entries=300)),
+    LoseUnsynced("lose-unsynced-async", "machine crash of a member: every byte not fsynced dropped "
+                 "(disk-async; loss allowed only as documented)",
+                 ClusterSpec(storage="disk-async", fsync_journal=True, compact_after_entries=300)),
+    DiskFull("disk-full", "the leader's, then a follower's tmpfs data dir full for TTL+3s, then freed",
+             ClusterSpec(tmpfs_mb=256)),
+    DiskFull("disk-full-follower", "a follower's tmpfs data dir full for TTL+3s, then freed",
+             ClusterSpec(tmpfs_mb=256), victims="follower"),
+]}

@@ -1,0 +1,182 @@
+"""The fault injectors themselves: the per-link proxy tells processes apart and cuts one link;
+the fsync journal keeps exactly what fsync made durable. Real processes, no cluster."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strongroom.chaos.fsync import build_shim, shim_env, simulate_crash, snapshot_sizes
+from strongroom.chaos.netproxy import RESET, STALL, Network
+
+CHILD = """
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+while True:
+    try:
+        s.sendall(b"x\\n")
+        data = s.recv(100)
+    except OSError:
+        data = b""
+    print("ok" if data else "closed", flush=True)
+    if not data:
+        break
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def echo_server() -> Iterator[int]:
+    """A line echo server on loopback."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            threading.Thread(target=lambda c=conn: _echo(c), daemon=True).start()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield port
+    finally:
+        stop.set()
+        t.join(2)
+        srv.close()
+
+
+def _echo(conn: socket.socket) -> None:
+    with conn:
+        while True:
+            try:
+                data = conn.recv(4096)
+            except OSError:
+                return
+            if not data:
+                return
+            conn.sendall(data)
+
+
+def _roundtrip(port: int, timeout: float = 2.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(b"ping\n")
+        return s.recv(100)
+
+
+def test_proxy_labels_connections_by_process_and_cuts_one_source(echo_server: int) -> None:
+    child: subprocess.Popen[bytes] | None = None
+    labels: dict[int, str] = {os.getpid(): "client"}
+    net = Network(lambda: labels)
+    try:
+        proxy = net.proxy("echo", f"127.0.0.1:{echo_server}")
+        assert _roundtrip(proxy.port) == b"ping\n"
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(proxy.port)], stdout=subprocess.PIPE)
+        labels[child.pid] = "child"
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == b"ok"
+        # Only the child is cut off: this process still gets through.
+        proxy.block({"child"}, RESET)
+        lines = child.stdout.read().split()  # until the child exits
+        assert lines[-1] == b"closed"
+        assert _roundtrip(proxy.port) == b"ping\n"
+        proxy.cut(RESET)
+        with pytest.raises((ConnectionError, OSError)):
+            reply = _roundtrip(proxy.port, timeout=1.0)
+            if not reply:
+                raise ConnectionResetError("closed")
+        proxy.heal()
+        assert _roundtrip(proxy.port) == b"ping\n"
+        assert net.unidentified == 0
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+        net.close()
+
+
+def test_a_stalled_link_holds_bytes_until_it_heals(echo_server: int) -> None:
+    net = Network(lambda: {os.getpid(): "client"})
+    try:
+        proxy = net.proxy("echo", f"127.0.0.1:{echo_server}")
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as s:
+            s.sendall(b"one\n")
+            assert s.recv(100) == b"one\n"
+            proxy.cut(STALL)
+            s.sendall(b"late\n")
+            s.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                s.recv(100)
+            proxy.heal()
+            s.settimeout(5)
+            assert s.recv(100) == b"late\n"
+        proxy.set_delay(0.3)
+        started = time.monotonic()
+        assert _roundtrip(proxy.port) == b"ping\n"
+        assert time.monotonic() - started >= 0.5  # delayed both ways
+    finally:
+        net.close()
+
+
+WRITER = """
+import os, sys
+path = sys.argv[1]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"a" * 100)
+os.fsync(fd)
+os.write(fd, b"b" * 50)
+os.fdatasync(fd)
+os.write(fd, b"c" * 25)          # never synced
+tmp = path + ".tmp"
+t = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(t, b"renamed")
+os.fsync(t)
+os.close(t)
+os.rename(tmp, path + ".current")
+u = os.open(path + ".unsynced", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(u, b"gone")
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_crash_image_keeps_only_what_fsync_made_durable(tmp_path: Path) -> None:
+    shim = build_shim(tmp_path / "shim")
+    if shim is None:
+        pytest.skip("no C compiler to build the fsync journal shim")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "old").write_bytes(b"from an earlier life")
+    baseline = snapshot_sizes(data)
+    journal = tmp_path / "journal"
+    env = dict(os.environ, **shim_env(shim, journal, data))
+    subprocess.run([sys.executable, "-c", WRITER, str(data / "wal")], env=env, check=False)
+    assert (data / "wal").stat().st_size == 175
+    image = simulate_crash(data, journal, baseline)
+    assert (data / "wal").read_bytes() == b"a" * 100 + b"b" * 50
+    assert (data / "wal.current").read_bytes() == b"renamed"
+    assert not (data / "wal.unsynced").exists()
+    assert (data / "old").read_bytes() == b"from an earlier life"
+    assert image.bytes_lost == 25 + 4
+    assert image.last_wal_sync is None  # no file named *.log was synced
+    assert journal.read_text() == ""
+
+
+def test_closing_the_network_stops_its_thread() -> None:
+    before = threading.active_count()
+    net = Network(dict)
+    net.proxy("x", "127.0.0.1:9")
+    net.close()
+    assert threading.active_count() == before
