@@ -146,3 +146,56 @@ async def test_replicator_stop_returns_when_kicked_in_the_same_turn() -> None:
         rep._task.cancel()
         await asyncio.wait({stopper}, timeout=2)
     assert not hung, "PeerReplicator.stop() did not return: the replicator task swallowed its cancellation"
+
+
+async def test_member_whose_disk_filled_works_again_once_space_returns(tmp_path: Path) -> None:
+    """A follower's disk fills, then frees: the follower must catch up again without a restart.
+
+    Found by the disk-full chaos runs: after an ENOSPC write RocksDB refused every later write
+    until the database was reopened, so the member stayed broken while reporting SERVING."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    from strongroom.chaos.faults import free_disk
+
+    etcd = start_etcd(tmp_path / "etcd")
+    cluster = Cluster(etcd.endpoint, tmp_path)
+    mounted: list[Path] = []
+    client: Client | None = None
+    try:
+        await put_realm(etcd.endpoint, realm_yaml(lease_ttl=2), 1)
+        for name in cluster.names:
+            if not _mount_tmpfs(cluster.data_dir(name), 64):
+                pytest.skip("mount -t tmpfs is not permitted here")
+            mounted.append(cluster.data_dir(name))
+        cluster.start_all()
+        leader = await cluster.leader()
+        follower = next(n for n in cluster.names if n != leader)
+        client = Client(cluster.addresses(), timeout=20)
+        assert (await client.publish("regress-enospc.queue", b"before")).confirmed
+        await asyncio.get_running_loop().run_in_executor(None, _fill, cluster.data_dir(follower))
+        body = b"y" * 128 * 1024
+        for _ in range(20):  # the others keep committing while the follower cannot write
+            assert (await client.publish("regress-enospc.queue", body)).confirmed
+        free_disk(cluster.data_dir(follower))
+        for _ in range(5):
+            assert (await client.publish("regress-enospc.queue", body)).confirmed
+        leader_status = await cluster.status(leader)
+        assert leader_status is not None
+        deadline = time.monotonic() + 20
+        while True:
+            st = await cluster.status(follower)
+            if st is not None and st.applied_index >= leader_status.commit_index:
+                break
+            assert time.monotonic() < deadline, "the follower never wrote again after its disk freed up\n" + cluster.logs()
+            await asyncio.sleep(0.2)
+        assert cluster.procs[follower].poll() is None  # caught up in the same process
+    finally:
+        if client is not None:
+            await client.close()
+        for name in cluster.names:
+            cluster.kill(name, signal.SIGKILL)
+        from strongroom.chaos.cluster import unmount
+
+        for path in mounted:
+            unmount(path)
+        etcd.stop()

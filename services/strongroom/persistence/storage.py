@@ -95,6 +95,16 @@ class RocksStorage(Storage):
 
     def __init__(self, path: Path, sync: bool) -> None:
         path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._open()
+        self._wo = rocksdict.WriteOptions()
+        self._wo.sync = sync
+        self._nosync = rocksdict.WriteOptions()
+        self._nosync.sync = False
+        self.sync = sync
+
+    def _open(self) -> None:
+        path = self.path
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
@@ -105,11 +115,30 @@ class RocksStorage(Storage):
         self._meta = self._db.get_column_family("meta")
         self._log_h = self._db.get_column_family_handle("log")
         self._meta_h = self._db.get_column_family_handle("meta")
-        self._wo = rocksdict.WriteOptions()
-        self._wo.sync = sync
-        self._nosync = rocksdict.WriteOptions()
-        self._nosync.sync = False
-        self.sync = sync
+        self._broken = False
+
+    def _commit(self, wb: rocksdict.WriteBatch, opts: rocksdict.WriteOptions) -> None:
+        """Write a batch. After a failed write (disk full, I/O error) RocksDB refuses every
+        later write until reopened: reopen it, so writes work again once the cause is gone,
+        and raise the original error (the batch was not applied)."""
+        try:
+            self._db.write(wb, opts)
+        except Exception:
+            self._reopen()
+            raise
+
+    def _reopen(self) -> None:
+        self._broken = True
+        try:
+            self._close_db()
+            self._open()
+        except Exception:  # noqa: BLE001 - still failing: the next write tries again
+            pass
+
+    def _ensure_open(self) -> None:
+        if self._broken:
+            self._close_db()
+            self._open()
 
     def load(self) -> LoadedState:
         st = LoadedState()
@@ -141,6 +170,7 @@ class RocksStorage(Storage):
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
                commit_index: int | None = None, sync: bool | None = None,
                raws: list[bytes] | None = None) -> None:
+        self._ensure_open()
         wb = rocksdict.WriteBatch(raw_mode=True)
         if truncate_after is not None:
             wb.delete_range(_U64.pack(truncate_after + 1), _U64.pack(2**64 - 1), self._log_h)
@@ -148,19 +178,25 @@ class RocksStorage(Storage):
             wb.put(_U64.pack(entry.index), raws[i] if raws else entry.SerializeToString(), self._log_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
-        self._db.write(wb, self._nosync if sync is False else self._wo)
+        self._commit(wb, self._nosync if sync is False else self._wo)
 
     def sync_wal(self) -> None:
         if self.sync:
-            self._db.flush_wal(True)
+            try:
+                self._db.flush_wal(True)
+            except Exception:
+                self._reopen()
+                raise
 
     def set_promised(self, epoch: int) -> None:
+        self._ensure_open()
         wb = rocksdict.WriteBatch(raw_mode=True)
         wb.put(META_PROMISED, _U64.pack(epoch), self._meta_h)
-        self._db.write(wb, self._wo)
+        self._commit(wb, self._wo)
 
     def set_meta(self, commit_index: int | None = None, synced: bool | None = None,
                  stored: bool | None = None) -> None:
+        self._ensure_open()
         wb = rocksdict.WriteBatch(raw_mode=True)
         if stored is not None:
             wb.put(META_STORED, b"1" if stored else b"0", self._meta_h)
@@ -168,9 +204,10 @@ class RocksStorage(Storage):
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
         if synced is not None:
             wb.put(META_SYNCED, b"1" if synced else b"0", self._meta_h)
-        self._db.write(wb, self._wo)
+        self._commit(wb, self._wo)
 
     def save_snapshot(self, index: int, epoch: int, data: bytes, drop_log_through: int) -> None:
+        self._ensure_open()
         wb = rocksdict.WriteBatch(raw_mode=True)
         wb.put(META_SNAPSHOT, data, self._meta_h)
         wb.put(META_SNAPSHOT_INDEX, _U64.pack(index), self._meta_h)
@@ -179,18 +216,26 @@ class RocksStorage(Storage):
         # A snapshot replaces log entries: it must be on disk before they are gone.
         wo = rocksdict.WriteOptions()
         wo.sync = True
-        self._db.write(wb, wo)
+        self._commit(wb, wo)
 
     def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
         self.save_snapshot(index, epoch, data, 2**64 - 2)
 
     def close(self) -> None:
+        self._close_db()
+
+    def _close_db(self) -> None:
         # Column-family views hold the database open; drop them before closing it.
         for name in ("_log", "_meta", "_log_h", "_meta_h"):
             if hasattr(self, name):
                 delattr(self, name)
-        self._db.close()
-        del self._db
+        db = getattr(self, "_db", None)
+        if db is not None:
+            try:
+                db.close()
+            except Exception:  # noqa: BLE001 - closing a failed database
+                pass
+            del self._db
         gc.collect()
 
 
