@@ -26,7 +26,7 @@ from strongroom.local.launcher import (
 )
 from strongroom.realm.model import DEFAULT_REALM_YAML, parse_realm
 
-__all__ = ["DRILL_DESTINATION", "DrillAborted", "body_for", "failover_drill_local", "index_of"]
+__all__ = ["DRILL_DESTINATION", "DrillAborted", "body_for", "consume_and_count", "failover_drill_local", "index_of"]
 
 # A queue keeps its messages without subscribers, so consuming after publishing sees them all.
 DRILL_DESTINATION = "drill.queue"
@@ -48,6 +48,38 @@ class DrillAborted(Exception):
 def body_for(index: int) -> bytes:
     """The body of drill message `index`; it carries the index so order and loss can be checked."""
     return f"drill-{index:09d}".encode()
+
+
+async def consume_and_count(client: Any, destination: str, confirmed: set[int]) -> dict[str, Any]:
+    """Drain the drill's queue and count, against the confirmed indexes: received, lost,
+    duplicated, out of order (first deliveries) and delivered-but-unconfirmed."""
+    deliveries: dict[int, int] = {}
+    order: list[int] = []
+    sub = await client.subscribe(destination, "", kind="shared", ack="auto", credit=256)
+    try:
+        while True:
+            remaining = confirmed - deliveries.keys()
+            m = await sub.next(timeout=SETTLE_SECONDS if not remaining else IDLE_TIMEOUT)
+            if m is None:
+                break
+            index = index_of(bytes(m.body))
+            if index is None:
+                continue
+            deliveries[index] = deliveries.get(index, 0) + 1
+            if deliveries[index] == 1:
+                order.append(index)
+    finally:
+        await sub.close()
+    counts: dict[str, Any] = {
+        "received": len(deliveries.keys() & confirmed),
+        "lost": len(confirmed - deliveries.keys()),
+        "duplicated": sum(n - 1 for n in deliveries.values()),
+        "out_of_order": sum(1 for a, b in itertools.pairwise(order) if b < a),
+        "unconfirmed_received": len(deliveries.keys() - confirmed),
+    }
+    if counts["lost"]:
+        counts["lost_sample"] = sorted(confirmed - deliveries.keys())[:20]
+    return counts
 
 
 def index_of(body: bytes) -> int | None:
@@ -198,31 +230,7 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
                 f"{report['old_leader']}")
         say(f"new leader {report['new_leader']} after {report['leaderless_seconds']} s; consuming")
 
-        deliveries: dict[int, int] = {}
-        order: list[int] = []
-        sub = await client.subscribe(DRILL_DESTINATION, "", kind="shared", ack="auto", credit=256)
-        try:
-            while True:
-                remaining = confirmed - deliveries.keys()
-                m = await sub.next(timeout=SETTLE_SECONDS if not remaining else IDLE_TIMEOUT)
-                if m is None:
-                    break
-                index = index_of(bytes(m.body))
-                if index is None:
-                    continue
-                deliveries[index] = deliveries.get(index, 0) + 1
-                if deliveries[index] == 1:
-                    order.append(index)
-        finally:
-            await sub.close()
-
-        report["received"] = len(deliveries.keys() & confirmed)
-        report["lost"] = len(confirmed - deliveries.keys())
-        report["duplicated"] = sum(n - 1 for n in deliveries.values())
-        report["out_of_order"] = sum(1 for a, b in itertools.pairwise(order) if b < a)
-        report["unconfirmed_received"] = len(deliveries.keys() - confirmed)
-        if report["lost"]:
-            report["lost_sample"] = sorted(confirmed - deliveries.keys())[:20]
+        report.update(await consume_and_count(client, DRILL_DESTINATION, confirmed))
         report["ok"] = (report["lost"] == 0 and report["duplicated"] == 0 and report["out_of_order"] == 0
                         and report["confirmed"] == messages and report["new_leader"] is not None)
         say(f"received {report['received']} of {report['confirmed']} confirmed: lost {report['lost']}, "

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import itertools
 import json
 import sys
 import time
@@ -29,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strongroom.drill import IDLE_TIMEOUT, SETTLE_SECONDS, WINDOW, DrillAborted, body_for, index_of
+from strongroom.drill import WINDOW, DrillAborted, body_for, consume_and_count
 from strongroom.persistence.k8s import LEADER_VALUE, ROLE_LABEL
 
 __all__ = [
@@ -337,30 +336,7 @@ async def run_agent(endpoints: str, destination: str, messages: int,
         if "first_confirm" in timing:
             report["publish_gap_seconds"] = round(timing["first_confirm"] - timing["kill"], 3)
 
-        deliveries: dict[int, int] = {}
-        order: list[int] = []
-        sub = await client.subscribe(destination, "", kind="shared", ack="auto", credit=256)
-        try:
-            while True:
-                remaining = confirmed - deliveries.keys()
-                m = await sub.next(timeout=SETTLE_SECONDS if not remaining else IDLE_TIMEOUT)
-                if m is None:
-                    break
-                index = index_of(bytes(m.body))
-                if index is None:
-                    continue
-                deliveries[index] = deliveries.get(index, 0) + 1
-                if deliveries[index] == 1:
-                    order.append(index)
-        finally:
-            await sub.close()
-        report["received"] = len(deliveries.keys() & confirmed)
-        report["lost"] = len(confirmed - deliveries.keys())
-        report["duplicated"] = sum(n - 1 for n in deliveries.values())
-        report["out_of_order"] = sum(1 for a, b in itertools.pairwise(order) if b < a)
-        report["unconfirmed_received"] = len(deliveries.keys() - confirmed)
-        if report["lost"]:
-            report["lost_sample"] = sorted(confirmed - deliveries.keys())[:20]
+        report.update(await consume_and_count(client, destination, confirmed))
         report["data_ok"] = (report["lost"] == 0 and report["duplicated"] == 0
                              and report["out_of_order"] == 0 and report["confirmed"] == messages)
     except Exception as exc:  # noqa: BLE001 - the agent always reports
