@@ -51,6 +51,23 @@ destinations:
 """
 
 
+# Extra stores and destinations of the shared semantics cluster (tests/integration/conftest.py).
+SHARED_STORES = """\
+  - name: volatile
+    cluster: default
+    replicated: false
+  - name: small
+    cluster: default
+    max_message_bytes: 1024
+"""
+SHARED_DESTINATIONS = """\
+  - name: "volatile.*"
+    store: volatile
+  - name: "small.*"
+    store: small
+"""
+
+
 async def put_realm(etcd_endpoint: str, text: str, version: int) -> None:
     """Store a realm version the way the realm service does (tests of the persistence service
     do not depend on the realm service process)."""

@@ -26,7 +26,7 @@ from strongroom.local.launcher import (
 )
 from strongroom.realm.model import DEFAULT_REALM_YAML, parse_realm
 
-__all__ = ["DRILL_DESTINATION", "DrillAborted", "body_for", "consume_and_count", "failover_drill_local", "index_of"]
+__all__ = ["DRILL_DESTINATION", "ConfirmTracker", "DrillAborted", "body_for", "consume_and_count", "failover_drill_local", "index_of"]
 
 # A queue keeps its messages without subscribers, so consuming after publishing sees them all.
 DRILL_DESTINATION = "drill.queue"
@@ -48,6 +48,39 @@ class DrillAborted(Exception):
 def body_for(index: int) -> bytes:
     """The body of drill message `index`; it carries the index so order and loss can be checked."""
     return f"drill-{index:09d}".encode()
+
+
+class ConfirmTracker:
+    """What a drill's publisher confirmed: the kill point (half confirmed), the last quarter
+    held back until after the kill, errors, and when the first post-kill confirmation came."""
+
+    def __init__(self, messages: int) -> None:
+        self.confirmed: set[int] = set()
+        self.errors: list[str] = []
+        self.kill_at = max(1, messages // 2)
+        self.hold_at = max(self.kill_at, messages - messages // 4)  # the last quarter goes after the kill
+        self.half = asyncio.Event()
+        self.timing: dict[str, float] = {}
+        self.pending: set[asyncio.Future[Any]] = set()
+
+    def on_done(self, index: int, fut: asyncio.Future[Any]) -> None:
+        """Done-callback of message `index`'s confirmation future."""
+        self.pending.discard(fut)
+        if fut.cancelled():
+            self.errors.append(f"message {index}: cancelled")
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self.errors.append(f"message {index}: {exc}")
+            return
+        self.confirmed.add(index)
+        # Only a message sent after the kill proves the new leader confirms: responses the
+        # old leader sent just before dying may still be arriving.
+        timing = self.timing
+        if "kill" in timing and index >= timing["next_index"] and "first_confirm" not in timing:
+            timing["first_confirm"] = time.monotonic()
+        if len(self.confirmed) >= self.kill_at:
+            self.half.set()
 
 
 async def consume_and_count(client: Any, destination: str, confirmed: set[int]) -> dict[str, Any]:
@@ -137,33 +170,12 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
         say(f"leader is {leaders[cluster_name]}; publishing {messages} messages to {DRILL_DESTINATION}")
         client = Client(cluster.endpoints(), client_name="strongroom-drill")
 
-        confirmed: set[int] = set()
-        errors: list[str] = []
-        kill_at = max(1, messages // 2)
-        hold_at = max(kill_at, messages - messages // 4)  # the last quarter goes out after the kill
-        half = asyncio.Event()
-        timing: dict[str, float] = {}
+        tracker = ConfirmTracker(messages)
+        confirmed, errors, timing, half, pending = (tracker.confirmed, tracker.errors, tracker.timing,
+                                                    tracker.half, tracker.pending)
+        hold_at, on_done = tracker.hold_at, tracker.on_done
         old_leader: dict[str, str] = {}
         new_leader: dict[str, str] = {}
-
-        pending: set[asyncio.Future[Any]] = set()
-
-        def on_done(index: int, fut: asyncio.Future[Any]) -> None:
-            pending.discard(fut)
-            if fut.cancelled():
-                errors.append(f"message {index}: cancelled")
-                return
-            exc = fut.exception()
-            if exc is not None:
-                errors.append(f"message {index}: {exc}")
-                return
-            confirmed.add(index)
-            # Only a message sent after the kill proves the new leader confirms: responses the
-            # old leader sent just before dying may still be arriving.
-            if "kill" in timing and index >= timing["next_index"] and "first_confirm" not in timing:
-                timing["first_confirm"] = time.monotonic()
-            if len(confirmed) >= kill_at:
-                half.set()
 
         async def watch_for_new_leader() -> None:
             deadline = time.monotonic() + LEADER_TIMEOUT

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strongroom.drill import WINDOW, DrillAborted, body_for, consume_and_count
+from strongroom.drill import WINDOW, ConfirmTracker, DrillAborted, body_for, consume_and_count
 from strongroom.persistence.k8s import LEADER_VALUE, ROLE_LABEL
 
 __all__ = [
@@ -276,28 +276,10 @@ async def run_agent(endpoints: str, destination: str, messages: int,
                               "data_ok": False}
     client = Client(endpoints, client_name="strongroom-drill-k8s")
     try:
-        confirmed: set[int] = set()
-        errors: list[str] = []
-        kill_at = max(1, messages // 2)
-        hold_at = max(kill_at, messages - messages // 4)  # the last quarter goes out after the kill
-        half = asyncio.Event()
-        timing: dict[str, float] = {}
-        pending: set[asyncio.Future[Any]] = set()
-
-        def on_done(index: int, fut: asyncio.Future[Any]) -> None:
-            pending.discard(fut)
-            if fut.cancelled():
-                errors.append(f"message {index}: cancelled")
-                return
-            exc = fut.exception()
-            if exc is not None:
-                errors.append(f"message {index}: {exc}")
-                return
-            confirmed.add(index)
-            if "kill" in timing and index >= timing["next_index"] and "first_confirm" not in timing:
-                timing["first_confirm"] = time.monotonic()
-            if len(confirmed) >= kill_at:
-                half.set()
+        tracker = ConfirmTracker(messages)
+        confirmed, errors, timing, half, pending = (tracker.confirmed, tracker.errors, tracker.timing,
+                                                    tracker.half, tracker.pending)
+        hold_at, on_done = tracker.hold_at, tracker.on_done
 
         async def pause_for_kill(next_index: int) -> None:
             await asyncio.wait_for(half.wait(), HALF_TIMEOUT)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Cluster, put_realm_sync, realm_yaml
+from harness import SHARED_DESTINATIONS, SHARED_STORES, Cluster, put_realm_sync, realm_yaml
 from strongroom.local.etcdproc import start_etcd
 
 
@@ -22,21 +22,8 @@ def _start(root: Path, text: str, members: int = 3) -> tuple[object, Cluster]:
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One 3-member disk-sync cluster for the semantics tests of a module (distinct destinations)."""
-    extra = """\
-  - name: volatile
-    cluster: default
-    replicated: false
-  - name: small
-    cluster: default
-    max_message_bytes: 1024
-"""
-    dests = """\
-  - name: "volatile.*"
-    store: volatile
-  - name: "small.*"
-    store: small
-"""
-    etcd, cluster = _start(tmp_path_factory.mktemp("shared"), realm_yaml(extra_stores=extra, extra_destinations=dests))
+    etcd, cluster = _start(tmp_path_factory.mktemp("shared"), realm_yaml(extra_stores=SHARED_STORES,
+                                                                         extra_destinations=SHARED_DESTINATIONS))
     try:
         yield cluster
     finally:

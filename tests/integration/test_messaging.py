@@ -271,25 +271,15 @@ def test_not_leader_error_carries_address() -> None:
 
 
 async def test_new_store_and_destination_take_effect_without_restart(client: Client, shared_cluster: Cluster) -> None:
-    from harness import put_realm, realm_yaml
+    from harness import SHARED_DESTINATIONS, SHARED_STORES, put_realm, realm_yaml
 
     before = await client.publish("late.orders.queue", b"to-default")  # only "*.queue" matches yet
     assert before.confirmed
-    extra = """\
-  - name: volatile
-    cluster: default
-    replicated: false
-  - name: small
-    cluster: default
-    max_message_bytes: 1024
+    extra = SHARED_STORES + """\
   - name: late
     cluster: default
 """
-    dests = """\
-  - name: "volatile.*"
-    store: volatile
-  - name: "small.*"
-    store: small
+    dests = SHARED_DESTINATIONS + """\
   - name: "late.*"
     kind: queue
     store: late

@@ -73,6 +73,7 @@ class Dispatcher:
         for durable in state.durables.values():
             self._track(durable, state)
         state.on_pending = lambda durable, seq: self._on_pending(state, durable, seq)
+        state.on_acked = self.acked
 
     def start(self) -> None:
         """Start the delivery task."""

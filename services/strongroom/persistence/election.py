@@ -186,11 +186,13 @@ class Election:
                 log.warning("campaign failed: %s", exc)
                 await asyncio.sleep(0.3)
                 continue
-            if created and kv is not None:
+            if kv is None:
+                continue
+            # Created now, or our own key from before (a retried transaction): we hold it.
+            if created or kv.lease == self.lease:
                 self.epoch = kv.create_revision
                 self.is_leader = True
-                info = LeaderInfo(self.member, self.address, self.epoch)
-                self.on_leader(info)
+                self.on_leader(LeaderInfo(self.member, self.address, self.epoch))
                 log.info("elected leader of %s with epoch %d", self.cluster, self.epoch)
                 await self.on_elected(self.epoch, self.lease_safe_until)
                 await self._hold(key)
@@ -199,16 +201,6 @@ class Election:
                     self.is_leader = False
                     await self.on_deposed("leader key gone")
                 self.on_leader(None)
-                continue
-            if kv is None:
-                continue
-            if kv.lease == self.lease:
-                # Our own key from before (e.g. a retried transaction): we hold it.
-                self.epoch = kv.create_revision
-                self.is_leader = True
-                self.on_leader(LeaderInfo(self.member, self.address, self.epoch))
-                await self.on_elected(self.epoch, self.lease_safe_until)
-                await self._hold(key)
                 continue
             try:
                 data = json.loads(kv.value)

@@ -287,7 +287,7 @@ class PersistenceNode:
         tasks, self._leader_tasks = self._leader_tasks, []
         replicators, self.replicators = self.replicators, {}
         dispatcher, self.dispatcher = self.dispatcher, None
-        self.state.on_pending = None
+        self.state.on_pending = self.state.on_acked = None
         # Non-replicated stores live only on the leader; they are gone with its leadership.
         self.local_state = StateMachine()
         current = asyncio.current_task()
@@ -630,10 +630,6 @@ class PersistenceNode:
                     if fut is not None and not fut.done():
                         fut.set_result((results[at:at + n], index))
                     at += n
-            if self.dispatcher is not None:
-                for op in entry.ops:
-                    if op.WhichOneof("op") == "ack":
-                        self.dispatcher.acked(op.ack.durable_key, list(op.ack.message_seqs))
         self._maybe_compact()
 
     def _maybe_compact(self) -> None:
@@ -647,13 +643,8 @@ class PersistenceNode:
             if floor - self.log.snapshot_index < self.cluster.compact_after_entries and \
                     applied - self.log.snapshot_index < 4 * self.cluster.compact_after_entries:
                 return
-            through = min(applied, max(floor, applied - self.cluster.compact_after_entries))
-            if through != applied:
-                # A snapshot must be the state at its index; only the applied state is at hand.
-                through = applied
-        else:
-            through = applied
-        self.log.compact(through, self.log.epoch_at(through) or self.state.applied_epoch, self.state.to_snapshot())
+        # A snapshot is the state at its index, and only the applied state is at hand.
+        self.log.compact(applied, self.state.applied_epoch, self.state.to_snapshot())
 
     def snapshot_for_peer(self) -> tuple[int, int, bytes]:
         """The state machine at the applied index, for a follower that is too far behind."""
@@ -694,20 +685,26 @@ class PersistenceNode:
         the stream) holds the first retriable error: every later request fails with it, which
         keeps one publisher's messages in order.
         """
+        # Leadership cannot change while this synchronous part runs: check it once per batch.
+        try:
+            if broken:
+                raise broken[0]
+            self._require_leader()
+            if term is not None:
+                if not term:
+                    term.append(self.epoch)
+                elif term[0] != self.epoch:
+                    raise PersistenceUnavailable("leadership changed during this publish stream; reconnect")
+        except StrongroomError as err:
+            if err.retriable and not broken:
+                broken.append(err)
+            return [err] * len(requests)
         outcomes: list[PublishOutcome | StrongroomError | None] = [None] * len(requests)
         ops: list[rpb.Operation] = []
         positions: list[int] = []
         confirm_any = False
         for i, req in enumerate(requests):
             try:
-                if broken:
-                    raise broken[0]
-                self._require_leader()
-                if term is not None:
-                    if not term:
-                        term.append(self.epoch)
-                    elif term[0] != self.epoch:
-                        raise PersistenceUnavailable("leadership changed during this publish stream; reconnect")
                 kind, store = self.resolve(req.destination)
                 message = req.message
                 size = message.ByteSize()
@@ -726,8 +723,6 @@ class PersistenceNode:
                     and store.publisher_mode == PublisherMode.STORE_CONFIRM_SEND)
             except StrongroomError as err:
                 outcomes[i] = err
-                if err.retriable and not broken:
-                    broken.append(err)
         if ops:
             fut = self._submit(ops, want_result=confirm_any)
             if fut is None:
@@ -820,7 +815,6 @@ class PersistenceNode:
         op = rpb.Operation(ack=rpb.AckOp(store=store.name, durable_key=durable.key, message_seqs=seqs))
         if not store.replicated:
             state.apply_op(op)
-            self.dispatcher.acked(durable.key, seqs)
             return 0
         if not wait:
             self._submit([op], want_result=False)

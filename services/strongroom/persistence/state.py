@@ -114,6 +114,9 @@ class StateMachine:
         # Set by the leader's dispatcher: called with (durable, seq) when a message becomes
         # pending for a durable, and with (durable, 0) when a durable is created.
         self.on_pending: Callable[[Durable, int], None] | None = None
+        # Set by the leader's dispatcher: called with (durable key, sequences) for every applied
+        # acknowledgment, so delivery state follows without rescanning entries.
+        self.on_acked: Callable[[str, list[int]], None] | None = None
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -206,6 +209,8 @@ class StateMachine:
                     durable.pending_bytes -= stored.size
                 self._unref(seq)
                 acked += 1
+        if self.on_acked is not None:
+            self.on_acked(op.durable_key, list(op.message_seqs))
         return acked
 
     def _unref(self, seq: int) -> None:
