@@ -60,10 +60,9 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                             context: Context) -> AsyncIterator[mpb.PublishResponseBatch]:
         # Each batch is submitted as it arrives (so one group-commit round carries many);
         # responses go out batch by batch, in request order, as their rounds commit.
-        out: asyncio.Queue[asyncio.Future[list[object]] | None] = asyncio.Queue()
+        out: asyncio.Queue[tuple[list[mpb.PublishRequest], asyncio.Future[list[object]]] | None] = asyncio.Queue()
         term: list[int] = []
         broken: list[StrongroomError] = []
-        batches: list[list[mpb.PublishRequest]] = []
 
         async def one(requests: list[mpb.PublishRequest]) -> list[object]:
             valid: list[mpb.PublishRequest] = []
@@ -81,19 +80,18 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             try:
                 async for batch in request_iterator:
                     requests = list(batch.requests)
-                    batches.append(requests)
-                    await out.put(asyncio.ensure_future(one(requests)))
+                    await out.put((requests, asyncio.ensure_future(one(requests))))
             finally:
                 await out.put(None)
 
         task = asyncio.create_task(reader())
         try:
             while True:
-                fut = await out.get()
-                if fut is None:
+                item = await out.get()
+                if item is None:
                     break
+                requests, fut = item
                 outcomes = await fut
-                requests = batches.pop(0)
                 reply = mpb.PublishResponseBatch()
                 for req, res in zip(requests, outcomes):
                     if isinstance(res, StrongroomError):
