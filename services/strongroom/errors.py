@@ -30,6 +30,9 @@ __all__ = [
     "DataCorruption",
     "PersistenceUnavailable",
     "SubscriptionReplaced",
+    "DurableMismatch",
+    "InvalidMatcher",
+    "MapsNotAllowed",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -196,6 +199,29 @@ class SubscriptionReplaced(StrongroomError):
 
     reason = "REPLACED"
     code = "ABORTED"
+
+
+class DurableMismatch(StrongroomError):
+    """A subscriber asked for an existing durable with another kind, matcher or template than
+    the durable was created with."""
+
+    reason = "DURABLE_MISMATCH"
+    code = "FAILED_PRECONDITION"
+
+
+class InvalidMatcher(StrongroomError):
+    """A content matcher is malformed (empty field name, no condition, a last-value subscriber
+    without its key field)."""
+
+    reason = "INVALID_MATCHER"
+    code = "INVALID_ARGUMENT"
+
+
+class MapsNotAllowed(StrongroomError):
+    """The store does not allow maps (routed, or the realm sets maps: false)."""
+
+    reason = "MAPS_NOT_ALLOWED"
+    code = "FAILED_PRECONDITION"
 
 
 _REGISTRY: dict[str, type[StrongroomError]] = {}

@@ -9,19 +9,23 @@ non-replicated stores.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.persistence.matcher import Match, compile_matcher, key_of
 
 __all__ = [
     "StateMachine",
     "StoredMessage",
     "Durable",
     "PublishResult",
+    "MapResult",
     "durable_key",
+    "content_durable_key",
     "DEDUP_WINDOW",
 ]
 
@@ -39,9 +43,20 @@ def durable_key(destination: str, name: str) -> str:
     return f"{destination}\x00{name}"
 
 
+def content_durable_key(store: str, name: str) -> str:
+    """The key of a content durable (opened through an endpoint): store-wide, by name."""
+    return f"\x01{store}\x00{name}"
+
+# Dead-letter copies carry these fields besides the original ones.
+DEAD_LETTER_FROM = "sr.dead_letter.from"
+DEAD_LETTER_DURABLE = "sr.dead_letter.durable"
+DEAD_LETTER_DELIVERIES = "sr.dead_letter.deliveries"
+DEAD_LETTER_SEQ = "sr.dead_letter.seq"
+
+
 @dataclass
 class StoredMessage:
-    """A stored message and how many durables still hold it."""
+    """A stored message and how many holders (durables, slots, retention) still keep it."""
 
     seq: int
     store: str
@@ -49,11 +64,18 @@ class StoredMessage:
     message: cpb.Message
     size: int
     refs: int = 0
+    queue: bool = False
+    content: bool = False
+    published_at: float = 0.0
+    expires_at: float = 0.0
+    retain_until: float = 0.0
+    # Holds a replay-retention reference until retain_until.
+    retained: bool = False
 
 
 @dataclass
 class Durable:
-    """A durable: the messages it still wants, in order."""
+    """A durable: its interest and the messages it still wants, in order."""
 
     key: str
     store: str
@@ -65,6 +87,22 @@ class Durable:
     pending: dict[int, None] = field(default_factory=dict)
     pending_bytes: int = 0
     last_value_seq: int = 0
+    matcher: cpb.ContentMatcher = field(default_factory=cpb.ContentMatcher)
+    key_field: str = ""
+    content: bool = False
+    ack_sync_mode: int = 0
+    # Keyed last-value slots: key_of(field value) -> message sequence.
+    last_values: dict[str, int] = field(default_factory=dict)
+    match: Match | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.match = compile_matcher(self.matcher)
+
+    def wants(self, message: cpb.Message) -> bool:
+        """Whether a message of its destination (or store) is of interest."""
+        if self.key_field and self.key_field not in message.fields:
+            return False
+        return self.match is None or self.match(message)
 
 
 @dataclass(frozen=True)
@@ -74,6 +112,19 @@ class PublishResult:
     message_seq: int
     duplicate: bool
     outside_window: bool = False
+    # The store is at its limit and its policy rejects new messages: nothing was stored.
+    rejected: bool = False
+    limit: str = ""
+
+
+@dataclass(frozen=True)
+class MapResult:
+    """Outcome of a map write: whether it took effect, and the key's entry afterwards."""
+
+    swapped: bool
+    found: bool
+    value: bytes = b""
+    version: int = 0
 
 
 @dataclass
@@ -99,7 +150,7 @@ class _ProducerWindow:
 
 
 class StateMachine:
-    """Stores, durables and dedup windows; `apply` is the only way in for replicated stores."""
+    """Stores, durables, maps and dedup windows; `apply` is the only way in for replicated stores."""
 
     def __init__(self) -> None:
         self.applied_index = 0
@@ -108,20 +159,38 @@ class StateMachine:
         self.messages: dict[int, StoredMessage] = {}
         self.durables: dict[str, Durable] = {}
         self.by_destination: dict[str, list[Durable]] = {}
+        # Content durables (opened through endpoints) by store: they see the whole store.
+        self.content_durables: dict[str, list[Durable]] = {}
         self.producers: dict[str, _ProducerWindow] = {}
         self.store_bytes: dict[str, int] = {}
         self.store_count: dict[str, int] = {}
+        # Each store's message sequences, oldest first (discard-oldest and replay walk it).
+        self.store_seqs: dict[str, dict[int, None]] = {}
+        self.store_configs: dict[str, rpb.ConfigureStoreOp] = {}
+        # (store, map) -> key -> (value, version)
+        self.maps: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
+        # (time, seq) of every time-to-live end and retention end; entries of messages already
+        # gone are dropped lazily. Each member keeps its own copy; it never decides anything.
+        self._timers: list[tuple[float, int]] = []
+        # Version of map writes for a state fed directly (non-replicated stores).
+        self._local_writes = 0
+        self._index = 0
         # Set by the leader's dispatcher: called with (durable, seq) when a message becomes
-        # pending for a durable, and with (durable, 0) when a durable is created.
+        # pending for a durable (or fills a last-value slot), and with (durable, 0) when a
+        # durable is created.
         self.on_pending: Callable[[Durable, int], None] | None = None
-        # Set by the leader's dispatcher: called with (durable key, sequences) for every applied
-        # acknowledgment, so delivery state follows without rescanning entries.
+        # Set by the leader's dispatcher: called with (durable key, sequences) when messages
+        # leave a durable (acknowledged, expired, discarded, dead-lettered), so delivery
+        # state follows without rescanning entries.
         self.on_acked: Callable[[str, list[int]], None] | None = None
+        # Set by the leader's dispatcher: a durable was repositioned (replay).
+        self.on_reset: Callable[[Durable], None] | None = None
 
     # --- applying ----------------------------------------------------------------------------
 
     def apply_entry(self, entry: rpb.LogEntry) -> list[object]:
         """Apply a committed entry's operations atomically; one result per operation."""
+        self._index = entry.index
         results = [self.apply_op(op) for op in entry.ops]
         self.applied_index = entry.index
         self.applied_epoch = entry.epoch
@@ -136,23 +205,88 @@ class StateMachine:
             return self._ack(op.ack)
         if which == "create_durable":
             return self._create_durable(op.create_durable)
+        if which == "configure_store":
+            cfg = rpb.ConfigureStoreOp()
+            cfg.CopyFrom(op.configure_store)
+            self.store_configs[cfg.store] = cfg
+            return None
+        if which == "expire":
+            return self._expire(op.expire)
+        if which == "dead_letter":
+            return self._dead_letter(op.dead_letter)
+        if which == "replay":
+            durable = self.durables.get(op.replay.durable_key)
+            if durable is None:
+                return 0
+            which_start = op.replay.WhichOneof("start")
+            return self._replay(durable, op.replay.sequence if which_start == "sequence" else 0,
+                                op.replay.time if which_start == "time" else 0.0)
+        if which == "map":
+            return self._map(op.map)
         return None
 
     def _create_durable(self, op: rpb.CreateDurableOp) -> Durable:
-        key = durable_key(op.destination, op.durable)
+        key = content_durable_key(op.store, op.durable) if op.content else durable_key(op.destination, op.durable)
         durable = self.durables.get(key)
         if durable is not None:
             return durable
+        matcher = cpb.ContentMatcher()
+        matcher.CopyFrom(op.matcher)
         durable = Durable(key=key, store=op.store, destination=op.destination, name=op.durable,
-                          kind=op.kind, queue=op.queue)
+                          kind=op.kind, queue=op.queue, matcher=matcher, key_field=op.key_field,
+                          content=op.content, ack_sync_mode=op.ack_sync_mode)
         self._add_durable(durable)
+        if op.start_sequence or op.start_time:
+            self._replay(durable, op.start_sequence, op.start_time)
         return durable
 
     def _add_durable(self, durable: Durable) -> None:
         self.durables[durable.key] = durable
-        self.by_destination.setdefault(durable.destination, []).append(durable)
+        if durable.content:
+            self.content_durables.setdefault(durable.store, []).append(durable)
+        else:
+            self.by_destination.setdefault(durable.destination, []).append(durable)
         if self.on_pending is not None:
             self.on_pending(durable, 0)
+
+    def _holders(self, stored: StoredMessage) -> list[Durable]:
+        """The durables that may hold a message: its destination's, and the store's content
+        durables for a message published to an endpoint."""
+        holders = list(self.by_destination.get(stored.destination, ()))
+        if stored.content:
+            holders.extend(self.content_durables.get(stored.store, ()))
+        return holders
+
+    def _wanting(self, op: rpb.PublishOp) -> list[Durable]:
+        msg = op.message
+        wanting = [d for d in self.by_destination.get(op.destination, ()) if d.wants(msg)]
+        if op.content:
+            wanting.extend(d for d in self.content_durables.get(op.store, ()) if d.wants(msg))
+        return wanting
+
+    def _over_limit(self, store: str, size: int) -> str:
+        cfg = self.store_configs.get(store)
+        if cfg is None:
+            return ""
+        if cfg.max_messages and self.store_count.get(store, 0) + 1 > cfg.max_messages:
+            return f"store {store!r} holds its limit of {cfg.max_messages} messages"
+        if cfg.max_bytes and self.store_bytes.get(store, 0) + size > cfg.max_bytes:
+            return f"store {store!r} would exceed its limit of {cfg.max_bytes} bytes"
+        return ""
+
+    def _make_room(self, store: str, size: int) -> str:
+        """Apply the store's limit policy for a new message of `size` bytes: '' when it may be
+        stored (discarding the oldest messages if the policy says so), else why not."""
+        why = self._over_limit(store, size)
+        if not why:
+            return ""
+        cfg = self.store_configs[store]
+        if cfg.policy != cpb.LIMIT_POLICY_DISCARD_OLDEST or (cfg.max_bytes and size > cfg.max_bytes):
+            return why
+        seqs = self.store_seqs.get(store, {})
+        while self._over_limit(store, size) and seqs:
+            self._drop(next(iter(seqs)))
+        return self._over_limit(store, size)
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
         msg = op.message
@@ -169,46 +303,86 @@ class StateMachine:
         if op.queue and durable_key(op.destination, "") not in self.durables:
             self._add_durable(Durable(key=durable_key(op.destination, ""), store=op.store,
                                       destination=op.destination, name="", kind=KIND_SHARED, queue=True))
-        wanting = self.by_destination.get(op.destination, ())
+        wanting = self._wanting(op)
         seq = 0
-        if wanting:
-            seq = self.next_seq
-            self.next_seq += 1
+        if wanting or op.retain_until:
             size = msg.ByteSize()
-            stored = StoredMessage(seq=seq, store=op.store, destination=op.destination, message=msg, size=size)
-            self.messages[seq] = stored
-            self.store_bytes[op.store] = self.store_bytes.get(op.store, 0) + size
-            self.store_count[op.store] = self.store_count.get(op.store, 0) + 1
+            why = self._make_room(op.store, size)
+            if why:
+                # Not recorded in the dedup window: a retry once there is room stores it.
+                return PublishResult(0, False, rejected=True, limit=why)
+            seq = self._store(op, size)
+            stored = self.messages[seq]
             for durable in wanting:
-                if durable.kind == KIND_LASTVALUE:
-                    old = durable.last_value_seq
-                    durable.last_value_seq = seq
-                    stored.refs += 1
-                    if old:
-                        self._unref(old)
-                else:
-                    durable.pending[seq] = None
-                    durable.pending_bytes += size
-                    stored.refs += 1
-                if self.on_pending is not None:
-                    self.on_pending(durable, seq)
+                self._hold(durable, stored)
         if window is not None:
             window.record(msg.sequence, seq)
         return PublishResult(seq, False)
 
-    def _ack(self, op: rpb.AckOp) -> int:
-        durable = self.durables.get(op.durable_key)
-        if durable is None:
-            return 0
-        acked = 0
-        for seq in op.message_seqs:
+    def _store(self, op: rpb.PublishOp, size: int) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        stored = StoredMessage(seq=seq, store=op.store, destination=op.destination, message=op.message, size=size,
+                               queue=op.queue, content=op.content, published_at=op.published_at,
+                               expires_at=op.expires_at, retain_until=op.retain_until)
+        self._index_message(stored)
+        if op.retain_until:
+            stored.retained = True
+            stored.refs += 1
+        return seq
+
+    def _index_message(self, stored: StoredMessage) -> None:
+        seq = stored.seq
+        self.messages[seq] = stored
+        self.store_bytes[stored.store] = self.store_bytes.get(stored.store, 0) + stored.size
+        self.store_count[stored.store] = self.store_count.get(stored.store, 0) + 1
+        self.store_seqs.setdefault(stored.store, {})[seq] = None
+        if stored.expires_at:
+            heapq.heappush(self._timers, (stored.expires_at, seq))
+        if stored.retain_until:
+            heapq.heappush(self._timers, (stored.retain_until, seq))
+
+    def _hold(self, durable: Durable, stored: StoredMessage) -> None:
+        """Make a stored message pending for a durable (or fill its last-value slot)."""
+        seq = stored.seq
+        if durable.kind == KIND_LASTVALUE:
+            if durable.key_field:
+                slot = key_of(stored.message.fields[durable.key_field])
+                old = durable.last_values.get(slot, 0)
+                durable.last_values[slot] = seq
+            else:
+                old = durable.last_value_seq
+                durable.last_value_seq = seq
+            stored.refs += 1
+            if old:
+                self._unref(old)
+        else:
+            if seq in durable.pending:
+                return
+            durable.pending[seq] = None
+            durable.pending_bytes += stored.size
+            stored.refs += 1
+        if self.on_pending is not None:
+            self.on_pending(durable, seq)
+
+    def _release(self, durable: Durable, seqs: list[int]) -> int:
+        """Remove messages from a durable's pending set; how many it held."""
+        released = 0
+        for seq in seqs:
             if seq in durable.pending:
                 del durable.pending[seq]
                 stored = self.messages.get(seq)
                 if stored is not None:
                     durable.pending_bytes -= stored.size
                 self._unref(seq)
-                acked += 1
+                released += 1
+        return released
+
+    def _ack(self, op: rpb.AckOp) -> int:
+        durable = self.durables.get(op.durable_key)
+        if durable is None:
+            return 0
+        acked = self._release(durable, list(op.message_seqs))
         if self.on_acked is not None:
             self.on_acked(op.durable_key, list(op.message_seqs))
         return acked
@@ -219,9 +393,142 @@ class StateMachine:
             return
         stored.refs -= 1
         if stored.refs <= 0:
-            del self.messages[seq]
-            self.store_bytes[stored.store] -= stored.size
-            self.store_count[stored.store] -= 1
+            self._forget(stored)
+
+    def _forget(self, stored: StoredMessage) -> None:
+        del self.messages[stored.seq]
+        self.store_bytes[stored.store] -= stored.size
+        self.store_count[stored.store] -= 1
+        self.store_seqs[stored.store].pop(stored.seq, None)
+
+    def _drop(self, seq: int) -> None:
+        """Remove a message from every holder at once (expired, or discarded at a limit)."""
+        stored = self.messages.get(seq)
+        if stored is None:
+            return
+        for durable in self._holders(stored):
+            if durable.kind == KIND_LASTVALUE:
+                if durable.last_value_seq == seq:
+                    durable.last_value_seq = 0
+                for slot in [k for k, v in durable.last_values.items() if v == seq]:
+                    del durable.last_values[slot]
+            elif seq in durable.pending:
+                del durable.pending[seq]
+                durable.pending_bytes -= stored.size
+                if self.on_acked is not None:
+                    self.on_acked(durable.key, [seq])
+        self._forget(stored)
+
+    def _expire(self, op: rpb.ExpireOp) -> int:
+        expired = 0
+        for seq in op.message_seqs:
+            stored = self.messages.get(seq)
+            if stored is None:
+                continue
+            if stored.expires_at and stored.expires_at <= op.now:
+                self._drop(seq)
+                expired += 1
+            elif stored.retained and stored.retain_until <= op.now:
+                stored.retained = False
+                self._unref(seq)
+        return expired
+
+    def due(self, now: float, limit: int = 10000) -> list[int]:
+        """Messages whose time-to-live or retention ended by `now` (the leader turns them into
+        an ExpireOp). The timers stay until the operation is applied, so a leader that loses
+        its leadership in between leaves them for the next one."""
+        out: list[int] = []
+        keep: list[tuple[float, int]] = []
+        timers = self._timers
+        while timers and timers[0][0] <= now and len(out) < limit:
+            when, seq = heapq.heappop(timers)
+            stored = self.messages.get(seq)
+            if stored is None:
+                continue
+            if (stored.expires_at and stored.expires_at <= now) or (stored.retained and stored.retain_until <= now):
+                if not out or out[-1] != seq:
+                    out.append(seq)
+                keep.append((when, seq))
+        for item in keep:
+            heapq.heappush(timers, item)
+        return sorted(set(out))
+
+    def next_timer(self) -> float:
+        """When the earliest time-to-live or retention ends (0: none)."""
+        return self._timers[0][0] if self._timers else 0.0
+
+    def _dead_letter(self, op: rpb.DeadLetterOp) -> bool:
+        """Move a message past its redelivery limit out of the durable, into the dead-letter
+        destination when there is one. False (nothing changes) when the target store rejects it."""
+        durable = self.durables.get(op.durable_key)
+        stored = self.messages.get(op.message_seq)
+        if durable is None or stored is None or op.message_seq not in durable.pending:
+            return False
+        if op.target_destination:
+            copy = cpb.Message()
+            copy.CopyFrom(stored.message)
+            # A copy is a new message: the original's id would make it a duplicate.
+            copy.producer_id = ""
+            copy.sequence = 0
+            copy.fields[DEAD_LETTER_FROM].string_value = stored.destination
+            copy.fields[DEAD_LETTER_DURABLE].string_value = durable.name
+            copy.fields[DEAD_LETTER_DELIVERIES].int_value = op.deliveries
+            copy.fields[DEAD_LETTER_SEQ].int_value = stored.seq
+            result = self._publish(rpb.PublishOp(store=op.target_store, destination=op.target_destination,
+                                                 message=copy, queue=op.target_queue,
+                                                 published_at=op.published_at))
+            if result.rejected:
+                return False
+        self._release(durable, [op.message_seq])
+        if self.on_acked is not None:
+            self.on_acked(durable.key, [op.message_seq])
+        return True
+
+    def _replay(self, durable: Durable, start_seq: int, start_time: float) -> int:
+        """Reposition a durable: the stored messages of its destination (or store) from the
+        start on that match its interest are pending, the ones before it are not."""
+        if durable.kind == KIND_LASTVALUE:
+            return 0
+        wanted: list[StoredMessage] = []
+        for seq in self.store_seqs.get(durable.store, {}):
+            stored = self.messages[seq]
+            if seq < start_seq or stored.published_at < start_time:
+                continue
+            mine = stored.destination == durable.destination if not durable.content else stored.content
+            if mine and durable.wants(stored.message):
+                wanted.append(stored)
+        new = {stored.seq: stored for stored in wanted}
+        for stored in wanted:
+            if stored.seq not in durable.pending:
+                stored.refs += 1
+        self._release(durable, [seq for seq in durable.pending if seq not in new])
+        durable.pending = dict.fromkeys(new)
+        durable.pending_bytes = sum(stored.size for stored in wanted)
+        if self.on_reset is not None:
+            self.on_reset(durable)
+        return len(wanted)
+
+    def _map(self, op: rpb.MapOp) -> MapResult:
+        entries = self.maps.setdefault((op.store, op.map), {})
+        current = entries.get(op.key)
+        if op.compare and (current[1] if current else 0) != op.expected_version:
+            if current is None:
+                return MapResult(False, False)
+            return MapResult(False, True, current[0], current[1])
+        if self._index:
+            version = self._index
+        else:
+            self._local_writes += 1
+            version = self._local_writes
+        if op.WhichOneof("action") == "delete":
+            if current is None:
+                return MapResult(False, False)
+            del entries[op.key]
+            if not entries:
+                del self.maps[(op.store, op.map)]
+            return MapResult(True, False)
+        entries[op.key] = (op.put, version)
+        return MapResult(True, True, op.put, version)
 
     # --- queries -----------------------------------------------------------------------------
 
@@ -237,6 +544,21 @@ class StateMachine:
         """Every durable of a store."""
         return (d for d in self.durables.values() if d.store == store)
 
+    def map_get(self, store: str, name: str, key: str) -> tuple[bytes, int] | None:
+        """A map entry: (value, version), or None."""
+        return self.maps.get((store, name), {}).get(key)
+
+    def map_list(self, store: str, name: str, prefix: str, start_after: str, limit: int) -> tuple[list[tuple[str, bytes, int]], bool]:
+        """Entries with the prefix after `start_after`, in key order; and whether more follow."""
+        entries = self.maps.get((store, name), {})
+        keys = sorted(k for k in entries if k.startswith(prefix) and k > start_after)
+        page = [(k, *entries[k]) for k in keys[:limit]]
+        return page, len(keys) > limit
+
+    def maps_of_store(self, store: str) -> int:
+        """How many non-empty maps a store has."""
+        return sum(1 for s, _ in self.maps if s == store)
+
     # --- snapshots ---------------------------------------------------------------------------
 
     def to_snapshot(self) -> bytes:
@@ -244,16 +566,24 @@ class StateMachine:
         snap = rpb.StateSnapshot(applied_index=self.applied_index, applied_epoch=self.applied_epoch,
                                  next_seq=self.next_seq)
         for stored in self.messages.values():
-            snap.messages.append(rpb.StoredMessage(seq=stored.seq, store=stored.store,
-                                                   destination=stored.destination, message=stored.message))
+            snap.messages.append(rpb.StoredMessage(
+                seq=stored.seq, store=stored.store, destination=stored.destination, message=stored.message,
+                content=stored.content, published_at=stored.published_at, expires_at=stored.expires_at,
+                retain_until=stored.retain_until if stored.retained else 0.0, queue=stored.queue))
         for d in self.durables.values():
-            snap.durables.append(rpb.DurableState(key=d.key, store=d.store, destination=d.destination,
-                                                  name=d.name, kind=d.kind, pending=list(d.pending),
-                                                  last_value_seq=d.last_value_seq, queue=d.queue))
+            snap.durables.append(rpb.DurableState(
+                key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
+                pending=list(d.pending), last_value_seq=d.last_value_seq, queue=d.queue, matcher=d.matcher,
+                key_field=d.key_field, content=d.content, ack_sync_mode=d.ack_sync_mode,
+                last_values=d.last_values))
         for pid, window in self.producers.items():
             seqs = list(window.order)
             snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs,
                                                     message_seqs=[window.seqs[s] for s in seqs]))
+        snap.stores.extend(self.store_configs.values())
+        for (store, name), entries in self.maps.items():
+            snap.maps.append(rpb.MapState(store=store, map=name, entries=[
+                rpb.MapEntryState(key=k, value=v, version=ver) for k, (v, ver) in entries.items()]))
         return snap.SerializeToString()
 
     @classmethod
@@ -265,27 +595,40 @@ class StateMachine:
         sm.applied_epoch = snap.applied_epoch
         sm.next_seq = snap.next_seq
         for m in snap.messages:
-            size = m.message.ByteSize()
-            sm.messages[m.seq] = StoredMessage(seq=m.seq, store=m.store, destination=m.destination,
-                                               message=m.message, size=size)
-            sm.store_bytes[m.store] = sm.store_bytes.get(m.store, 0) + size
-            sm.store_count[m.store] = sm.store_count.get(m.store, 0) + 1
+            stored = StoredMessage(seq=m.seq, store=m.store, destination=m.destination, message=m.message,
+                                   size=m.message.ByteSize(), queue=m.queue, content=m.content,
+                                   published_at=m.published_at, expires_at=m.expires_at,
+                                   retain_until=m.retain_until)
+            sm._index_message(stored)
+            if m.retain_until:
+                stored.retained = True
+                stored.refs += 1
         for ds in snap.durables:
             d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name,
-                        kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq)
+                        kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=ds.matcher,
+                        key_field=ds.key_field, content=ds.content, ack_sync_mode=ds.ack_sync_mode,
+                        last_values=dict(ds.last_values))
             for seq in ds.pending:
                 d.pending[seq] = None
                 stored = sm.messages.get(seq)
                 if stored is not None:
                     stored.refs += 1
                     d.pending_bytes += stored.size
-            if d.last_value_seq and d.last_value_seq in sm.messages:
-                sm.messages[d.last_value_seq].refs += 1
+            for seq in [d.last_value_seq, *d.last_values.values()]:
+                if seq and seq in sm.messages:
+                    sm.messages[seq].refs += 1
             sm.durables[d.key] = d
-            sm.by_destination.setdefault(d.destination, []).append(d)
+            if d.content:
+                sm.content_durables.setdefault(d.store, []).append(d)
+            else:
+                sm.by_destination.setdefault(d.destination, []).append(d)
         for p in snap.producers:
             window = _ProducerWindow()
             for s, m in zip(p.sequences, p.message_seqs):
                 window.record(s, m)
             sm.producers[p.producer_id] = window
+        for cfg in snap.stores:
+            sm.store_configs[cfg.store] = cfg
+        for ms in snap.maps:
+            sm.maps[(ms.store, ms.map)] = {e.key: (e.value, e.version) for e in ms.entries}
         return sm

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any
 
@@ -25,7 +26,13 @@ __all__ = [
     "Cluster",
     "Store",
     "Destination",
+    "Endpoint",
+    "DurableTemplate",
+    "TemplateKind",
+    "AckSync",
+    "LimitPolicyName",
     "Realm",
+    "Route",
     "parse_realm",
     "DEFAULT_REALM_YAML",
 ]
@@ -54,6 +61,28 @@ class DestinationKind(str, Enum):
 
     TOPIC = "topic"
     QUEUE = "queue"
+
+
+class AckSync(str, Enum):
+    """Whether acknowledgments wait for their commit (sync) or go batched in the background (async)."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+class LimitPolicyName(str, Enum):
+    """What a store at its limit does with a new message."""
+
+    REJECT = "reject"  # the publisher gets STORE_LIMIT_EXCEEDED
+    DISCARD_OLDEST = "discard_oldest"  # the store's oldest messages make room
+
+
+class TemplateKind(str, Enum):
+    """The durable kind a durable template creates."""
+
+    STANDARD = "standard"
+    SHARED = "shared"
+    LAST_VALUE = "last-value"
 
 
 def _check_name(v: str) -> str:
@@ -94,6 +123,14 @@ class Cluster(_Model):
     """Truncate the log prefix every member has applied once it is this long."""
     max_batch_ops: int = Field(default=4096, ge=1)
     """Upper bound of operations carried by one group-commit round."""
+    indexes_on_disk: bool = False
+    """Keep message metadata, durable cursors and pending sets in RocksDB instead of memory, so
+    memory stays flat as the backlog grows and a restart does not re-read the backlog. Needs
+    disk-sync or disk-async storage."""
+    memory_budget_mb: int = Field(default=0, ge=0)
+    """Message swapping: past this many MiB of payloads held in memory by memory-storage and
+    non-replicated stores, payloads move to a swap file on disk and are read back on delivery
+    (0, the default: no swapping)."""
 
     @field_validator("members")
     @classmethod
@@ -125,14 +162,51 @@ class Store(_Model):
     publisher_mode: PublisherMode = PublisherMode.STORE_CONFIRM_SEND
     max_message_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
     """Largest message body plus fields accepted (default 1 MiB)."""
+    max_messages: int = Field(default=0, ge=0)
+    """Most messages the store holds (0, the default: no limit)."""
+    max_bytes: int = Field(default=0, ge=0)
+    """Most message bytes the store holds (0, the default: no limit)."""
+    limit_policy: LimitPolicyName = LimitPolicyName.REJECT
+    """At a limit: reject the new message (default) or discard the store's oldest messages."""
+    routed: bool = False
+    """A routed (wide-area) store, forwarded between the clusters of a zone. Queues and maps are
+    not allowed in it."""
+    maps: bool | None = None
+    """Clients may create key-value maps in the store (default: true, false for routed stores)."""
+
+    @model_validator(mode="after")
+    def _maps_default(self) -> Store:
+        if self.maps is None:
+            object.__setattr__(self, "maps", not self.routed)
+        return self
 
 
-class Destination(_Model):
+class _DeliveryOptions(_Model):
+    """Message lifetime and redelivery options shared by destinations and endpoints."""
+
+    ttl_seconds: float = Field(default=0, ge=0)
+    """Time-to-live: a message not consumed this long after publishing expires (0, the
+    default: never)."""
+    retain_seconds: float = Field(default=0, ge=0)
+    """Replay retention: messages stay stored at least this long after publishing even when no
+    durable wants them, so a durable can replay them (0, the default: a message is kept only
+    while some durable wants it)."""
+    redelivery_limit: int = Field(default=0, ge=0)
+    """Deliveries of one message to a durable before it is dead-lettered (0, the default: no
+    limit)."""
+    dead_letter: str | None = None
+    """Destination that receives messages past the redelivery limit (default: none, the message
+    is discarded from the durable). Must be a name the realm maps to a store of the same cluster."""
+
+
+class Destination(_DeliveryOptions):
     """Maps destination names (exact or glob: `*`, `?`, `[..]`) to a store, as a topic or a queue."""
 
     name: str
     kind: DestinationKind = DestinationKind.TOPIC
     store: str
+    ack_mode: AckSync = AckSync.ASYNC
+    """Default acknowledgment mode of subscribers that do not choose one (default async)."""
 
     @field_validator("name")
     @classmethod
@@ -147,12 +221,43 @@ class Destination(_Model):
         return any(c in self.name for c in "*?[")
 
 
+class DurableTemplate(_Model):
+    """How durables created through an endpoint behave (content matching model)."""
+
+    name: Name
+    kind: TemplateKind = TemplateKind.STANDARD
+    key_field: str | None = None
+    """Last-value durables: one latest message per value of this field (required for them)."""
+    ack_mode: AckSync = AckSync.ASYNC
+    """Acknowledgment mode of the durables it creates (default async)."""
+
+    @model_validator(mode="after")
+    def _key(self) -> DurableTemplate:
+        if self.kind == TemplateKind.LAST_VALUE and not self.key_field:
+            raise ValueError("a last-value template needs key_field (the field whose value keys the slots)")
+        if self.kind != TemplateKind.LAST_VALUE and self.key_field:
+            raise ValueError(f"key_field applies only to last-value templates, not {self.kind.value}")
+        return self
+
+
+class Endpoint(_DeliveryOptions):
+    """Content matching model: an endpoint name maps to a store and a durable template.
+    Publishers send to the endpoint; subscribers pass a durable name, the endpoint and a matcher,
+    and see every message of the store sent through any endpoint that matches."""
+
+    name: Name
+    store: str
+    template: str
+
+
 class Realm(_Model):
     """The whole realm."""
 
     clusters: list[Cluster]
     stores: list[Store] = []
     destinations: list[Destination] = []
+    durable_templates: list[DurableTemplate] = []
+    endpoints: list[Endpoint] = []
 
     @model_validator(mode="after")
     def _references(self) -> Realm:
@@ -162,25 +267,102 @@ class Realm(_Model):
             if c.name in cluster_names:
                 problems.append((("clusters", i, "name"), f"cluster name {c.name!r} appears twice"))
             cluster_names.add(c.name)
-        store_names: set[str] = set()
+            if c.indexes_on_disk and c.storage == StorageMode.MEMORY:
+                problems.append((("clusters", i, "indexes_on_disk"),
+                                 f"cluster {c.name!r} keeps indexes on disk but its storage is memory; "
+                                 f"use disk-sync or disk-async, or set indexes_on_disk: false"))
+        stores: dict[str, Store] = {}
         for i, s in enumerate(self.stores):
-            if s.name in store_names:
+            if s.name in stores:
                 problems.append((("stores", i, "name"), f"store name {s.name!r} appears twice"))
-            store_names.add(s.name)
+            stores[s.name] = s
             if s.cluster not in cluster_names:
                 problems.append((("stores", i, "cluster"),
                                  f"store {s.name!r} names cluster {s.cluster!r}, which the realm does not define"))
+            if s.routed and s.maps:
+                problems.append((("stores", i, "maps"),
+                                 f"store {s.name!r} is routed; maps cannot be created in routed stores "
+                                 f"(set maps: false)"))
+            if s.max_bytes and s.max_bytes < s.max_message_bytes:
+                problems.append((("stores", i, "max_bytes"),
+                                 f"store {s.name!r} has max_bytes {s.max_bytes}, below its max_message_bytes "
+                                 f"{s.max_message_bytes}: the largest allowed message could never be stored"))
         dest_names: set[str] = set()
         for i, d in enumerate(self.destinations):
             if d.name in dest_names:
                 problems.append((("destinations", i, "name"), f"destination {d.name!r} appears twice"))
             dest_names.add(d.name)
-            if d.store not in store_names:
+            store = stores.get(d.store)
+            if store is None:
                 problems.append((("destinations", i, "store"),
                                  f"destination {d.name!r} names store {d.store!r}, which the realm does not define"))
+            elif store.routed and d.kind == DestinationKind.QUEUE:
+                problems.append((("destinations", i, "kind"),
+                                 f"queue {d.name!r} maps to routed store {store.name!r}; queues cannot be "
+                                 f"created in routed stores"))
+        templates = {t.name: t for t in self.durable_templates}
+        if len(templates) != len(self.durable_templates):
+            seen: set[str] = set()
+            for i, t in enumerate(self.durable_templates):
+                if t.name in seen:
+                    problems.append((("durable_templates", i, "name"), f"durable template {t.name!r} appears twice"))
+                seen.add(t.name)
+        endpoint_names: set[str] = set()
+        for i, e in enumerate(self.endpoints):
+            if e.name in endpoint_names:
+                problems.append((("endpoints", i, "name"), f"endpoint {e.name!r} appears twice"))
+            endpoint_names.add(e.name)
+            if e.store not in stores:
+                problems.append((("endpoints", i, "store"),
+                                 f"endpoint {e.name!r} names store {e.store!r}, which the realm does not define"))
+            if e.template not in templates:
+                problems.append((("endpoints", i, "template"),
+                                 f"endpoint {e.name!r} names durable template {e.template!r}, which the realm "
+                                 f"does not define"))
+            rule = next((d for d in self.destinations if not d.is_pattern and d.name == e.name), None)
+            if rule is not None:
+                problems.append((("endpoints", i, "name"),
+                                 f"endpoint {e.name!r} has the name of a destination; a name is either"))
+        for section, rules in (("destinations", self.destinations), ("endpoints", self.endpoints)):
+            for i, r in enumerate(rules):
+                problems.extend(self._check_dead_letter(section, i, r, stores))
         if problems:
             raise _CrossRefError(problems)
         return self
+
+    def _check_dead_letter(self, section: str, i: int, rule: Destination | Endpoint,
+                           stores: dict[str, Store]) -> list[tuple[tuple[Any, ...], str]]:
+        if rule.dead_letter is None:
+            return []
+        where = (section, i, "dead_letter")
+        if not rule.redelivery_limit:
+            return [(where, f"{rule.name!r} names a dead_letter destination but no redelivery_limit; "
+                            f"set redelivery_limit to the deliveries after which a message is dead-lettered")]
+        target = rule.dead_letter
+        if not DEST_RE.match(target) or any(c in target for c in "*?["):
+            return [(where, f"dead_letter {target!r} must be a destination name, not a pattern")]
+        if any(e.name == target for e in self.endpoints):
+            return [(where, f"dead_letter {target!r} is an endpoint; name a destination")]
+        match = next((d for d in self.destinations if not d.is_pattern and d.name == target), None)
+        if match is None:
+            match = next((d for d in self.destinations if d.is_pattern and fnmatch.fnmatchcase(target, d.name)), None)
+        if match is None:
+            return [(where, f"dead_letter {target!r} matches no destination of the realm")]
+        if match is rule:
+            return [(where, f"dead_letter {target!r} maps back to the same destination rule {match.name!r}")]
+        own, theirs = stores.get(rule.store), stores.get(match.store)
+        if own is not None and theirs is not None and own.cluster != theirs.cluster:
+            return [(where, f"dead_letter {target!r} maps to store {theirs.name!r} of cluster {theirs.cluster!r}; "
+                            f"it must be a store of cluster {own.cluster!r}")]
+        return []
+
+    def endpoint(self, name: str) -> Endpoint | None:
+        """The endpoint with this name."""
+        return next((e for e in self.endpoints if e.name == name), None)
+
+    def template(self, name: str) -> DurableTemplate | None:
+        """The durable template with this name."""
+        return next((t for t in self.durable_templates if t.name == name), None)
 
     def cluster(self, name: str) -> Cluster | None:
         """The cluster with this name."""
@@ -203,9 +385,45 @@ class Realm(_Model):
         assert store is not None  # validated
         return match, store
 
+    def route(self, name: str) -> Route:
+        """What a publish or subscribe name resolves to: an endpoint (exact name) or a destination."""
+        endpoint = self.endpoint(name)
+        if endpoint is not None:
+            store = self.store(endpoint.store)
+            template = self.template(endpoint.template)
+            assert store is not None and template is not None  # validated
+            return Route(name=name, store=store, rule=endpoint, queue=False, template=template)
+        rule, store = self.resolve(name)
+        return Route(name=name, store=store, rule=rule, queue=rule.kind == DestinationKind.QUEUE, template=None)
+
     def to_json(self) -> str:
         """Normalised JSON (defaults filled in)."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A destination or endpoint name, resolved: its store, its options and (for an endpoint)
+    the durable template of the durables opened through it."""
+
+    name: str
+    store: Store
+    rule: Destination | Endpoint
+    queue: bool
+    template: DurableTemplate | None
+
+    @property
+    def endpoint(self) -> bool:
+        """True for the content matching model (an endpoint)."""
+        return self.template is not None
+
+    @property
+    def ack_mode(self) -> AckSync:
+        """Default acknowledgment mode: the template's for an endpoint, else the destination's."""
+        if self.template is not None:
+            return self.template.ack_mode
+        assert isinstance(self.rule, Destination)
+        return self.rule.ack_mode
 
 
 class _CrossRefError(ValueError):

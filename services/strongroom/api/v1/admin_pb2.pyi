@@ -24,7 +24,7 @@ class MemberStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ...) -> None: ...
 
 class DurableStatus(_message.Message):
-    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers")
+    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,10 @@ class DurableStatus(_message.Message):
     PENDING_BYTES_FIELD_NUMBER: _ClassVar[int]
     UNACKED_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    MATCHER_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_FIELD_NUMBER: _ClassVar[int]
+    ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     destination: str
     kind: _common_pb2.DurableKind
@@ -39,24 +43,50 @@ class DurableStatus(_message.Message):
     pending_bytes: int
     unacked: int
     subscribers: int
-    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ...) -> None: ...
+    matcher: str
+    key_field: str
+    ack_sync_mode: _common_pb2.AckSyncMode
+    content: bool
+    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ...) -> None: ...
 
 class StoreStatus(_message.Message):
-    __slots__ = ("name", "replicated", "messages", "bytes", "durables")
+    __slots__ = ("name", "replicated", "messages", "bytes", "durables", "cluster", "storage", "publisher_mode", "max_messages", "max_bytes", "limit_policy", "maps", "routed", "max_message_bytes", "swapped_messages", "map_count")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATED_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     DURABLES_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHER_MODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_POLICY_FIELD_NUMBER: _ClassVar[int]
+    MAPS_FIELD_NUMBER: _ClassVar[int]
+    ROUTED_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SWAPPED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAP_COUNT_FIELD_NUMBER: _ClassVar[int]
     name: str
     replicated: bool
     messages: int
     bytes: int
     durables: _containers.RepeatedCompositeFieldContainer[DurableStatus]
-    def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ...) -> None: ...
+    cluster: str
+    storage: str
+    publisher_mode: str
+    max_messages: int
+    max_bytes: int
+    limit_policy: _common_pb2.LimitPolicy
+    maps: bool
+    routed: bool
+    max_message_bytes: int
+    swapped_messages: int
+    map_count: int
+    def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced")
+    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +102,9 @@ class ClusterStatus(_message.Message):
     STORES_FIELD_NUMBER: _ClassVar[int]
     REALM_VERSION_FIELD_NUMBER: _ClassVar[int]
     SYNCED_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_ON_DISK_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     member: str
     role: str
@@ -87,7 +120,10 @@ class ClusterStatus(_message.Message):
     stores: _containers.RepeatedCompositeFieldContainer[StoreStatus]
     realm_version: int
     synced: bool
-    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ...) -> None: ...
+    indexes_on_disk: bool
+    memory_budget_bytes: int
+    memory_payload_bytes: int
+    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ...) -> None: ...
 
 class StepDownRequest(_message.Message):
     __slots__ = ()

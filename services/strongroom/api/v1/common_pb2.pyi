@@ -13,10 +13,37 @@ class DurableKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DURABLE_KIND_STANDARD: _ClassVar[DurableKind]
     DURABLE_KIND_SHARED: _ClassVar[DurableKind]
     DURABLE_KIND_LASTVALUE: _ClassVar[DurableKind]
+
+class FieldTest(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FIELD_TEST_UNSPECIFIED: _ClassVar[FieldTest]
+    FIELD_TEST_PRESENT: _ClassVar[FieldTest]
+    FIELD_TEST_ABSENT: _ClassVar[FieldTest]
+
+class AckSyncMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACK_SYNC_MODE_UNSPECIFIED: _ClassVar[AckSyncMode]
+    ACK_SYNC_MODE_SYNC: _ClassVar[AckSyncMode]
+    ACK_SYNC_MODE_ASYNC: _ClassVar[AckSyncMode]
+
+class LimitPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LIMIT_POLICY_UNSPECIFIED: _ClassVar[LimitPolicy]
+    LIMIT_POLICY_REJECT: _ClassVar[LimitPolicy]
+    LIMIT_POLICY_DISCARD_OLDEST: _ClassVar[LimitPolicy]
 DURABLE_KIND_UNSPECIFIED: DurableKind
 DURABLE_KIND_STANDARD: DurableKind
 DURABLE_KIND_SHARED: DurableKind
 DURABLE_KIND_LASTVALUE: DurableKind
+FIELD_TEST_UNSPECIFIED: FieldTest
+FIELD_TEST_PRESENT: FieldTest
+FIELD_TEST_ABSENT: FieldTest
+ACK_SYNC_MODE_UNSPECIFIED: AckSyncMode
+ACK_SYNC_MODE_SYNC: AckSyncMode
+ACK_SYNC_MODE_ASYNC: AckSyncMode
+LIMIT_POLICY_UNSPECIFIED: LimitPolicy
+LIMIT_POLICY_REJECT: LimitPolicy
+LIMIT_POLICY_DISCARD_OLDEST: LimitPolicy
 
 class FieldValue(_message.Message):
     __slots__ = ("string_value", "int_value", "float_value", "bytes_value", "bool_value")
@@ -50,3 +77,24 @@ class Message(_message.Message):
     producer_id: str
     sequence: int
     def __init__(self, body: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, FieldValue]] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+
+class FieldMatch(_message.Message):
+    __slots__ = ("equals", "test")
+    EQUALS_FIELD_NUMBER: _ClassVar[int]
+    TEST_FIELD_NUMBER: _ClassVar[int]
+    equals: FieldValue
+    test: FieldTest
+    def __init__(self, equals: _Optional[_Union[FieldValue, _Mapping]] = ..., test: _Optional[_Union[FieldTest, str]] = ...) -> None: ...
+
+class ContentMatcher(_message.Message):
+    __slots__ = ("fields",)
+    class FieldsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FieldMatch
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FieldMatch, _Mapping]] = ...) -> None: ...
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    fields: _containers.MessageMap[str, FieldMatch]
+    def __init__(self, fields: _Optional[_Mapping[str, FieldMatch]] = ...) -> None: ...

@@ -71,20 +71,34 @@ class PublishResponse(_message.Message):
     def __init__(self, correlation_id: _Optional[int] = ..., message_seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., confirmed: _Optional[bool] = ..., error_code: _Optional[int] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
 
 class OpenSubscription(_message.Message):
-    __slots__ = ("destination", "durable", "kind", "ack_mode", "credit", "client_name")
+    __slots__ = ("destination", "durable", "kind", "ack_mode", "credit", "client_name", "matcher", "ack_sync_mode", "replay")
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     ACK_MODE_FIELD_NUMBER: _ClassVar[int]
     CREDIT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    MATCHER_FIELD_NUMBER: _ClassVar[int]
+    ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FIELD_NUMBER: _ClassVar[int]
     destination: str
     durable: str
     kind: _common_pb2.DurableKind
     ack_mode: AckMode
     credit: int
     client_name: str
-    def __init__(self, destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., ack_mode: _Optional[_Union[AckMode, str]] = ..., credit: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
+    matcher: _common_pb2.ContentMatcher
+    ack_sync_mode: _common_pb2.AckSyncMode
+    replay: ReplayFrom
+    def __init__(self, destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., ack_mode: _Optional[_Union[AckMode, str]] = ..., credit: _Optional[int] = ..., client_name: _Optional[str] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., replay: _Optional[_Union[ReplayFrom, _Mapping]] = ...) -> None: ...
+
+class ReplayFrom(_message.Message):
+    __slots__ = ("sequence", "time")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    time: float
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("open", "credit", "ack")
@@ -103,26 +117,32 @@ class AckBatch(_message.Message):
     def __init__(self, message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ("message_seq", "message", "delivery_count", "destination")
+    __slots__ = ("message_seq", "message", "delivery_count", "destination", "published_at")
     MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
     message_seq: int
     message: _common_pb2.Message
     delivery_count: int
     destination: str
-    def __init__(self, message_seq: _Optional[int] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., delivery_count: _Optional[int] = ..., destination: _Optional[str] = ...) -> None: ...
+    published_at: float
+    def __init__(self, message_seq: _Optional[int] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., delivery_count: _Optional[int] = ..., destination: _Optional[str] = ..., published_at: _Optional[float] = ...) -> None: ...
 
 class SubscriptionOpened(_message.Message):
-    __slots__ = ("subscription_id", "durable", "kind")
+    __slots__ = ("subscription_id", "durable", "kind", "ack_sync_mode", "key_field")
     SUBSCRIPTION_ID_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_FIELD_NUMBER: _ClassVar[int]
     subscription_id: str
     durable: str
     kind: _common_pb2.DurableKind
-    def __init__(self, subscription_id: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ...) -> None: ...
+    ack_sync_mode: _common_pb2.AckSyncMode
+    key_field: str
+    def __init__(self, subscription_id: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., key_field: _Optional[str] = ...) -> None: ...
 
 class SubscriptionClosed(_message.Message):
     __slots__ = ("reason", "message")
@@ -165,3 +185,103 @@ class AckResponse(_message.Message):
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     log_index: int
     def __init__(self, log_index: _Optional[int] = ...) -> None: ...
+
+class MapPutRequest(_message.Message):
+    __slots__ = ("store", "map", "key", "value")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    map: str
+    key: str
+    value: bytes
+    def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class MapGetRequest(_message.Message):
+    __slots__ = ("store", "map", "key")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    map: str
+    key: str
+    def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class MapDeleteRequest(_message.Message):
+    __slots__ = ("store", "map", "key")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    map: str
+    key: str
+    def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class MapListRequest(_message.Message):
+    __slots__ = ("store", "map", "prefix", "start_after", "limit")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    START_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    map: str
+    prefix: str
+    start_after: str
+    limit: int
+    def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., prefix: _Optional[str] = ..., start_after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class MapCompareAndSetRequest(_message.Message):
+    __slots__ = ("store", "map", "key", "expected_version", "value", "delete")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    map: str
+    key: str
+    expected_version: int
+    value: bytes
+    delete: bool
+    def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., key: _Optional[str] = ..., expected_version: _Optional[int] = ..., value: _Optional[bytes] = ..., delete: _Optional[bool] = ...) -> None: ...
+
+class MapEntry(_message.Message):
+    __slots__ = ("key", "value", "version")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: bytes
+    version: int
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ..., version: _Optional[int] = ...) -> None: ...
+
+class MapWriteResponse(_message.Message):
+    __slots__ = ("swapped", "found", "entry", "log_index")
+    SWAPPED_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    swapped: bool
+    found: bool
+    entry: MapEntry
+    log_index: int
+    def __init__(self, swapped: _Optional[bool] = ..., found: _Optional[bool] = ..., entry: _Optional[_Union[MapEntry, _Mapping]] = ..., log_index: _Optional[int] = ...) -> None: ...
+
+class MapGetResponse(_message.Message):
+    __slots__ = ("found", "entry")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    entry: MapEntry
+    def __init__(self, found: _Optional[bool] = ..., entry: _Optional[_Union[MapEntry, _Mapping]] = ...) -> None: ...
+
+class MapListResponse(_message.Message):
+    __slots__ = ("entries", "more")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[MapEntry]
+    more: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[MapEntry, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...

@@ -243,3 +243,259 @@ class MessagingService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class MapServiceStub:
+    """Replicated key-value maps inside a store. Writes go through the log (committed on a majority
+    before they return); reads are served by the leader from its committed state. Maps are not
+    allowed in routed stores or in stores whose realm entry sets maps: false.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Put = channel.unary_unary(
+                '/strongroom.v1.MapService/Put',
+                request_serializer=strongroom_dot_v1_dot_messaging__pb2.MapPutRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/strongroom.v1.MapService/Get',
+                request_serializer=strongroom_dot_v1_dot_messaging__pb2.MapGetRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapGetResponse.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/strongroom.v1.MapService/Delete',
+                request_serializer=strongroom_dot_v1_dot_messaging__pb2.MapDeleteRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/strongroom.v1.MapService/List',
+                request_serializer=strongroom_dot_v1_dot_messaging__pb2.MapListRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapListResponse.FromString,
+                _registered_method=True)
+        self.CompareAndSet = channel.unary_unary(
+                '/strongroom.v1.MapService/CompareAndSet',
+                request_serializer=strongroom_dot_v1_dot_messaging__pb2.MapCompareAndSetRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.FromString,
+                _registered_method=True)
+
+
+class MapServiceServicer:
+    """Replicated key-value maps inside a store. Writes go through the log (committed on a majority
+    before they return); reads are served by the leader from its committed state. Maps are not
+    allowed in routed stores or in stores whose realm entry sets maps: false.
+    """
+
+    def Put(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Entries whose key starts with prefix, in key order, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompareAndSet(self, request, context):
+        """Write (or delete) only if the key's current version is expected_version (0: the key must
+        be absent). A lost race is not an error: swapped is false and the current entry returned.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_MapServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Put': grpc.unary_unary_rpc_method_handler(
+                    servicer.Put,
+                    request_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapPutRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapGetRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_messaging__pb2.MapGetResponse.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapDeleteRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapListRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_messaging__pb2.MapListResponse.SerializeToString,
+            ),
+            'CompareAndSet': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompareAndSet,
+                    request_deserializer=strongroom_dot_v1_dot_messaging__pb2.MapCompareAndSetRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'strongroom.v1.MapService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('strongroom.v1.MapService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class MapService:
+    """Replicated key-value maps inside a store. Writes go through the log (committed on a majority
+    before they return); reads are served by the leader from its committed state. Maps are not
+    allowed in routed stores or in stores whose realm entry sets maps: false.
+    """
+
+    @staticmethod
+    def Put(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.MapService/Put',
+            strongroom_dot_v1_dot_messaging__pb2.MapPutRequest.SerializeToString,
+            strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.MapService/Get',
+            strongroom_dot_v1_dot_messaging__pb2.MapGetRequest.SerializeToString,
+            strongroom_dot_v1_dot_messaging__pb2.MapGetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.MapService/Delete',
+            strongroom_dot_v1_dot_messaging__pb2.MapDeleteRequest.SerializeToString,
+            strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.MapService/List',
+            strongroom_dot_v1_dot_messaging__pb2.MapListRequest.SerializeToString,
+            strongroom_dot_v1_dot_messaging__pb2.MapListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompareAndSet(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.MapService/CompareAndSet',
+            strongroom_dot_v1_dot_messaging__pb2.MapCompareAndSetRequest.SerializeToString,
+            strongroom_dot_v1_dot_messaging__pb2.MapWriteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -8,16 +8,92 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Operation(_message.Message):
-    __slots__ = ("noop", "publish", "ack", "create_durable")
+    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map")
     NOOP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     CREATE_DURABLE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURE_STORE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
     noop: Noop
     publish: PublishOp
     ack: AckOp
     create_durable: CreateDurableOp
-    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ...) -> None: ...
+    configure_store: ConfigureStoreOp
+    expire: ExpireOp
+    dead_letter: DeadLetterOp
+    replay: ReplayOp
+    map: MapOp
+    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ...) -> None: ...
+
+class ConfigureStoreOp(_message.Message):
+    __slots__ = ("store", "max_messages", "max_bytes", "policy")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    max_messages: int
+    max_bytes: int
+    policy: _common_pb2.LimitPolicy
+    def __init__(self, store: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ...) -> None: ...
+
+class ExpireOp(_message.Message):
+    __slots__ = ("message_seqs", "now")
+    MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    message_seqs: _containers.RepeatedScalarFieldContainer[int]
+    now: float
+    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ..., now: _Optional[float] = ...) -> None: ...
+
+class DeadLetterOp(_message.Message):
+    __slots__ = ("durable_key", "message_seq", "deliveries", "target_store", "target_destination", "target_queue", "published_at")
+    DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    TARGET_STORE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    TARGET_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    durable_key: str
+    message_seq: int
+    deliveries: int
+    target_store: str
+    target_destination: str
+    target_queue: bool
+    published_at: float
+    def __init__(self, durable_key: _Optional[str] = ..., message_seq: _Optional[int] = ..., deliveries: _Optional[int] = ..., target_store: _Optional[str] = ..., target_destination: _Optional[str] = ..., target_queue: _Optional[bool] = ..., published_at: _Optional[float] = ...) -> None: ...
+
+class ReplayOp(_message.Message):
+    __slots__ = ("durable_key", "sequence", "time")
+    DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    durable_key: str
+    sequence: int
+    time: float
+    def __init__(self, durable_key: _Optional[str] = ..., sequence: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
+
+class MapOp(_message.Message):
+    __slots__ = ("store", "map", "key", "put", "delete", "compare", "expected_version")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PUT_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    COMPARE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    map: str
+    key: str
+    put: bytes
+    delete: bool
+    compare: bool
+    expected_version: int
+    def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., key: _Optional[str] = ..., put: _Optional[bytes] = ..., delete: _Optional[bool] = ..., compare: _Optional[bool] = ..., expected_version: _Optional[int] = ...) -> None: ...
 
 class Noop(_message.Message):
     __slots__ = ("leader",)
@@ -26,16 +102,24 @@ class Noop(_message.Message):
     def __init__(self, leader: _Optional[str] = ...) -> None: ...
 
 class PublishOp(_message.Message):
-    __slots__ = ("store", "destination", "message", "queue")
+    __slots__ = ("store", "destination", "message", "queue", "content", "published_at", "expires_at", "retain_until")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     message: _common_pb2.Message
     queue: bool
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ...) -> None: ...
+    content: bool
+    published_at: float
+    expires_at: float
+    retain_until: float
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ...) -> None: ...
 
 class AckOp(_message.Message):
     __slots__ = ("store", "durable_key", "message_seqs")
@@ -48,18 +132,30 @@ class AckOp(_message.Message):
     def __init__(self, store: _Optional[str] = ..., durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CreateDurableOp(_message.Message):
-    __slots__ = ("store", "destination", "durable", "kind", "queue")
+    __slots__ = ("store", "destination", "durable", "kind", "queue", "matcher", "key_field", "content", "ack_sync_mode", "start_sequence", "start_time")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MATCHER_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    START_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     durable: str
     kind: _common_pb2.DurableKind
     queue: bool
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ...) -> None: ...
+    matcher: _common_pb2.ContentMatcher
+    key_field: str
+    content: bool
+    ack_sync_mode: _common_pb2.AckSyncMode
+    start_sequence: int
+    start_time: float
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., start_sequence: _Optional[int] = ..., start_time: _Optional[float] = ...) -> None: ...
 
 class LogEntry(_message.Message):
     __slots__ = ("index", "epoch", "ops")
@@ -178,35 +274,56 @@ class InstallSnapshotResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ...) -> None: ...
 
 class StateSnapshot(_message.Message):
-    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers")
+    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps")
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     DURABLES_FIELD_NUMBER: _ClassVar[int]
     PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    MAPS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     applied_epoch: int
     next_seq: int
     messages: _containers.RepeatedCompositeFieldContainer[StoredMessage]
     durables: _containers.RepeatedCompositeFieldContainer[DurableState]
     producers: _containers.RepeatedCompositeFieldContainer[ProducerState]
-    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ...) -> None: ...
+    stores: _containers.RepeatedCompositeFieldContainer[ConfigureStoreOp]
+    maps: _containers.RepeatedCompositeFieldContainer[MapState]
+    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
-    __slots__ = ("seq", "store", "destination", "message")
+    __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
     seq: int
     store: str
     destination: str
     message: _common_pb2.Message
-    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ...) -> None: ...
+    content: bool
+    published_at: float
+    expires_at: float
+    retain_until: float
+    queue: bool
+    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ...) -> None: ...
 
 class DurableState(_message.Message):
-    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue")
+    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values")
+    class LastValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     KEY_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
@@ -215,6 +332,11 @@ class DurableState(_message.Message):
     PENDING_FIELD_NUMBER: _ClassVar[int]
     LAST_VALUE_SEQ_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MATCHER_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    LAST_VALUES_FIELD_NUMBER: _ClassVar[int]
     key: str
     store: str
     destination: str
@@ -223,7 +345,32 @@ class DurableState(_message.Message):
     pending: _containers.RepeatedScalarFieldContainer[int]
     last_value_seq: int
     queue: bool
-    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ...) -> None: ...
+    matcher: _common_pb2.ContentMatcher
+    key_field: str
+    content: bool
+    ack_sync_mode: _common_pb2.AckSyncMode
+    last_values: _containers.ScalarMap[str, int]
+    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class MapEntryState(_message.Message):
+    __slots__ = ("key", "value", "version")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: bytes
+    version: int
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ..., version: _Optional[int] = ...) -> None: ...
+
+class MapState(_message.Message):
+    __slots__ = ("store", "map", "entries")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    map: str
+    entries: _containers.RepeatedCompositeFieldContainer[MapEntryState]
+    def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[MapEntryState, _Mapping]]] = ...) -> None: ...
 
 class ProducerState(_message.Message):
     __slots__ = ("producer_id", "sequences", "message_seqs")
