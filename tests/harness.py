@@ -25,16 +25,22 @@ REALM_KEY = "/strongroom/realm/current"
 
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
                extra_stores: str = "", extra_destinations: str = "", lease_ttl: int = 2,
-               compact_after_entries: int = 20000) -> str:
+               compact_after_entries: int = 20000, memory_budget_mb: int = 0,
+               indexes_on_disk: bool = False) -> str:
     """A realm with one cluster and the default store/destinations plus extras."""
     names = "\n".join(f"      - name: m{i}" for i in range(1, members + 1))
+    settings = ""
+    if memory_budget_mb:
+        settings += f"    memory_budget_mb: {memory_budget_mb}\n"
+    if indexes_on_disk:
+        settings += "    indexes_on_disk: true\n"
     return f"""\
 clusters:
   - name: {cluster}
     storage: {storage}
     lease_ttl_seconds: {lease_ttl}
     compact_after_entries: {compact_after_entries}
-    members:
+{settings}    members:
 {names}
 stores:
   - name: default

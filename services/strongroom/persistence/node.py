@@ -49,6 +49,7 @@ from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.replicator import PEER_CHANNEL_OPTIONS, PeerReplicator
 from strongroom.persistence.state import PublishResult, StateMachine
 from strongroom.persistence.storage import Storage, open_storage
+from strongroom.persistence.swap import SwapSpace
 from strongroom.realm.model import Cluster, DestinationKind, PublisherMode, Realm, Store
 
 __all__ = ["PersistenceNode", "NodeConfig", "PublishOutcome"]
@@ -113,9 +114,12 @@ class PersistenceNode:
         # True once this member has (durably) recorded in etcd that it acknowledges entries.
         self.stored = loaded.stored
         self.log = ReplicatedLog(self.storage, loaded)
-        self.state = StateMachine.from_snapshot(loaded.snapshot) if loaded.snapshot else StateMachine()
+        # Message swapping (memory budget): payloads of the memory-storage replicated state and
+        # of the non-replicated stores move to data_dir/swap past the budget.
+        self.swap = SwapSpace(config.data_dir / "swap", cluster.memory_budget_mb * 1024 * 1024)
+        self.state = self._new_state(replicated=True, snapshot=loaded.snapshot)
         self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index))
-        self.local_state = StateMachine()  # non-replicated stores, leader only
+        self.local_state = self._new_state(replicated=False)  # non-replicated stores, leader only
         # Highest index this member has durably stored (the leader's own vote in commits).
         self.durable_index = self.log.last_index
         self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
@@ -148,6 +152,15 @@ class PersistenceNode:
                                  self._on_leader_info)
         # Re-apply what this member knew was committed (restart: snapshot + log suffix).
         self._apply_committed()
+
+    def _new_state(self, replicated: bool, snapshot: bytes | None = None) -> StateMachine:
+        """A state machine for the replicated stores or for the non-replicated ones, with its
+        payloads in the swap space when they are swappable (in-memory data and a budget)."""
+        swappable = self.swap.enabled and (not replicated or self.storage_mode == "memory")
+        payloads = self.swap.store() if swappable else None
+        if snapshot:
+            return StateMachine.from_snapshot(snapshot, payloads)
+        return StateMachine(payloads)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -190,6 +203,7 @@ class PersistenceNode:
         await self.election.stop(resign=True)
         await self.etcd.close()
         self.storage.close()
+        self.swap.close()
 
     def update_realm(self, realm: Realm, version: int) -> None:
         """A new realm version: new stores and destinations take effect without restart."""
@@ -289,9 +303,11 @@ class PersistenceNode:
         dispatcher, self.dispatcher = self.dispatcher, None
         self.state.on_pending = self.state.on_acked = None
         # Non-replicated stores live only on the leader; they are gone with its leadership.
-        self.local_state = StateMachine()
+        old_local, self.local_state = self.local_state, self._new_state(replicated=False)
         current = asyncio.current_task()
         cleanup = asyncio.ensure_future(self._clean_up_leadership(tasks, replicators, dispatcher, current))
+        # Its swap goes once the dispatcher that may still read it has stopped.
+        cleanup.add_done_callback(lambda _: old_local.close())
         self._background.append(cleanup)
         await asyncio.shield(cleanup)
 
@@ -920,7 +936,8 @@ class PersistenceNode:
 
     def _install(self, index: int, epoch: int, data: bytes) -> None:
         self.log.install_snapshot(index, epoch, data)
-        self.state = StateMachine.from_snapshot(data)
+        self.state.close()
+        self.state = self._new_state(replicated=True, snapshot=data)
         self.commit_index = index
 
     # --- status ----------------------------------------------------------------------------------
@@ -956,7 +973,8 @@ class PersistenceNode:
                 })
             stores.append({"name": store.name, "replicated": store.replicated,
                            "messages": state.store_count.get(store.name, 0),
-                           "bytes": state.store_bytes.get(store.name, 0), "durables": durables})
+                           "bytes": state.store_bytes.get(store.name, 0), "durables": durables,
+                           "swapped_messages": state.swapped_messages(store.name)})
         return {
             "cluster": self.cluster_name, "member": self.member, "role": self.role,
             "leader": leader.member if leader else "", "leader_address": leader.address if leader else "",
@@ -965,6 +983,7 @@ class PersistenceNode:
             "applied_index": self.state.applied_index, "snapshot_index": self.log.snapshot_index,
             "storage": self.storage_mode, "members": members, "stores": stores,
             "realm_version": self.realm_version, "synced": self.synced,
+            "memory_budget_bytes": self.swap.budget_bytes, "memory_payload_bytes": self.swap.resident_bytes,
         }
 
     async def wait_serving(self, timeout: float) -> bool:

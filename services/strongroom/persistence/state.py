@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
+from strongroom.persistence.swap import PayloadSource, PayloadStore
 
 __all__ = [
     "StateMachine",
@@ -54,23 +55,57 @@ DEAD_LETTER_DELIVERIES = "sr.dead_letter.deliveries"
 DEAD_LETTER_SEQ = "sr.dead_letter.seq"
 
 
-@dataclass
 class StoredMessage:
-    """A stored message and how many holders (durables, slots, retention) still keep it."""
+    """A stored message and how many holders (durables, slots, retention) still keep it.
 
-    seq: int
-    store: str
-    destination: str
-    message: cpb.Message
-    size: int
-    refs: int = 0
-    queue: bool = False
-    content: bool = False
-    published_at: float = 0.0
-    expires_at: float = 0.0
-    retain_until: float = 0.0
-    # Holds a replay-retention reference until retain_until.
-    retained: bool = False
+    The payload is read through `message`: it is held in memory, or (swapped, or kept by the
+    indexes on disk) read back from its `PayloadSource` on each access.
+    """
+
+    __slots__ = ("seq", "store", "destination", "_message", "_source", "size", "refs", "queue", "content",
+                 "published_at", "expires_at", "retain_until", "retained")
+
+    def __init__(self, seq: int, store: str, destination: str, message: cpb.Message | None, size: int,
+                 refs: int = 0, queue: bool = False, content: bool = False, published_at: float = 0.0,
+                 expires_at: float = 0.0, retain_until: float = 0.0, retained: bool = False,
+                 source: PayloadSource | None = None) -> None:
+        self.seq = seq
+        self.store = store
+        self.destination = destination
+        self._message = message
+        self._source = source
+        self.size = size
+        self.refs = refs
+        self.queue = queue
+        self.content = content
+        self.published_at = published_at
+        self.expires_at = expires_at
+        self.retain_until = retain_until
+        # Holds a replay-retention reference until retain_until.
+        self.retained = retained
+
+    @property
+    def message(self) -> cpb.Message:
+        """The payload: from memory, else read back from where it was moved."""
+        msg = self._message
+        if msg is None:
+            assert self._source is not None, f"message {self.seq} has no payload"
+            return self._source.read(self)
+        return msg
+
+    @property
+    def swapped(self) -> bool:
+        """Whether the payload is not held in memory."""
+        return self._message is None
+
+    def swap_out(self, source: PayloadSource) -> None:
+        """Drop the in-memory payload; later reads go to `source`."""
+        self._source = source
+        self._message = None
+
+    def __repr__(self) -> str:
+        return (f"StoredMessage(seq={self.seq}, store={self.store!r}, destination={self.destination!r}, "
+                f"size={self.size}, refs={self.refs}, swapped={self.swapped})")
 
 
 @dataclass
@@ -152,7 +187,9 @@ class _ProducerWindow:
 class StateMachine:
     """Stores, durables, maps and dedup windows; `apply` is the only way in for replicated stores."""
 
-    def __init__(self) -> None:
+    def __init__(self, payloads: PayloadStore | None = None) -> None:
+        # Where payloads go past the member's memory budget (None: always in memory).
+        self.payloads = payloads
         self.applied_index = 0
         self.applied_epoch = 0
         self.next_seq = 1
@@ -341,6 +378,8 @@ class StateMachine:
             heapq.heappush(self._timers, (stored.expires_at, seq))
         if stored.retain_until:
             heapq.heappush(self._timers, (stored.retain_until, seq))
+        if self.payloads is not None:
+            self.payloads.admit(stored)
 
     def _hold(self, durable: Durable, stored: StoredMessage) -> None:
         """Make a stored message pending for a durable (or fill its last-value slot)."""
@@ -397,6 +436,8 @@ class StateMachine:
 
     def _forget(self, stored: StoredMessage) -> None:
         del self.messages[stored.seq]
+        if self.payloads is not None:
+            self.payloads.forget(stored)
         self.store_bytes[stored.store] -= stored.size
         self.store_count[stored.store] -= 1
         self.store_seqs[stored.store].pop(stored.seq, None)
@@ -586,11 +627,20 @@ class StateMachine:
                 rpb.MapEntryState(key=k, value=v, version=ver) for k, (v, ver) in entries.items()]))
         return snap.SerializeToString()
 
+    def swapped_messages(self, store: str) -> int:
+        """How many of a store's messages have their payload swapped to disk."""
+        return self.payloads.swapped_count.get(store, 0) if self.payloads is not None else 0
+
+    def close(self) -> None:
+        """The state machine is discarded: free its swap."""
+        if self.payloads is not None:
+            self.payloads.close()
+
     @classmethod
-    def from_snapshot(cls, data: bytes) -> StateMachine:
+    def from_snapshot(cls, data: bytes, payloads: PayloadStore | None = None) -> StateMachine:
         """Rebuild a state machine from `to_snapshot` output."""
         snap = rpb.StateSnapshot.FromString(data)
-        sm = cls()
+        sm = cls(payloads)
         sm.applied_index = snap.applied_index
         sm.applied_epoch = snap.applied_epoch
         sm.next_seq = snap.next_seq
