@@ -24,6 +24,9 @@ __all__ = ["Dispatcher", "Subscription"]
 
 _ids = itertools.count(1)
 
+# Pending sequences read at a time from a pending set on disk.
+PAGE = 1024
+
 
 @dataclass(eq=False)
 class Subscription:
@@ -54,6 +57,9 @@ class _DurableDelivery:
     inflight: dict[int, Subscription] = field(default_factory=dict)
     counts: dict[int, int] = field(default_factory=dict)
     rr: int = 0
+    # Indexes on disk: `fresh` is filled in pages read from the pending set after `cursor`
+    # (the highest sequence read so far) instead of holding every pending sequence; -1: not paged.
+    cursor: int = -1
 
 
 class Dispatcher:
@@ -90,7 +96,10 @@ class Dispatcher:
         dd = self._durables.get(durable.key)
         if dd is None:
             dd = _DurableDelivery(durable=durable, state=state)
-            dd.fresh.extend(durable.pending)
+            if hasattr(durable.pending, "page"):
+                dd.cursor = 0
+            else:
+                dd.fresh.extend(durable.pending)
             self._durables[durable.key] = dd
         return dd
 
@@ -101,8 +110,9 @@ class Dispatcher:
         if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
             for sub in dd.subs:
                 sub.latest = seq
-        else:
+        elif dd.cursor < 0:
             dd.fresh.append(seq)
+        # (Paged: the next page read finds it.)
         self._mark(durable.key)
 
     def _mark(self, key: str) -> None:
@@ -265,8 +275,15 @@ class Dispatcher:
             seq = heapq.heappop(dd.again)
             if seq in pending and seq not in dd.inflight:
                 return seq
-        while dd.fresh:
-            seq = dd.fresh.popleft()
-            if seq in pending and seq not in dd.inflight:
-                return seq
-        return None
+        while True:
+            while dd.fresh:
+                seq = dd.fresh.popleft()
+                if seq in pending and seq not in dd.inflight:
+                    return seq
+            if dd.cursor < 0:
+                return None
+            page: list[int] = pending.page(dd.cursor, PAGE)  # type: ignore[attr-defined]
+            if not page:
+                return None
+            dd.cursor = page[-1]
+            dd.fresh.extend(page)

@@ -43,12 +43,13 @@ from strongroom.errors import (
 )
 from strongroom.etcd import EtcdClient
 from strongroom.aio import cancel_and_wait, wait_event
+from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.election import Election, LeaderInfo, leader_key, stored_key
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.replicator import PEER_CHANNEL_OPTIONS, PeerReplicator
 from strongroom.persistence.state import PublishResult, StateMachine
-from strongroom.persistence.storage import Storage, open_storage
+from strongroom.persistence.storage import RocksStorage, Storage, open_storage
 from strongroom.persistence.swap import SwapSpace
 from strongroom.realm.model import Cluster, DestinationKind, PublisherMode, Realm, Store
 
@@ -106,7 +107,10 @@ class PersistenceNode:
         self.cluster: Cluster = cluster
         self.storage_mode = cluster.storage.value
         self.etcd = EtcdClient(config.etcd_endpoints)
-        self.storage: Storage = open_storage(self.storage_mode, config.data_dir)
+        # Indexes on disk: the replicated state lives in column families of this storage.
+        self.indexes_on_disk = cluster.indexes_on_disk
+        self.storage: Storage = open_storage(self.storage_mode, config.data_dir,
+                                             STATE_COLUMN_FAMILIES if self.indexes_on_disk else ())
         loaded = self.storage.load()
         self.started_empty = loaded.empty
         self.promised_epoch = loaded.promised_epoch
@@ -118,7 +122,10 @@ class PersistenceNode:
         # of the non-replicated stores move to data_dir/swap past the budget.
         self.swap = SwapSpace(config.data_dir / "swap", cluster.memory_budget_mb * 1024 * 1024)
         self.state = self._new_state(replicated=True, snapshot=loaded.snapshot)
-        self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index))
+        # With indexes on disk the state resumes at its own applied index (at least the commit
+        # index's hint, which is written lazily).
+        self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index),
+                                self.state.applied_index)
         self.local_state = self._new_state(replicated=False)  # non-replicated stores, leader only
         # Highest index this member has durably stored (the leader's own vote in commits).
         self.durable_index = self.log.last_index
@@ -156,6 +163,13 @@ class PersistenceNode:
     def _new_state(self, replicated: bool, snapshot: bytes | None = None) -> StateMachine:
         """A state machine for the replicated stores or for the non-replicated ones, with its
         payloads in the swap space when they are swappable (in-memory data and a budget)."""
+        if replicated and self.indexes_on_disk:
+            assert isinstance(self.storage, RocksStorage)
+            state = DiskStateMachine.open(self.storage)
+            if snapshot and state.applied_index < self.log.snapshot_index:
+                # A snapshot kept from before indexes on disk were turned on.
+                state.install(snapshot)
+            return state
         swappable = self.swap.enabled and (not replicated or self.storage_mode == "memory")
         payloads = self.swap.store() if swappable else None
         if snapshot:
@@ -659,8 +673,10 @@ class PersistenceNode:
             if floor - self.log.snapshot_index < self.cluster.compact_after_entries and \
                     applied - self.log.snapshot_index < 4 * self.cluster.compact_after_entries:
                 return
-        # A snapshot is the state at its index, and only the applied state is at hand.
-        self.log.compact(applied, self.state.applied_epoch, self.state.to_snapshot())
+        # A snapshot is the state at its index, and only the applied state is at hand. With
+        # indexes on disk the state itself is on disk at that index: no snapshot is kept.
+        snapshot = b"" if self.indexes_on_disk else self.state.to_snapshot()
+        self.log.compact(applied, self.state.applied_epoch, snapshot)
 
     def snapshot_for_peer(self) -> tuple[int, int, bytes]:
         """The state machine at the applied index, for a follower that is too far behind."""
@@ -935,6 +951,12 @@ class PersistenceNode:
                                                last_index=self.log.last_index)
 
     def _install(self, index: int, epoch: int, data: bytes) -> None:
+        if isinstance(self.state, DiskStateMachine):
+            # The state first: it carries its own applied index, the log then drops its entries.
+            self.state.install(data)
+            self.log.install_snapshot(index, epoch, b"")
+            self.commit_index = index
+            return
         self.log.install_snapshot(index, epoch, data)
         self.state.close()
         self.state = self._new_state(replicated=True, snapshot=data)
@@ -982,6 +1004,7 @@ class PersistenceNode:
             "commit_index": self.commit_index, "last_index": self.log.last_index,
             "applied_index": self.state.applied_index, "snapshot_index": self.log.snapshot_index,
             "storage": self.storage_mode, "members": members, "stores": stores,
+            "indexes_on_disk": self.indexes_on_disk,
             "realm_version": self.realm_version, "synced": self.synced,
             "memory_budget_bytes": self.swap.budget_bytes, "memory_payload_bytes": self.swap.resident_bytes,
         }

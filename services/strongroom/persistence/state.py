@@ -331,7 +331,7 @@ class StateMachine:
         if msg.producer_id:
             window = self.producers.get(msg.producer_id)
             if window is None:
-                window = self.producers[msg.producer_id] = _ProducerWindow()
+                window = self.producers[msg.producer_id] = self._new_window(msg.producer_id)
             known = window.lookup(msg.sequence)
             if known == -1:
                 return PublishResult(0, False, outside_window=True)
@@ -355,6 +355,10 @@ class StateMachine:
         if window is not None:
             window.record(msg.sequence, seq)
         return PublishResult(seq, False)
+
+    def _new_window(self, producer_id: str) -> _ProducerWindow:
+        """A new producer's deduplication window."""
+        return _ProducerWindow()
 
     def _store(self, op: rpb.PublishOp, size: int) -> int:
         seq = self.next_seq

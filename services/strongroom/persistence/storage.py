@@ -93,9 +93,11 @@ class RocksStorage(Storage):
 
     durable = True
 
-    def __init__(self, path: Path, sync: bool) -> None:
+    def __init__(self, path: Path, sync: bool, state_families: tuple[str, ...] = ()) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
+        # Column families of the state machine's indexes on disk (empty: not in this mode).
+        self.state_families = state_families
         self._open()
         self._wo = rocksdict.WriteOptions()
         self._wo.sync = sync
@@ -109,13 +111,31 @@ class RocksStorage(Storage):
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
         cf_opts = rocksdict.Options(raw_mode=True)
-        self._db = rocksdict.Rdict(str(path / "db"), options=opts,
-                                   column_families={"log": cf_opts, "meta": cf_opts})
+        families = {"log": cf_opts, "meta": cf_opts}
+        families.update({f"state_{name}": cf_opts for name in self.state_families})
+        self._db = rocksdict.Rdict(str(path / "db"), options=opts, column_families=families)
         self._log = self._db.get_column_family("log")
         self._meta = self._db.get_column_family("meta")
         self._log_h = self._db.get_column_family_handle("log")
         self._meta_h = self._db.get_column_family_handle("meta")
+        self._state_cfs = {name: self._db.get_column_family(f"state_{name}") for name in self.state_families}
+        self._state_hs = {name: self._db.get_column_family_handle(f"state_{name}") for name in self.state_families}
         self._broken = False
+
+    def state_cf(self, name: str) -> rocksdict.Rdict:
+        """A column family of the indexes on disk, for reads."""
+        return self._state_cfs[name]
+
+    def state_handle(self, name: str) -> rocksdict.ColumnFamily:
+        """A column family of the indexes on disk, for batch writes."""
+        return self._state_hs[name]
+
+    def write_state(self, wb: rocksdict.WriteBatch) -> None:
+        """Write a state-machine batch without fsync: the log entry it comes from is already
+        stored, and the WAL keeps write order, so a later synced write (the next round's, or a
+        compaction's) makes it durable, and a crash before that only replays the entry."""
+        self._ensure_open()
+        self._commit(wb, self._nosync)
 
     def _commit(self, wb: rocksdict.WriteBatch, opts: rocksdict.WriteOptions) -> None:
         """Write a batch. After a failed write (disk full, I/O error) RocksDB refuses every
@@ -226,7 +246,7 @@ class RocksStorage(Storage):
 
     def _close_db(self) -> None:
         # Column-family views hold the database open; drop them before closing it.
-        for name in ("_log", "_meta", "_log_h", "_meta_h"):
+        for name in ("_log", "_meta", "_log_h", "_meta_h", "_state_cfs", "_state_hs"):
             if hasattr(self, name):
                 delattr(self, name)
         db = getattr(self, "_db", None)
@@ -239,12 +259,13 @@ class RocksStorage(Storage):
         gc.collect()
 
 
-def open_storage(mode: str, path: Path) -> Storage:
-    """Storage for a cluster's storage mode: memory, disk-sync or disk-async."""
+def open_storage(mode: str, path: Path, state_families: tuple[str, ...] = ()) -> Storage:
+    """Storage for a cluster's storage mode: memory, disk-sync or disk-async; with
+    `state_families`, also the column families of the indexes on disk."""
     if mode == "memory":
         return MemoryStorage()
     if mode == "disk-sync":
-        return RocksStorage(path, sync=True)
+        return RocksStorage(path, sync=True, state_families=state_families)
     if mode == "disk-async":
-        return RocksStorage(path, sync=False)
+        return RocksStorage(path, sync=False, state_families=state_families)
     raise ValueError(f"unknown storage mode {mode!r}")
