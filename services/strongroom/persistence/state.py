@@ -509,7 +509,9 @@ class StateMachine:
         return len(wanted)
 
     def _map(self, op: rpb.MapOp) -> MapResult:
-        entries = self.maps.setdefault((op.store, op.map), {})
+        # Looked up, not created: a refused compare-and-set or a delete of an absent key must
+        # not leave an empty map behind (maps_of_store counts non-empty maps only).
+        entries = self.maps.get((op.store, op.map), {})
         current = entries.get(op.key)
         if op.compare and (current[1] if current else 0) != op.expected_version:
             if current is None:
@@ -527,8 +529,15 @@ class StateMachine:
             if not entries:
                 del self.maps[(op.store, op.map)]
             return MapResult(True, False)
-        entries[op.key] = (op.put, version)
+        self.maps.setdefault((op.store, op.map), entries)[op.key] = (op.put, version)
         return MapResult(True, True, op.put, version)
+
+    def start_local_versions(self, base: int) -> None:
+        """Map versions of a state fed directly continue above `base`. A leader seeds its
+        non-replicated state with a value derived from its epoch, so a version a client saw
+        under an earlier leadership is never reused (its compare-and-set cannot match a newer
+        entry that happens to get the same counter value)."""
+        self._local_writes = max(self._local_writes, base)
 
     # --- queries -----------------------------------------------------------------------------
 
