@@ -37,6 +37,9 @@ STORES = """\
     cluster: default
   - name: sparse
     cluster: default
+  - name: tiny
+    cluster: default
+    max_messages: 1
 """
 DESTINATIONS = """\
   - name: "capped.*"
@@ -61,6 +64,12 @@ DESTINATIONS = """\
   - name: "syncack.*"
     store: default
     ack_mode: sync
+  - name: "stuck.*"
+    store: default
+    redelivery_limit: 1
+    dead_letter: full.x
+  - name: "full.*"
+    store: tiny
 """
 SECTIONS = """\
 durable_templates:
@@ -342,6 +351,31 @@ async def test_dead_letter_after_the_redelivery_limit(client: Client) -> None:
     await dlq.ack(dead)
     await sub.close()
     await dlq.close()
+
+
+async def test_dead_letter_waits_while_its_store_is_full(client: Client) -> None:
+    await (await client.subscribe("full.x", "dl")).close()
+    await client.publish("full.x", b"filler")  # the dead-letter store is now at its limit
+    worker = await client.subscribe("stuck.t", "w")
+    await client.publish("stuck.t", b"p")
+    first = await worker.next(timeout=5)
+    assert first is not None and first.body == b"p"
+    await worker.close()
+    worker = await client.subscribe("stuck.t", "w")
+    assert await quiet(worker, 1.0) is None  # past the limit: not delivered again
+    st = await client.status()
+    leader = next(s for s in st if s.role == "leader")
+    w = next(d for s in leader.stores for d in s.durables if d.destination == "stuck.t")
+    assert w.pending_messages == 1  # refused by the full dead-letter store: still held
+    dl = await client.subscribe("full.x", "dl")
+    got = await take(dl, 1)
+    assert [m.body for m in got] == [b"filler"]
+    moved = await dl.next(timeout=15)  # retried once there is room
+    assert moved is not None and moved.body == b"p" and moved.fields["sr.dead_letter.from"] == "stuck.t"
+    await dl.ack(moved)
+    assert await quiet(worker, 0.5) is None
+    for x in (worker, dl):
+        await x.close()
 
 
 async def test_redelivery_limit_without_dead_letter_discards(client: Client) -> None:

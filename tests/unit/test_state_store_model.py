@@ -187,3 +187,25 @@ def test_dead_letter_moves_a_copy_and_releases_the_original() -> None:
         durable_key=durable_key("t", "d"), message_seq=seq2, deliveries=3, target_store="s",
         target_destination="dlq", target_queue=True)))
     assert moved is False and seq2 in sm.durables[durable_key("t", "d")].pending
+
+
+def test_followers_drop_timers_of_messages_already_gone() -> None:
+    sm = StateMachine()
+    create(sm, "t", "d")
+    key = durable_key("t", "d")
+    for i in range(5000):
+        seq = publish(sm, "t", msg(f"m{i}"), published_at=1.0, expires_at=1e9).message_seq
+        sm.apply_op(rpb.Operation(ack=rpb.AckOp(store="s", durable_key=key, message_seqs=[seq])))
+    assert not sm.messages
+    assert len(sm._timers) <= 2 * 1024 + 2  # rebuilt, not one timer per message ever published
+
+
+def test_refused_publish_leaves_no_trace() -> None:
+    sm = StateMachine()
+    configure(sm, max_messages=1, policy=cpb.LIMIT_POLICY_REJECT)
+    create(sm, "t", "d")
+    publish(sm, "t", msg("fill"))
+    m = msg("q")
+    m.producer_id, m.sequence = "new-producer", 1
+    assert publish(sm, "jobs", m, queue=True).rejected
+    assert durable_key("jobs", "") not in sm.durables and "new-producer" not in sm.producers

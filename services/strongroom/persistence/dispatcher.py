@@ -142,6 +142,18 @@ class Dispatcher:
         dd.fresh = deque(durable.pending)
         self._mark(durable.key)
 
+    def unpark(self, key: str, seq: int, delay: float) -> None:
+        """Dead-lettering a message failed: offer it again after `delay` seconds (still past the
+        limit, so it goes to dead-lettering again, not to a subscriber)."""
+        def again() -> None:
+            dd = self._durables.get(key)
+            if dd is not None and seq in dd.parked:
+                dd.parked.discard(seq)
+                heapq.heappush(dd.again, seq)
+                self._mark(key)
+
+        asyncio.get_running_loop().call_later(delay, again)
+
     def _mark(self, key: str) -> None:
         self._dirty.add(key)
         self._wake.set()

@@ -61,6 +61,10 @@ log = logging.getLogger("strongroom.node")
 
 # A member whose storage failed while leading sits out elections this long (seconds).
 STORAGE_FAILURE_PAUSE = 30.0
+# A message past its redelivery limit whose dead-letter destination refused it (store limit)
+# stays pending, is not delivered, and is offered to the dead-letter destination again after
+# this long (seconds).
+DEAD_LETTER_RETRY = 5.0
 
 FOLLOWER = "follower"
 RECOVERING = "recovering"
@@ -216,8 +220,8 @@ class PersistenceNode:
         self.realm_version = version
         self._resolved = {}
         log.info("realm version %d in effect", version)
-        if self.role == LEADER:
-            self._background.append(asyncio.create_task(self._configure_stores(self.epoch)))
+        if self.is_leader_role():
+            self._background.append(asyncio.create_task(self._reconfigure(self.epoch)))
 
     # --- election callbacks ---------------------------------------------------------------------
 
@@ -293,7 +297,7 @@ class PersistenceNode:
         tasks, self._leader_tasks = self._leader_tasks, []
         replicators, self.replicators = self.replicators, {}
         dispatcher, self.dispatcher = self.dispatcher, None
-        self.state.on_pending = self.state.on_acked = None
+        self.state.on_pending = self.state.on_acked = self.state.on_reset = None
         # Non-replicated stores live only on the leader; they are gone with its leadership.
         self.local_state = StateMachine()
         current = asyncio.current_task()
@@ -801,6 +805,12 @@ class PersistenceNode:
             assert fut is not None
             await fut
 
+    async def _reconfigure(self, epoch: int) -> None:
+        try:
+            await self._configure_stores(epoch)
+        except StrongroomError as err:
+            log.info("store limits of the new realm not applied yet (%s); the next leader applies them", err)
+
     async def _expirer(self, epoch: int) -> None:
         """Turn ended time-to-lives and retentions into ExpireOps (the leader's clock decides,
         the log carries the decision to every member)."""
@@ -843,10 +853,12 @@ class PersistenceNode:
             except StrongroomError as err:
                 log.warning("dead-letter destination %r of %r is not usable (%s); message %d stays pending",
                             target, durable.destination, err, seq)
+                self._dead_letter_later(durable, seq, target)
                 return
             if to.store.replicated != route.store.replicated:  # type: ignore[union-attr]
                 log.warning("dead-letter destination %r is in a store of another replication mode than %r; "
                             "message %d stays pending", target, durable.destination, seq)
+                self._dead_letter_later(durable, seq, target)
                 return
             op.target_store = to.store.name
             op.target_destination = target
@@ -856,9 +868,26 @@ class PersistenceNode:
         wrapped = rpb.Operation(dead_letter=op)
         store = self.realm.store(durable.store)
         if store is not None and not store.replicated:
-            self.local_state.apply_op(wrapped)
-        else:
-            self._submit([wrapped], want_result=False)
+            if not self.local_state.apply_op(wrapped):
+                self._dead_letter_later(durable, seq, target)
+            return
+        fut = self._submit([wrapped])
+        assert fut is not None
+
+        def done(f: asyncio.Future[object]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                return  # the leadership ended: the next leader redelivers and counts again
+            results, _ = f.result()  # type: ignore[misc]
+            if not results[0]:
+                self._dead_letter_later(durable, seq, target)
+
+        fut.add_done_callback(done)
+
+    def _dead_letter_later(self, durable: Durable, seq: int, target: str | None) -> None:
+        log.warning("dead-letter destination %r refused message %d of %r (store limit); retrying in %.0f s",
+                    target, seq, durable.destination, DEAD_LETTER_RETRY)
+        if self.dispatcher is not None:
+            self.dispatcher.unpark(durable.key, seq, DEAD_LETTER_RETRY)
 
     # --- subscriptions -----------------------------------------------------------------------------
 
@@ -915,6 +944,8 @@ class PersistenceNode:
             durable_matcher = cpb.ContentMatcher()
         if replay is not None and replay.WhichOneof("start") is not None and kind == cpb.DURABLE_KIND_LASTVALUE:
             raise InvalidArgument("a last-value durable keeps only the latest message; replay does not apply")
+        if replay is not None and replay.WhichOneof("start") == "time" and not replay.time > 0:
+            raise InvalidArgument(f"replay time {replay.time} is not a positive unix time")
         if ack_sync_mode not in (cpb.ACK_SYNC_MODE_UNSPECIFIED, cpb.ACK_SYNC_MODE_SYNC, cpb.ACK_SYNC_MODE_ASYNC):
             raise InvalidArgument(f"unknown ack sync mode {ack_sync_mode}")
         if ack_sync_mode == cpb.ACK_SYNC_MODE_UNSPECIFIED:
@@ -934,13 +965,18 @@ class PersistenceNode:
             create = rpb.CreateDurableOp(
                 store=store.name, destination=destination, durable=durable_name, kind=kind, queue=route.queue,
                 matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode)
-            if start == "sequence":
-                create.start_sequence = max(1, replay.sequence)  # type: ignore[union-attr]
-            elif start == "time":
-                create.start_time = replay.time  # type: ignore[union-attr]
             await self._apply_or_commit(store, rpb.Operation(create_durable=create))
             durable = state.durables.get(key)
-        elif start is not None:
+            if durable is None:
+                raise PersistenceUnavailable(f"durable {durable_name!r} was removed while it was created; retry")
+            # Another subscriber may have created it first, with other settings.
+            if durable.kind != kind or (not key_field and not same_matcher(durable.matcher, durable_matcher)):
+                raise DurableMismatch(f"durable {durable_name!r} on {destination!r} was just created by another "
+                                      f"subscriber with kind {cpb.DurableKind.Name(durable.kind)} and matcher "
+                                      f"[{matcher_text(durable.matcher)}]")
+        if start is not None:
+            # A separate operation even for a new durable: if another subscriber created it a
+            # moment earlier, the replay still happens.
             op = rpb.ReplayOp(durable_key=key)
             if start == "sequence":
                 op.sequence = replay.sequence  # type: ignore[union-attr]
