@@ -25,9 +25,12 @@ REALM_KEY = "/strongroom/realm/current"
 
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
                extra_stores: str = "", extra_destinations: str = "", lease_ttl: int = 2,
-               compact_after_entries: int = 20000, memory_budget_mb: int = 0,
-               indexes_on_disk: bool = False) -> str:
-    """A realm with one cluster and the default store/destinations plus extras."""
+               compact_after_entries: int = 20000, extra_sections: str = "", cluster_extra: str = "",
+               memory_budget_mb: int = 0, indexes_on_disk: bool = False) -> str:
+    """A realm with one cluster and the default store/destinations plus extras
+    (`extra_sections`: top-level YAML such as durable_templates and endpoints;
+    `cluster_extra`: more keys of the cluster, indented by four spaces; `memory_budget_mb` and
+    `indexes_on_disk`: the cluster settings, written only when set)."""
     names = "\n".join(f"      - name: m{i}" for i in range(1, members + 1))
     settings = ""
     if memory_budget_mb:
@@ -40,7 +43,7 @@ clusters:
     storage: {storage}
     lease_ttl_seconds: {lease_ttl}
     compact_after_entries: {compact_after_entries}
-{settings}    members:
+{settings}{cluster_extra}    members:
 {names}
 stores:
   - name: default
@@ -54,7 +57,7 @@ destinations:
   - name: "*"
     kind: topic
     store: default
-"""
+{extra_sections}"""
 
 
 # Extra stores and destinations of the shared semantics cluster (tests/integration/conftest.py).

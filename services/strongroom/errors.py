@@ -33,6 +33,7 @@ __all__ = [
     "DurableMismatch",
     "InvalidMatcher",
     "MapsNotAllowed",
+    "UnknownStore",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -222,6 +223,13 @@ class MapsNotAllowed(StrongroomError):
 
     reason = "MAPS_NOT_ALLOWED"
     code = "FAILED_PRECONDITION"
+
+
+class UnknownStore(StrongroomError):
+    """No store of the realm has the name, or it belongs to another cluster."""
+
+    reason = "UNKNOWN_STORE"
+    code = "NOT_FOUND"
 
 
 _REGISTRY: dict[str, type[StrongroomError]] = {}

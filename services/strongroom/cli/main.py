@@ -11,6 +11,7 @@
                               [--force] [--messages N] [--json]
     strongroom bench [--runs N] [--messages N] [--quick] [--json]
     strongroom realm apply|get|validate|history ...
+    strongroom map put|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
 
 Client commands reach the members named by `--endpoints` (or env STRONGROOM_ENDPOINTS), else
 every member of the local launcher's state file in `--data-dir`. Exit codes: 0 success,
@@ -33,7 +34,7 @@ from typing import Any
 import grpc
 
 from strongroom.api.v1 import common_pb2
-from strongroom.errors import StrongroomError
+from strongroom.errors import InvalidArgument, StrongroomError
 
 __all__ = ["CliError", "build_parser", "main", "make_body", "message_json", "resolve_endpoints", "run"]
 
@@ -123,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="body text; '{i}' is replaced by the message index (default 'message {i}')")
     p.add_argument("--no-confirm", action="store_true",
                    help="do not wait for commit (store_send_noconfirm)")
+    p.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
+                   help="a typed message field (repeatable; a JSON value types it: sym=A is a string, "
+                        "qty=5 an integer, px=1.5 a float, ok=true a boolean)")
     p.add_argument("--json", action="store_true", help="print one JSON summary")
     p.set_defaults(func=_cmd_publish)
 
@@ -135,6 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ack", choices=ACK_MODES, default="explicit", help="acknowledgment (default explicit)")
     p.add_argument("--timeout", type=_seconds, default=None, metavar="S",
                    help="stop after S seconds without a message")
+    p.add_argument("--match", action="append", default=[], metavar="FIELD=VALUE",
+                   help="content matcher condition (repeatable): FIELD=VALUE (a JSON value types it: "
+                        "sym=A is a string, qty=5 an integer, px=1.5 a float, ok=true a boolean), "
+                        "FIELD:present or FIELD:absent")
+    p.add_argument("--replay-from-seq", type=_positive, default=None, metavar="SEQ",
+                   help="reposition the durable to this store sequence first")
+    p.add_argument("--replay-from-time", type=float, default=None, metavar="UNIX_SECONDS",
+                   help="reposition the durable to messages published at or after this time")
     p.add_argument("--json", action="store_true", help="one JSON line per message")
     p.set_defaults(func=_cmd_subscribe)
 
@@ -172,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_realm_parser(sub)
+    from strongroom.cli.map_cmd import add_map_parser
+
+    add_map_parser(sub)
     return parser
 
 
@@ -376,17 +391,38 @@ def _print_status(replies: Sequence[Any]) -> None:
             behind = "" if s.synced else "  (catching up)"
             print(f"  {mark} {name:<12} {address:<22} {s.role:<11} {s.commit_index:>8} {s.applied_index:>8} "
                   f"{m_index:>8}{behind}")
+        if ref.indexes_on_disk or ref.memory_budget_bytes:
+            print(f"  indexes on disk {str(ref.indexes_on_disk).lower()}, memory budget "
+                  f"{_human_bytes(ref.memory_budget_bytes) if ref.memory_budget_bytes else '-'}")
         for store in ref.stores:
             kind = "replicated" if store.replicated else "not replicated"
             print(f"  store {store.name} ({kind}): {store.messages} messages, {_human_bytes(store.bytes)}")
+            print(f"    {_store_settings(store)}")
             for d in store.durables:
                 dkind = common_pb2.DurableKind.Name(d.kind).removeprefix("DURABLE_KIND_").lower()
+                if d.key_field:
+                    dkind += f" by {d.key_field}"
                 label = f"durable {d.name}" if d.name else "queue durable"
-                print(f"    {label} on {d.destination} ({dkind}): {d.pending_messages} pending "
+                where = f"endpoint {d.destination}" if d.content else d.destination
+                interest = f" [{d.matcher}]" if d.matcher else ""
+                ack = {common_pb2.ACK_SYNC_MODE_SYNC: ", sync acks", common_pb2.ACK_SYNC_MODE_ASYNC: ""}.get(
+                    d.ack_sync_mode, "")
+                print(f"    {label} on {where}{interest} ({dkind}{ack}): {d.pending_messages} pending "
                       f"({_human_bytes(d.pending_bytes)}), {d.unacked} unacked, {d.subscribers} subscriber(s)")
     for r in replies:
         if r.endpoint not in answered and r.endpoint not in listed:
             print(f"unreachable: {r.endpoint} ({r.error})")
+
+
+def _store_settings(store: Any) -> str:
+    """A store's realm settings on one line (the stores grid)."""
+    policy = common_pb2.LimitPolicy.Name(store.limit_policy).removeprefix("LIMIT_POLICY_").lower() or "reject"
+    limits = (f"max {store.max_messages or '-'} messages / "
+              f"{_human_bytes(store.max_bytes) if store.max_bytes else '-'}, policy {policy}")
+    extra = f", {store.swapped_messages} swapped" if store.swapped_messages else ""
+    return (f"storage {store.storage}, publisher {store.publisher_mode}, {limits}, "
+            f"max message {_human_bytes(store.max_message_bytes)}, maps {str(store.maps).lower()} "
+            f"({store.map_count}), routed {str(store.routed).lower()}{extra}")
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
@@ -396,6 +432,10 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 async def _publish(args: argparse.Namespace) -> int:
     from strongroom.client import Client
 
+    for f in args.field:
+        if "=" not in f:
+            raise InvalidArgument(f"--field {f!r}: use NAME=VALUE")
+    fields = parse_match(args.field) or None
     endpoints = resolve_endpoints(args)
     client = Client(endpoints, client_name="strongroom-cli")
     progress = _Progress()
@@ -435,7 +475,8 @@ async def _publish(args: argparse.Namespace) -> int:
             reporter = asyncio.create_task(report())
         confirm = False if args.no_confirm else None  # None: the store's publisher mode
         if args.count == 1:
-            record(await client.publish(args.destination, make_body(args.body, args.size, 0), confirm=confirm))
+            record(await client.publish(args.destination, make_body(args.body, args.size, 0), fields=fields,
+                                        confirm=confirm))
             sent = 1
         else:
             pub = client.publisher(args.destination, window=PUBLISH_WINDOW, confirm=confirm)
@@ -443,7 +484,7 @@ async def _publish(args: argparse.Namespace) -> int:
                 for i in range(args.count):
                     if errors:  # a refused message (unknown destination, too large): stop at once
                         break
-                    f = await pub.send(make_body(args.body, args.size, i))
+                    f = await pub.send(make_body(args.body, args.size, i), fields)
                     sent += 1
                     pending.add(f)
                     f.add_done_callback(on_done)
@@ -481,6 +522,31 @@ async def _publish(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def parse_match(conditions: Sequence[str]) -> dict[str, object]:
+    """`--match` options as a matcher spec; raises InvalidArgument naming the bad option."""
+    from strongroom.client import ABSENT, PRESENT
+
+    spec: dict[str, object] = {}
+    for cond in conditions:
+        if "=" in cond:
+            name, raw = cond.split("=", 1)
+            try:
+                value: object = json.loads(raw)
+            except ValueError:
+                value = raw
+            if not isinstance(value, (str, int, float, bool)):
+                value = raw
+        elif cond.endswith(":present") or cond.endswith(":absent"):
+            name, test = cond.rsplit(":", 1)
+            value = PRESENT if test == "present" else ABSENT
+        else:
+            raise InvalidArgument(f"--match {cond!r}: use FIELD=VALUE, FIELD:present or FIELD:absent")
+        if not name:
+            raise InvalidArgument(f"--match {cond!r}: the field name is empty")
+        spec[name] = value
+    return spec
+
+
 def _cmd_subscribe(args: argparse.Namespace) -> int:
     return asyncio.run(_subscribe(args))
 
@@ -496,7 +562,8 @@ async def _subscribe(args: argparse.Namespace) -> int:
         # No more credit than messages wanted: extra deliveries would only come back as redeliveries.
         credit = min(256, args.count) if args.count else 256
         sub = await client.subscribe(args.destination, args.durable, kind=args.kind, ack=args.ack,
-                                     credit=credit)
+                                     credit=credit, matcher=parse_match(args.match),
+                                     replay_from_seq=args.replay_from_seq, replay_from_time=args.replay_from_time)
         try:
             while args.count is None or received < args.count:
                 # next() returns None after `timeout` s without a message, or once the

@@ -2,7 +2,7 @@
 
     strongroom realm validate realm.yaml        # offline, no service needed
     strongroom realm apply realm.yaml [--expected-version N]
-    strongroom realm get [--version N] [--json]
+    strongroom realm get [--version N] [--json] [--grid]
     strongroom realm history [--json]
 
 The realm service is found, in order, from `--realm-address`, env STRONGROOM_REALM, the etcd key
@@ -27,7 +27,7 @@ from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
 from strongroom.errors import RealmInvalid, StrongroomError
 from strongroom.etcd import EtcdClient
 from strongroom.grpcerrors import from_rpc_error
-from strongroom.realm.model import parse_realm
+from strongroom.realm.model import Realm, parse_realm
 
 __all__ = ["SERVICE_KEY", "add_realm_parser", "main", "resolve_realm_address"]
 
@@ -204,8 +204,40 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def print_grid(realm: Realm) -> None:
+    """The stores grid (every store setting, defaults filled in), then the destination and
+    endpoint options."""
+    print(f"{'STORE':<14} {'CLUSTER':<10} {'REPLICATED':<10} {'STORAGE':<10} {'PUBLISHER':<20} "
+          f"{'MAX MSGS':>8} {'MAX BYTES':>10} {'POLICY':<14} {'MAPS':<5} {'ROUTED':<6} {'MSG MAX':>8}")
+    for s in realm.stores:
+        c = realm.cluster(s.cluster)
+        storage = c.storage.value if c is not None else "?"
+        print(f"{s.name:<14} {s.cluster:<10} {str(s.replicated).lower():<10} {storage:<10} "
+              f"{s.publisher_mode.value:<20} {s.max_messages or '-':>8} {s.max_bytes or '-':>10} "
+              f"{s.limit_policy.value:<14} {str(s.maps).lower():<5} {str(s.routed).lower():<6} "
+              f"{s.max_message_bytes:>8}")
+    for c in realm.clusters:
+        print(f"cluster {c.name}: storage {c.storage.value}, indexes on disk {str(c.indexes_on_disk).lower()}, "
+              f"memory budget {c.memory_budget_mb or '-'} MiB")
+    print(f"{'DESTINATION':<16} {'KIND':<8} {'STORE':<12} {'ACK':<6} {'TTL S':>6} {'RETAIN S':>8} "
+          f"{'REDELIVER':>9}  DEAD LETTER")
+    for d in realm.destinations:
+        print(f"{d.name:<16} {d.kind.value:<8} {d.store:<12} {d.ack_mode.value:<6} {d.ttl_seconds or '-':>6} "
+              f"{d.retain_seconds or '-':>8} {d.redelivery_limit or '-':>9}  {d.dead_letter or '-'}")
+    for e in realm.endpoints:
+        t = realm.template(e.template)
+        kind = f"{t.kind.value}" + (f" by {t.key_field}" if t and t.key_field else "") if t else "?"
+        ack = t.ack_mode.value if t else "?"
+        print(f"{e.name:<16} {'endpoint':<8} {e.store:<12} {ack:<6} {e.ttl_seconds or '-':>6} "
+              f"{e.retain_seconds or '-':>8} {e.redelivery_limit or '-':>9}  {e.dead_letter or '-'}"
+              f"  (template {e.template}: {kind})")
+
+
 def _cmd_get(args: argparse.Namespace) -> int:
     version = _call(args, "Get", realm_pb2.GetRealmRequest(version=args.version))
+    if args.grid:
+        print_grid(parse_realm(version.yaml, version.source_name or "realm.yaml"))
+        return EXIT_OK
     if args.json:
         _print_json(_version_dict(version))
     else:
@@ -279,6 +311,8 @@ def add_realm_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="apply only if version N is current (optimistic concurrency)")
     p = add("get", _cmd_get, "print the current realm document, or a given version")
     p.add_argument("--version", type=int, default=0, metavar="N", help="version to show (default: current)")
+    p.add_argument("--grid", action="store_true",
+                   help="the stores grid and destination options, defaults filled in, instead of the document")
     p = add("validate", _cmd_validate, "check a realm file offline; problems as file:line:col")
     p.add_argument("file", metavar="FILE")
     add("history", _cmd_history, "list every stored version, oldest first")

@@ -8,6 +8,8 @@
     async for msg in sub:
         ...
         await sub.ack(msg)
+    counters = client.map("default", "counters")             # replicated key-value map
+    version = await counters.put("orders", b"0")
 
 Every message carries the client's producer id and a sequence; a publish that fails with a
 retriable error (leader gone, no quorum) or a broken connection is sent again with the same
@@ -16,6 +18,17 @@ id, and the leader stores it once.
 
 from __future__ import annotations
 
-from strongroom.client.client import Client, PublishResult, Publisher, Received, Subscription
+from strongroom.client.client import (
+    ABSENT,
+    PRESENT,
+    Client,
+    PublishResult,
+    Publisher,
+    Received,
+    Subscription,
+    build_matcher,
+)
+from strongroom.client.maps import Map
 
-__all__ = ["Client", "PublishResult", "Publisher", "Received", "Subscription"]
+__all__ = ["ABSENT", "PRESENT", "Client", "Map", "PublishResult", "Publisher", "Received", "Subscription",
+           "build_matcher"]

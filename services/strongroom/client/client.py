@@ -19,6 +19,7 @@ from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
+from strongroom.client.maps import Map
 from strongroom.errors import (
     InvalidArgument,
     NoLeaderError,
@@ -66,6 +67,37 @@ def to_field(value: object) -> cpb.FieldValue:
     raise InvalidArgument(f"field values are str, int, float, bytes or bool, not {type(value).__name__}")
 
 
+class _Test:
+    def __init__(self, name: str, test: int) -> None:
+        self.name = name
+        self.test = test
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+PRESENT = _Test("PRESENT", cpb.FIELD_TEST_PRESENT)
+"""Matcher condition: the field is present (any value)."""
+ABSENT = _Test("ABSENT", cpb.FIELD_TEST_ABSENT)
+"""Matcher condition: the field is absent."""
+
+
+def build_matcher(spec: dict[str, object] | cpb.ContentMatcher | None) -> cpb.ContentMatcher:
+    """A content matcher from {field: value | PRESENT | ABSENT}; values match by type and value
+    (1 matches an integer field 1, not a float 1.0 or a string "1")."""
+    if spec is None:
+        return cpb.ContentMatcher()
+    if isinstance(spec, cpb.ContentMatcher):
+        return spec
+    matcher = cpb.ContentMatcher()
+    for name, value in spec.items():
+        if isinstance(value, _Test):
+            matcher.fields[name].test = value.test  # type: ignore[assignment]
+        else:
+            matcher.fields[name].equals.CopyFrom(to_field(value))
+    return matcher
+
+
 def from_field(value: cpb.FieldValue) -> object:
     """A typed message field as a Python value."""
     which = value.WhichOneof("value")
@@ -92,6 +124,7 @@ class Received:
     destination: str
     producer_id: str
     sequence: int
+    published_at: float = 0.0
     _sub: Subscription | None = field(default=None, repr=False)
 
     async def ack(self) -> None:
@@ -110,7 +143,8 @@ class Received:
             encoding = "base64"
         fields = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v) for k, v in self.fields.items()}
         return {"seq": self.seq, "delivery_count": self.delivery_count, "destination": self.destination,
-                "producer_id": self.producer_id, "sequence": self.sequence, "body": body,
+                "producer_id": self.producer_id, "sequence": self.sequence,
+                "published_at": self.published_at, "body": body,
                 "body_encoding": encoding, "fields": fields}
 
 
@@ -240,15 +274,30 @@ class Client:
     # --- subscribing -----------------------------------------------------------------------------
 
     async def subscribe(self, destination: str, durable: str = "", kind: str | None = None,
-                        ack: str = "explicit", credit: int = 256, sync_ack: bool = False) -> Subscription:
-        """Open a subscription (the durable is created if it does not exist). `kind` defaults to
-        standard on a topic; a queue is always shared."""
+                        ack: str = "explicit", credit: int = 256, sync_ack: bool | None = None,
+                        matcher: dict[str, object] | cpb.ContentMatcher | None = None,
+                        replay_from_seq: int | None = None, replay_from_time: float | None = None) -> Subscription:
+        """Open a subscription (the durable is created if it does not exist).
+
+        `destination` is a topic, a queue or an endpoint. `kind` defaults to standard on a topic;
+        a queue is always shared; an endpoint's durable template decides. `matcher`
+        ({field: value | PRESENT | ABSENT}) is the durable's interest, or for a keyed
+        last-value durable the key this subscriber follows. `sync_ack` None takes the
+        destination's (or template's) default. `replay_from_seq` / `replay_from_time` (unix
+        seconds) reposition the durable once, when the subscription first opens."""
         if kind is not None and kind not in KINDS:
             raise InvalidArgument(f"unknown durable kind {kind!r}; use standard, shared or lastvalue")
         if ack not in ("explicit", "auto"):
             raise InvalidArgument(f"unknown ack mode {ack!r}; use explicit or auto")
+        if replay_from_seq is not None and replay_from_time is not None:
+            raise InvalidArgument("replay from a sequence or from a time, not both")
+        replay = None
+        if replay_from_seq is not None:
+            replay = mpb.ReplayFrom(sequence=replay_from_seq)
+        elif replay_from_time is not None:
+            replay = mpb.ReplayFrom(time=replay_from_time)
         sub = Subscription(self, destination, durable, KINDS[kind] if kind else cpb.DURABLE_KIND_UNSPECIFIED,
-                           ack, credit, sync_ack)
+                           ack, credit, sync_ack, build_matcher(matcher), replay)
         await sub.open()
         return sub
 
@@ -261,6 +310,12 @@ class Client:
             return await self.stub(address).Ack(req, timeout=self.timeout)
 
         await self.retrying(call)
+
+    # --- maps ------------------------------------------------------------------------------------
+
+    def map(self, store: str, name: str) -> Map:
+        """A replicated key-value map of a store (created by its first write)."""
+        return Map(self, store, name)
 
     # --- status ----------------------------------------------------------------------------------
 
@@ -450,14 +505,20 @@ class Subscription:
     """A subscription that follows the leader: reopened on the new one after a failover."""
 
     def __init__(self, client: Client, destination: str, durable: str, kind: int, ack_mode: str,
-                 credit: int, sync_ack: bool) -> None:
+                 credit: int, sync_ack: bool | None, matcher: cpb.ContentMatcher | None = None,
+                 replay: mpb.ReplayFrom | None = None) -> None:
         self.client = client
         self.destination = destination
         self.durable = durable
         self.kind = kind
         self.ack_mode = ack_mode
         self.credit = max(1, credit)
-        self.sync_ack = sync_ack
+        self._sync_choice = sync_ack
+        self.sync_ack = bool(sync_ack)
+        self.matcher = matcher or cpb.ContentMatcher()
+        # Replay repositions the durable once: a reopen after failover continues where it was.
+        self._replay = replay
+        self.key_field = ""
         self.subscription_id = ""
         self._call: Any = None
         self._buffer: list[Received] = []
@@ -477,10 +538,13 @@ class Subscription:
         async def call(address: str) -> Any:
             stream = self.client.stub(address).Subscribe()
             kind = self.kind
+            sync_mode = (cpb.ACK_SYNC_MODE_UNSPECIFIED if self._sync_choice is None
+                         else cpb.ACK_SYNC_MODE_SYNC if self._sync_choice else cpb.ACK_SYNC_MODE_ASYNC)
             await stream.write(mpb.SubscribeRequest(open=mpb.OpenSubscription(
                 destination=self.destination, durable=self.durable, kind=kind,
                 ack_mode=mpb.ACK_MODE_AUTO if self.ack_mode == "auto" else mpb.ACK_MODE_EXPLICIT,
-                credit=self.credit, client_name=self.client.client_name)))
+                credit=self.credit, client_name=self.client.client_name, matcher=self.matcher,
+                ack_sync_mode=sync_mode, replay=self._replay)))
             try:
                 first = await stream.read()
             except grpc.aio.AioRpcError:
@@ -489,9 +553,15 @@ class Subscription:
             if first is grpc.aio.EOF or first.WhichOneof("response") != "opened":
                 stream.cancel()
                 raise PersistenceUnavailable("subscription was not opened")
-            return stream, first.opened.subscription_id
+            return stream, first.opened
 
-        self._call, self.subscription_id = await self.client.retrying(call)
+        self._call, opened = await self.client.retrying(call)
+        self.subscription_id = opened.subscription_id
+        self._replay = None
+        if opened.kind:
+            self.kind = opened.kind
+        self.key_field = opened.key_field
+        self.sync_ack = opened.ack_sync_mode == cpb.ACK_SYNC_MODE_SYNC
         self._consumed_since_grant = 0
         if self._unsent_acks:
             seqs, self._unsent_acks = self._unsent_acks, []
@@ -565,7 +635,8 @@ class Subscription:
                     self._buffer.append(Received(
                         seq=d.message_seq, body=m.body, fields={k: from_field(v) for k, v in m.fields.items()},
                         delivery_count=d.delivery_count, destination=d.destination,
-                        producer_id=m.producer_id, sequence=m.sequence, _sub=self))
+                        producer_id=m.producer_id, sequence=m.sequence, published_at=d.published_at,
+                        _sub=self))
         msg = self._buffer.pop(0)
         self._consumed_since_grant += 1
         if self._consumed_since_grant >= max(1, self.credit // 2):

@@ -3,7 +3,9 @@
 Delivery state is the leader's alone: what is pending lives in the replicated state machine,
 what was handed to which subscriber lives here. When a subscription goes away its in-flight
 messages are redelivered to the durable's other (or next) subscriber with a higher delivery
-count; after a failover the new leader redelivers everything still pending.
+count; after a failover the new leader redelivers everything still pending. A message about to
+be delivered more often than its destination's redelivery limit is handed to the node for
+dead-lettering instead; a message whose time-to-live ended is not delivered.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.errors import ForeignMessage, InvalidArgument, UnknownMessage
+from strongroom.persistence.matcher import Match, key_of
 from strongroom.persistence.state import Durable, StateMachine
 
 __all__ = ["Dispatcher", "Subscription"]
@@ -42,6 +47,10 @@ class Subscription:
     closed: bool = False
     # Last-value: the newest message not yet sent (conflated).
     latest: int = 0
+    # Keyed last-value: the slot (key value) this subscriber follows and its own filter.
+    slot: str = ""
+    match: Match | None = None
+    ack_sync_mode: int = 0
 
 
 @dataclass(eq=False)
@@ -56,6 +65,8 @@ class _DurableDelivery:
     again: list[int] = field(default_factory=list)
     inflight: dict[int, Subscription] = field(default_factory=dict)
     counts: dict[int, int] = field(default_factory=dict)
+    # Past the redelivery limit, handed over for dead-lettering: not delivered again.
+    parked: set[int] = field(default_factory=set)
     rr: int = 0
     # Indexes on disk: `fresh` is filled in pages read from the pending set after `cursor`
     # (the highest sequence read so far) instead of holding every pending sequence; -1: not paged.
@@ -65,9 +76,13 @@ class _DurableDelivery:
 class Dispatcher:
     """Delivers pending messages of durables to their subscriptions while credit lasts."""
 
-    def __init__(self, id_prefix: str = "") -> None:
+    def __init__(self, id_prefix: str = "",
+                 redelivery_limit: Callable[[Durable], int] | None = None,
+                 dead_letter: Callable[[Durable, int, int], None] | None = None) -> None:
         # Subscription ids name the member and epoch, so ids never repeat across leaders.
         self._id_prefix = id_prefix
+        self._limit_of = redelivery_limit or (lambda durable: 0)
+        self._dead_letter = dead_letter
         self._durables: dict[str, _DurableDelivery] = {}
         self._subs: dict[str, Subscription] = {}
         self._dirty: set[str] = set()
@@ -80,6 +95,7 @@ class Dispatcher:
             self._track(durable, state)
         state.on_pending = lambda durable, seq: self._on_pending(state, durable, seq)
         state.on_acked = self.acked
+        state.on_reset = lambda durable: self._reset(state, durable)
 
     def start(self) -> None:
         """Start the delivery task."""
@@ -108,12 +124,50 @@ class Dispatcher:
         if seq == 0:
             return
         if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
-            for sub in dd.subs:
-                sub.latest = seq
+            if durable.key_field:
+                stored = state.message(seq)
+                if stored is None:
+                    return
+                slot = key_of(stored.message.fields[durable.key_field])
+                for sub in dd.subs:
+                    if sub.slot == slot and (sub.match is None or sub.match(stored.message)):
+                        sub.latest = seq
+            elif dd.cursor < 0:
+                for sub in dd.subs:
+                    sub.latest = seq
         elif dd.cursor < 0:
             dd.fresh.append(seq)
         # (Paged: the next page read finds it.)
         self._mark(durable.key)
+
+    def _reset(self, state: StateMachine, durable: Durable) -> None:
+        """A durable was repositioned (replay): deliver its pending set afresh, in order."""
+        dd = self._track(durable, state)
+        for seq, sub in dd.inflight.items():
+            sub.inflight.discard(seq)
+        dd.inflight.clear()
+        dd.again.clear()
+        dd.parked.clear()
+        dd.counts.clear()
+        if dd.cursor >= 0:
+            # Paged from disk: start over at the beginning of the pending set.
+            dd.fresh = deque()
+            dd.cursor = 0
+        else:
+            dd.fresh = deque(durable.pending)
+        self._mark(durable.key)
+
+    def unpark(self, key: str, seq: int, delay: float) -> None:
+        """Dead-lettering a message failed: offer it again after `delay` seconds (still past the
+        limit, so it goes to dead-lettering again, not to a subscriber)."""
+        def again() -> None:
+            dd = self._durables.get(key)
+            if dd is not None and seq in dd.parked:
+                dd.parked.discard(seq)
+                heapq.heappush(dd.again, seq)
+                self._mark(key)
+
+        asyncio.get_running_loop().call_later(delay, again)
 
     def _mark(self, key: str) -> None:
         self._dirty.add(key)
@@ -121,20 +175,29 @@ class Dispatcher:
 
     # --- subscriptions ----------------------------------------------------------------------
 
-    def open(self, durable: Durable, state: StateMachine, client_name: str, credit: int) -> Subscription:
-        """Attach a subscription to a durable; a standard durable's previous subscriber is closed."""
+    def open(self, durable: Durable, state: StateMachine, client_name: str, credit: int,
+             slot: str = "", match: Match | None = None, ack_sync_mode: int = 0) -> Subscription:
+        """Attach a subscription to a durable; a standard durable's previous subscriber is closed.
+        A keyed last-value subscriber follows one slot, filtered by its own matcher."""
         dd = self._track(durable, state)
         sub = Subscription(id=f"{self._id_prefix}-sub-{next(_ids)}", durable_key=durable.key, kind=durable.kind,
-                           client_name=client_name, credit=credit)
+                           client_name=client_name, credit=credit, slot=slot, match=match,
+                           ack_sync_mode=ack_sync_mode)
         if durable.kind == cpb.DURABLE_KIND_STANDARD:
             for old in list(dd.subs):
                 self._close(old, "REPLACED", "another subscriber opened the same standard durable")
         if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
-            sub.latest = durable.last_value_seq
+            if durable.key_field:
+                latest = durable.last_values.get(slot, 0)
+                stored = state.message(latest) if latest else None
+                sub.latest = latest if stored is not None and (match is None or match(stored.message)) else 0
+            else:
+                sub.latest = durable.last_value_seq
         dd.subs.append(sub)
         self._subs[sub.id] = sub
         sub.outbox.put_nowait(mpb.SubscribeResponse(opened=mpb.SubscriptionOpened(
-            subscription_id=sub.id, durable=durable.name, kind=durable.kind)))
+            subscription_id=sub.id, durable=durable.name, kind=durable.kind, key_field=durable.key_field,
+            ack_sync_mode=ack_sync_mode)))
         self._mark(durable.key)
         return sub
 
@@ -205,6 +268,7 @@ class Dispatcher:
             if holder is not None:
                 holder.inflight.discard(seq)
             dd.counts.pop(seq, None)
+            dd.parked.discard(seq)
 
     # --- delivery ------------------------------------------------------------------------------
 
@@ -227,15 +291,17 @@ class Dispatcher:
             for sub in dd.subs:
                 if sub.latest and sub.credit > 0:
                     stored = state.message(sub.latest)
-                    if stored is not None:
+                    if stored is not None and not (stored.expires_at and stored.expires_at <= time.time()):
                         sub.credit -= 1
                         batch = mpb.DeliveryBatch(deliveries=[mpb.Delivery(
                             message_seq=stored.seq, message=stored.message, delivery_count=1,
-                            destination=stored.destination)])
+                            destination=stored.destination, published_at=stored.published_at)])
                         sub.outbox.put_nowait(mpb.SubscribeResponse(deliveries=batch))
                     sub.latest = 0
             return
         batches: dict[str, list[mpb.Delivery]] = {}
+        limit = self._limit_of(durable) if self._dead_letter is not None else 0
+        now = time.time()
         while True:
             sub = self._next_with_credit(dd)
             if sub is None:
@@ -246,14 +312,22 @@ class Dispatcher:
             stored = state.message(seq)
             if stored is None:
                 continue
+            if stored.expires_at and stored.expires_at <= now:
+                # Expired: the leader's expiry round removes it from every durable.
+                continue
             count = dd.counts.get(seq, 0) + 1
+            if limit and count > limit:
+                dd.parked.add(seq)
+                assert self._dead_letter is not None
+                self._dead_letter(durable, seq, count - 1)
+                continue
             dd.counts[seq] = count
             dd.inflight[seq] = sub
             sub.inflight.add(seq)
             sub.credit -= 1
             batches.setdefault(sub.id, []).append(mpb.Delivery(
                 message_seq=seq, message=stored.message, delivery_count=count,
-                destination=stored.destination))
+                destination=stored.destination, published_at=stored.published_at))
         for sub in dd.subs:
             items = batches.get(sub.id)
             if items:
@@ -273,12 +347,12 @@ class Dispatcher:
         pending = dd.durable.pending
         while dd.again:
             seq = heapq.heappop(dd.again)
-            if seq in pending and seq not in dd.inflight:
+            if seq in pending and seq not in dd.inflight and seq not in dd.parked:
                 return seq
         while True:
             while dd.fresh:
                 seq = dd.fresh.popleft()
-                if seq in pending and seq not in dd.inflight:
+                if seq in pending and seq not in dd.inflight and seq not in dd.parked:
                     return seq
             if dd.cursor < 0:
                 return None

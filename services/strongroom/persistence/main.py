@@ -26,6 +26,8 @@ from strongroom.api.v1 import replication_pb2, replication_pb2_grpc
 from strongroom.errors import RealmInvalid, StrongroomError, UnknownMember
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.k8s import install_leader_label
+from strongroom.persistence.map_servicer import MapServicer
+from strongroom.persistence.maps import MapFront
 from strongroom.persistence.node import NodeConfig, PersistenceNode
 from strongroom.persistence.servicer import AdminServicer, MessagingServicer, ReplicationServicer
 from strongroom.realm.model import Realm
@@ -93,12 +95,14 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
     messaging_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(node), server)
     replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node), server)
+    messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(MapFront(node)), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
         messaging_pb2.DESCRIPTOR.services_by_name["MessagingService"].full_name,
         replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"].full_name,
         admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+        messaging_pb2.DESCRIPTOR.services_by_name["MapService"].full_name,
         health.SERVICE_NAME,
         reflection.SERVICE_NAME,
     ]
@@ -107,7 +111,7 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
     install_leader_label(node)
     await server.start()
     await node.start()
-    for name in ("", *names[:3]):
+    for name in ("", *names[:4]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("member %s of cluster %s listening on %s (storage %s)", member, cluster, address, node.storage_mode)
     print(f"READY {address}", flush=True)
@@ -118,7 +122,7 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping member %s", member)
-    for name in ("", *names[:3]):
+    for name in ("", *names[:4]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     watcher.cancel()
     await node.stop()

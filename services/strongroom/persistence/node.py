@@ -28,7 +28,9 @@ from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.errors import (
+    DurableMismatch,
     InvalidArgument,
+    InvalidMatcher,
     MessageTooLarge,
     NoLeaderError,
     NoQuorumError,
@@ -36,6 +38,7 @@ from strongroom.errors import (
     PersistenceUnavailable,
     SequenceOutsideWindow,
     StaleEpochError,
+    StoreLimitExceeded,
     StrongroomError,
     UnknownDestination,
     UnknownDurableKind,
@@ -48,10 +51,11 @@ from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.election import Election, LeaderInfo, leader_key, stored_key
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.replicator import PEER_CHANNEL_OPTIONS, PeerReplicator
-from strongroom.persistence.state import PublishResult, StateMachine
+from strongroom.persistence.matcher import compile_matcher, key_of, matcher_text, same_matcher, validate_matcher
+from strongroom.persistence.state import Durable, PublishResult, StateMachine, content_durable_key, durable_key
 from strongroom.persistence.storage import RocksStorage, Storage, open_storage
 from strongroom.persistence.swap import SwapSpace
-from strongroom.realm.model import Cluster, DestinationKind, PublisherMode, Realm, Store
+from strongroom.realm.model import AckSync, Cluster, LimitPolicyName, PublisherMode, Realm, Route, Store, TemplateKind
 
 __all__ = ["PersistenceNode", "NodeConfig", "PublishOutcome"]
 
@@ -59,6 +63,10 @@ log = logging.getLogger("strongroom.node")
 
 # A member whose storage failed while leading sits out elections this long (seconds).
 STORAGE_FAILURE_PAUSE = 30.0
+# A message past its redelivery limit whose dead-letter destination refused it (store limit)
+# stays pending, is not delivered, and is offered to the dead-letter destination again after
+# this long (seconds).
+DEAD_LETTER_RETRY = 5.0
 
 FOLLOWER = "follower"
 RECOVERING = "recovering"
@@ -140,7 +148,7 @@ class PersistenceNode:
         # Queued client work: (operations, future or None). A future resolves to
         # (results, log index): one result per operation, in order.
         self._queue: list[tuple[list[rpb.Operation], asyncio.Future[object] | None]] = []
-        self._resolved: dict[str, tuple[DestinationKind, Store]] = {}
+        self._resolved: dict[str, Route] = {}
         self._queue_wake = asyncio.Event()
         # index -> (epoch of the entry, [(future, how many of the entry's operations are its)])
         self._waiters: dict[int, tuple[int, list[tuple[asyncio.Future[object] | None, int]]]] = {}
@@ -240,6 +248,8 @@ class PersistenceNode:
         self.realm_version = version
         self._resolved = {}
         log.info("realm version %d in effect", version)
+        if self.is_leader_role():
+            self._background.append(asyncio.create_task(self._reconfigure(self.epoch)))
 
     # --- election callbacks ---------------------------------------------------------------------
 
@@ -315,7 +325,7 @@ class PersistenceNode:
         tasks, self._leader_tasks = self._leader_tasks, []
         replicators, self.replicators = self.replicators, {}
         dispatcher, self.dispatcher = self.dispatcher, None
-        self.state.on_pending = self.state.on_acked = None
+        self.state.on_pending = self.state.on_acked = self.state.on_reset = None
         # Non-replicated stores live only on the leader; they are gone with its leadership.
         old_local, self.local_state = self.local_state, self._new_state(replicated=False)
         current = asyncio.current_task()
@@ -429,6 +439,8 @@ class PersistenceNode:
             fut = self._submit([noop])
             assert fut is not None
             await fut
+            # Store limits from the realm, in the log before the first client operation.
+            await self._configure_stores(epoch)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -440,11 +452,13 @@ class PersistenceNode:
             return
         if self.epoch != epoch or not self.election.is_leader:
             return
+        self._leader_tasks.append(asyncio.create_task(self._expirer(epoch), name="expirer"))
         self.role = LEADER
         self._leader_since = time.monotonic()
         self.synced = True
         self.storage.set_meta(synced=True)
-        self.dispatcher = Dispatcher(f"{self.member}-{epoch}")
+        self.dispatcher = Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.redelivery_limit,
+                                     dead_letter=self.dead_letter)
         self.dispatcher.attach(self.state)
         self.dispatcher.attach(self.local_state)
         self.dispatcher.start()
@@ -684,19 +698,20 @@ class PersistenceNode:
 
     # --- client operations ---------------------------------------------------------------------
 
-    def resolve(self, destination: str) -> tuple[DestinationKind, Store]:
-        """The kind and store of a destination, or UnknownDestination (cached per realm version)."""
+    def resolve(self, destination: str) -> Route:
+        """The route of a destination or endpoint name, or UnknownDestination (cached per realm
+        version)."""
         hit = self._resolved.get(destination)
         if hit is not None:
             return hit
-        rule, store = self.realm.resolve(destination)
-        if store.cluster != self.cluster_name:
-            raise UnknownDestination(f"destination {destination!r} maps to store {store.name!r} "
-                                     f"of cluster {store.cluster!r}, not {self.cluster_name!r}")
+        route = self.realm.route(destination)
+        if route.store.cluster != self.cluster_name:
+            raise UnknownDestination(f"destination {destination!r} maps to store {route.store.name!r} "
+                                     f"of cluster {route.store.cluster!r}, not {self.cluster_name!r}")
         if len(self._resolved) > 100_000:
             self._resolved.clear()
-        self._resolved[destination] = (rule.kind, store)
-        return rule.kind, store
+        self._resolved[destination] = route
+        return route
 
     async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome:
         """Store one message; with confirm-send, return once committed."""
@@ -735,16 +750,23 @@ class PersistenceNode:
         ops: list[rpb.Operation] = []
         positions: list[int] = []
         confirm_any = False
+        # The leader's clock stamps the batch; members never read their own clocks to decide.
+        now = time.time()
         for i, req in enumerate(requests):
             try:
-                kind, store = self.resolve(req.destination)
+                route = self.resolve(req.destination)
+                store = route.store
                 message = req.message
                 size = message.ByteSize()
                 if size > store.max_message_bytes:
                     raise MessageTooLarge(f"message of {size} bytes exceeds store {store.name!r} limit of "
                                           f"{store.max_message_bytes} bytes")
-                op = rpb.Operation(publish=rpb.PublishOp(store=store.name, destination=req.destination,
-                                                         message=message, queue=kind == DestinationKind.QUEUE))
+                rule = route.rule
+                op = rpb.Operation(publish=rpb.PublishOp(
+                    store=store.name, destination=req.destination, message=message, queue=route.queue,
+                    content=route.endpoint, published_at=now,
+                    expires_at=now + rule.ttl_seconds if rule.ttl_seconds else 0.0,
+                    retain_until=now + rule.retain_seconds if rule.retain_seconds else 0.0))
                 if not store.replicated:
                     outcomes[i] = self._outcome(self.local_state.apply_op(op), message, 0)
                     continue
@@ -780,22 +802,159 @@ class PersistenceNode:
             return SequenceOutsideWindow(
                 f"sequence {message.sequence} of producer {message.producer_id!r} is older than the "
                 f"deduplication window; it was not stored")
+        if result.rejected:
+            return StoreLimitExceeded(f"{result.limit}; the message was not stored")
         return PublishOutcome(result.message_seq, result.duplicate, True, index)
 
     def _state_for(self, store: Store) -> StateMachine:
         return self.state if store.replicated else self.local_state
 
+    # --- store settings and message lifetimes -------------------------------------------------------
+
+    def _store_config(self, store: Store) -> rpb.ConfigureStoreOp:
+        policy = (cpb.LIMIT_POLICY_DISCARD_OLDEST if store.limit_policy == LimitPolicyName.DISCARD_OLDEST
+                  else cpb.LIMIT_POLICY_REJECT)
+        return rpb.ConfigureStoreOp(store=store.name, max_messages=store.max_messages, max_bytes=store.max_bytes,
+                                    policy=policy)
+
+    async def _configure_stores(self, epoch: int) -> None:
+        """Put the realm's store limits into the state machines where they differ, so every
+        member enforces the same limits from the same log index on."""
+        ops = []
+        for store in self.realm.stores:
+            if store.cluster != self.cluster_name:
+                continue
+            wanted = self._store_config(store)
+            state = self._state_for(store)
+            if state.store_configs.get(store.name) == wanted:
+                continue
+            if store.replicated:
+                ops.append(rpb.Operation(configure_store=wanted))
+            else:
+                state.apply_op(rpb.Operation(configure_store=wanted))
+        if ops and self.epoch == epoch and self.is_leader_role():
+            fut = self._submit(ops)
+            assert fut is not None
+            await fut
+
+    async def _reconfigure(self, epoch: int) -> None:
+        try:
+            await self._configure_stores(epoch)
+        except StrongroomError as err:
+            log.info("store limits of the new realm not applied yet (%s); the next leader applies them", err)
+
+    async def _expirer(self, epoch: int) -> None:
+        """Turn ended time-to-lives and retentions into ExpireOps (the leader's clock decides,
+        the log carries the decision to every member)."""
+        while self.epoch == epoch and self.is_leader_role():
+            now = time.time()
+            try:
+                due = self.local_state.due(now)
+                if due:
+                    self.local_state.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
+                due = self.state.due(now)
+                if due:
+                    await self._commit_one(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
+                    continue
+            except StrongroomError as err:
+                log.info("expiry round failed: %s", err)
+            timers = [t for t in (self.state.next_timer(), self.local_state.next_timer()) if t]
+            await asyncio.sleep(min(0.25, max(0.01, min(timers) - time.time())) if timers else 0.25)
+
+    def _rule_of(self, durable: Durable) -> Route | None:
+        try:
+            return self.resolve(durable.destination)
+        except StrongroomError:
+            return None
+
+    def redelivery_limit(self, durable: Durable) -> int:
+        """Deliveries of a message to this durable before it is dead-lettered (0: no limit)."""
+        route = self._rule_of(durable)
+        return route.rule.redelivery_limit if route is not None else 0
+
+    def dead_letter(self, durable: Durable, seq: int, deliveries: int) -> None:
+        """A message reached its redelivery limit: move it (through the log for replicated
+        stores) out of the durable and into the dead-letter destination, if any."""
+        route = self._rule_of(durable)
+        op = rpb.DeadLetterOp(durable_key=durable.key, message_seq=seq, deliveries=deliveries,
+                              published_at=time.time())
+        target = route.rule.dead_letter if route is not None else None
+        if target:
+            try:
+                to = self.resolve(target)
+            except StrongroomError as err:
+                log.warning("dead-letter destination %r of %r is not usable (%s); message %d stays pending",
+                            target, durable.destination, err, seq)
+                self._dead_letter_later(durable, seq, target)
+                return
+            if to.store.replicated != route.store.replicated:  # type: ignore[union-attr]
+                log.warning("dead-letter destination %r is in a store of another replication mode than %r; "
+                            "message %d stays pending", target, durable.destination, seq)
+                self._dead_letter_later(durable, seq, target)
+                return
+            op.target_store = to.store.name
+            op.target_destination = target
+            op.target_queue = to.queue
+        log.info("message %d of %r reached %d deliveries on durable %r; dead-lettering to %s",
+                 seq, durable.destination, deliveries, durable.name, target or "(discarded)")
+        wrapped = rpb.Operation(dead_letter=op)
+        store = self.realm.store(durable.store)
+        if store is not None and not store.replicated:
+            if not self.local_state.apply_op(wrapped):
+                self._dead_letter_later(durable, seq, target)
+            return
+        fut = self._submit([wrapped])
+        assert fut is not None
+
+        def done(f: asyncio.Future[object]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                return  # the leadership ended: the next leader redelivers and counts again
+            results, _ = f.result()  # type: ignore[misc]
+            if not results[0]:
+                self._dead_letter_later(durable, seq, target)
+
+        fut.add_done_callback(done)
+
+    def _dead_letter_later(self, durable: Durable, seq: int, target: str | None) -> None:
+        log.warning("dead-letter destination %r refused message %d of %r (store limit); retrying in %.0f s",
+                    target, seq, durable.destination, DEAD_LETTER_RETRY)
+        if self.dispatcher is not None:
+            self.dispatcher.unpark(durable.key, seq, DEAD_LETTER_RETRY)
+
+    # --- subscriptions -----------------------------------------------------------------------------
+
     async def open_subscription(self, destination: str, durable_name: str, kind: int,
-                                client_name: str, credit: int) -> Subscription:
-        """Open a subscription; the durable is created (through the log) if it does not exist."""
+                                client_name: str, credit: int,
+                                matcher: cpb.ContentMatcher | None = None, ack_sync_mode: int = 0,
+                                replay: mpb.ReplayFrom | None = None) -> Subscription:
+        """Open a subscription; the durable is created (through the log) if it does not exist,
+        repositioned first when `replay` is given."""
         self._require_leader()
-        dest_kind, store = self.resolve(destination)
-        if dest_kind == DestinationKind.QUEUE:
+        route = self.resolve(destination)
+        store = route.store
+        matcher = matcher if matcher is not None else cpb.ContentMatcher()
+        validate_matcher(matcher)
+        key_field = ""
+        if route.queue:
             if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_SHARED):
                 raise InvalidArgument(f"queue {destination!r} is shared; durable kind "
                                       f"{cpb.DurableKind.Name(kind)} does not apply")
+            if matcher.fields:
+                raise InvalidMatcher(f"queue {destination!r} delivers every message; a matcher does not apply")
             durable_name = ""
             kind = cpb.DURABLE_KIND_SHARED
+        elif route.template is not None:
+            if not durable_name:
+                raise InvalidArgument("an endpoint subscription needs a durable name")
+            template = route.template
+            template_kind = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD,
+                             TemplateKind.SHARED: cpb.DURABLE_KIND_SHARED,
+                             TemplateKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE}[template.kind]
+            if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, template_kind):
+                raise DurableMismatch(f"endpoint {destination!r} creates {template.kind.value} durables "
+                                      f"(template {template.name!r}), not {cpb.DurableKind.Name(kind)}")
+            kind = template_kind
+            key_field = template.key_field or ""
         else:
             if not durable_name:
                 raise InvalidArgument("a topic subscription needs a durable name")
@@ -803,23 +962,69 @@ class PersistenceNode:
                 kind = cpb.DURABLE_KIND_STANDARD
             if kind not in (cpb.DURABLE_KIND_STANDARD, cpb.DURABLE_KIND_SHARED, cpb.DURABLE_KIND_LASTVALUE):
                 raise UnknownDurableKind(f"unknown durable kind {kind}")
+        slot = ""
+        sub_matcher = None
+        durable_matcher = matcher
+        if key_field:
+            # A keyed last-value durable holds every key; the subscriber names its key.
+            cond = matcher.fields.get(key_field)
+            if cond is None or cond.WhichOneof("condition") != "equals":
+                raise InvalidMatcher(f"durable {durable_name!r} is last-value keyed on field {key_field!r}: the "
+                                     f"matcher must name {key_field}=<value>")
+            slot = key_of(cond.equals)
+            sub_matcher = matcher
+            durable_matcher = cpb.ContentMatcher()
+        if replay is not None and replay.WhichOneof("start") is not None and kind == cpb.DURABLE_KIND_LASTVALUE:
+            raise InvalidArgument("a last-value durable keeps only the latest message; replay does not apply")
+        if replay is not None and replay.WhichOneof("start") == "time" and not replay.time > 0:
+            raise InvalidArgument(f"replay time {replay.time} is not a positive unix time")
+        if ack_sync_mode not in (cpb.ACK_SYNC_MODE_UNSPECIFIED, cpb.ACK_SYNC_MODE_SYNC, cpb.ACK_SYNC_MODE_ASYNC):
+            raise InvalidArgument(f"unknown ack sync mode {ack_sync_mode}")
+        if ack_sync_mode == cpb.ACK_SYNC_MODE_UNSPECIFIED:
+            ack_sync_mode = cpb.ACK_SYNC_MODE_SYNC if route.ack_mode == AckSync.SYNC else cpb.ACK_SYNC_MODE_ASYNC
         state = self._state_for(store)
-        durable = state.durable(destination, durable_name)
-        if durable is not None and durable.kind != kind:
-            raise InvalidArgument(f"durable {durable_name!r} on {destination!r} exists with kind "
-                                  f"{cpb.DurableKind.Name(durable.kind)}, not {cpb.DurableKind.Name(kind)}")
+        key = content_durable_key(store.name, durable_name) if route.endpoint else durable_key(destination, durable_name)
+        durable = state.durables.get(key)
+        if durable is not None:
+            if durable.kind != kind:
+                raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with kind "
+                                      f"{cpb.DurableKind.Name(durable.kind)}, not {cpb.DurableKind.Name(kind)}")
+            if not key_field and not same_matcher(durable.matcher, durable_matcher):
+                raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with matcher "
+                                      f"[{matcher_text(durable.matcher)}], not [{matcher_text(durable_matcher)}]")
+        start = replay.WhichOneof("start") if replay is not None else None
         if durable is None:
-            op = rpb.Operation(create_durable=rpb.CreateDurableOp(
-                store=store.name, destination=destination, durable=durable_name, kind=kind,
-                queue=dest_kind == DestinationKind.QUEUE))
-            if store.replicated:
-                await self._commit_one(op)
+            create = rpb.CreateDurableOp(
+                store=store.name, destination=destination, durable=durable_name, kind=kind, queue=route.queue,
+                matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode)
+            await self._apply_or_commit(store, rpb.Operation(create_durable=create))
+            durable = state.durables.get(key)
+            if durable is None:
+                raise PersistenceUnavailable(f"durable {durable_name!r} was removed while it was created; retry")
+            # Another subscriber may have created it first, with other settings.
+            if durable.kind != kind or (not key_field and not same_matcher(durable.matcher, durable_matcher)):
+                raise DurableMismatch(f"durable {durable_name!r} on {destination!r} was just created by another "
+                                      f"subscriber with kind {cpb.DurableKind.Name(durable.kind)} and matcher "
+                                      f"[{matcher_text(durable.matcher)}]")
+        if start is not None:
+            # A separate operation even for a new durable: if another subscriber created it a
+            # moment earlier, the replay still happens.
+            op = rpb.ReplayOp(durable_key=key)
+            if start == "sequence":
+                op.sequence = replay.sequence  # type: ignore[union-attr]
             else:
-                state.apply_op(op)
-            durable = state.durable(destination, durable_name)
+                op.time = replay.time  # type: ignore[union-attr]
+            await self._apply_or_commit(store, rpb.Operation(replay=op))
         self._require_leader()
         assert durable is not None and self.dispatcher is not None
-        return self.dispatcher.open(durable, state, client_name, credit)
+        return self.dispatcher.open(durable, state, client_name, credit, slot=slot, match=compile_matcher(sub_matcher),
+                                    ack_sync_mode=ack_sync_mode)
+
+    async def _apply_or_commit(self, store: Store, op: rpb.Operation) -> object:
+        if store.replicated:
+            result, _ = await self._commit_one(op)
+            return result
+        return self._state_for(store).apply_op(op)
 
     def grant(self, sub: Subscription, credit: int) -> None:
         """More credit for a subscription."""
@@ -835,13 +1040,20 @@ class PersistenceNode:
                   wait: bool) -> int:
         """Acknowledge messages of a durable; with `wait`, return once committed."""
         self._require_leader()
-        dest_kind, store = self.resolve(destination)
-        if dest_kind == DestinationKind.QUEUE:
+        route = self.resolve(destination)
+        store = route.store
+        if route.queue:
             durable_name = ""
+        key = content_durable_key(store.name, durable_name) if route.endpoint else durable_key(destination, durable_name)
+        return await self.ack_durable(store, key, seqs, sub_id, wait)
+
+    async def ack_durable(self, store: Store, key: str, seqs: list[int], sub_id: str, wait: bool) -> int:
+        """Acknowledge messages of the durable with this key."""
+        self._require_leader()
         state = self._state_for(store)
-        durable = state.durable(destination, durable_name)
+        durable = state.durables.get(key)
         if durable is None:
-            raise InvalidArgument(f"no durable {durable_name!r} on {destination!r}")
+            raise InvalidArgument(f"no durable {key.split(chr(0))[-1]!r} in store {store.name!r}")
         assert self.dispatcher is not None
         self.dispatcher.check_ack(durable, seqs, sub_id)
         op = rpb.Operation(ack=rpb.AckOp(store=store.name, durable_key=durable.key, message_seqs=seqs))
@@ -985,17 +1197,26 @@ class PersistenceNode:
             state = self._state_for(store)
             durables = []
             for d in state.durables_of_store(store.name):
-                held = 1 if d.last_value_seq else 0
+                held = (1 if d.last_value_seq else 0) + len(d.last_values)
                 durables.append({
                     "name": d.name, "destination": d.destination, "kind": d.kind,
                     "pending_messages": len(d.pending) if d.kind != cpb.DURABLE_KIND_LASTVALUE else held,
                     "pending_bytes": d.pending_bytes,
                     "unacked": self.dispatcher.unacked(d.key) if self.dispatcher else 0,
                     "subscribers": self.dispatcher.subscribers(d.key) if self.dispatcher else 0,
+                    "matcher": matcher_text(d.matcher), "key_field": d.key_field,
+                    "ack_sync_mode": d.ack_sync_mode, "content": d.content,
                 })
+            config = self._store_config(store)
             stores.append({"name": store.name, "replicated": store.replicated,
                            "messages": state.store_count.get(store.name, 0),
                            "bytes": state.store_bytes.get(store.name, 0), "durables": durables,
+                           "cluster": store.cluster, "storage": self.storage_mode,
+                           "publisher_mode": store.publisher_mode.value, "max_messages": config.max_messages,
+                           "max_bytes": config.max_bytes, "limit_policy": config.policy,
+                           "maps": bool(store.maps), "routed": store.routed,
+                           "max_message_bytes": store.max_message_bytes,
+                           "map_count": state.maps_of_store(store.name),
                            "swapped_messages": state.swapped_messages(store.name)})
         return {
             "cluster": self.cluster_name, "member": self.member, "role": self.role,
@@ -1004,8 +1225,8 @@ class PersistenceNode:
             "commit_index": self.commit_index, "last_index": self.log.last_index,
             "applied_index": self.state.applied_index, "snapshot_index": self.log.snapshot_index,
             "storage": self.storage_mode, "members": members, "stores": stores,
-            "indexes_on_disk": self.indexes_on_disk,
             "realm_version": self.realm_version, "synced": self.synced,
+            "indexes_on_disk": self.cluster.indexes_on_disk,
             "memory_budget_bytes": self.swap.budget_bytes, "memory_payload_bytes": self.swap.resident_bytes,
         }
 

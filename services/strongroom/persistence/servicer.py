@@ -120,8 +120,9 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 raise UnknownDurableKind(f"unknown durable kind {o.kind}; use STANDARD, SHARED or LASTVALUE")
             if not o.destination:
                 raise InvalidArgument("destination is required")
-            sub = await self.node.open_subscription(o.destination, o.durable, o.kind, o.client_name,
-                                                    o.credit or 256)
+            sub = await self.node.open_subscription(
+                o.destination, o.durable, o.kind, o.client_name, o.credit or 256, matcher=o.matcher,
+                ack_sync_mode=o.ack_sync_mode, replay=o.replay if o.HasField("replay") else None)
         except StrongroomError as err:
             await abort_with(context, err)
         control = asyncio.create_task(self._control(sub, o.destination, request_iterator))
@@ -143,9 +144,10 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 if which == "credit":
                     self.node.grant(sub, req.credit)
                 elif which == "ack":
-                    durable = sub.durable_key.split("\x00", 1)[1]
                     try:
-                        await self.node.ack(destination, durable, list(req.ack.message_seqs), sub.id, wait=False)
+                        store = self.node.resolve(destination).store
+                        await self.node.ack_durable(store, sub.durable_key, list(req.ack.message_seqs), sub.id,
+                                                    wait=False)
                     except StrongroomError as err:
                         log.info("async ack rejected: %s", err)
         except (asyncio.CancelledError, grpc.aio.AioRpcError):

@@ -209,6 +209,7 @@ class StateMachine:
         # (time, seq) of every time-to-live end and retention end; entries of messages already
         # gone are dropped lazily. Each member keeps its own copy; it never decides anything.
         self._timers: list[tuple[float, int]] = []
+        self._stale_timers = 0
         # Version of map writes for a state fed directly (non-replicated stores).
         self._local_writes = 0
         self._index = 0
@@ -327,32 +328,36 @@ class StateMachine:
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
         msg = op.message
-        window = None
-        if msg.producer_id:
-            window = self.producers.get(msg.producer_id)
-            if window is None:
-                window = self.producers[msg.producer_id] = self._new_window(msg.producer_id)
+        window = self.producers.get(msg.producer_id) if msg.producer_id else None
+        if window is not None:
             known = window.lookup(msg.sequence)
             if known == -1:
                 return PublishResult(0, False, outside_window=True)
             if known is not None:
                 return PublishResult(known, True)
-        if op.queue and durable_key(op.destination, "") not in self.durables:
-            self._add_durable(Durable(key=durable_key(op.destination, ""), store=op.store,
-                                      destination=op.destination, name="", kind=KIND_SHARED, queue=True))
+        # A refused publish leaves no trace: the queue's durable and the producer's window are
+        # made only once the message is taken.
+        new_queue = op.queue and durable_key(op.destination, "") not in self.durables
         wanting = self._wanting(op)
         seq = 0
-        if wanting or op.retain_until:
+        if wanting or new_queue or op.retain_until:
             size = msg.ByteSize()
             why = self._make_room(op.store, size)
             if why:
                 # Not recorded in the dedup window: a retry once there is room stores it.
                 return PublishResult(0, False, rejected=True, limit=why)
+            if new_queue:
+                queue = Durable(key=durable_key(op.destination, ""), store=op.store, destination=op.destination,
+                                name="", kind=KIND_SHARED, queue=True)
+                self._add_durable(queue)
+                wanting.append(queue)
             seq = self._store(op, size)
             stored = self.messages[seq]
             for durable in wanting:
                 self._hold(durable, stored)
-        if window is not None:
+        if msg.producer_id:
+            if window is None:
+                window = self.producers[msg.producer_id] = self._new_window(msg.producer_id)
             window.record(msg.sequence, seq)
         return PublishResult(seq, False)
 
@@ -445,6 +450,12 @@ class StateMachine:
         self.store_bytes[stored.store] -= stored.size
         self.store_count[stored.store] -= 1
         self.store_seqs[stored.store].pop(stored.seq, None)
+        self._stale_timers += bool(stored.expires_at) + bool(stored.retain_until)
+        if self._stale_timers > 1024 and 2 * self._stale_timers > len(self._timers):
+            # Timers of messages already gone: rebuild (followers never run `due`).
+            self._timers = [(when, seq) for when, seq in self._timers if seq in self.messages]
+            heapq.heapify(self._timers)
+            self._stale_timers = 0
 
     def _drop(self, seq: int) -> None:
         """Remove a message from every holder at once (expired, or discarded at a limit)."""
@@ -554,7 +565,9 @@ class StateMachine:
         return len(wanted)
 
     def _map(self, op: rpb.MapOp) -> MapResult:
-        entries = self.maps.setdefault((op.store, op.map), {})
+        # Looked up, not created: a refused compare-and-set or a delete of an absent key must
+        # not leave an empty map behind (maps_of_store counts non-empty maps only).
+        entries = self.maps.get((op.store, op.map), {})
         current = entries.get(op.key)
         if op.compare and (current[1] if current else 0) != op.expected_version:
             if current is None:
@@ -572,8 +585,15 @@ class StateMachine:
             if not entries:
                 del self.maps[(op.store, op.map)]
             return MapResult(True, False)
-        entries[op.key] = (op.put, version)
+        self.maps.setdefault((op.store, op.map), entries)[op.key] = (op.put, version)
         return MapResult(True, True, op.put, version)
+
+    def start_local_versions(self, base: int) -> None:
+        """Map versions of a state fed directly continue above `base`. A leader seeds its
+        non-replicated state with a value derived from its epoch, so a version a client saw
+        under an earlier leadership is never reused (its compare-and-set cannot match a newer
+        entry that happens to get the same counter value)."""
+        self._local_writes = max(self._local_writes, base)
 
     # --- queries -----------------------------------------------------------------------------
 

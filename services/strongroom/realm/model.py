@@ -354,6 +354,11 @@ class Realm(_Model):
         if own is not None and theirs is not None and own.cluster != theirs.cluster:
             return [(where, f"dead_letter {target!r} maps to store {theirs.name!r} of cluster {theirs.cluster!r}; "
                             f"it must be a store of cluster {own.cluster!r}")]
+        if own is not None and theirs is not None and own.replicated != theirs.replicated:
+            return [(where, f"dead_letter {target!r} maps to store {theirs.name!r}, "
+                            f"{'' if theirs.replicated else 'non-'}replicated, but {rule.name!r} is in "
+                            f"{'a ' if own.replicated else 'a non-'}replicated store; a message moves "
+                            f"between stores of the same kind only")]
         return []
 
     def endpoint(self, name: str) -> Endpoint | None:
