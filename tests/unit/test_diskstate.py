@@ -3,6 +3,7 @@ operations, compared on everything observable; plus restart (reopen) and snapsho
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.state import StateMachine, durable_key
 from strongroom.persistence.storage import RocksStorage
@@ -24,7 +26,7 @@ def op_strategy() -> st.SearchStrategy[tuple[object, ...]]:
     return st.one_of(
         st.tuples(st.just("publish"), st.sampled_from(DESTS), st.integers(0, 40), st.integers(0, 3),
                   st.booleans(), st.sampled_from(["x", "y", "z"])),
-        st.tuples(st.just("create"), st.integers(0, len(DURABLES) - 1), st.integers(0, 5)),
+        st.tuples(st.just("create"), st.integers(0, len(DURABLES) - 1)),
         st.tuples(st.just("ack"), st.integers(0, 2), st.lists(st.integers(1, 60), max_size=4)),
         st.tuples(st.just("limit"), st.integers(0, 8), st.booleans()),
         st.tuples(st.just("expire"), st.integers(0, 100)),
@@ -49,8 +51,7 @@ def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
     if kind == "create":
         dest, name, dkind = DURABLES[spec[1]]  # type: ignore[index]
         return rpb.Operation(create_durable=rpb.CreateDurableOp(
-            store="s", destination=dest, durable=name, kind=dkind, key_field="sym" if name == "k" else "",
-            start_sequence=int(spec[2])))  # type: ignore[call-overload]
+            store="s", destination=dest, durable=name, kind=dkind, key_field="sym" if name == "k" else ""))
     if kind == "ack":
         return rpb.Operation(ack=rpb.AckOp(store="s", durable_key=ACK_KEYS[spec[1]], message_seqs=spec[2]))  # type: ignore[index,arg-type]
     if kind == "limit":
@@ -146,5 +147,28 @@ def test_pending_pages_in_order(tmp_path: Path) -> None:
         assert sm.pending_page(sm.durable("q", ""), 2990, 1000) == list(range(2991, 3001))  # type: ignore[arg-type]
         assert len(pending) == 3000 and list(pending) == list(range(1, 3001))
         assert sm.message(1500).message.body == b"1499"  # type: ignore[union-attr]
+    finally:
+        storage.close()
+
+
+async def test_last_value_subscriber_gets_updates_with_indexes_on_disk(tmp_path: Path) -> None:
+    storage = RocksStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES)
+    try:
+        sm = DiskStateMachine.open(storage)
+        dispatcher = Dispatcher("t")
+        dispatcher.attach(sm)
+        sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[rpb.Operation(create_durable=rpb.CreateDurableOp(
+            store="s", destination="t", durable="lv", kind=cpb.DURABLE_KIND_LASTVALUE))]))
+        durable = sm.durable("t", "lv")
+        assert durable is not None
+        sub = dispatcher.open(durable, sm, "c", credit=10)
+        dispatcher.start()
+        sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(publish=rpb.PublishOp(
+            store="s", destination="t", message=cpb.Message(body=b"v1")))]))
+        opened = await asyncio.wait_for(sub.outbox.get(), 5)
+        got = await asyncio.wait_for(sub.outbox.get(), 5)
+        assert opened is not None and opened.WhichOneof("response") == "opened"
+        assert got is not None and [d.message.body for d in got.deliveries.deliveries] == [b"v1"]
+        await dispatcher.stop("", "")
     finally:
         storage.close()

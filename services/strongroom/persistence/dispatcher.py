@@ -132,7 +132,7 @@ class Dispatcher:
                 for sub in dd.subs:
                     if sub.slot == slot and (sub.match is None or sub.match(stored.message)):
                         sub.latest = seq
-            elif dd.cursor < 0:
+            else:
                 for sub in dd.subs:
                     sub.latest = seq
         elif dd.cursor < 0:
