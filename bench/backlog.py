@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import platform
@@ -50,12 +49,12 @@ from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMac
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import RocksStorage
+from strongroom.realm.store import RealmStore
 
 __all__ = ["main", "run"]
 
 OPS_PER_ENTRY = 4096
 DESTINATION = "backlog.queue"
-REALM_KEY = "/strongroom/realm/current"
 
 
 def say(text: str) -> None:
@@ -138,11 +137,10 @@ def build(data_dir: Path, messages: int, indexes_on_disk: bool) -> dict[str, Any
 
 
 async def put_realm(endpoint: str, text: str) -> None:
-    doc = {"version": 1, "yaml": text, "normalized_json": "", "applied_at": time.time(),
-           "digest": hashlib.sha256(text.encode()).hexdigest(), "source_name": "bench-backlog.yaml"}
+    """Store the realm the way the realm service does (validated, versioned)."""
     client = EtcdClient(endpoint)
     try:
-        await client.put(REALM_KEY, json.dumps(doc).encode())
+        await RealmStore(client).apply(text, "bench-backlog.yaml")
     finally:
         await client.close()
 

@@ -11,13 +11,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
 from strongroom.etcd import EtcdClient
-from strongroom.local.etcdproc import free_port
+from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.realm.model import parse_realm
 
 REALM_KEY = "/strongroom/realm/current"
@@ -197,3 +200,40 @@ class Cluster:
                     return name
             await asyncio.sleep(0.1)
         raise TimeoutError("no leader in time\n" + self.logs())
+
+
+def start_cluster(root: Path, text: str, members: int = 3) -> tuple[Any, Cluster]:
+    """A real etcd under `root`, the realm stored, and every member started; stop both."""
+    etcd = start_etcd(root / "etcd")
+    try:
+        put_realm_sync(etcd.endpoint, text, 1)
+        cluster = Cluster(etcd.endpoint, root, members=members)
+        cluster.start_all()
+    except BaseException:
+        etcd.stop()
+        raise
+    return etcd, cluster
+
+
+@contextmanager
+def running_cluster(root: Path, text: str, members: int = 3) -> Iterator[Cluster]:
+    """`start_cluster`, stopped (members, then etcd) when the block ends."""
+    etcd, cluster = start_cluster(root, text, members)
+    try:
+        yield cluster
+    finally:
+        cluster.stop_all()
+        etcd.stop()
+
+
+async def drain(sub: Any, n: int, timeout: float = 10.0, ack: bool = True) -> list[Any]:
+    """Up to `n` messages of a subscription (fewer if none comes for `timeout` s), acked."""
+    out = []
+    while len(out) < n:
+        msg = await sub.next(timeout=timeout)
+        if msg is None:
+            break
+        out.append(msg)
+        if ack:
+            await sub.ack(msg)
+    return out

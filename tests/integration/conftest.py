@@ -7,22 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import SHARED_DESTINATIONS, SHARED_STORES, Cluster, put_realm_sync, realm_yaml
-from strongroom.local.etcdproc import start_etcd
-
-
-def _start(root: Path, text: str, members: int = 3) -> tuple[object, Cluster]:
-    etcd = start_etcd(root / "etcd")
-    put_realm_sync(etcd.endpoint, text, 1)
-    cluster = Cluster(etcd.endpoint, root, members=members)
-    cluster.start_all()
-    return etcd, cluster
+from harness import SHARED_DESTINATIONS, SHARED_STORES, Cluster, realm_yaml, start_cluster
 
 
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One 3-member disk-sync cluster for the semantics tests of a module (distinct destinations)."""
-    etcd, cluster = _start(tmp_path_factory.mktemp("shared"), realm_yaml(extra_stores=SHARED_STORES,
+    etcd, cluster = start_cluster(tmp_path_factory.mktemp("shared"), realm_yaml(extra_stores=SHARED_STORES,
                                                                          extra_destinations=SHARED_DESTINATIONS))
     try:
         yield cluster
@@ -37,7 +28,7 @@ def make_cluster(tmp_path: Path) -> Iterator[object]:
     started: list[tuple[object, Cluster]] = []
 
     def make(storage: str = "disk-sync", members: int = 3, **kw: object) -> Cluster:
-        etcd, cluster = _start(tmp_path, realm_yaml(storage=storage, members=members, **kw), members)  # type: ignore[arg-type]
+        etcd, cluster = start_cluster(tmp_path, realm_yaml(storage=storage, members=members, **kw), members)  # type: ignore[arg-type]
         started.append((etcd, cluster))
         cluster.etcd_process = etcd  # type: ignore[attr-defined]
         return cluster

@@ -8,14 +8,13 @@ import asyncio
 import json
 import signal
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from harness import Cluster, put_realm_sync, realm_yaml
+from harness import Cluster, realm_yaml, running_cluster
 from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc
 from strongroom.cli.main import run as cli_run
 from strongroom.client import Client, Map
@@ -26,7 +25,6 @@ from strongroom.errors import (
     StrongroomError,
     UnknownStore,
 )
-from strongroom.local.etcdproc import start_etcd
 
 STORES = """\
   - name: nomaps
@@ -46,18 +44,8 @@ STORES = """\
 
 @pytest.fixture(scope="module")
 def maps_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root: Path = tmp_path_factory.mktemp("maps")
-    etcd = start_etcd(root / "etcd")
-    try:
-        put_realm_sync(etcd.endpoint, realm_yaml(extra_stores=STORES), 1)
-        cluster = Cluster(etcd.endpoint, root)
-        cluster.start_all()
-        try:
-            yield cluster
-        finally:
-            cluster.stop_all()
-    finally:
-        etcd.stop()
+    with running_cluster(tmp_path_factory.mktemp("maps"), realm_yaml(extra_stores=STORES)) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from harness import Cluster
+from harness import Cluster, drain
 from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
 from strongroom.client import Client
 from strongroom.errors import (
@@ -21,18 +21,6 @@ from strongroom.errors import (
     UnknownDurableKind,
     UnknownMessage,
 )
-
-
-async def drain(sub, n: int, timeout: float = 10.0, ack: bool = True) -> list:  # type: ignore[no-untyped-def]
-    out = []
-    while len(out) < n:
-        msg = await sub.next(timeout=timeout)
-        if msg is None:
-            break
-        out.append(msg)
-        if ack:
-            await sub.ack(msg)
-    return out
 
 
 @pytest.fixture

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import Cluster, put_realm_sync, realm_yaml
+from harness import Cluster, drain, realm_yaml, running_cluster
 from strongroom.api.v1 import common_pb2
 from strongroom.client import ABSENT, PRESENT, Client, Received, Subscription
 from strongroom.errors import DurableMismatch, InvalidArgument, InvalidMatcher, StoreLimitExceeded
-from strongroom.local.etcdproc import start_etcd
 
 STORES = """\
   - name: capped
@@ -92,26 +91,14 @@ endpoints:
 """
 
 
-def _start(root: Path, text: str) -> tuple[object, Cluster]:
-    etcd = start_etcd(root / "etcd")
-    put_realm_sync(etcd.endpoint, text, 1)
-    cluster = Cluster(etcd.endpoint, root)
-    cluster.start_all()
-    return etcd, cluster
-
-
 def model_realm(**kw: object) -> str:
     return realm_yaml(extra_stores=STORES, extra_destinations=DESTINATIONS, extra_sections=SECTIONS, **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
 def model_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    etcd, cluster = _start(tmp_path_factory.mktemp("model"), model_realm())
-    try:
+    with running_cluster(tmp_path_factory.mktemp("model"), model_realm()) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
-        etcd.stop()  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -122,18 +109,6 @@ async def client(model_cluster: Cluster) -> AsyncIterator[Client]:
         yield c
     finally:
         await c.close()
-
-
-async def take(sub: Subscription, n: int, timeout: float = 5.0, ack: bool = True) -> list[Received]:
-    out: list[Received] = []
-    while len(out) < n:
-        msg = await sub.next(timeout=timeout)
-        if msg is None:
-            break
-        out.append(msg)
-        if ack:
-            await sub.ack(msg)
-    return out
 
 
 async def quiet(sub: Subscription, seconds: float = 1.0) -> Received | None:
@@ -175,7 +150,7 @@ async def test_matcher_semantics_on_an_endpoint(client: Client) -> None:
         "all": [0, 1, 2, 3, 4, 5, 6],
     }
     for name, want in expected.items():
-        got = await take(subs[name], len(want))
+        got = await drain(subs[name], len(want))
         assert [m.body for m in got] == [f"t{i}".encode() for i in want], name
         assert await quiet(subs[name], 0.3) is None, name
     # Typed fields come back with their types.
@@ -189,7 +164,7 @@ async def test_content_message_nobody_wants_is_not_stored(client: Client) -> Non
     assert res.message_seq == 0
     res = await client.publish("sparse", b"wanted", fields={"sym": "X-only"})
     assert res.message_seq > 0
-    got = await take(sub, 1)
+    got = await drain(sub, 1)
     assert [m.body for m in got] == [b"wanted"] and got[0].fields == {"sym": "X-only"}
     await sub.close()
 
@@ -218,7 +193,7 @@ async def test_matcher_on_a_topic_durable(client: Client) -> None:
     await client.publish("prices.eu", b"a1", fields={"sym": "A"})
     await client.publish("prices.eu", b"b1", fields={"sym": "B"})
     await client.publish("prices.eu", b"a2", fields={"sym": "A", "x": True})
-    got = await take(sub, 2)
+    got = await drain(sub, 2)
     assert [m.body for m in got] == [b"a1", b"a2"]
     assert got[1].fields == {"sym": "A", "x": True}
     assert await quiet(sub, 0.3) is None
@@ -274,10 +249,10 @@ async def test_store_limit_reject_policy(client: Client) -> None:
     assert capped.messages == 5 and capped.max_messages == 5
     assert capped.limit_policy == common_pb2.LIMIT_POLICY_REJECT
     # Consuming makes room; the rejected message was never stored.
-    got = await take(sub, 5)
+    got = await drain(sub, 5)
     assert [m.body for m in got] == [f"c{i}".encode() for i in range(5)]
     assert (await client.publish("capped.t", b"c6")).message_seq > 0
-    got = await take(sub, 1)
+    got = await drain(sub, 1)
     assert [m.body for m in got] == [b"c6"]
     await sub.close()
 
@@ -291,7 +266,7 @@ async def test_store_limit_on_bytes(client: Client) -> None:
             await client.publish("bytecap.t", body)
             stored += 1
     assert stored == 4
-    got = await take(sub, 4)
+    got = await drain(sub, 4)
     assert len(got) == 4
     await sub.close()
 
@@ -301,7 +276,7 @@ async def test_store_limit_discard_oldest_policy(client: Client) -> None:
     for i in range(8):
         assert (await client.publish("rolling.t", f"r{i}".encode())).message_seq > 0
     sub = await client.subscribe("rolling.t", "r1")
-    got = await take(sub, 5)
+    got = await drain(sub, 5)
     assert [m.body for m in got] == [f"r{i}".encode() for i in range(3, 8)]
     assert await quiet(sub, 0.3) is None
     await sub.close()
@@ -317,7 +292,7 @@ async def test_time_to_live_expires_unconsumed_messages(client: Client) -> None:
     await asyncio.sleep(2.5)
     fresh = await client.publish("ttl.t", b"fresh")
     sub = await client.subscribe("ttl.t", "t1")
-    got = await take(sub, 1)
+    got = await drain(sub, 1)
     assert [m.body for m in got] == [b"fresh"] and got[0].seq == fresh.message_seq
     assert got[0].published_at > time.time() - 60
     assert await quiet(sub, 0.3) is None
@@ -368,7 +343,7 @@ async def test_dead_letter_waits_while_its_store_is_full(client: Client) -> None
     w = next(d for s in leader.stores for d in s.durables if d.destination == "stuck.t")
     assert w.pending_messages == 1  # refused by the full dead-letter store: still held
     dl = await client.subscribe("full.x", "dl")
-    got = await take(dl, 1)
+    got = await drain(dl, 1)
     assert [m.body for m in got] == [b"filler"]
     moved = await dl.next(timeout=15)  # retried once there is room
     assert moved is not None and moved.body == b"p" and moved.fields["sr.dead_letter.from"] == "stuck.t"
@@ -410,15 +385,15 @@ async def test_replay_from_sequence_and_from_time(client: Client) -> None:
     plain = await client.subscribe("replay.t", "plain")
     assert await quiet(plain, 0.3) is None
     from_seq = await client.subscribe("replay.t", "from-seq", replay_from_seq=seqs[3])
-    got = await take(from_seq, 7)
+    got = await drain(from_seq, 7)
     assert [m.body for m in got] == [f"p{i}".encode() for i in range(3, 10)]
     from_time = await client.subscribe("replay.t", "from-time", replay_from_time=mid)
-    got = await take(from_time, 4)
+    got = await drain(from_time, 4)
     assert [m.body for m in got] == [f"p{i}".encode() for i in range(6, 10)]
     # An existing durable that consumed everything goes back to the start.
     await from_seq.close()
     again = await client.subscribe("replay.t", "from-seq", replay_from_seq=seqs[0])
-    got = await take(again, 10)
+    got = await drain(again, 10)
     assert [m.body for m in got] == [f"p{i}".encode() for i in range(10)]
     assert await quiet(again, 0.3) is None
     for s in (plain, from_time, again):
@@ -433,7 +408,7 @@ async def test_default_ack_mode_per_destination(client: Client) -> None:
     chosen = await client.subscribe("syncack.t", "s2", sync_ack=False)
     assert sync.sync_ack and not plain.sync_ack and not chosen.sync_ack
     await client.publish("syncack.t", b"x")
-    got = await take(sync, 1)
+    got = await drain(sync, 1)
     assert [m.body for m in got] == [b"x"]
     st = await client.status()
     leader = next(s for s in st if s.role == "leader")
@@ -460,8 +435,7 @@ async def test_status_shows_the_stores_grid(client: Client) -> None:
 
 @pytest.mark.slow
 async def test_last_value_limits_and_replay_hold_across_failover(tmp_path: Path) -> None:
-    etcd, cluster = _start(tmp_path, model_realm())
-    try:
+    with running_cluster(tmp_path, model_realm()) as cluster:
         old = await cluster.leader()
         async with Client(cluster.addresses(), timeout=30) as c:
             await (await c.subscribe("quotes", "board", matcher={"sym": "A"})).close()
@@ -486,13 +460,10 @@ async def test_last_value_limits_and_replay_hold_across_failover(tmp_path: Path)
             got = await a.next(timeout=10)
             assert got is not None and got.body == b"A2"
             rolling = await c.subscribe("rolling.t", "r")
-            got_r = await take(rolling, 5, timeout=10)
+            got_r = await drain(rolling, 5, timeout=10)
             assert [m.body for m in got_r] == [f"r{i}".encode() for i in range(3, 8)]
             capped = await c.subscribe("capped.t", "c")
-            got_c = await take(capped, 5, timeout=10)
+            got_c = await drain(capped, 5, timeout=10)
             assert [m.body for m in got_c] == [f"c{i}".encode() for i in range(5)]
             for s in (a, rolling, capped):
                 await s.close()
-    finally:
-        cluster.stop_all()
-        etcd.stop()  # type: ignore[attr-defined]

@@ -149,9 +149,11 @@ def test_replay_repositions_within_what_is_stored() -> None:
     sm = StateMachine()
     for i in range(6):
         publish(sm, "t", msg(f"m{i}"), published_at=float(100 + i), retain_until=1000.0)
-    create(sm, "t", "late", start_sequence=3)
+    create(sm, "t", "late")
+    sm.apply_op(rpb.Operation(replay=rpb.ReplayOp(durable_key=durable_key("t", "late"), sequence=3)))
     assert bodies(sm, durable_key("t", "late")) == [b"m2", b"m3", b"m4", b"m5"]
-    create(sm, "t", "bytime", start_time=104.0)
+    create(sm, "t", "bytime")
+    sm.apply_op(rpb.Operation(replay=rpb.ReplayOp(durable_key=durable_key("t", "bytime"), time=104.0)))
     assert bodies(sm, durable_key("t", "bytime")) == [b"m4", b"m5"]
     sm.apply_op(rpb.Operation(replay=rpb.ReplayOp(durable_key=durable_key("t", "bytime"), sequence=1)))
     assert bodies(sm, durable_key("t", "bytime")) == [f"m{i}".encode() for i in range(6)]

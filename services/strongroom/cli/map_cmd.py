@@ -25,7 +25,6 @@ import binascii
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -191,26 +190,12 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
 # --- parser --------------------------------------------------------------------------------------
 
 
-def _non_negative(value: str) -> int:
-    n = int(value)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
-    return n
-
-
-def _common() -> argparse.ArgumentParser:
-    # SUPPRESS keeps a subcommand from overwriting the same option given before it.
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--endpoints", default=argparse.SUPPRESS, metavar="HOST:PORT,...",
-                   help="member addresses (env STRONGROOM_ENDPOINTS; default: the local state file)")
-    p.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS, metavar="DIR",
-                   help="local cluster data dir (env STRONGROOM_DATA_DIR, default ./.strongroom)")
-    return p
-
-
 def add_map_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `map` and its subcommands; each sets `func(args) -> exit code`."""
-    common = _common()
+    # Imported here: strongroom.cli.main imports this module while it builds its parser.
+    from strongroom.cli.main import _common_options, _non_negative
+
+    common = _common_options(endpoints=True)
     top: argparse.ArgumentParser = subparsers.add_parser(
         "map", parents=[common], help="put, get, delete, list and compare-and-set map entries",
         description="Replicated key-value maps inside a store.")

@@ -8,6 +8,7 @@ every member when it applies a publish, so the functions here are pure and deter
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 
@@ -84,7 +85,7 @@ def _value_text(value: cpb.FieldValue) -> str:
     which = value.WhichOneof("value")
     x = getattr(value, which) if which else None
     if which == "string_value":
-        return repr(x).replace("'", '"') if "'" not in str(x) else repr(x)
+        return json.dumps(x, ensure_ascii=False)
     if which == "bytes_value":
         return f"b{x!r}"
     if which == "bool_value":

@@ -983,16 +983,8 @@ class PersistenceNode:
         if ack_sync_mode == cpb.ACK_SYNC_MODE_UNSPECIFIED:
             ack_sync_mode = cpb.ACK_SYNC_MODE_SYNC if route.ack_mode == AckSync.SYNC else cpb.ACK_SYNC_MODE_ASYNC
         state = self._state_for(store)
-        key = content_durable_key(store.name, durable_name) if route.endpoint else durable_key(destination, durable_name)
+        key = self._durable_key(route, durable_name)
         durable = state.durables.get(key)
-        if durable is not None:
-            if durable.kind != kind:
-                raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with kind "
-                                      f"{cpb.DurableKind.Name(durable.kind)}, not {cpb.DurableKind.Name(kind)}")
-            if not key_field and not same_matcher(durable.matcher, durable_matcher):
-                raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with matcher "
-                                      f"[{matcher_text(durable.matcher)}], not [{matcher_text(durable_matcher)}]")
-        start = replay.WhichOneof("start") if replay is not None else None
         if durable is None:
             create = rpb.CreateDurableOp(
                 store=store.name, destination=destination, durable=durable_name, kind=kind, queue=route.queue,
@@ -1001,11 +993,14 @@ class PersistenceNode:
             durable = state.durables.get(key)
             if durable is None:
                 raise PersistenceUnavailable(f"durable {durable_name!r} was removed while it was created; retry")
-            # Another subscriber may have created it first, with other settings.
-            if durable.kind != kind or (not key_field and not same_matcher(durable.matcher, durable_matcher)):
-                raise DurableMismatch(f"durable {durable_name!r} on {destination!r} was just created by another "
-                                      f"subscriber with kind {cpb.DurableKind.Name(durable.kind)} and matcher "
-                                      f"[{matcher_text(durable.matcher)}]")
+        # Checked after a create too: another subscriber may have created it first, otherwise.
+        if durable.kind != kind:
+            raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with kind "
+                                  f"{cpb.DurableKind.Name(durable.kind)}, not {cpb.DurableKind.Name(kind)}")
+        if not key_field and not same_matcher(durable.matcher, durable_matcher):
+            raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with matcher "
+                                  f"[{matcher_text(durable.matcher)}], not [{matcher_text(durable_matcher)}]")
+        start = replay.WhichOneof("start") if replay is not None else None
         if start is not None:
             # A separate operation even for a new durable: if another subscriber created it a
             # moment earlier, the replay still happens.
@@ -1019,6 +1014,11 @@ class PersistenceNode:
         assert durable is not None and self.dispatcher is not None
         return self.dispatcher.open(durable, state, client_name, credit, slot=slot, match=compile_matcher(sub_matcher),
                                     ack_sync_mode=ack_sync_mode)
+
+    @staticmethod
+    def _durable_key(route: Route, name: str) -> str:
+        """Endpoint durables are keyed by store, the others by destination."""
+        return content_durable_key(route.store.name, name) if route.endpoint else durable_key(route.name, name)
 
     async def _apply_or_commit(self, store: Store, op: rpb.Operation) -> object:
         if store.replicated:
@@ -1044,8 +1044,7 @@ class PersistenceNode:
         store = route.store
         if route.queue:
             durable_name = ""
-        key = content_durable_key(store.name, durable_name) if route.endpoint else durable_key(destination, durable_name)
-        return await self.ack_durable(store, key, seqs, sub_id, wait)
+        return await self.ack_durable(store, self._durable_key(route, durable_name), seqs, sub_id, wait)
 
     async def ack_durable(self, store: Store, key: str, seqs: list[int], sub_id: str, wait: bool) -> int:
         """Acknowledge messages of the durable with this key."""

@@ -274,8 +274,6 @@ class StateMachine:
                           kind=op.kind, queue=op.queue, matcher=matcher, key_field=op.key_field,
                           content=op.content, ack_sync_mode=op.ack_sync_mode)
         self._add_durable(durable)
-        if op.start_sequence or op.start_time:
-            self._replay(durable, op.start_sequence, op.start_time)
         return durable
 
     def _add_durable(self, durable: Durable) -> None:
@@ -466,8 +464,11 @@ class StateMachine:
             if durable.kind == KIND_LASTVALUE:
                 if durable.last_value_seq == seq:
                     durable.last_value_seq = 0
-                for slot in [k for k, v in durable.last_values.items() if v == seq]:
-                    del durable.last_values[slot]
+                fields = stored.message.fields if durable.key_field else None
+                if fields is not None and durable.key_field in fields:
+                    slot = key_of(fields[durable.key_field])
+                    if durable.last_values.get(slot) == seq:
+                        del durable.last_values[slot]
             elif seq in durable.pending:
                 del durable.pending[seq]
                 durable.pending_bytes -= stored.size

@@ -132,7 +132,7 @@ class AckOp(_message.Message):
     def __init__(self, store: _Optional[str] = ..., durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CreateDurableOp(_message.Message):
-    __slots__ = ("store", "destination", "durable", "kind", "queue", "matcher", "key_field", "content", "ack_sync_mode", "start_sequence", "start_time")
+    __slots__ = ("store", "destination", "durable", "kind", "queue", "matcher", "key_field", "content", "ack_sync_mode")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
@@ -142,8 +142,6 @@ class CreateDurableOp(_message.Message):
     KEY_FIELD_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
-    START_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
-    START_TIME_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     durable: str
@@ -153,9 +151,7 @@ class CreateDurableOp(_message.Message):
     key_field: str
     content: bool
     ack_sync_mode: _common_pb2.AckSyncMode
-    start_sequence: int
-    start_time: float
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., start_sequence: _Optional[int] = ..., start_time: _Optional[float] = ...) -> None: ...
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ...) -> None: ...
 
 class LogEntry(_message.Message):
     __slots__ = ("index", "epoch", "ops")
