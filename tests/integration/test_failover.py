@@ -213,6 +213,15 @@ async def test_follower_with_empty_disk_catches_up_then_counts(make_cluster) -> 
     futs = [await pub.send(f"c{i}".encode()) for i in range(50)]
     await asyncio.wait_for(asyncio.gather(*futs), 30)
     await pub.close()
+    # A follower learns the commit index with the next append (at most a few ms later).
+    lst = await cluster.status(leader)
+    assert lst is not None
+
+    async def applied_all() -> bool:
+        st = await cluster.status(wiped)
+        return bool(st and st.applied_index >= lst.commit_index)
+
+    await wait_for(applied_all)
     st = await cluster.status(wiped)
     assert st is not None
     queue = [d for s in st.stores for d in s.durables if d.destination == "catchup.queue"][0]

@@ -48,6 +48,9 @@ CHANNEL_OPTIONS = [
 ]
 # Most publish requests carried by one stream message.
 MAX_STREAM_BATCH = 512
+# publish(): messages in flight on a destination's shared stream, and how many such streams stay open.
+SHARED_WINDOW = 1024
+MAX_SHARED_PUBLISHERS = 64
 _TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
               grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 
@@ -167,6 +170,9 @@ class Client:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._leader: str | None = None
         self._rotation = itertools.cycle(range(len(self.endpoints)))
+        # publish(): one shared publisher per (destination, confirm), most recently used last.
+        self._publishers: dict[tuple[str, bool | None], Publisher] = {}
+        self._closing: set[asyncio.Future[None]] = set()
 
     # --- connections --------------------------------------------------------------------------
 
@@ -232,7 +238,13 @@ class Client:
             delay = min(delay * 2, 0.5)
 
     async def close(self) -> None:
-        """Close every channel."""
+        """End the shared publish streams and close every channel."""
+        publishers = list(self._publishers.values())
+        self._publishers.clear()
+        for pub in publishers:
+            pub.abandon()
+        for task in list(self._closing):
+            task.cancel()
         for ch in self._channels.values():
             await ch.close()
         self._channels.clear()
@@ -256,16 +268,23 @@ class Client:
 
     async def publish(self, destination: str, body: bytes, fields: dict[str, object] | None = None,
                       confirm: bool | None = None) -> PublishResult:
-        """Publish one message; with confirmation (the store default) returns once committed."""
-        mode = (mpb.PUBLISH_MODE_STORE_DEFAULT if confirm is None else
-                mpb.PUBLISH_MODE_STORE_CONFIRM_SEND if confirm else mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM)
-        req = mpb.PublishRequest(destination=destination, message=self.make_message(body, fields), mode=mode)
+        """Publish one message; with confirmation (the store default) returns once committed.
 
-        async def call(address: str) -> mpb.PublishResponse:
-            return await self.stub(address).Publish(req, timeout=self.timeout)
-
-        resp = await self.retrying(call)
-        return PublishResult(resp.message_seq, resp.duplicate, resp.confirmed)
+        Goes on a publish stream the client keeps open per destination (a stream round trip
+        costs about half a unary call), so concurrent calls share it and its group-commit
+        rounds; failover, redirects and re-sends are the `Publisher`'s."""
+        key = (destination, confirm)
+        pub = self._publishers.pop(key, None)
+        if pub is None or pub.closed:
+            pub = Publisher(self, destination, SHARED_WINDOW, confirm)
+            if len(self._publishers) >= MAX_SHARED_PUBLISHERS:
+                # Least recently used first: its stream closes once what it carries is confirmed.
+                oldest = next(iter(self._publishers))
+                task = asyncio.ensure_future(self._publishers.pop(oldest).close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+        self._publishers[key] = pub
+        return await (await pub.send(body, fields))
 
     def publisher(self, destination: str, window: int = 256, confirm: bool | None = None) -> Publisher:
         """A pipelined publisher: up to `window` messages in flight, each confirmed."""
@@ -368,6 +387,20 @@ class Publisher:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         return fut
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` or `abandon()` was called."""
+        return self._closed
+
+    def abandon(self) -> None:
+        """Stop at once, without waiting for confirmations: what is unconfirmed fails (its
+        outcome is unknown)."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+        self._fail_all(PersistenceUnavailable("the client was closed before the message was confirmed; "
+                                              "its outcome is unknown"))
 
     async def flush(self) -> None:
         """Wait until everything sent so far is confirmed or failed."""

@@ -132,7 +132,7 @@ class MapFront:
                      expected: int | None = None) -> MapWrite:
         _check_map(name)
         _check_key(key)
-        self.node._require_leader()
+        self.node.require_leader()
         store = self._store(store_name)
         if not delete and len(value) > store.max_message_bytes:
             raise MessageTooLarge(f"value of {len(value)} bytes exceeds store {store.name!r} limit of "
@@ -152,7 +152,7 @@ class MapFront:
         async with self._writing.hold((store.name, name, key)):
             # Leadership may have changed while this write waited for the previous one; a
             # non-leader never commits what is submitted to it, so check right before.
-            self.node._require_leader()
+            self.node.require_leader()
             result, index = await self.node._commit_one(operation)
         return _write_outcome(key, result, index)
 
@@ -197,7 +197,7 @@ class MapFront:
 
     def _read_state(self, store_name: str) -> StateMachine:
         """The committed state to read from, on a leader whose lease is certainly valid."""
-        self.node._require_leader()
+        self.node.require_leader()
         store = self._store(store_name)
         self._check_lease()
         return self.node.state if store.replicated else self._local()

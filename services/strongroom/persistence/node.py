@@ -555,7 +555,7 @@ class PersistenceNode:
 
     # --- the write path ----------------------------------------------------------------------
 
-    def _require_leader(self) -> None:
+    def require_leader(self) -> None:
         if self.role == LEADER and self.election.is_leader:
             return
         if self.leader is not None and self.leader.member != self.member:
@@ -654,7 +654,7 @@ class PersistenceNode:
             self._apply_committed()
             self._commit_changed.set()
             for rep in self.replicators.values():
-                rep.kick()
+                rep.commit_advanced()
 
     def _apply_committed(self) -> None:
         state = self.state
@@ -736,7 +736,7 @@ class PersistenceNode:
         try:
             if broken:
                 raise broken[0]
-            self._require_leader()
+            self.require_leader()
             if term is not None:
                 if not term:
                     term.append(self.epoch)
@@ -929,7 +929,7 @@ class PersistenceNode:
                                 replay: mpb.ReplayFrom | None = None) -> Subscription:
         """Open a subscription; the durable is created (through the log) if it does not exist,
         repositioned first when `replay` is given."""
-        self._require_leader()
+        self.require_leader()
         route = self.resolve(destination)
         store = route.store
         matcher = matcher if matcher is not None else cpb.ContentMatcher()
@@ -1010,7 +1010,7 @@ class PersistenceNode:
             else:
                 op.time = replay.time  # type: ignore[union-attr]
             await self._apply_or_commit(store, rpb.Operation(replay=op))
-        self._require_leader()
+        self.require_leader()
         assert durable is not None and self.dispatcher is not None
         return self.dispatcher.open(durable, state, client_name, credit, slot=slot, match=compile_matcher(sub_matcher),
                                     ack_sync_mode=ack_sync_mode)
@@ -1039,7 +1039,7 @@ class PersistenceNode:
     async def ack(self, destination: str, durable_name: str, seqs: list[int], sub_id: str,
                   wait: bool) -> int:
         """Acknowledge messages of a durable; with `wait`, return once committed."""
-        self._require_leader()
+        self.require_leader()
         route = self.resolve(destination)
         store = route.store
         if route.queue:
@@ -1048,7 +1048,7 @@ class PersistenceNode:
 
     async def ack_durable(self, store: Store, key: str, seqs: list[int], sub_id: str, wait: bool) -> int:
         """Acknowledge messages of the durable with this key."""
-        self._require_leader()
+        self.require_leader()
         state = self._state_for(store)
         durable = state.durables.get(key)
         if durable is None:

@@ -60,6 +60,12 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                             context: Context) -> AsyncIterator[mpb.PublishResponseBatch]:
         # Each batch is submitted as it arrives (so one group-commit round carries many);
         # responses go out batch by batch, in request order, as their rounds commit.
+        try:
+            # A stream opened on a member that does not lead ends at once with NOT_LEADER and
+            # the leader's address, as a unary call would, so the client follows it directly.
+            self.node.require_leader()
+        except StrongroomError as err:
+            await abort_with(context, err)
         out: asyncio.Queue[tuple[list[mpb.PublishRequest], asyncio.Future[list[object]]] | None] = asyncio.Queue()
         term: list[int] = []
         broken: list[StrongroomError] = []
@@ -180,6 +186,15 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
 
     async def Append(self, request: rpb.AppendRequest, context: Context) -> rpb.AppendResponse:
         return await self.node.handle_append(request)
+
+    async def AppendStream(self, request_iterator: AsyncIterator[rpb.AppendRequest],
+                           context: Context) -> None:
+        # Reader/writer style: one answer per append, in order, no generator machinery per round.
+        while True:
+            request = await context.read()
+            if request is grpc.aio.EOF:
+                return
+            await context.write(await self.node.handle_append(request))
 
     async def Fetch(self, request: rpb.FetchRequest, context: Context) -> rpb.FetchResponse:
         try:

@@ -47,6 +47,11 @@ class ReplicationServiceStub:
                 request_serializer=strongroom_dot_v1_dot_replication__pb2.AppendRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_replication__pb2.AppendResponse.FromString,
                 _registered_method=True)
+        self.AppendStream = channel.stream_stream(
+                '/strongroom.v1.ReplicationService/AppendStream',
+                request_serializer=strongroom_dot_v1_dot_replication__pb2.AppendRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_replication__pb2.AppendResponse.FromString,
+                _registered_method=True)
         self.Fetch = channel.unary_unary(
                 '/strongroom.v1.ReplicationService/Fetch',
                 request_serializer=strongroom_dot_v1_dot_replication__pb2.FetchRequest.SerializeToString,
@@ -79,6 +84,14 @@ class ReplicationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendStream(self, request_iterator, context):
+        """The same, on one long-lived stream per follower: one response per request, in order. The
+        leader's replication uses this (a stream round trip costs about half a unary call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Fetch(self, request, context):
         """Read log entries (a new leader fetching what the most advanced member has).
         """
@@ -103,6 +116,11 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
             ),
             'Append': grpc.unary_unary_rpc_method_handler(
                     servicer.Append,
+                    request_deserializer=strongroom_dot_v1_dot_replication__pb2.AppendRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_replication__pb2.AppendResponse.SerializeToString,
+            ),
+            'AppendStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.AppendStream,
                     request_deserializer=strongroom_dot_v1_dot_replication__pb2.AppendRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_replication__pb2.AppendResponse.SerializeToString,
             ),
@@ -172,6 +190,33 @@ class ReplicationService:
             request,
             target,
             '/strongroom.v1.ReplicationService/Append',
+            strongroom_dot_v1_dot_replication__pb2.AppendRequest.SerializeToString,
+            strongroom_dot_v1_dot_replication__pb2.AppendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/strongroom.v1.ReplicationService/AppendStream',
             strongroom_dot_v1_dot_replication__pb2.AppendRequest.SerializeToString,
             strongroom_dot_v1_dot_replication__pb2.AppendResponse.FromString,
             options,
