@@ -74,7 +74,7 @@ class FakeNode:
     entries: list[rpb.LogEntry] = field(default_factory=list)
     _queue: list[tuple[rpb.Operation, asyncio.Future[tuple[object, int]]]] = field(default_factory=list)
 
-    def _require_leader(self) -> None:
+    def require_leader(self) -> None:
         if not self.leading:
             raise NotLeaderError("not the leader", "m2", "127.0.0.1:2")
 

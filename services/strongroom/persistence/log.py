@@ -84,11 +84,13 @@ class ReplicatedLog:
             out.append(raw)
         return out
 
-    def append_local(self, entry: rpb.LogEntry, sync: bool = True) -> None:
-        """Leader: store a new entry at last_index + 1 in one batch. With `sync=False` the
-        caller must call `storage.sync_wal()` before counting the entry as stored here."""
+    def append_local(self, entry: rpb.LogEntry, sync: bool = True, raw: bytes | None = None) -> None:
+        """Leader: store a new entry at last_index + 1 in one batch (`raw`: the entry already
+        serialised). With `sync=False` the caller must call `storage.sync_wal()` before counting
+        the entry as stored here."""
         assert entry.index == self.last_index + 1, (entry.index, self.last_index)
-        raw = entry.SerializeToString()
+        if raw is None:
+            raw = entry.SerializeToString()
         self.storage.append([entry], sync=None if sync else False, raws=[raw])
         self.entries.append(entry)
         self.raws.append(raw)

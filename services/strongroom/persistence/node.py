@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 
@@ -55,6 +56,7 @@ from strongroom.persistence.matcher import compile_matcher, key_of, matcher_text
 from strongroom.persistence.state import Durable, PublishResult, StateMachine, content_durable_key, durable_key
 from strongroom.persistence.storage import RocksStorage, Storage, open_storage
 from strongroom.persistence.swap import SwapSpace
+from strongroom.persistence.wire import ENTRY_OPS, OPERATION_PUBLISH, PUBLISH_MESSAGE, length_delimited, varint
 from strongroom.realm.model import AckSync, Cluster, LimitPolicyName, PublisherMode, Realm, Route, Store, TemplateKind
 
 __all__ = ["PersistenceNode", "NodeConfig", "PublishOutcome"]
@@ -85,9 +87,8 @@ class NodeConfig:
     etcd_endpoints: str
 
 
-@dataclass(frozen=True)
-class PublishOutcome:
-    """What a publisher is told."""
+class PublishOutcome(NamedTuple):
+    """What a publisher is told (one per published message)."""
 
     message_seq: int
     duplicate: bool
@@ -145,9 +146,10 @@ class PersistenceNode:
         self.peer_addresses[config.member] = config.address
         self.replicators: dict[str, PeerReplicator] = {}
         self.dispatcher: Dispatcher | None = None
-        # Queued client work: (operations, future or None). A future resolves to
+        self._apply_soon = False  # a follower's apply of newly committed entries is scheduled
+        # Queued client work: (serialised operations, future or None). A future resolves to
         # (results, log index): one result per operation, in order.
-        self._queue: list[tuple[list[rpb.Operation], asyncio.Future[object] | None]] = []
+        self._queue: list[tuple[list[bytes], asyncio.Future[object] | None]] = []
         self._resolved: dict[str, Route] = {}
         self._queue_wake = asyncio.Event()
         # index -> (epoch of the entry, [(future, how many of the entry's operations are its)])
@@ -567,6 +569,10 @@ class PersistenceNode:
 
     def _submit(self, ops: list[rpb.Operation], want_result: bool = True) -> asyncio.Future[object] | None:
         """Queue operations for the next round; the future resolves to (results, log index)."""
+        return self._submit_raw([op.SerializeToString() for op in ops], want_result)
+
+    def _submit_raw(self, ops: list[bytes], want_result: bool = True) -> asyncio.Future[object] | None:
+        """Like `_submit`, the operations already serialised."""
         fut = asyncio.get_running_loop().create_future() if want_result else None
         self._queue.append((ops, fut))
         self._queue_wake.set()
@@ -616,13 +622,19 @@ class PersistenceNode:
                         fut.set_exception(NotLeaderError("leader lease expired"))
                 await self._step_down("lease could not be renewed in time")
                 return
-            entry = rpb.LogEntry(index=self.log.last_index + 1, epoch=epoch)
+            # The entry is made as bytes (its head, then every operation as it was queued) and
+            # parsed once for the log and this member's apply.
+            index = self.log.last_index + 1
+            parts = [rpb.LogEntry(index=index, epoch=epoch).SerializeToString()]
             for ops, _ in batch:
-                entry.ops.extend(ops)
-            self._waiters[entry.index] = (epoch, [(fut, len(ops)) for ops, fut in batch])
+                for op in ops:
+                    parts += (ENTRY_OPS, varint(len(op)), op)
+            raw = b"".join(parts)
+            entry = rpb.LogEntry.FromString(raw)
+            self._waiters[index] = (epoch, [(fut, len(ops)) for ops, fut in batch])
             # Written now, fsynced in a worker thread while the followers store it too: the
             # leader counts itself toward the majority only once its fsync returned.
-            self.log.append_local(entry, sync=False)
+            self.log.append_local(entry, sync=False, raw=raw)
             for rep in self.replicators.values():
                 rep.kick()
             if self.storage.durable:
@@ -675,6 +687,10 @@ class PersistenceNode:
                         fut.set_result((results[at:at + n], index))
                     at += n
         self._maybe_compact()
+
+    def _apply_deferred(self) -> None:
+        self._apply_soon = False
+        self._apply_committed()
 
     def _maybe_compact(self) -> None:
         applied = self.state.applied_index
@@ -747,30 +763,33 @@ class PersistenceNode:
                 broken.append(err)
             return [err] * len(requests)
         outcomes: list[PublishOutcome | StrongroomError | None] = [None] * len(requests)
-        ops: list[rpb.Operation] = []
+        ops: list[bytes] = []
         positions: list[int] = []
         confirm_any = False
         # The leader's clock stamps the batch; members never read their own clocks to decide.
         now = time.time()
+        # Per destination of this batch: its route and the encoded PublishOp without the message.
+        heads: dict[str, tuple[Route, bytes]] = {}
         for i, req in enumerate(requests):
             try:
-                route = self.resolve(req.destination)
+                destination = req.destination
+                known = heads.get(destination)
+                if known is None:
+                    route = self.resolve(destination)
+                    known = heads[destination] = (route, self._publish_head(route, destination, now))
+                route, head = known
                 store = route.store
                 message = req.message
-                size = message.ByteSize()
-                if size > store.max_message_bytes:
-                    raise MessageTooLarge(f"message of {size} bytes exceeds store {store.name!r} limit of "
+                body = message.SerializeToString()
+                if len(body) > store.max_message_bytes:
+                    raise MessageTooLarge(f"message of {len(body)} bytes exceeds store {store.name!r} limit of "
                                           f"{store.max_message_bytes} bytes")
-                rule = route.rule
-                op = rpb.Operation(publish=rpb.PublishOp(
-                    store=store.name, destination=req.destination, message=message, queue=route.queue,
-                    content=route.endpoint, published_at=now,
-                    expires_at=now + rule.ttl_seconds if rule.ttl_seconds else 0.0,
-                    retain_until=now + rule.retain_seconds if rule.retain_seconds else 0.0))
                 if not store.replicated:
+                    op = rpb.Operation.FromString(length_delimited(
+                        OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
                     outcomes[i] = self._outcome(self.local_state.apply_op(op), message, 0)
                     continue
-                ops.append(op)
+                ops.append(length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
                 positions.append(i)
                 confirm_any = confirm_any or req.mode == mpb.PUBLISH_MODE_STORE_CONFIRM_SEND or (
                     req.mode == mpb.PUBLISH_MODE_STORE_DEFAULT
@@ -778,7 +797,7 @@ class PersistenceNode:
             except StrongroomError as err:
                 outcomes[i] = err
         if ops:
-            fut = self._submit(ops, want_result=confirm_any)
+            fut = self._submit_raw(ops, want_result=confirm_any)
             if fut is None:
                 for pos in positions:
                     outcomes[pos] = PublishOutcome(0, False, False, 0)
@@ -794,6 +813,15 @@ class PersistenceNode:
                     for pos, result in zip(positions, results):
                         outcomes[pos] = self._outcome(result, requests[pos].message, index)
         return [o for o in outcomes if o is not None]
+
+    @staticmethod
+    def _publish_head(route: Route, destination: str, now: float) -> bytes:
+        """A PublishOp to `destination` at `now`, without its message, encoded."""
+        rule = route.rule
+        return rpb.PublishOp(
+            store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
+            published_at=now, expires_at=now + rule.ttl_seconds if rule.ttl_seconds else 0.0,
+            retain_until=now + rule.retain_seconds if rule.retain_seconds else 0.0).SerializeToString()
 
     @staticmethod
     def _outcome(result: object, message: cpb.Message, index: int) -> PublishOutcome | StrongroomError:
@@ -1113,7 +1141,11 @@ class PersistenceNode:
                                           needs_snapshot=outcome.needs_snapshot)
             if new_commit > self.commit_index:
                 self.commit_index = new_commit
-                self._apply_committed()
+                # Applied right after this answer is written, not before: the leader waits
+                # for the answer, nobody waits for a follower's apply.
+                if not self._apply_soon:
+                    self._apply_soon = True
+                    asyncio.get_running_loop().call_soon(self._apply_deferred)
             if not self.synced and req.commit_index <= matched:
                 # We hold everything the leader has committed: count toward majorities again.
                 self.synced = True

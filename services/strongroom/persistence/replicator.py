@@ -25,6 +25,7 @@ from strongroom.aio import cancel_and_wait
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+from strongroom.persistence.wire import APPEND_ENTRIES, varint
 
 if TYPE_CHECKING:
     from strongroom.persistence.node import PersistenceNode
@@ -55,27 +56,28 @@ class _AppendTimeout(Exception):
     """A follower did not answer an append in time (its stream is cancelled and reopened)."""
 
 
-_ENTRIES_TAG = bytes([(5 << 3) | 2])  # AppendRequest.entries: field 5, length-delimited
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def encode_append(head: rpb.AppendRequest, raw_entries: list[bytes]) -> bytes:
     """The wire form of `head` with `raw_entries` (serialised LogEntry) as its entries."""
     parts = [head.SerializeToString()]
     for raw in raw_entries:
-        parts += (_ENTRIES_TAG, _varint(len(raw)), raw)
+        parts += (APPEND_ENTRIES, varint(len(raw)), raw)
     return b"".join(parts)
+
+
+# The last append encoded: followers in step get the same request, encoded once.
+_memo: list[tuple[tuple[object, ...], bytes]] = []
+
+
+def _encoded(epoch: int, leader: str, prev_index: int, prev_epoch: int, commit_index: int,
+             raws: list[bytes]) -> bytes:
+    key = (epoch, leader, prev_index, prev_epoch, commit_index, len(raws), raws[-1] if raws else None)
+    if _memo and _memo[0][0] == key:
+        return _memo[0][1]
+    head = rpb.AppendRequest(epoch=epoch, leader=leader, prev_index=prev_index, prev_epoch=prev_epoch,
+                             commit_index=commit_index)
+    wire = encode_append(head, raws)
+    _memo[:] = [(key, wire)]
+    return wire
 
 
 class PeerReplicator:
@@ -217,13 +219,12 @@ class PeerReplicator:
             self.next_index = lg.last_index + 1
             return False
         raws = lg.raw_slice(self.next_index, MAX_ENTRIES_PER_APPEND)
-        head = rpb.AppendRequest(epoch=self.epoch, leader=node.member, prev_index=prev_index,
-                                 prev_epoch=prev_epoch, commit_index=node.commit_index)
         if self._commit_timer is not None:
             # This append carries the commit index.
             self._commit_timer.cancel()
             self._commit_timer = None
-        resp = await self._exchange(encode_append(head, raws))
+        resp = await self._exchange(_encoded(self.epoch, node.member, prev_index, prev_epoch,
+                                             node.commit_index, raws))
         self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             await node.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")

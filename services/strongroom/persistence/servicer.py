@@ -99,17 +99,16 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 requests, fut = item
                 outcomes = await fut
                 reply = mpb.PublishResponseBatch()
+                add = reply.responses.add
                 for req, res in zip(requests, outcomes):
-                    if isinstance(res, StrongroomError):
-                        status = to_status(res)
-                        reply.responses.append(mpb.PublishResponse(
-                            correlation_id=req.correlation_id, error_code=status.code.value[0],
-                            error_reason=res.reason, error_message=res.message))
+                    if isinstance(res, PublishOutcome):
+                        add(correlation_id=req.correlation_id, message_seq=res.message_seq,
+                            duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index)
                     else:
-                        assert isinstance(res, PublishOutcome)
-                        reply.responses.append(mpb.PublishResponse(
-                            correlation_id=req.correlation_id, message_seq=res.message_seq,
-                            duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index))
+                        assert isinstance(res, StrongroomError)
+                        status = to_status(res)
+                        add(correlation_id=req.correlation_id, error_code=status.code.value[0],
+                            error_reason=res.reason, error_message=res.message)
                 yield reply
         finally:
             task.cancel()

@@ -13,6 +13,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -140,9 +141,9 @@ class Durable:
         return self.match is None or self.match(message)
 
 
-@dataclass(frozen=True)
-class PublishResult:
-    """Outcome of applying one publish: the message's sequence (0 if nobody wanted it)."""
+class PublishResult(NamedTuple):
+    """Outcome of applying one publish: the message's sequence (0 if nobody wanted it). A named
+    tuple: one is made per published message on every member."""
 
     message_seq: int
     duplicate: bool
@@ -293,9 +294,8 @@ class StateMachine:
             holders.extend(self.content_durables.get(stored.store, ()))
         return holders
 
-    def _wanting(self, op: rpb.PublishOp) -> list[Durable]:
-        msg = op.message
-        wanting = [d for d in self.by_destination.get(op.destination, ()) if d.wants(msg)]
+    def _wanting(self, op: rpb.PublishOp, destination: str, msg: cpb.Message) -> list[Durable]:
+        wanting = [d for d in self.by_destination.get(destination, ()) if d.wants(msg)]
         if op.content:
             wanting.extend(d for d in self.content_durables.get(op.store, ()) if d.wants(msg))
         return wanting
@@ -325,18 +325,21 @@ class StateMachine:
         return self._over_limit(store, size)
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
+        # Runs once per message on every member: each proto field is read once.
         msg = op.message
-        window = self.producers.get(msg.producer_id) if msg.producer_id else None
+        producer_id = msg.producer_id
+        window = self.producers.get(producer_id) if producer_id else None
         if window is not None:
             known = window.lookup(msg.sequence)
             if known == -1:
                 return PublishResult(0, False, outside_window=True)
             if known is not None:
                 return PublishResult(known, True)
+        destination = op.destination
         # A refused publish leaves no trace: the queue's durable and the producer's window are
         # made only once the message is taken.
-        new_queue = op.queue and durable_key(op.destination, "") not in self.durables
-        wanting = self._wanting(op)
+        new_queue = op.queue and durable_key(destination, "") not in self.durables
+        wanting = self._wanting(op, destination, msg)
         seq = 0
         if wanting or new_queue or op.retain_until:
             size = msg.ByteSize()
@@ -345,7 +348,7 @@ class StateMachine:
                 # Not recorded in the dedup window: a retry once there is room stores it.
                 return PublishResult(0, False, rejected=True, limit=why)
             if new_queue:
-                queue = Durable(key=durable_key(op.destination, ""), store=op.store, destination=op.destination,
+                queue = Durable(key=durable_key(destination, ""), store=op.store, destination=destination,
                                 name="", kind=KIND_SHARED, queue=True)
                 self._add_durable(queue)
                 wanting.append(queue)
@@ -353,9 +356,9 @@ class StateMachine:
             stored = self.messages[seq]
             for durable in wanting:
                 self._hold(durable, stored)
-        if msg.producer_id:
+        if producer_id:
             if window is None:
-                window = self.producers[msg.producer_id] = self._new_window(msg.producer_id)
+                window = self.producers[producer_id] = self._new_window(producer_id)
             window.record(msg.sequence, seq)
         return PublishResult(seq, False)
 

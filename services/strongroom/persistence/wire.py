@@ -1,0 +1,42 @@
+"""Protobuf wire-format splicing for the write path.
+
+A publish travels from the client's stream into the log as bytes: the leader writes each
+`Operation` once, by joining an encoded `PublishOp` head (shared by every message of one
+destination in a round) with the serialised message, and a log entry is its encoded head
+followed by its encoded operations. Protobuf parsers read concatenated fields as one message,
+so followers (and the leader's own apply) parse the result as an ordinary `LogEntry`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["varint", "length_delimited", "ENTRY_OPS", "OPERATION_PUBLISH", "PUBLISH_MESSAGE", "APPEND_ENTRIES"]
+
+
+def _tag(field: int) -> bytes:
+    return bytes([(field << 3) | 2])  # wire type 2: length-delimited
+
+
+# Field tags (numbers from replication.proto).
+ENTRY_OPS = _tag(3)          # LogEntry.ops
+OPERATION_PUBLISH = _tag(2)  # Operation.publish
+PUBLISH_MESSAGE = _tag(3)    # PublishOp.message
+APPEND_ENTRIES = _tag(5)     # AppendRequest.entries
+
+
+def varint(n: int) -> bytes:
+    """Base-128 varint of a non-negative integer."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def length_delimited(tag: bytes, payload: bytes) -> bytes:
+    """One length-delimited field: tag, length, payload."""
+    return tag + varint(len(payload)) + payload
