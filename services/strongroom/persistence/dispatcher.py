@@ -67,6 +67,9 @@ class _DurableDelivery:
     counts: dict[int, int] = field(default_factory=dict)
     # Past the redelivery limit, handed over for dead-lettering: not delivered again.
     parked: set[int] = field(default_factory=set)
+    # Acknowledged, the acknowledgment not yet committed: not delivered again meanwhile (a
+    # subscriber may ack a message this leader never handed out, e.g. after a failover).
+    acking: set[int] = field(default_factory=set)
     rr: int = 0
     # Indexes on disk: `fresh` is filled in pages read from the pending set after `cursor`
     # (the highest sequence read so far) instead of holding every pending sequence; -1: not paged.
@@ -258,6 +261,11 @@ class Dispatcher:
             if holder is not None and sub_id and holder.id != sub_id:
                 raise ForeignMessage(f"message {seq} was delivered to another subscription of this durable")
 
+    def acking(self, durable: Durable, state: StateMachine, seqs: list[int]) -> None:
+        """Acknowledgments accepted and on their way to the log: hold these messages back until
+        they commit (`acked`). If they never do, this leadership (and this dispatcher) ends."""
+        self._track(durable, state).acking.update(seqs)
+
     def acked(self, durable_key: str, seqs: list[int]) -> None:
         """Committed acknowledgments: forget their delivery state."""
         dd = self._durables.get(durable_key)
@@ -269,6 +277,7 @@ class Dispatcher:
                 holder.inflight.discard(seq)
             dd.counts.pop(seq, None)
             dd.parked.discard(seq)
+            dd.acking.discard(seq)
 
     # --- delivery ------------------------------------------------------------------------------
 
@@ -345,14 +354,15 @@ class Dispatcher:
 
     def _next_seq(self, dd: _DurableDelivery) -> int | None:
         pending = dd.durable.pending
+        held = dd.acking
         while dd.again:
             seq = heapq.heappop(dd.again)
-            if seq in pending and seq not in dd.inflight and seq not in dd.parked:
+            if seq in pending and seq not in dd.inflight and seq not in dd.parked and seq not in held:
                 return seq
         while True:
             while dd.fresh:
                 seq = dd.fresh.popleft()
-                if seq in pending and seq not in dd.inflight and seq not in dd.parked:
+                if seq in pending and seq not in dd.inflight and seq not in dd.parked and seq not in held:
                     return seq
             if dd.cursor < 0:
                 return None

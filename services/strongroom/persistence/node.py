@@ -1087,6 +1087,7 @@ class PersistenceNode:
         if not store.replicated:
             state.apply_op(op)
             return 0
+        self.dispatcher.acking(durable, state, seqs)
         if not wait:
             self._submit([op], want_result=False)
             return 0
