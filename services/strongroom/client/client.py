@@ -11,7 +11,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 
@@ -29,6 +29,7 @@ from strongroom.errors import (
     error_for_reason,
 )
 from strongroom.grpcerrors import from_rpc_error
+from strongroom.wire import BATCH_REQUESTS, length_delimited
 
 __all__ = ["Client", "Publisher", "Subscription", "Received", "PublishResult", "KINDS", "to_field", "from_field"]
 
@@ -48,6 +49,7 @@ CHANNEL_OPTIONS = [
 ]
 # Most publish requests carried by one stream message.
 MAX_STREAM_BATCH = 512
+PUBLISH_STREAM = "/strongroom.v1.MessagingService/PublishStream"
 # publish(): messages in flight on a destination's shared stream, and how many such streams stay open.
 SHARED_WINDOW = 1024
 MAX_SHARED_PUBLISHERS = 64
@@ -107,8 +109,16 @@ def from_field(value: cpb.FieldValue) -> object:
     return getattr(value, which) if which else None
 
 
-@dataclass(frozen=True)
-class PublishResult:
+def _fill_message(msg: cpb.Message, body: bytes, fields: dict[str, object] | None, producer_id: str,
+                  sequence: int) -> None:
+    msg.body = body
+    msg.producer_id = producer_id
+    msg.sequence = sequence
+    for key, value in (fields or {}).items():
+        msg.fields[key].CopyFrom(to_field(value))
+
+
+class PublishResult(NamedTuple):
     """What the leader said about a published message."""
 
     message_seq: int
@@ -260,10 +270,9 @@ class Client:
     def make_message(self, body: bytes, fields: dict[str, object] | None = None,
                      producer_id: str | None = None, sequence: int | None = None) -> cpb.Message:
         """A message with a producer id and sequence (by default this client's, and the next)."""
-        msg = cpb.Message(body=body, producer_id=producer_id or self.producer_id,
-                          sequence=sequence if sequence is not None else self.next_sequence())
-        for key, value in (fields or {}).items():
-            msg.fields[key].CopyFrom(to_field(value))
+        msg = cpb.Message()
+        _fill_message(msg, body, fields, producer_id or self.producer_id,
+                      sequence if sequence is not None else self.next_sequence())
         return msg
 
     async def publish(self, destination: str, body: bytes, fields: dict[str, object] | None = None,
@@ -361,8 +370,10 @@ class Publisher:
         self.mode = (mpb.PUBLISH_MODE_STORE_DEFAULT if confirm is None else
                      mpb.PUBLISH_MODE_STORE_CONFIRM_SEND if confirm else mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM)
         self._slots = asyncio.Semaphore(window)
-        self._unconfirmed: OrderedDict[int, tuple[mpb.PublishRequest, asyncio.Future[PublishResult]]] = OrderedDict()
-        self._outgoing: asyncio.Queue[mpb.PublishRequest | None] = asyncio.Queue()
+        # Each request serialised once, as a `PublishBatch.requests` field: a batch is their
+        # concatenation, and a re-send after a failover sends the same bytes.
+        self._unconfirmed: OrderedDict[int, tuple[bytes, asyncio.Future[PublishResult]]] = OrderedDict()
+        self._outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._progress = False
@@ -377,13 +388,14 @@ class Publisher:
         if self._closed:
             raise InvalidArgument("publisher is closed")
         await self._slots.acquire()
-        msg = self.client.make_message(body, fields, self.producer_id, next(self._sequence))
-        req = mpb.PublishRequest(destination=self.destination, message=msg, mode=self.mode,
-                                 correlation_id=msg.sequence)
+        sequence = next(self._sequence)
+        req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
+        _fill_message(req.message, body, fields, self.producer_id, sequence)
+        raw = length_delimited(BATCH_REQUESTS, req.SerializeToString())
         fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(lambda _: self._slots.release())
-        self._unconfirmed[msg.sequence] = (req, fut)
-        self._outgoing.put_nowait(req)
+        # The slot is freed when the message leaves `_unconfirmed` (answered or failed).
+        self._unconfirmed[sequence] = (raw, fut)
+        self._outgoing.put_nowait(raw)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         return fut
@@ -461,6 +473,7 @@ class Publisher:
 
     def _fail_all(self, err: Exception) -> None:
         for _, fut in self._unconfirmed.values():
+            self._slots.release()
             if not fut.done():
                 fut.set_exception(err)
         self._unconfirmed.clear()
@@ -469,7 +482,8 @@ class Publisher:
             self._outgoing.get_nowait()
 
     async def _stream(self, address: str) -> None:
-        call = self.client.stub(address).PublishStream()
+        call = self.client._channel(address).stream_stream(
+            PUBLISH_STREAM, request_serializer=None, response_deserializer=mpb.PublishResponseBatch.FromString)()
         # Everything not yet confirmed goes again, in order, with its original id.
         while not self._outgoing.empty():
             self._outgoing.get_nowait()
@@ -490,7 +504,7 @@ class Publisher:
                         self._outgoing.put_nowait(None)
                         break
                     batch.append(nxt)
-                await call.write(mpb.PublishBatch(requests=batch))
+                await call.write(b"".join(batch))  # a PublishBatch of these requests
 
         wtask = asyncio.create_task(writer())
         try:
@@ -512,10 +526,12 @@ class Publisher:
                             retry = retry or err
                             continue
                         self._unconfirmed.pop(item.correlation_id)
+                        self._slots.release()
                         if not entry[1].done():
                             entry[1].set_exception(err)
                         continue
                     self._unconfirmed.pop(item.correlation_id)
+                    self._slots.release()
                     self._progress = True
                     if not entry[1].done():
                         entry[1].set_result(PublishResult(item.message_seq, item.duplicate, item.confirmed))

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import grpc
 
+from strongroom.aio import cancel_and_wait, wait_event
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -46,18 +47,38 @@ from strongroom.errors import (
     UnknownMember,
 )
 from strongroom.etcd import EtcdClient
-from strongroom.aio import cancel_and_wait, wait_event
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.election import Election, LeaderInfo, leader_key, stored_key
 from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.matcher import (
+    compile_matcher,
+    key_of,
+    matcher_text,
+    same_matcher,
+    validate_matcher,
+)
 from strongroom.persistence.replicator import PEER_CHANNEL_OPTIONS, PeerReplicator
-from strongroom.persistence.matcher import compile_matcher, key_of, matcher_text, same_matcher, validate_matcher
-from strongroom.persistence.state import Durable, PublishResult, StateMachine, content_durable_key, durable_key
+from strongroom.persistence.state import (
+    Durable,
+    PublishResult,
+    StateMachine,
+    content_durable_key,
+    durable_key,
+)
 from strongroom.persistence.storage import RocksStorage, Storage, open_storage
 from strongroom.persistence.swap import SwapSpace
-from strongroom.persistence.wire import ENTRY_OPS, OPERATION_PUBLISH, PUBLISH_MESSAGE, length_delimited, varint
-from strongroom.realm.model import AckSync, Cluster, LimitPolicyName, PublisherMode, Realm, Route, Store, TemplateKind
+from strongroom.realm.model import (
+    AckSync,
+    Cluster,
+    LimitPolicyName,
+    PublisherMode,
+    Realm,
+    Route,
+    Store,
+    TemplateKind,
+)
+from strongroom.wire import ENTRY_OPS, OPERATION_PUBLISH, PUBLISH_MESSAGE, length_delimited, varint
 
 __all__ = ["PersistenceNode", "NodeConfig", "PublishOutcome"]
 

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING
 import grpc
 
 from strongroom.aio import cancel_and_wait
-
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.persistence.wire import APPEND_ENTRIES, varint
+from strongroom.wire import APPEND_ENTRIES, varint
 
 if TYPE_CHECKING:
     from strongroom.persistence.node import PersistenceNode

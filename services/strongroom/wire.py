@@ -1,6 +1,7 @@
 """Protobuf wire-format splicing for the write path.
 
-A publish travels from the client's stream into the log as bytes: the leader writes each
+A publish travels as bytes: the Python client serialises each request once and sends a batch
+as the concatenation of its requests (kept for re-sending after a failover); the leader writes each
 `Operation` once, by joining an encoded `PublishOp` head (shared by every message of one
 destination in a round) with the serialised message, and a log entry is its encoded head
 followed by its encoded operations. Protobuf parsers read concatenated fields as one message,
@@ -9,18 +10,20 @@ so followers (and the leader's own apply) parse the result as an ordinary `LogEn
 
 from __future__ import annotations
 
-__all__ = ["varint", "length_delimited", "ENTRY_OPS", "OPERATION_PUBLISH", "PUBLISH_MESSAGE", "APPEND_ENTRIES"]
+__all__ = ["varint", "length_delimited", "ENTRY_OPS", "OPERATION_PUBLISH", "PUBLISH_MESSAGE", "APPEND_ENTRIES",
+           "BATCH_REQUESTS"]
 
 
 def _tag(field: int) -> bytes:
     return bytes([(field << 3) | 2])  # wire type 2: length-delimited
 
 
-# Field tags (numbers from replication.proto).
+# Field tags (numbers from replication.proto and messaging.proto).
 ENTRY_OPS = _tag(3)          # LogEntry.ops
 OPERATION_PUBLISH = _tag(2)  # Operation.publish
 PUBLISH_MESSAGE = _tag(3)    # PublishOp.message
 APPEND_ENTRIES = _tag(5)     # AppendRequest.entries
+BATCH_REQUESTS = _tag(1)     # PublishBatch.requests
 
 
 def varint(n: int) -> bytes:
