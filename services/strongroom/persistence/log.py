@@ -95,9 +95,10 @@ class ReplicatedLog:
         self.entries.append(entry)
         self.raws.append(raw)
 
-    def append_from_leader(self, prev_index: int, prev_epoch: int,
-                           entries: list[rpb.LogEntry], commit_index: int | None = None) -> AppendOutcome:
-        """Follower: the consistency check, conflict truncation, then one batched write."""
+    def append_from_leader(self, prev_index: int, prev_epoch: int, entries: list[rpb.LogEntry],
+                           commit_index: int | None = None, raws: list[bytes] | None = None) -> AppendOutcome:
+        """Follower: the consistency check, conflict truncation, then one batched write.
+        `raws`: the entries as the leader serialised them (stored as they are)."""
         if prev_index < self.snapshot_index:
             # Our compacted prefix is committed; skip entries it already covers.
             skip = self.snapshot_index - prev_index
@@ -106,6 +107,8 @@ class ReplicatedLog:
             prev_index = self.snapshot_index
             prev_epoch = entries[skip - 1].epoch
             entries = entries[skip:]
+            if raws is not None:
+                raws = raws[skip:]
         mine = self.epoch_at(prev_index)
         if mine is None:
             return AppendOutcome(False, conflict_index=self.last_index)
@@ -114,23 +117,23 @@ class ReplicatedLog:
             return AppendOutcome(False, conflict_index=max(self.snapshot_index, prev_index - 1))
         # Skip entries we already hold with the same epoch; truncate at the first conflict.
         new: list[rpb.LogEntry] = []
+        new_raws: list[bytes] | None = None
         truncate_after: int | None = None
         for i, entry in enumerate(entries):
             held = self.epoch_at(entry.index)
-            if held is None:
+            if held is None or held != entry.epoch:
+                if held is not None:
+                    truncate_after = entry.index - 1
                 new = entries[i:]
-                break
-            if held != entry.epoch:
-                truncate_after = entry.index - 1
-                new = entries[i:]
+                new_raws = raws[i:] if raws is not None else None
                 break
         if truncate_after is not None:
             del self.entries[truncate_after - self.snapshot_index:]
             del self.raws[truncate_after - self.snapshot_index:]
         if new or truncate_after is not None or commit_index is not None:
-            self.storage.append(new, truncate_after=truncate_after, commit_index=commit_index)
+            self.storage.append(new, truncate_after=truncate_after, commit_index=commit_index, raws=new_raws)
         self.entries.extend(new)
-        self.raws.extend([None] * len(new))
+        self.raws.extend(new_raws if new_raws is not None else [None] * len(new))
         return AppendOutcome(True)
 
     def truncate_after(self, index: int) -> None:

@@ -1133,8 +1133,14 @@ class PersistenceNode:
                                    last_epoch=self.log.last_epoch, commit_index=self.commit_index,
                                    synced=self.synced, member=self.member)
 
-    async def handle_append(self, req: rpb.AppendRequest) -> rpb.AppendResponse:
-        """Entries from the leader of the promised epoch."""
+    async def handle_append(self, req: rpb.AppendRequest | rpb.AppendRequestRaw,
+                            entries: list[rpb.LogEntry] | None = None,
+                            raws: list[bytes] | None = None) -> rpb.AppendResponse:
+        """Entries from the leader of the promised epoch (`entries`, and their serialised form
+        `raws`, when the request carries them serialised)."""
+        if entries is None:
+            assert isinstance(req, rpb.AppendRequest)
+            entries = list(req.entries)
         async with self._lock:
             if not await self._accept_epoch(req.epoch, req.leader) or (
                     self.role != FOLLOWER and req.epoch == self.epoch):
@@ -1146,17 +1152,17 @@ class PersistenceNode:
             if req.prev_index > self.log.last_index:
                 return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
                                           last_index=self.log.last_index, conflict_index=self.log.last_index)
-            if req.entries and not self.stored:
+            if entries and not self.stored:
                 try:
                     await self._mark_stored()
                 except Exception as exc:  # noqa: BLE001 - cannot record it: do not acknowledge
                     log.warning("cannot record stored state in etcd: %s", exc)
                     return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
                                               last_index=self.log.last_index, conflict_index=self.log.last_index)
-            matched = req.prev_index + len(req.entries)
+            matched = req.prev_index + len(entries)
             new_commit = min(req.commit_index, matched)
-            outcome = self.log.append_from_leader(req.prev_index, req.prev_epoch, list(req.entries),
-                                                  commit_index=max(new_commit, self.commit_index))
+            outcome = self.log.append_from_leader(req.prev_index, req.prev_epoch, entries,
+                                                  commit_index=max(new_commit, self.commit_index), raws=raws)
             if not outcome.ok:
                 return rpb.AppendResponse(ok=False, promised_epoch=self.promised_epoch,
                                           last_index=self.log.last_index, conflict_index=outcome.conflict_index,

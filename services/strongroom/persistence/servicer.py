@@ -186,14 +186,16 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     async def Append(self, request: rpb.AppendRequest, context: Context) -> rpb.AppendResponse:
         return await self.node.handle_append(request)
 
-    async def AppendStream(self, request_iterator: AsyncIterator[rpb.AppendRequest],
+    async def AppendStream(self, request_iterator: AsyncIterator[rpb.AppendRequestRaw],
                            context: Context) -> None:
         # Reader/writer style: one answer per append, in order, no generator machinery per round.
         while True:
             request = await context.read()
             if request is grpc.aio.EOF:
                 return
-            await context.write(await self.node.handle_append(request))
+            raws = list(request.entries)
+            entries = [rpb.LogEntry.FromString(raw) for raw in raws]
+            await context.write(await self.node.handle_append(request, entries, raws))
 
     async def Fetch(self, request: rpb.FetchRequest, context: Context) -> rpb.FetchResponse:
         try:

@@ -179,10 +179,13 @@ class _ProducerWindow:
 
     def record(self, sequence: int, message_seq: int) -> None:
         self.seqs[sequence] = message_seq
-        self.order.append(sequence)
-        self.max_seq = max(self.max_seq, sequence)
-        while len(self.order) > DEDUP_WINDOW:
-            self.seqs.pop(self.order.popleft(), None)
+        order = self.order
+        order.append(sequence)
+        if sequence > self.max_seq:
+            self.max_seq = sequence
+        if len(order) > DEDUP_WINDOW:
+            while len(order) > DEDUP_WINDOW:
+                self.seqs.pop(order.popleft(), None)
 
 
 class StateMachine:
@@ -295,7 +298,13 @@ class StateMachine:
         return holders
 
     def _wanting(self, op: rpb.PublishOp, destination: str, msg: cpb.Message) -> list[Durable]:
-        wanting = [d for d in self.by_destination.get(destination, ()) if d.wants(msg)]
+        durables = self.by_destination.get(destination)
+        if not durables:
+            wanting = []
+        elif len(durables) == 1 and durables[0].match is None and not durables[0].key_field:
+            wanting = [durables[0]]  # the common case: one durable (a queue's) without interest
+        else:
+            wanting = [d for d in durables if d.wants(msg)]
         if op.content:
             wanting.extend(d for d in self.content_durables.get(op.store, ()) if d.wants(msg))
         return wanting

@@ -205,6 +205,22 @@ class AppendRequest(_message.Message):
     commit_index: int
     def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., prev_index: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., commit_index: _Optional[int] = ...) -> None: ...
 
+class AppendRequestRaw(_message.Message):
+    __slots__ = ("epoch", "leader", "prev_index", "prev_epoch", "entries", "commit_index")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    PREV_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    leader: str
+    prev_index: int
+    prev_epoch: int
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    commit_index: int
+    def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., prev_index: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ...) -> None: ...
+
 class AppendResponse(_message.Message):
     __slots__ = ("ok", "promised_epoch", "last_index", "conflict_index", "needs_snapshot")
     OK_FIELD_NUMBER: _ClassVar[int]

@@ -49,7 +49,7 @@ class ReplicationServiceStub:
                 _registered_method=True)
         self.AppendStream = channel.stream_stream(
                 '/strongroom.v1.ReplicationService/AppendStream',
-                request_serializer=strongroom_dot_v1_dot_replication__pb2.AppendRequest.SerializeToString,
+                request_serializer=strongroom_dot_v1_dot_replication__pb2.AppendRequestRaw.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_replication__pb2.AppendResponse.FromString,
                 _registered_method=True)
         self.Fetch = channel.unary_unary(
@@ -121,7 +121,7 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
             ),
             'AppendStream': grpc.stream_stream_rpc_method_handler(
                     servicer.AppendStream,
-                    request_deserializer=strongroom_dot_v1_dot_replication__pb2.AppendRequest.FromString,
+                    request_deserializer=strongroom_dot_v1_dot_replication__pb2.AppendRequestRaw.FromString,
                     response_serializer=strongroom_dot_v1_dot_replication__pb2.AppendResponse.SerializeToString,
             ),
             'Fetch': grpc.unary_unary_rpc_method_handler(
@@ -217,7 +217,7 @@ class ReplicationService:
             request_iterator,
             target,
             '/strongroom.v1.ReplicationService/AppendStream',
-            strongroom_dot_v1_dot_replication__pb2.AppendRequest.SerializeToString,
+            strongroom_dot_v1_dot_replication__pb2.AppendRequestRaw.SerializeToString,
             strongroom_dot_v1_dot_replication__pb2.AppendResponse.FromString,
             options,
             channel_credentials,
