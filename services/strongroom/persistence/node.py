@@ -117,6 +117,50 @@ class PublishOutcome(NamedTuple):
     log_index: int
 
 
+def publish_outcome(result: object, message: cpb.Message, index: int) -> PublishOutcome | StrongroomError:
+    """What the publisher of `message` is told of its applied publish."""
+    assert isinstance(result, PublishResult)
+    if result.outside_window:
+        return SequenceOutsideWindow(
+            f"sequence {message.sequence} of producer {message.producer_id!r} is older than the "
+            f"deduplication window; it was not stored")
+    if result.rejected:
+        return StoreLimitExceeded(f"{result.limit}; the message was not stored")
+    return PublishOutcome(result.message_seq, result.duplicate, True, index)
+
+
+class PendingPublishes:
+    """Publishes submitted to the log together; `outcomes()` waits for their round."""
+
+    __slots__ = ("_outcomes", "_positions", "_fut", "_requests", "_broken")
+
+    def __init__(self, outcomes: list[PublishOutcome | StrongroomError | None], positions: list[int],
+                 fut: asyncio.Future[object] | None, requests: Sequence[mpb.PublishRequest],
+                 broken: list[StrongroomError]) -> None:
+        self._outcomes = outcomes
+        self._positions = positions  # the requests in the round, in order
+        self._fut = fut
+        self._requests = requests
+        self._broken = broken
+
+    async def outcomes(self) -> list[PublishOutcome | StrongroomError]:
+        """One outcome or error per request, in order."""
+        outcomes = self._outcomes
+        if self._fut is not None:
+            try:
+                results, index = await self._fut  # type: ignore[misc]
+            except StrongroomError as err:
+                if err.retriable and not self._broken:
+                    self._broken.append(err)
+                for pos in self._positions:
+                    outcomes[pos] = err
+            else:
+                requests = self._requests
+                for pos, result in zip(self._positions, results):
+                    outcomes[pos] = publish_outcome(result, requests[pos].message, index)
+        return [o for o in outcomes if o is not None]
+
+
 class PersistenceNode:
     """A persistence cluster member."""
 
@@ -760,8 +804,14 @@ class PersistenceNode:
 
     async def publish_batch(self, requests: Sequence[mpb.PublishRequest], term: list[int] | None,
                             broken: list[StrongroomError]) -> list[PublishOutcome | StrongroomError]:
-        """Store several messages: the replicated ones go into the next round as one group.
-        Returns one outcome or error per request, in order.
+        """Store several messages; one outcome or error per request, in order."""
+        return await self.submit_publishes(requests, term, broken).outcomes()
+
+    def submit_publishes(self, requests: Sequence[mpb.PublishRequest], term: list[int] | None,
+                         broken: list[StrongroomError]) -> PendingPublishes:
+        """Store several messages: the replicated ones go into the next round as one group, now
+        (a publish stream submits each batch as it reads it, with no task per batch); the
+        returned `PendingPublishes` waits for their outcomes.
 
         `term` (owned by a publish stream) pins the stream to one leadership epoch: a stream
         that outlives a change of epoch, even back to this member, is refused so the client
@@ -782,7 +832,7 @@ class PersistenceNode:
         except StrongroomError as err:
             if err.retriable and not broken:
                 broken.append(err)
-            return [err] * len(requests)
+            return PendingPublishes([err] * len(requests), [], None, requests, broken)
         outcomes: list[PublishOutcome | StrongroomError | None] = [None] * len(requests)
         ops: list[bytes] = []
         positions: list[int] = []
@@ -808,7 +858,7 @@ class PersistenceNode:
                 if not store.replicated:
                     op = rpb.Operation.FromString(length_delimited(
                         OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
-                    outcomes[i] = self._outcome(self.local_state.apply_op(op), message, 0)
+                    outcomes[i] = publish_outcome(self.local_state.apply_op(op), message, 0)
                     continue
                 ops.append(length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
                 positions.append(i)
@@ -817,23 +867,12 @@ class PersistenceNode:
                     and store.publisher_mode == PublisherMode.STORE_CONFIRM_SEND)
             except StrongroomError as err:
                 outcomes[i] = err
-        if ops:
-            fut = self._submit_raw(ops, want_result=confirm_any)
-            if fut is None:
-                for pos in positions:
-                    outcomes[pos] = PublishOutcome(0, False, False, 0)
-            else:
-                try:
-                    results, index = await fut  # type: ignore[misc]
-                except StrongroomError as err:
-                    if err.retriable and not broken:
-                        broken.append(err)
-                    for pos in positions:
-                        outcomes[pos] = err
-                else:
-                    for pos, result in zip(positions, results):
-                        outcomes[pos] = self._outcome(result, requests[pos].message, index)
-        return [o for o in outcomes if o is not None]
+        fut = self._submit_raw(ops, want_result=confirm_any) if ops else None
+        if ops and fut is None:
+            for pos in positions:
+                outcomes[pos] = PublishOutcome(0, False, False, 0)
+            positions = []
+        return PendingPublishes(outcomes, positions, fut, requests, broken)
 
     @staticmethod
     def _publish_head(route: Route, destination: str, now: float) -> bytes:
@@ -843,17 +882,6 @@ class PersistenceNode:
             store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
             published_at=now, expires_at=now + rule.ttl_seconds if rule.ttl_seconds else 0.0,
             retain_until=now + rule.retain_seconds if rule.retain_seconds else 0.0).SerializeToString()
-
-    @staticmethod
-    def _outcome(result: object, message: cpb.Message, index: int) -> PublishOutcome | StrongroomError:
-        assert isinstance(result, PublishResult)
-        if result.outside_window:
-            return SequenceOutsideWindow(
-                f"sequence {message.sequence} of producer {message.producer_id!r} is older than the "
-                f"deduplication window; it was not stored")
-        if result.rejected:
-            return StoreLimitExceeded(f"{result.limit}; the message was not stored")
-        return PublishOutcome(result.message_seq, result.duplicate, True, index)
 
     def _state_for(self, store: Store) -> StateMachine:
         return self.state if store.replicated else self.local_state

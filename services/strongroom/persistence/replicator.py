@@ -188,9 +188,12 @@ class PeerReplicator:
                     log.info("peer %s reachable at %s (next index %d)", self.peer, self._address, self.next_index)
                 self.reachable = True
                 backoff = 0.05
-            except (grpc.aio.AioRpcError, _AppendTimeout) as exc:
+            except Exception as exc:  # noqa: BLE001 - every failure: reconnect and retry
                 self._close_stream()
-                if self.reachable:
+                if not isinstance(exc, (grpc.aio.AioRpcError, _AppendTimeout)):
+                    # Never let this follower's replication end silently.
+                    log.exception("replicating to %s failed; starting over", self.peer)
+                elif self.reachable:
                     reason = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
                     log.info("peer %s unreachable: %s", self.peer, reason)
                 self.reachable = False
@@ -258,6 +261,10 @@ class PeerReplicator:
         try:
             await call.write(request)
             resp = await call.read()
+        except asyncio.InvalidStateError:
+            # gRPC's answer to a write on a call that already ended (the follower went away
+            # while the stream was idle): not an AioRpcError.
+            raise _AppendTimeout("the append stream had ended") from None
         except asyncio.CancelledError:
             if self._timed_out:
                 raise _AppendTimeout(f"no answer to an append within {RPC_TIMEOUT:.0f}s") from None

@@ -22,7 +22,7 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.errors import InvalidArgument, StrongroomError, UnknownDurableKind
 from strongroom.grpcerrors import abort_with, to_status
 from strongroom.persistence.dispatcher import Subscription
-from strongroom.persistence.node import PersistenceNode, PublishOutcome
+from strongroom.persistence.node import PendingPublishes, PersistenceNode, PublishOutcome
 
 __all__ = ["MessagingServicer", "ReplicationServicer", "AdminServicer"]
 
@@ -39,6 +39,9 @@ def _check_publish(req: mpb.PublishRequest) -> None:
         raise InvalidArgument(f"unknown publish mode {req.mode}")
     if req.message.sequence and not req.message.producer_id:
         raise InvalidArgument("a message sequence needs a producer_id")
+
+
+_Submitted = tuple[list[mpb.PublishRequest], dict[int, StrongroomError], PendingPublishes]
 
 
 class MessagingServicer(mgrpc.MessagingServiceServicer):
@@ -66,29 +69,26 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             self.node.require_leader()
         except StrongroomError as err:
             await abort_with(context, err)
-        out: asyncio.Queue[tuple[list[mpb.PublishRequest], asyncio.Future[list[object]]] | None] = asyncio.Queue()
+        # Per batch read: its requests, the ones refused before the log, and the rest submitted.
+        out: asyncio.Queue[_Submitted | None] = asyncio.Queue()
         term: list[int] = []
         broken: list[StrongroomError] = []
-
-        async def one(requests: list[mpb.PublishRequest]) -> list[object]:
-            valid: list[mpb.PublishRequest] = []
-            early: dict[int, StrongroomError] = {}
-            for i, req in enumerate(requests):
-                try:
-                    _check_publish(req)
-                    valid.append(req)
-                except StrongroomError as err:
-                    early[i] = err
-            results = iter(await self.node.publish_batch(valid, term, broken))
-            return [early[i] if i in early else next(results) for i in range(len(requests))]
 
         async def reader() -> None:
             try:
                 async for batch in request_iterator:
                     requests = list(batch.requests)
-                    await out.put((requests, asyncio.ensure_future(one(requests))))
+                    valid: list[mpb.PublishRequest] = []
+                    early: dict[int, StrongroomError] = {}
+                    for i, req in enumerate(requests):
+                        try:
+                            _check_publish(req)
+                            valid.append(req)
+                        except StrongroomError as err:
+                            early[i] = err
+                    out.put_nowait((requests, early, self.node.submit_publishes(valid, term, broken)))
             finally:
-                await out.put(None)
+                out.put_nowait(None)
 
         task = asyncio.create_task(reader())
         try:
@@ -96,8 +96,9 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 item = await out.get()
                 if item is None:
                     break
-                requests, fut = item
-                outcomes = await fut
+                requests, early, pending = item
+                results = iter(await pending.outcomes())
+                outcomes = [early[i] if i in early else next(results) for i in range(len(requests))]
                 reply = mpb.PublishResponseBatch()
                 add = reply.responses.add
                 for req, res in zip(requests, outcomes):
