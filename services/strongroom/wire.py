@@ -10,8 +10,15 @@ so followers (and the leader's own apply) parse the result as an ordinary `LogEn
 
 from __future__ import annotations
 
-__all__ = ["varint", "length_delimited", "ENTRY_OPS", "OPERATION_PUBLISH", "PUBLISH_MESSAGE", "APPEND_ENTRIES",
-           "BATCH_REQUESTS"]
+__all__ = [
+    "APPEND_ENTRIES",
+    "BATCH_REQUESTS",
+    "ENTRY_OPS",
+    "OPERATION_PUBLISH",
+    "PUBLISH_MESSAGE",
+    "length_delimited",
+    "varint",
+]
 
 
 def _tag(field: int) -> bytes:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -20,6 +22,19 @@ def _ack(sm: StateMachine, index: int, seqs: list[int]) -> None:
         store="s", durable_key=sm.durable("q", "").key, message_seqs=seqs))]))  # type: ignore[union-attr]
 
 
+@contextlib.asynccontextmanager
+async def _running() -> AsyncIterator[tuple[StateMachine, Dispatcher]]:
+    """A memory state machine with a started dispatcher attached."""
+    sm = StateMachine()
+    dispatcher = Dispatcher("t")
+    dispatcher.attach(sm)
+    dispatcher.start()
+    try:
+        yield sm, dispatcher
+    finally:
+        await dispatcher.stop("", "")
+
+
 async def _received(sub: Subscription, wait: float = 0.2) -> list[int]:
     """Sequences delivered to `sub` within `wait` seconds (its `opened` answer skipped)."""
     seqs: list[int] = []
@@ -30,7 +45,7 @@ async def _received(sub: Subscription, wait: float = 0.2) -> list[int]:
             return seqs
         try:
             item = await asyncio.wait_for(sub.outbox.get(), left)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return seqs
         if item is not None and item.WhichOneof("response") == "deliveries":
             seqs += [d.message_seq for d in item.deliveries.deliveries]
@@ -40,11 +55,7 @@ async def test_message_acked_before_this_leader_handed_it_out_is_not_delivered_w
     """After a failover a subscriber acks a message the old leader delivered: the new leader's
     dispatcher never handed it out, and must not hand it to anyone while that ack is on its way
     to the log (found by the partition-etcd chaos scenario: ack confirmed, then delivered again)."""
-    sm = StateMachine()
-    dispatcher = Dispatcher("t")
-    dispatcher.attach(sm)
-    dispatcher.start()
-    try:
+    async with _running() as (sm, dispatcher):
         _publish(sm, 1, b"one")
         _publish(sm, 2, b"two")
         queue = sm.durable("q", "")
@@ -57,16 +68,10 @@ async def test_message_acked_before_this_leader_handed_it_out_is_not_delivered_w
         _ack(sm, 3, [1])
         _publish(sm, 4, b"three")
         assert await _received(sub) == [3]
-    finally:
-        await dispatcher.stop("", "")
 
 
 async def test_message_acked_by_a_subscriber_that_then_leaves_is_not_redelivered() -> None:
-    sm = StateMachine()
-    dispatcher = Dispatcher("t")
-    dispatcher.attach(sm)
-    dispatcher.start()
-    try:
+    async with _running() as (sm, dispatcher):
         _publish(sm, 1, b"one")
         queue = sm.durable("q", "")
         assert queue is not None
@@ -79,5 +84,3 @@ async def test_message_acked_by_a_subscriber_that_then_leaves_is_not_redelivered
         assert await _received(second) == []
         _ack(sm, 2, [1])
         assert await _received(second) == []
-    finally:
-        await dispatcher.stop("", "")

@@ -181,7 +181,7 @@ class _ProducerWindow:
         self.seqs[sequence] = message_seq
         order = self.order
         order.append(sequence)
-        if sequence > self.max_seq:
+        if sequence > self.max_seq:  # noqa: PLR1730 - per message on every member: no max() call
             self.max_seq = sequence
         if len(order) > DEDUP_WINDOW:
             while len(order) > DEDUP_WINDOW:
