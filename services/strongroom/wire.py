@@ -17,6 +17,7 @@ __all__ = [
     "OPERATION_PUBLISH",
     "PUBLISH_MESSAGE",
     "length_delimited",
+    "repeated_after",
     "varint",
 ]
 
@@ -50,3 +51,11 @@ def varint(n: int) -> bytes:
 def length_delimited(tag: bytes, payload: bytes) -> bytes:
     """One length-delimited field: tag, length, payload."""
     return tag + varint(len(payload)) + payload
+
+
+def repeated_after(head: bytes, tag: bytes, items: list[bytes]) -> bytes:
+    """`head` (an encoded message) followed by `items` as the repeated field `tag`."""
+    parts = [head]
+    for item in items:
+        parts += (tag, varint(len(item)), item)
+    return b"".join(parts)

@@ -238,6 +238,39 @@ async def test_bad_input_is_rejected_and_changes_nothing(client: Client, shared_
     assert small.messages == 0
 
 
+async def test_malformed_publish_requests_are_refused_and_store_nothing(client: Client,
+                                                                       shared_cluster: Cluster) -> None:
+    """Empty destination, unknown mode, a sequence without a producer id: INVALID_ARGUMENT, on a
+    unary call and per request on a publish stream, whose well-formed requests still go through."""
+    leader = await shared_cluster.leader()
+    bad = [
+        messaging_pb2.PublishRequest(destination="", message=common_pb2.Message(body=b"x")),
+        messaging_pb2.PublishRequest(destination="malformed.queue", mode=9, message=common_pb2.Message(body=b"x")),
+        messaging_pb2.PublishRequest(destination="malformed.queue", message=common_pb2.Message(body=b"x", sequence=3)),
+    ]
+    good = messaging_pb2.PublishRequest(destination="malformed.queue", message=common_pb2.Message(body=b"ok"),
+                                        mode=messaging_pb2.PUBLISH_MODE_STORE_CONFIRM_SEND)
+    async with grpc.aio.insecure_channel(shared_cluster.address(leader)) as ch:
+        stub = messaging_pb2_grpc.MessagingServiceStub(ch)
+        for req in bad:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.Publish(req, timeout=10)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        batch = [bad[0], good, bad[1], bad[2]]
+        for i, req in enumerate(batch):
+            req.correlation_id = i + 1
+        call = stub.PublishStream()
+        await call.write(messaging_pb2.PublishBatch(requests=batch))
+        reply = await call.read()
+        call.cancel()
+    answers = {r.correlation_id: r for r in reply.responses}
+    assert [answers[i].error_reason for i in (1, 3, 4)] == ["INVALID_ARGUMENT"] * 3
+    assert answers[2].error_reason == "" and answers[2].confirmed
+    sub = await client.subscribe("malformed.queue")
+    assert [m.body for m in await drain(sub, 4, timeout=1.0)] == [b"ok"]
+    await sub.close()
+
+
 async def test_non_replicated_store_is_served_by_leader_only(client: Client, shared_cluster: Cluster) -> None:
     sub = await client.subscribe("volatile.feed", "v")
     await client.publish("volatile.feed", b"fast")

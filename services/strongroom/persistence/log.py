@@ -121,7 +121,7 @@ class ReplicatedLog:
         truncate_after: int | None = None
         for i, entry in enumerate(entries):
             held = self.epoch_at(entry.index)
-            if held is None or held != entry.epoch:
+            if held != entry.epoch:
                 if held is not None:
                     truncate_after = entry.index - 1
                 new = entries[i:]

@@ -78,7 +78,13 @@ from strongroom.realm.model import (
     Store,
     TemplateKind,
 )
-from strongroom.wire import ENTRY_OPS, OPERATION_PUBLISH, PUBLISH_MESSAGE, length_delimited, varint
+from strongroom.wire import (
+    ENTRY_OPS,
+    OPERATION_PUBLISH,
+    PUBLISH_MESSAGE,
+    length_delimited,
+    repeated_after,
+)
 
 __all__ = ["PersistenceNode", "NodeConfig", "PublishOutcome"]
 
@@ -115,6 +121,27 @@ class PublishOutcome(NamedTuple):
     duplicate: bool
     confirmed: bool
     log_index: int
+
+
+_MODES = (mpb.PUBLISH_MODE_STORE_DEFAULT, mpb.PUBLISH_MODE_STORE_CONFIRM_SEND, mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM)
+
+
+def check_publish(req: mpb.PublishRequest) -> None:
+    """Refuse a malformed publish request (InvalidArgument) before it reaches the log."""
+    if not req.destination:
+        raise InvalidArgument("destination is required")
+    if req.mode not in _MODES:
+        raise InvalidArgument(f"unknown publish mode {req.mode}")
+    if req.message.sequence and not req.message.producer_id:
+        raise InvalidArgument("a message sequence needs a producer_id")
+
+
+def _invalid(req: mpb.PublishRequest) -> StrongroomError | None:
+    try:
+        check_publish(req)
+    except StrongroomError as err:
+        return err
+    return None
 
 
 def publish_outcome(result: object, message: cpb.Message, index: int) -> PublishOutcome | StrongroomError:
@@ -690,11 +717,8 @@ class PersistenceNode:
             # The entry is made as bytes (its head, then every operation as it was queued) and
             # parsed once for the log and this member's apply.
             index = self.log.last_index + 1
-            parts = [rpb.LogEntry(index=index, epoch=epoch).SerializeToString()]
-            for ops, _ in batch:
-                for op in ops:
-                    parts += (ENTRY_OPS, varint(len(op)), op)
-            raw = b"".join(parts)
+            raw = repeated_after(rpb.LogEntry(index=index, epoch=epoch).SerializeToString(), ENTRY_OPS,
+                                 [op for ops, _ in batch for op in ops])
             entry = rpb.LogEntry.FromString(raw)
             self._waiters[index] = (epoch, [(fut, len(ops)) for ops, fut in batch])
             # Written now, fsynced in a worker thread while the followers store it too: the
@@ -832,7 +856,8 @@ class PersistenceNode:
         except StrongroomError as err:
             if err.retriable and not broken:
                 broken.append(err)
-            return PendingPublishes([err] * len(requests), [], None, requests, broken)
+            # A malformed request is refused as such; the rest share the stream's error.
+            return PendingPublishes([_invalid(req) or err for req in requests], [], None, requests, broken)
         outcomes: list[PublishOutcome | StrongroomError | None] = [None] * len(requests)
         ops: list[bytes] = []
         positions: list[int] = []
@@ -843,6 +868,7 @@ class PersistenceNode:
         heads: dict[str, tuple[Route, bytes]] = {}
         for i, req in enumerate(requests):
             try:
+                check_publish(req)
                 destination = req.destination
                 known = heads.get(destination)
                 if known is None:
@@ -855,12 +881,12 @@ class PersistenceNode:
                 if len(body) > store.max_message_bytes:
                     raise MessageTooLarge(f"message of {len(body)} bytes exceeds store {store.name!r} limit of "
                                           f"{store.max_message_bytes} bytes")
+                op = length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body))
                 if not store.replicated:
-                    op = rpb.Operation.FromString(length_delimited(
-                        OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
-                    outcomes[i] = publish_outcome(self.local_state.apply_op(op), message, 0)
+                    result = self.local_state.apply_op(rpb.Operation.FromString(op))
+                    outcomes[i] = publish_outcome(result, message, 0)
                     continue
-                ops.append(length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
+                ops.append(op)
                 positions.append(i)
                 confirm_any = confirm_any or req.mode == mpb.PUBLISH_MODE_STORE_CONFIRM_SEND or (
                     req.mode == mpb.PUBLISH_MODE_STORE_DEFAULT

@@ -24,7 +24,7 @@ import grpc
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.wire import APPEND_ENTRIES, varint
+from strongroom.wire import APPEND_ENTRIES, repeated_after
 
 if TYPE_CHECKING:
     from strongroom.persistence.node import PersistenceNode
@@ -57,10 +57,7 @@ class _AppendTimeout(Exception):
 
 def encode_append(head: rpb.AppendRequest, raw_entries: list[bytes]) -> bytes:
     """The wire form of `head` with `raw_entries` (serialised LogEntry) as its entries."""
-    parts = [head.SerializeToString()]
-    for raw in raw_entries:
-        parts += (APPEND_ENTRIES, varint(len(raw)), raw)
-    return b"".join(parts)
+    return repeated_after(head.SerializeToString(), APPEND_ENTRIES, raw_entries)
 
 
 # The last append encoded: followers in step get the same request, encoded once.

@@ -29,21 +29,6 @@ __all__ = ["MessagingServicer", "ReplicationServicer", "AdminServicer"]
 log = logging.getLogger("strongroom.servicer")
 
 Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
-_MODES = (mpb.PUBLISH_MODE_STORE_DEFAULT, mpb.PUBLISH_MODE_STORE_CONFIRM_SEND, mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM)
-
-
-def _check_publish(req: mpb.PublishRequest) -> None:
-    if not req.destination:
-        raise InvalidArgument("destination is required")
-    if req.mode not in _MODES:
-        raise InvalidArgument(f"unknown publish mode {req.mode}")
-    if req.message.sequence and not req.message.producer_id:
-        raise InvalidArgument("a message sequence needs a producer_id")
-
-
-_Submitted = tuple[list[mpb.PublishRequest], dict[int, StrongroomError], PendingPublishes]
-
-
 class MessagingServicer(mgrpc.MessagingServiceServicer):
     """The client API."""
 
@@ -52,7 +37,6 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
 
     async def Publish(self, request: mpb.PublishRequest, context: Context) -> mpb.PublishResponse:
         try:
-            _check_publish(request)
             out = await self.node.publish(request.destination, request.message, request.mode)
         except StrongroomError as err:
             await abort_with(context, err)
@@ -69,8 +53,8 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             self.node.require_leader()
         except StrongroomError as err:
             await abort_with(context, err)
-        # Per batch read: its requests, the ones refused before the log, and the rest submitted.
-        out: asyncio.Queue[_Submitted | None] = asyncio.Queue()
+        # Per batch read: its requests, submitted (each batch as it arrives, no task per batch).
+        out: asyncio.Queue[tuple[list[mpb.PublishRequest], PendingPublishes] | None] = asyncio.Queue()
         term: list[int] = []
         broken: list[StrongroomError] = []
 
@@ -78,15 +62,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             try:
                 async for batch in request_iterator:
                     requests = list(batch.requests)
-                    valid: list[mpb.PublishRequest] = []
-                    early: dict[int, StrongroomError] = {}
-                    for i, req in enumerate(requests):
-                        try:
-                            _check_publish(req)
-                            valid.append(req)
-                        except StrongroomError as err:
-                            early[i] = err
-                    out.put_nowait((requests, early, self.node.submit_publishes(valid, term, broken)))
+                    out.put_nowait((requests, self.node.submit_publishes(requests, term, broken)))
             finally:
                 out.put_nowait(None)
 
@@ -96,9 +72,8 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 item = await out.get()
                 if item is None:
                     break
-                requests, early, pending = item
-                results = iter(await pending.outcomes())
-                outcomes = [early[i] if i in early else next(results) for i in range(len(requests))]
+                requests, pending = item
+                outcomes = await pending.outcomes()
                 reply = mpb.PublishResponseBatch()
                 add = reply.responses.add
                 for req, res in zip(requests, outcomes):

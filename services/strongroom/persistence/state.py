@@ -130,9 +130,12 @@ class Durable:
     # Keyed last-value slots: key_of(field value) -> message sequence.
     last_values: dict[str, int] = field(default_factory=dict)
     match: Match | None = field(default=None, repr=False)
+    # No key field and no matcher: wants every message of its destination (read per message).
+    wants_all: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.match = compile_matcher(self.matcher)
+        self.wants_all = not self.key_field and self.match is None
 
     def wants(self, message: cpb.Message) -> bool:
         """Whether a message of its destination (or store) is of interest."""
@@ -183,9 +186,8 @@ class _ProducerWindow:
         order.append(sequence)
         if sequence > self.max_seq:  # noqa: PLR1730 - per message on every member: no max() call
             self.max_seq = sequence
-        if len(order) > DEDUP_WINDOW:
-            while len(order) > DEDUP_WINDOW:
-                self.seqs.pop(order.popleft(), None)
+        while len(order) > DEDUP_WINDOW:
+            self.seqs.pop(order.popleft(), None)
 
 
 class StateMachine:
@@ -298,11 +300,9 @@ class StateMachine:
         return holders
 
     def _wanting(self, op: rpb.PublishOp, destination: str, msg: cpb.Message) -> list[Durable]:
-        durables = self.by_destination.get(destination)
-        if not durables:
-            wanting = []
-        elif len(durables) == 1 and durables[0].match is None and not durables[0].key_field:
-            wanting = [durables[0]]  # the common case: one durable (a queue's) without interest
+        durables = self.by_destination.get(destination, ())
+        if len(durables) == 1 and durables[0].wants_all:
+            wanting = [durables[0]]  # the common case (a queue's own durable): no per-message test
         else:
             wanting = [d for d in durables if d.wants(msg)]
         if op.content:
