@@ -8,8 +8,8 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-
 from harness import Cluster, drain
+
 from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
 from strongroom.client import Client
 from strongroom.errors import (
