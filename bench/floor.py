@@ -7,6 +7,8 @@ here), using Strongroom's own generated messages so the payload is realistic (a 
 
 - a unary call round trip (what each `confirm` publish and, today, each Append to a follower is);
 - a ping-pong over one bidirectional stream (what a streamed hop would cost instead);
+- the same ping-pong over a plain asyncio TCP connection with length-prefixed frames (what a
+  hop costs without gRPC: the members' replication link);
 - the CPU seconds each side spends per call;
 - a synced RocksDB write of one 1 KiB entry (`flush_wal(True)`), and the same without sync.
 
@@ -34,6 +36,13 @@ from bench.common import BODY, free_port, proc_cpu_seconds
 __all__ = ["main"]
 
 
+def _run(coro: object) -> object:
+    if os.environ.get("FLOOR_UVLOOP"):
+        import uvloop
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
 def _server(port: int) -> None:
     import grpc
 
@@ -57,9 +66,23 @@ def _server(port: int) -> None:
         server.add_generic_rpc_handlers((handler,))
         server.add_insecure_port(f"127.0.0.1:{port}")
         await server.start()
-        await server.wait_for_termination()
 
-    asyncio.run(serve())
+        async def framed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            reply = mpb.PublishResponse(message_seq=1, confirmed=True).SerializeToString()
+            reply = len(reply).to_bytes(4, "big") + reply
+            try:
+                while True:
+                    n = int.from_bytes(await reader.readexactly(4), "big")
+                    mpb.PublishRequest.FromString(await reader.readexactly(n))
+                    writer.write(reply)
+            except asyncio.IncompleteReadError:
+                writer.close()
+
+        tcp = await asyncio.start_server(framed, "127.0.0.1", port + 1)
+        async with tcp:
+            await server.wait_for_termination()
+
+    _run(serve())
 
 
 async def _client(port: int, calls: int, server_pid: int) -> dict[str, float]:
@@ -100,6 +123,27 @@ async def _client(port: int, calls: int, server_pid: int) -> dict[str, float]:
         out["stream_server_cpu_ms"] = (proc_cpu_seconds(server_pid) - s0) / calls * 1e3
         out["stream_client_cpu_ms"] = (time.process_time() - c0) / calls * 1e3
         await call.done_writing()
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port + 1)
+    frame = len(req).to_bytes(4, "big") + req
+
+    async def ping() -> None:
+        writer.write(frame)
+        n = int.from_bytes(await reader.readexactly(4), "big")
+        mpb.PublishResponse.FromString(await reader.readexactly(n))
+
+    for _ in range(100):
+        await ping()
+    lat = []
+    s0, c0 = proc_cpu_seconds(server_pid), time.process_time()
+    for _ in range(calls):
+        t = time.perf_counter()
+        await ping()
+        lat.append(time.perf_counter() - t)
+    out["tcp_rtt_p50_ms"] = statistics.median(lat) * 1e3
+    out["tcp_server_cpu_ms"] = (proc_cpu_seconds(server_pid) - s0) / calls * 1e3
+    out["tcp_client_cpu_ms"] = (time.process_time() - c0) / calls * 1e3
+    writer.close()
     return out
 
 
@@ -142,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = subprocess.Popen([sys.executable, "-m", "bench.floor", "--serve", str(port)], env=env)
     try:
         time.sleep(1.5)
-        res = asyncio.run(_client(port, a.calls, proc.pid))
+        res = _run(_client(port, a.calls, proc.pid))
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait()

@@ -122,6 +122,8 @@ class Cluster:
         self.names = [f"m{i}" for i in range(1, members + 1)]
         self.ports = {n: free_port() for n in self.names}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        # More command-line arguments for a member's process.
+        self.extra_args: dict[str, list[str]] = {}
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name]}"
@@ -144,7 +146,7 @@ class Cluster:
         proc = subprocess.Popen(
             [sys.executable, "-m", "strongroom.persistence.main", "--etcd", etcd or self.etcd,
              "--cluster", self.cluster, "--member", name, "--listen", self.address(name),
-             "--data-dir", str(self.data_dir(name))],
+             "--data-dir", str(self.data_dir(name)), *self.extra_args.get(name, [])],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         log.close()
         self.procs[name] = proc

@@ -116,6 +116,10 @@ def test_peer_dns_names_in_the_realm_match_the_headless_service(scenario: Render
         port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
         assert headless["spec"]["ports"][0]["port"] == port
         assert port == scenario.values["persistence"]["port"]
+        link_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "replication")
+        assert link_port == scenario.values["persistence"]["replicationPort"] != port
+        assert {"name": "replication", "port": link_port, "targetPort": "replication", "protocol": "TCP"} \
+            in headless["spec"]["ports"]
         domain = scenario.values["clusterDomain"]
 
         rc = realm.cluster(c["name"])
@@ -136,7 +140,10 @@ def test_peer_dns_names_in_the_realm_match_the_headless_service(scenario: Render
             pod = {"POD_NAME": f"{sts['metadata']['name']}-{i}", "POD_NAMESPACE": NAMESPACE}
             assert expand(args["--member"], pod) == name
             assert expand(args["--advertise"], pod) == address
+            # The leader reaches the member's replication link at the same DNS name.
+            assert expand(args["--replication-advertise"], pod) == f"{address.rsplit(':', 1)[0]}:{link_port}"
         assert args["--listen"].endswith(f":{port}")
+        assert args["--replication-listen"] == f"0.0.0.0:{link_port}"
 
 
 def test_leader_service_selects_the_label_the_member_sets(scenario: Rendered) -> None:

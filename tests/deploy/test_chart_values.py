@@ -31,6 +31,9 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("no etcd at all", {"etcd": {"enabled": False}},
      ("etcd.enabled is false but etcd.externalEndpoints is empty: list the host:port of your etcd, "
       "or enable the bundled etcd.")),
+    ("replication link on the gRPC port", {"persistence": {"replicationPort": 7101}},
+     ("persistence.replicationPort (7101) is the same as persistence.port: the replication link needs a "
+      "port of its own.")),
     ("even etcd", {"etcd": {"replicas": 2}},
      "etcd.replicas is 2; use an odd count (1, 3, 5) so etcd's majority is well defined."),
     ("store on an undefined cluster", {"realm": {"stores": [{"name": "s", "cluster": "nope"}], "destinations": []}},

@@ -110,12 +110,15 @@ class ChaosCluster:
         self.spec = spec
         self.names = [f"m{i}" for i in range(1, spec.members + 1)]
         self.listen = {n: free_port() for n in self.names}
+        self.link_listen = {n: free_port() for n in self.names}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.paused: set[str] = set()
         self.etcd: EtcdProcess | None = None
         self.etcd_paused = False
         self.network: Network | None = None
         self.member_proxy: dict[str, Proxy] = {}
+        # In front of each member's replication link (the leader's appends), cut with member_proxy.
+        self.link_proxy: dict[str, Proxy] = {}
         self.etcd_proxy: dict[str, Proxy] = {}
         self.shim: Path | None = None
         self.baselines: dict[str, dict[str, int]] = {}
@@ -133,6 +136,14 @@ class ChaosCluster:
         """Where peers and clients reach a member."""
         proxy = self.member_proxy.get(name)
         return proxy.endpoint if proxy else self.direct(name)
+
+    def inbound(self, name: str) -> list[Proxy]:
+        """The proxies every connection to a member goes through (gRPC and replication link)."""
+        return [p[name] for p in (self.member_proxy, self.link_proxy) if name in p]
+
+    def inbound_proxies(self) -> list[Proxy]:
+        """Every proxy in front of a member."""
+        return [*self.member_proxy.values(), *self.link_proxy.values()]
 
     def endpoints(self) -> list[str]:
         """Client endpoints (advertised addresses)."""
@@ -170,6 +181,7 @@ class ChaosCluster:
             for n in self.names:
                 if spec.proxy_members:
                     self.member_proxy[n] = self.network.proxy(f"{n}-in", self.direct(n))
+                    self.link_proxy[n] = self.network.proxy(f"{n}-link", f"127.0.0.1:{self.link_listen[n]}")
                 if spec.proxy_etcd:
                     self.etcd_proxy[n] = self.network.proxy(f"{n}-etcd", self.etcd.endpoint)
         if spec.fsync_journal:
@@ -207,7 +219,9 @@ class ChaosCluster:
                 "--member", name, "--listen", self.direct(name), "--data-dir", str(data),
                 "--log-level", self.spec.log_level]
         if name in self.member_proxy:
-            args += ["--advertise", self.member_proxy[name].endpoint]
+            args += ["--advertise", self.member_proxy[name].endpoint,
+                     "--replication-listen", f"127.0.0.1:{self.link_listen[name]}",
+                     "--replication-advertise", self.link_proxy[name].endpoint]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.spec.extra_env)
         if self.shim is not None:
             self.journal(name).parent.mkdir(parents=True, exist_ok=True)

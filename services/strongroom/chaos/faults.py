@@ -231,11 +231,11 @@ class PartitionMembers(Fault):
         hold = ctx.ttl + 3.0
         t0 = time.monotonic()
         if shape == "delay":
-            for proxy in cluster.member_proxy.values():
+            for proxy in cluster.inbound_proxies():
                 proxy.set_delay(0.2)
             ctx.note(f"delay every member link by 200 ms for {hold:.1f}s")
             await asyncio.sleep(hold)
-            for proxy in cluster.member_proxy.values():
+            for proxy in cluster.inbound_proxies():
                 proxy.set_delay(0.0)
             ctx.note("delay removed")
             await asyncio.sleep(2.0)
@@ -250,8 +250,10 @@ class PartitionMembers(Fault):
             pairs = [(isolated, other) for other in cluster.names if other != isolated]
             detail = f"isolate {isolated} from its peers ({mode}); clients still reach it"
         for a, b in pairs:
-            cluster.member_proxy[a].block({b}, mode)
-            cluster.member_proxy[b].block({a}, mode)
+            for proxy in cluster.inbound(a):
+                proxy.block({b}, mode)
+            for proxy in cluster.inbound(b):
+                proxy.block({a}, mode)
         ctx.note(f"{detail} for {hold:.1f}s", isolated)
         elected = None
         if isolated == leader:
@@ -260,7 +262,7 @@ class PartitionMembers(Fault):
         await asyncio.sleep(hold)
         if elected is not None:
             await elected
-        for proxy in cluster.member_proxy.values():
+        for proxy in cluster.inbound_proxies():
             proxy.heal()
         t1 = time.monotonic()
         ctx.note("partition healed")

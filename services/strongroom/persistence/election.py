@@ -60,11 +60,13 @@ class Election:
     def __init__(self, etcd: EtcdClient, cluster: str, member: str, address: str, ttl: int,
                  on_elected: Callable[[int, float], Awaitable[None]],
                  on_deposed: Callable[[str], Awaitable[None]],
-                 on_leader: Callable[[LeaderInfo | None], None]) -> None:
+                 on_leader: Callable[[LeaderInfo | None], None], link_address: str = "") -> None:
         self.etcd = etcd
         self.cluster = cluster
         self.member = member
         self.address = address
+        # Where the leader sends appends to this member (its replication link), if it has one.
+        self.link_address = link_address
         self.ttl = ttl
         self.on_elected = on_elected
         self.on_deposed = on_deposed
@@ -115,8 +117,11 @@ class Election:
                 self.lease = await self.etcd.grant(self.ttl)
                 self.lease_safe_until = sent + self.ttl - self.margin
                 self._lease_lost.clear()
-                await self.etcd.put(member_key(self.cluster, self.member),
-                                    json.dumps({"address": self.address}).encode(), lease=self.lease)
+                record = {"address": self.address}
+                if self.link_address:
+                    record["replication"] = self.link_address
+                await self.etcd.put(member_key(self.cluster, self.member), json.dumps(record).encode(),
+                                    lease=self.lease)
                 return
             except (EtcdUnavailable, Exception) as exc:  # noqa: BLE001 - etcd down: retry
                 log.warning("cannot grant lease: %s", exc)

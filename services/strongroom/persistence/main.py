@@ -26,6 +26,7 @@ from strongroom.api.v1 import replication_pb2, replication_pb2_grpc
 from strongroom.errors import RealmInvalid, StrongroomError, UnknownMember
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.k8s import install_leader_label
+from strongroom.persistence.link import LinkServer, bind
 from strongroom.persistence.map_servicer import MapServicer
 from strongroom.persistence.maps import MapFront
 from strongroom.persistence.node import NodeConfig, PersistenceNode
@@ -76,22 +77,35 @@ async def _watch_realm(etcd: EtcdClient, node: PersistenceNode) -> None:
 
 
 async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, data_dir: Path,
-                advertise: str | None = None) -> int:
-    """Run a member until SIGTERM/SIGINT; returns the exit status."""
+                advertise: str | None = None, replication_listen: str | None = None,
+                replication_advertise: str | None = None) -> int:
+    """Run a member until SIGTERM/SIGINT; returns the exit status.
+
+    `replication_listen`: host:port of the replication link (None: the gRPC host, any free
+    port; "none": no link, the leader replicates to this member over gRPC)."""
     etcd = EtcdClient(etcd_endpoints)
     version, realm = await _load_realm(etcd)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     port = server.add_insecure_port(listen)
     host = listen.rsplit(":", 1)[0]
     address = advertise or f"{host}:{port}"
+    link_socket = None
+    link_address = ""
+    if replication_listen != "none":
+        link_socket, link_port = bind(replication_listen or f"{host}:0")
+        link_host = replication_listen.rsplit(":", 1)[0] if replication_listen else host
+        link_address = replication_advertise or f"{link_host}:{link_port}"
     config = NodeConfig(cluster=cluster, member=member, address=address, data_dir=data_dir,
-                        etcd_endpoints=etcd_endpoints)
+                        etcd_endpoints=etcd_endpoints, link_address=link_address)
     try:
         node = PersistenceNode(config, realm, version)
     except UnknownMember as err:
         print(f"strongroom-persistence: {err.reason}: {err.message}", file=sys.stderr)
         await etcd.close()
+        if link_socket is not None:
+            link_socket.close()
         return 2
+    link = LinkServer(link_socket, node.handle_append) if link_socket is not None else None
     messaging_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(node), server)
     replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node), server)
@@ -110,10 +124,13 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
     # In a pod (the chart sets POD_NAME/POD_NAMESPACE) the leader labels itself for the leader Service.
     install_leader_label(node)
     await server.start()
+    if link is not None:
+        await link.start()
     await node.start()
     for name in ("", *names[:4]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("member %s of cluster %s listening on %s (storage %s)", member, cluster, address, node.storage_mode)
+    log.info("member %s of cluster %s listening on %s, replication link %s (storage %s)", member, cluster,
+             address, link_address or "off (appends over gRPC)", node.storage_mode)
     print(f"READY {address}", flush=True)
     watcher = asyncio.create_task(_watch_realm(etcd, node))
     stop = asyncio.Event()
@@ -126,6 +143,8 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     watcher.cancel()
     await node.stop()
+    if link is not None:
+        await link.stop()
     await server.stop(grace=2)
     await etcd.close()
     return 0
@@ -140,6 +159,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--member", required=True, help="this member's name in the realm")
     parser.add_argument("--listen", default="127.0.0.1:0", help="host:port to serve gRPC on")
     parser.add_argument("--advertise", default=None, help="host:port peers and clients use (default: listen)")
+    parser.add_argument("--replication-listen", default=None,
+                        help="host:port of the replication link, the plain TCP connection the leader sends "
+                             "appends on (default: the --listen host, any free port; 'none': appends over gRPC)")
+    parser.add_argument("--replication-advertise", default=None,
+                        help="host:port the leader reaches the replication link on (default: its listen address)")
     parser.add_argument("--data-dir", required=True, type=Path, help="where the member keeps its RocksDB files")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
@@ -148,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     sys.setswitchinterval(float(os.environ.get("STRONGROOM_SWITCH_INTERVAL", "0.0005")))
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s {args.member} %(levelname)s %(name)s: %(message)s")
-    sys.exit(asyncio.run(serve(args.etcd, args.cluster, args.member, args.listen, args.data_dir, args.advertise)))
+    sys.exit(asyncio.run(serve(args.etcd, args.cluster, args.member, args.listen, args.data_dir, args.advertise,
+                               args.replication_listen, args.replication_advertise)))
 
 
 if __name__ == "__main__":

@@ -112,6 +112,8 @@ class NodeConfig:
     """host:port peers and clients reach this member on."""
     data_dir: Path
     etcd_endpoints: str
+    link_address: str = ""
+    """host:port the leader sends appends to (the replication link); empty: over gRPC."""
 
 
 class PublishOutcome(NamedTuple):
@@ -236,6 +238,8 @@ class PersistenceNode:
         self.leader: LeaderInfo | None = None
         self.peer_addresses: dict[str, str] = {m.name: m.address for m in cluster.members if m.address}
         self.peer_addresses[config.member] = config.address
+        # Peers' replication link addresses from their etcd registrations (None: none).
+        self.peer_links: dict[str, str | None] = {}
         self.replicators: dict[str, PeerReplicator] = {}
         self.dispatcher: Dispatcher | None = None
         self._apply_soon = False  # a follower's apply of newly committed entries is scheduled
@@ -258,7 +262,7 @@ class PersistenceNode:
         self._leader_since = 0.0
         self.election = Election(self.etcd, config.cluster, config.member, config.address,
                                  cluster.lease_ttl_seconds, self._on_elected, self._on_deposed,
-                                 self._on_leader_info)
+                                 self._on_leader_info, link_address=config.link_address)
         # Re-apply what this member knew was committed (restart: snapshot + log suffix).
         self._apply_committed()
 
@@ -483,6 +487,11 @@ class PersistenceNode:
         """Where a peer listens (realm address, else its etcd registration)."""
         return self.peer_addresses.get(name)
 
+    def peer_link_address(self, name: str) -> str | None:
+        """Where a peer takes appends on its replication link (its etcd registration); None:
+        it registered none, appends go to it over gRPC."""
+        return self.peer_links.get(name)
+
     async def _watch_members(self) -> None:
         prefix = f"/strongroom/clusters/{self.cluster_name}/members/"
         while True:
@@ -502,11 +511,18 @@ class PersistenceNode:
 
     def _note_member(self, name: str, value: bytes) -> None:
         member = self.cluster.member(name)
-        if member is None or member.address:
+        if member is None:
             return
         try:
-            address = json.loads(value)["address"]
-        except (ValueError, KeyError):
+            record = json.loads(value)
+            address = record["address"]
+        except (ValueError, KeyError, TypeError):
+            return
+        link = record.get("replication") or None
+        if name not in self.peer_links or self.peer_links[name] != link:
+            log.info("member %s takes appends %s", name, f"on its replication link at {link}" if link else "over gRPC")
+            self.peer_links[name] = link
+        if member.address:
             return
         if self.peer_addresses.get(name) != address:
             log.info("member %s registered at %s", name, address)
@@ -525,7 +541,7 @@ class PersistenceNode:
             await self._mark_stored()
             self.durable_index = self.log.last_index
             for name in self._peers():
-                rep = PeerReplicator(self, name, epoch, self.peer_address)
+                rep = PeerReplicator(self, name, epoch, self.peer_address, self.peer_link_address)
                 self.replicators[name] = rep
                 rep.start()
             self._leader_tasks.append(asyncio.create_task(self._proposer(epoch), name="proposer"))

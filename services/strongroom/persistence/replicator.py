@@ -1,9 +1,11 @@
 """Leader side of replication: one task per follower sending what it is missing.
 
 Each round of the leader's group commit becomes one append per follower carrying every entry
-the follower lacks (normally just the new one), written on one long-lived `AppendStream` per
-follower (a stream round trip costs about half a unary call). A follower whose log has fallen
-behind the leader's compacted prefix gets the state machine snapshot first, then the log suffix.
+the follower lacks (normally just the new one), written on one long-lived connection per
+follower: the follower's replication link (`link.py`, plain TCP) when it registered one, else
+its gRPC `AppendStream` (a stream round trip costs about half a unary call). A follower whose
+log has fallen behind the leader's compacted prefix gets the state machine snapshot first (over
+gRPC), then the log suffix.
 
 A new commit index alone does not make a round of its own at once: the next append carries it,
 and if none comes within COMMIT_NOTICE_SECONDS an empty append does. One append per follower per
@@ -24,6 +26,7 @@ import grpc
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
 
 if TYPE_CHECKING:
@@ -42,6 +45,7 @@ SNAPSHOT_CHUNK = 1024 * 1024
 MAX_ENTRIES_PER_APPEND = 256
 HEARTBEAT_SECONDS = 0.25
 RPC_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 2.0
 COMMIT_NOTICE_SECONDS = 0.005
 APPEND_STREAM = "/strongroom.v1.ReplicationService/AppendStream"
 
@@ -80,11 +84,13 @@ class PeerReplicator:
     """Keeps one follower's log up to date with the leader's for one epoch."""
 
     def __init__(self, node: PersistenceNode, peer: str, epoch: int,
-                 resolve_address: Callable[[str], str | None]) -> None:
+                 resolve_address: Callable[[str], str | None],
+                 resolve_link: Callable[[str], str | None] = lambda peer: None) -> None:
         self.node = node
         self.peer = peer
         self.epoch = epoch
         self.resolve_address = resolve_address
+        self.resolve_link = resolve_link
         self.next_index = node.log.last_index + 1
         self.match_index = 0
         self.reachable = False
@@ -101,6 +107,8 @@ class PeerReplicator:
         self._open_stream: grpc.aio.StreamStreamMultiCallable | None = None
         self._stream: grpc.aio.StreamStreamCall | None = None
         self._timed_out = False
+        self._link: LinkConnection | None = None
+        self._link_address: str | None = None
 
     def start(self) -> None:
         """Start the replication task."""
@@ -142,14 +150,17 @@ class PeerReplicator:
             self._commit_timer = None
         if self._task is not None:
             await cancel_and_wait(self._task)
-        self._close_stream()
+        self._close_connections()
         if self._channel is not None:
             await self._channel.close()
 
-    def _close_stream(self) -> None:
+    def _close_connections(self) -> None:
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None
+        if self._link is not None:
+            self._link.close()
+            self._link = None
 
     def _connect(self) -> rgrpc.ReplicationServiceStub | None:
         address = self.resolve_address(self.peer)
@@ -162,7 +173,7 @@ class PeerReplicator:
             self._stub = rgrpc.ReplicationServiceStub(self._channel)
             # Appends go already serialised: entries are serialised once, when the leader
             # stores them, and spliced into every follower's request.
-            self._close_stream()
+            self._close_connections()
             self._open_stream = self._channel.stream_stream(
                 APPEND_STREAM, request_serializer=None, response_deserializer=rpb.AppendResponse.FromString)
             self._address = address
@@ -186,7 +197,7 @@ class PeerReplicator:
                 self.reachable = True
                 backoff = 0.05
             except Exception as exc:  # noqa: BLE001 - every failure: reconnect and retry
-                self._close_stream()
+                self._close_connections()
                 if not isinstance(exc, (grpc.aio.AioRpcError, _AppendTimeout)):
                     # Never let this follower's replication end silently.
                     log.exception("replicating to %s failed; starting over", self.peer)
@@ -243,7 +254,25 @@ class PeerReplicator:
         return True
 
     async def _exchange(self, request: bytes) -> rpb.AppendResponse:
-        """One append on the follower's stream (opened on first use): write it, read its answer."""
+        """One append: on the follower's replication link if it registered one, else on its
+        gRPC append stream (each opened on first use); write it, read its answer."""
+        address = self.resolve_link(self.peer)
+        if address is None:
+            if self._link is not None:
+                self._link.close()
+                self._link = None
+            return await self._exchange_on_stream(request)
+        try:
+            if self._link is None or address != self._link_address:
+                self._close_connections()
+                self._link = await LinkConnection.open(address, CONNECT_TIMEOUT)
+                self._link_address = address
+            return await self._link.exchange(request, RPC_TIMEOUT)
+        except LinkClosed as exc:
+            self._link = None
+            raise _AppendTimeout(str(exc)) from None
+
+    async def _exchange_on_stream(self, request: bytes) -> rpb.AppendResponse:
         if self._stream is None:
             assert self._open_stream is not None
             self._stream = self._open_stream()

@@ -270,6 +270,9 @@ a schema cannot: relations between keys and what the services need to form a quo
 {{- if not $clusters }}
 {{- $problems = append $problems "persistence.clusters is empty: define at least one persistence cluster." }}
 {{- end }}
+{{- if eq (int .Values.persistence.port) (int .Values.persistence.replicationPort) }}
+{{- $problems = append $problems (printf "persistence.replicationPort (%d) is the same as persistence.port: the replication link needs a port of its own." (int .Values.persistence.replicationPort)) }}
+{{- end }}
 {{- $seen := dict }}
 {{- range $i, $c := $clusters }}
 {{- $where := printf "persistence.clusters[%d] (%s)" $i $c.name }}
