@@ -235,7 +235,10 @@ class StateMachine:
     def apply_entry(self, entry: rpb.LogEntry) -> list[object]:
         """Apply a committed entry's operations atomically; one result per operation."""
         self._index = entry.index
-        results = [self.apply_op(op) for op in entry.ops]
+        publish = self._publish
+        apply_op = self.apply_op
+        # Publishes (nearly every operation) go straight to _publish, as apply_op would send them.
+        results = [publish(op.publish) if op.HasField("publish") else apply_op(op) for op in entry.ops]
         self.applied_index = entry.index
         self.applied_epoch = entry.epoch
         return results
@@ -300,11 +303,7 @@ class StateMachine:
         return holders
 
     def _wanting(self, op: rpb.PublishOp, destination: str, msg: cpb.Message) -> list[Durable]:
-        durables = self.by_destination.get(destination, ())
-        if len(durables) == 1 and durables[0].wants_all:
-            wanting = [durables[0]]  # the common case (a queue's own durable): no per-message test
-        else:
-            wanting = [d for d in durables if d.wants(msg)]
+        wanting = [d for d in self.by_destination.get(destination, ()) if d.wants(msg)]
         if op.content:
             wanting.extend(d for d in self.content_durables.get(op.store, ()) if d.wants(msg))
         return wanting
@@ -345,24 +344,37 @@ class StateMachine:
             if known is not None:
                 return PublishResult(known, True)
         destination = op.destination
+        store = op.store
+        queue = op.queue
+        durables = self.by_destination.get(destination)
         # A refused publish leaves no trace: the queue's durable and the producer's window are
         # made only once the message is taken.
-        new_queue = op.queue and durable_key(destination, "") not in self.durables
-        wanting = self._wanting(op, destination, msg)
+        new_queue = queue and durable_key(destination, "") not in self.durables
+        if durables is not None and len(durables) == 1 and durables[0].wants_all and not op.content:
+            wanting = [durables[0]]  # the common case (a queue's own durable): no per-message test
+        else:
+            wanting = self._wanting(op, destination, msg)
         seq = 0
-        if wanting or new_queue or op.retain_until:
+        retain_until = op.retain_until
+        if wanting or new_queue or retain_until:
             size = msg.ByteSize()
-            why = self._make_room(op.store, size)
+            why = self._make_room(store, size) if store in self.store_configs else ""
             if why:
                 # Not recorded in the dedup window: a retry once there is room stores it.
                 return PublishResult(0, False, rejected=True, limit=why)
             if new_queue:
-                queue = Durable(key=durable_key(destination, ""), store=op.store, destination=destination,
-                                name="", kind=KIND_SHARED, queue=True)
-                self._add_durable(queue)
-                wanting.append(queue)
-            seq = self._store(op, size)
-            stored = self.messages[seq]
+                own = Durable(key=durable_key(destination, ""), store=store, destination=destination,
+                              name="", kind=KIND_SHARED, queue=True)
+                self._add_durable(own)
+                wanting.append(own)
+            seq = self.next_seq
+            self.next_seq = seq + 1
+            stored = StoredMessage(seq, store, destination, msg, size, 0, queue, op.content, op.published_at,
+                                   op.expires_at, retain_until)
+            self._index_message(stored)
+            if retain_until:
+                stored.retained = True
+                stored.refs += 1
             for durable in wanting:
                 self._hold(durable, stored)
         if producer_id:
@@ -374,18 +386,6 @@ class StateMachine:
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         """A new producer's deduplication window."""
         return _ProducerWindow()
-
-    def _store(self, op: rpb.PublishOp, size: int) -> int:
-        seq = self.next_seq
-        self.next_seq += 1
-        stored = StoredMessage(seq=seq, store=op.store, destination=op.destination, message=op.message, size=size,
-                               queue=op.queue, content=op.content, published_at=op.published_at,
-                               expires_at=op.expires_at, retain_until=op.retain_until)
-        self._index_message(stored)
-        if op.retain_until:
-            stored.retained = True
-            stored.refs += 1
-        return seq
 
     def _index_message(self, stored: StoredMessage) -> None:
         seq = stored.seq
