@@ -738,11 +738,12 @@ class PersistenceNode:
             entry = rpb.LogEntry.FromString(raw)
             self._waiters[index] = (epoch, [(fut, len(ops)) for ops, fut in batch])
             # Written now, fsynced in a worker thread while the followers store it too: the
-            # leader counts itself toward the majority only once its fsync returned.
+            # leader counts itself toward the majority only once its fsync returned (disk-async
+            # and memory: nothing to wait for, and no trip to the thread).
             self.log.append_local(entry, sync=False, raw=raw)
             for rep in self.replicators.values():
                 rep.kick()
-            if self.storage.durable:
+            if self.storage.sync:
                 await asyncio.get_running_loop().run_in_executor(self._io, self.storage.sync_wal)
                 if self.epoch != epoch or not self.is_leader_role():
                     return

@@ -53,6 +53,8 @@ class Storage:
     """Interface of a member's storage; the memory variant persists nothing."""
 
     durable: bool = False
+    # Writes are fsynced (disk-sync): the leader's fsync of a round runs in a worker thread.
+    sync: bool = False
 
     def load(self) -> LoadedState:
         """Everything stored, for recovery at start."""
