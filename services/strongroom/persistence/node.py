@@ -13,7 +13,6 @@ becomes a follower at once and fails everything not yet confirmed.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import time
@@ -232,7 +231,6 @@ class PersistenceNode:
         self.local_state = self._new_state(replicated=False)  # non-replicated stores, leader only
         # Highest index this member has durably stored (the leader's own vote in commits).
         self.durable_index = self.log.last_index
-        self._io = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="fsync")
         self.role = FOLLOWER
         self.epoch = 0
         self.leader: LeaderInfo | None = None
@@ -737,16 +735,20 @@ class PersistenceNode:
                                  [op for ops, _ in batch for op in ops])
             entry = rpb.LogEntry.FromString(raw)
             self._waiters[index] = (epoch, [(fut, len(ops)) for ops, fut in batch])
-            # Written now, fsynced in a worker thread while the followers store it too: the
-            # leader counts itself toward the majority only once its fsync returned (disk-async
-            # and memory: nothing to wait for, and no trip to the thread).
+            # Written now and fsynced once the appends are on their way, so the followers store
+            # it while we fsync: the leader counts itself toward the majority only once its
+            # fsync returned. The replicators kicked here write their appends in the one turn
+            # of the loop given to them; the fsync then runs on the loop thread (a worker thread
+            # cost the leader about 0.2 ms of CPU per round in handing it over and back, and
+            # the round no less time).
             self.log.append_local(entry, sync=False, raw=raw)
             for rep in self.replicators.values():
                 rep.kick()
             if self.storage.sync:
-                await asyncio.get_running_loop().run_in_executor(self._io, self.storage.sync_wal)
+                await asyncio.sleep(0)
                 if self.epoch != epoch or not self.is_leader_role():
                     return
+                self.storage.sync_wal()
             self.durable_index = entry.index
             self._advance_commit()
             while self.commit_index < entry.index and self.epoch == epoch and self.is_leader_role():

@@ -53,7 +53,7 @@ class Storage:
     """Interface of a member's storage; the memory variant persists nothing."""
 
     durable: bool = False
-    # Writes are fsynced (disk-sync): the leader's fsync of a round runs in a worker thread.
+    # Writes are fsynced (disk-sync): the leader fsyncs each round with sync_wal.
     sync: bool = False
 
     def load(self) -> LoadedState:
