@@ -36,13 +36,6 @@ from bench.common import BODY, free_port, proc_cpu_seconds
 __all__ = ["main"]
 
 
-def _run(coro: object) -> object:
-    if os.environ.get("FLOOR_UVLOOP"):
-        import uvloop
-        return uvloop.run(coro)
-    return asyncio.run(coro)
-
-
 def _server(port: int) -> None:
     import grpc
 
@@ -82,7 +75,7 @@ def _server(port: int) -> None:
         async with tcp:
             await server.wait_for_termination()
 
-    _run(serve())
+    asyncio.run(serve())
 
 
 async def _client(port: int, calls: int, server_pid: int) -> dict[str, float]:
@@ -186,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = subprocess.Popen([sys.executable, "-m", "bench.floor", "--serve", str(port)], env=env)
     try:
         time.sleep(1.5)
-        res = _run(_client(port, a.calls, proc.pid))
+        res = asyncio.run(_client(port, a.calls, proc.pid))
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait()
