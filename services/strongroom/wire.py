@@ -53,9 +53,13 @@ def length_delimited(tag: bytes, payload: bytes) -> bytes:
     return tag + varint(len(payload)) + payload
 
 
-def repeated_after(head: bytes, tag: bytes, items: list[bytes]) -> bytes:
-    """`head` (an encoded message) followed by `items` as the repeated field `tag`."""
-    parts = [head]
+def repeated_after(head: bytes, tag: bytes, items: list[bytes], length_prefix: bool = False) -> bytes:
+    """`head` (an encoded message) followed by `items` as the repeated field `tag`;
+    `length_prefix`: preceded by the message's length as 4 bytes big-endian (a frame of the
+    replication link), made in the same join."""
+    parts = [b"", head] if length_prefix else [head]
     for item in items:
         parts += (tag, varint(len(item)), item)
+    if length_prefix:
+        parts[0] = sum(map(len, parts)).to_bytes(4, "big")
     return b"".join(parts)

@@ -25,6 +25,7 @@ from strongroom.persistence.link import (
     LinkConnection,
     LinkServer,
     bind,
+    frame,
 )
 from strongroom.persistence.replicator import PeerReplicator, _AppendTimeout
 
@@ -71,7 +72,7 @@ async def test_appends_are_answered_in_order_with_the_entries_as_sent() -> None:
     server, port = await _serving(handler)
     try:
         link = await LinkConnection.open(f"127.0.0.1:{port}", timeout=2)
-        answers = [await link.exchange(_append(prev, 3), timeout=2) for prev in (0, 3, 6)]
+        answers = [await link.exchange(frame(_append(prev, 3)), timeout=2) for prev in (0, 3, 6)]
         assert [(a.ok, a.last_index, a.promised_epoch) for a in answers] == [(True, 3, 7), (True, 6, 7), (True, 9, 7)]
         assert [req.prev_index for req, _, _ in handler.requests] == [0, 3, 6]
         req, entries, raws = handler.requests[1]
@@ -100,7 +101,7 @@ async def test_a_connection_without_the_preamble_or_with_an_oversized_frame_is_c
         assert handler.requests == []
         # The server still answers well-formed appends.
         link = await LinkConnection.open(f"127.0.0.1:{port}", timeout=2)
-        assert (await link.exchange(_append(0, 1), timeout=2)).ok
+        assert (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
         link.close()
     finally:
         await server.stop()
@@ -112,10 +113,10 @@ async def test_a_follower_that_does_not_answer_times_the_append_out() -> None:
         link = await LinkConnection.open(f"127.0.0.1:{port}", timeout=2)
         t0 = time.monotonic()
         with pytest.raises(LinkClosed, match="no answer"):
-            await link.exchange(_append(0, 1), timeout=0.3)
+            await link.exchange(frame(_append(0, 1)), timeout=0.3)
         assert time.monotonic() - t0 < 3
         with pytest.raises(LinkClosed):
-            await link.exchange(_append(0, 1), timeout=0.3)
+            await link.exchange(frame(_append(0, 1)), timeout=0.3)
     finally:
         await server.stop()
 
@@ -126,17 +127,17 @@ async def test_the_replicator_sees_a_follower_gone_and_reconnects_when_it_is_bac
     handler = _Recorder()
     server, port = await _serving(handler)
     node = SimpleNamespace(epoch=7, log=SimpleNamespace(last_index=0), is_leader_role=lambda: True)
-    rep = PeerReplicator(node, "m2", 7, lambda name: "127.0.0.1:9",  # type: ignore[arg-type]
-                         lambda name: f"127.0.0.1:{port}")
+    address = f"127.0.0.1:{port}"
+    rep = PeerReplicator(node, "m2", 7, lambda name: "127.0.0.1:9", lambda name: address)  # type: ignore[arg-type]
     try:
-        assert (await rep._exchange(_append(0, 1))).last_index == 1
+        assert (await rep._exchange_on_link(address, frame(_append(0, 1)))).last_index == 1
         await server.stop()
         with pytest.raises(_AppendTimeout):
-            await rep._exchange(_append(1, 1))
+            await rep._exchange_on_link(address, frame(_append(1, 1)))
         with pytest.raises(_AppendTimeout):
-            await rep._exchange(_append(1, 1))  # nobody listens: cannot connect
+            await rep._exchange_on_link(address, frame(_append(1, 1)))  # nobody listens: cannot connect
         server, _ = await _serving(handler, port)
-        assert (await rep._exchange(_append(1, 1))).last_index == 2
+        assert (await rep._exchange_on_link(address, frame(_append(1, 1)))).last_index == 2
         assert [req.prev_index for req, _, _ in handler.requests] == [0, 1]
     finally:
         await rep.stop()

@@ -37,7 +37,7 @@ async def test_append_on_a_stream_that_ended_while_idle_is_a_replication_error()
     try:
         assert rep._connect() is not None
         request = rpb.AppendRequestRaw(epoch=1, leader="m1").SerializeToString()
-        assert (await rep._exchange(request)).ok
+        assert (await rep._exchange_on_stream(request)).ok
         await server.stop(None)
         stream = rep._stream
         assert stream is not None
@@ -47,7 +47,7 @@ async def test_append_on_a_stream_that_ended_while_idle_is_a_replication_error()
             await asyncio.sleep(0.02)
         assert stream.done()
         with pytest.raises(_AppendTimeout):
-            await rep._exchange(request)
+            await rep._exchange_on_stream(request)
     finally:
         await rep.stop()
         await server.stop(None)

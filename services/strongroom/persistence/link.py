@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from strongroom.aio import with_timeout
 from strongroom.api.v1 import replication_pb2 as rpb
 
-__all__ = ["LinkClosed", "LinkConnection", "LinkServer", "MAX_FRAME", "PREAMBLE", "bind"]
+__all__ = ["LinkClosed", "LinkConnection", "LinkServer", "MAX_FRAME", "PREAMBLE", "bind", "frame"]
 
 log = logging.getLogger("strongroom.link")
 
@@ -43,7 +43,8 @@ class LinkClosed(Exception):
     """The connection ended, failed or timed out before an answer came."""
 
 
-def _frame(payload: bytes) -> bytes:
+def frame(payload: bytes) -> bytes:
+    """`payload` as one frame of the link."""
     return len(payload).to_bytes(_LENGTH, "big") + payload
 
 
@@ -105,7 +106,7 @@ class LinkServer:
                     log.warning("replication link from %s: bad append (%s); closed", peer, exc)
                     return
                 answer = await self._handle(request, entries, raws)
-                writer.write(_frame(answer.SerializeToString()))
+                writer.write(frame(answer.SerializeToString()))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the leader went away or gave up on this connection
         except Exception:  # noqa: BLE001 - the append failed here: the leader reconnects and retries
@@ -135,7 +136,8 @@ class LinkConnection:
         return cls(reader, writer)
 
     async def exchange(self, request: bytes, timeout: float) -> rpb.AppendResponse:
-        """Send one serialised `AppendRequest` and read its answer within `timeout` seconds."""
+        """Send one serialised `AppendRequest`, already framed (`frame`, or `encode_append` with
+        `framed`), and read its answer within `timeout` seconds."""
         transport = self._writer.transport
         if transport.is_closing():
             raise LinkClosed("the connection is closed")
@@ -147,7 +149,7 @@ class LinkConnection:
 
         timer = asyncio.get_running_loop().call_later(timeout, expire)
         try:
-            self._writer.write(_frame(request))
+            self._writer.write(request)
             answer = await _read_frame(self._reader)
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
             transport.abort()

@@ -59,9 +59,10 @@ class _AppendTimeout(Exception):
     """A follower did not answer an append in time (its stream is cancelled and reopened)."""
 
 
-def encode_append(head: rpb.AppendRequest, raw_entries: list[bytes]) -> bytes:
-    """The wire form of `head` with `raw_entries` (serialised LogEntry) as its entries."""
-    return repeated_after(head.SerializeToString(), APPEND_ENTRIES, raw_entries)
+def encode_append(head: rpb.AppendRequest, raw_entries: list[bytes], framed: bool = False) -> bytes:
+    """The wire form of `head` with `raw_entries` (serialised LogEntry) as its entries (`framed`:
+    as one frame of the replication link)."""
+    return repeated_after(head.SerializeToString(), APPEND_ENTRIES, raw_entries, length_prefix=framed)
 
 
 # The last append encoded: followers in step get the same request, encoded once.
@@ -69,13 +70,13 @@ _memo: list[tuple[tuple[object, ...], bytes]] = []
 
 
 def _encoded(epoch: int, leader: str, prev_index: int, prev_epoch: int, commit_index: int,
-             raws: list[bytes]) -> bytes:
-    key = (epoch, leader, prev_index, prev_epoch, commit_index, len(raws), raws[-1] if raws else None)
+             raws: list[bytes], framed: bool) -> bytes:
+    key = (epoch, leader, prev_index, prev_epoch, commit_index, len(raws), raws[-1] if raws else None, framed)
     if _memo and _memo[0][0] == key:
         return _memo[0][1]
     head = rpb.AppendRequest(epoch=epoch, leader=leader, prev_index=prev_index, prev_epoch=prev_epoch,
                              commit_index=commit_index)
-    wire = encode_append(head, raws)
+    wire = encode_append(head, raws, framed)
     _memo[:] = [(key, wire)]
     return wire
 
@@ -233,8 +234,11 @@ class PeerReplicator:
             # This append carries the commit index.
             self._commit_timer.cancel()
             self._commit_timer = None
-        resp = await self._exchange(_encoded(self.epoch, node.member, prev_index, prev_epoch,
-                                             node.commit_index, raws))
+        link = self.resolve_link(self.peer)
+        request = _encoded(self.epoch, node.member, prev_index, prev_epoch, node.commit_index, raws,
+                           framed=link is not None)
+        resp = await (self._exchange_on_link(link, request) if link is not None
+                      else self._exchange_on_stream(request))
         self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             await node.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
@@ -253,26 +257,24 @@ class PeerReplicator:
         self.next_index = max(1, min(resp.conflict_index + 1, self.next_index - 1))
         return True
 
-    async def _exchange(self, request: bytes) -> rpb.AppendResponse:
-        """One append: on the follower's replication link if it registered one, else on its
-        gRPC append stream (each opened on first use); write it, read its answer."""
-        address = self.resolve_link(self.peer)
-        if address is None:
-            if self._link is not None:
-                self._link.close()
-                self._link = None
-            return await self._exchange_on_stream(request)
+    async def _exchange_on_link(self, address: str, frame: bytes) -> rpb.AppendResponse:
+        """One append (`frame`: framed for the link) on the follower's replication link at
+        `address` (opened on first use): write it, read its answer."""
         try:
             if self._link is None or address != self._link_address:
                 self._close_connections()
                 self._link = await LinkConnection.open(address, CONNECT_TIMEOUT)
                 self._link_address = address
-            return await self._link.exchange(request, RPC_TIMEOUT)
+            return await self._link.exchange(frame, RPC_TIMEOUT)
         except LinkClosed as exc:
             self._link = None
             raise _AppendTimeout(str(exc)) from None
 
     async def _exchange_on_stream(self, request: bytes) -> rpb.AppendResponse:
+        """One append on the follower's gRPC append stream (opened on first use)."""
+        if self._link is not None:  # the follower no longer registers a link
+            self._link.close()
+            self._link = None
         if self._stream is None:
             assert self._open_stream is not None
             self._stream = self._open_stream()
