@@ -47,8 +47,9 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
          "the same workloads against Strongroom and a 3-node NATS JetStream cluster in one run, alternating "
          "the systems, and writes `bench/results/<UTC time>.json`. `python -m bench.profile` records the "
          "leader, a follower and the client with py-spy during one workload; `python -m bench.floor` measures "
-         "what one gRPC hop and one synced RocksDB write cost on the machine; `python -m bench.readme "
-         "--write` rewrites this section from the newest results file (keeping the subsection below)."),
+         "what one gRPC hop, one plain TCP hop and one synced RocksDB write cost on the machine; "
+         "`python -m bench.readme --write` rewrites this section from the newest results file (keeping "
+         "the subsection below)."),
         (f"**Run of {day}** ({c['runs']} rounds, {doc['duration_s'] / 60:.0f} min"
          + (f"; `{results_file}`" if results_file else "") + "). "
          f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']:.0f} GiB memory, Linux {m['kernel']}, "
