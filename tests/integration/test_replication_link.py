@@ -54,9 +54,12 @@ def _append(prev_index: int, n: int) -> bytes:
 
 async def _serving(handler: _Recorder, port: int = 0) -> tuple[LinkServer, int]:
     sock, bound = bind(f"127.0.0.1:{port}")
-    server = LinkServer(sock, handler)
+    server = LinkServer(sock, handler, "default", "m2")
     await server.start()
     return server, bound
+
+
+HELLO = frame(b"default/m2")  # the member a connection is meant for
 
 
 def _closed_by_peer(sock: socket.socket) -> bool:
@@ -71,7 +74,7 @@ async def test_appends_are_answered_in_order_with_the_entries_as_sent() -> None:
     handler = _Recorder()
     server, port = await _serving(handler)
     try:
-        link = await LinkConnection.open(f"127.0.0.1:{port}", timeout=2)
+        link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2")
         answers = [await link.exchange(frame(_append(prev, 3)), timeout=2) for prev in (0, 3, 6)]
         assert [(a.ok, a.last_index, a.promised_epoch) for a in answers] == [(True, 3, 7), (True, 6, 7), (True, 9, 7)]
         assert [req.prev_index for req, _, _ in handler.requests] == [0, 3, 6]
@@ -93,14 +96,32 @@ async def test_a_connection_without_the_preamble_or_with_an_oversized_frame_is_c
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
             assert await loop.run_in_executor(None, _closed_by_peer, s)
         with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(PREAMBLE + (MAX_FRAME + 1).to_bytes(4, "big") + b"x" * 64)
+            s.sendall(PREAMBLE + HELLO + (MAX_FRAME + 1).to_bytes(4, "big") + b"x" * 64)
             assert await loop.run_in_executor(None, _closed_by_peer, s)
         with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(PREAMBLE + (5).to_bytes(4, "big") + b"\xff\xff\xff\xff\xff")  # not a protobuf message
+            s.sendall(PREAMBLE + HELLO + (5).to_bytes(4, "big") + b"\xff\xff\xff\xff\xff")  # not a protobuf message
             assert await loop.run_in_executor(None, _closed_by_peer, s)
         assert handler.requests == []
         # The server still answers well-formed appends.
-        link = await LinkConnection.open(f"127.0.0.1:{port}", timeout=2)
+        link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2")
+        assert (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
+        link.close()
+    finally:
+        await server.stop()
+
+
+async def test_a_connection_meant_for_another_member_is_closed_unanswered() -> None:
+    """A leader holding a stale address that another member now listens on must not have that
+    member's answers counted as the one it meant (a false majority)."""
+    handler = _Recorder()
+    server, port = await _serving(handler)
+    try:
+        for cluster, member in (("default", "m3"), ("other", "m2")):
+            link = await LinkConnection.open(f"127.0.0.1:{port}", 2, cluster, member)
+            with pytest.raises(LinkClosed, match="ended the connection"):
+                await link.exchange(frame(_append(0, 1)), timeout=2)
+        assert handler.requests == []
+        link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2")
         assert (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
         link.close()
     finally:
@@ -110,7 +131,7 @@ async def test_a_connection_without_the_preamble_or_with_an_oversized_frame_is_c
 async def test_a_follower_that_does_not_answer_times_the_append_out() -> None:
     server, port = await _serving(_Recorder(hang=True))
     try:
-        link = await LinkConnection.open(f"127.0.0.1:{port}", timeout=2)
+        link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2")
         t0 = time.monotonic()
         with pytest.raises(LinkClosed, match="no answer"):
             await link.exchange(frame(_append(0, 1)), timeout=0.3)
@@ -126,7 +147,8 @@ async def test_the_replicator_sees_a_follower_gone_and_reconnects_when_it_is_bac
     and the next append opens a new connection to the follower, back on the same address."""
     handler = _Recorder()
     server, port = await _serving(handler)
-    node = SimpleNamespace(epoch=7, log=SimpleNamespace(last_index=0), is_leader_role=lambda: True)
+    node = SimpleNamespace(epoch=7, log=SimpleNamespace(last_index=0), is_leader_role=lambda: True,
+                           cluster_name="default")
     address = f"127.0.0.1:{port}"
     rep = PeerReplicator(node, "m2", 7, lambda name: "127.0.0.1:9", lambda name: address)  # type: ignore[arg-type]
     try:

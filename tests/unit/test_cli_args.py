@@ -256,3 +256,24 @@ def test_domain_error_prints_reason_and_exits_2(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(cli, "_cmd_publish", boom)
     assert cli.run(["--endpoints", "h:1", "publish", "x"]) == 2
     assert capsys.readouterr().err.strip() == "error: UNKNOWN_DESTINATION: no destination of the realm matches 'x'"
+
+
+# --- strongroom-persistence: where the replication link is advertised ----------------------------
+
+
+def test_link_host_follows_advertise_then_the_listen_hosts() -> None:
+    from strongroom.persistence.main import link_host
+
+    assert link_host("127.0.0.1:7101", None, None) == "127.0.0.1"
+    assert link_host("0.0.0.0:7101", "m1.peers.ns.svc:7101", None) == "m1.peers.ns.svc"
+    assert link_host("0.0.0.0:7101", "m1.peers.ns.svc:7101", "0.0.0.0:7102") == "m1.peers.ns.svc"
+    assert link_host("0.0.0.0:7101", None, "10.0.0.5:7102") == "10.0.0.5"
+
+
+@pytest.mark.parametrize("listen,replication_listen", [("0.0.0.0:7101", None), ("[::]:7101", None),
+                                                       ("127.0.0.1:7101", "0.0.0.0:7102")])
+def test_link_host_refuses_a_wildcard_nobody_can_reach(listen: str, replication_listen: str | None) -> None:
+    from strongroom.persistence.main import link_host
+
+    with pytest.raises(ValueError, match="give --replication-advertise"):
+        link_host(listen, None, replication_listen)

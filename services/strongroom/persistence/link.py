@@ -3,8 +3,11 @@
 An append and its answer are the same protobuf messages as on the gRPC `AppendStream`
 (`AppendRequestRaw` in, `AppendResponse` out), framed by a 4-byte big-endian length on one
 long-lived connection per leader and follower, one append in flight at a time. A connection
-starts with PREAMBLE (protocol and version); anything else, or a frame over MAX_FRAME, closes it
-at once and nothing is stored.
+starts with PREAMBLE (protocol and version) and a frame naming the member it is meant for
+("<cluster>/<member>"): a leader that reached another member than it meant to (a stale address
+whose port another member now uses) is refused, and its answers cannot count toward a majority
+as someone else's. Anything else, an undecodable append, or a frame over MAX_FRAME, closes the
+connection at once, and nothing is stored.
 
 Why not gRPC: the leader handles two messages per follower per round, and grpc.aio costs about
 0.2 ms of CPU per stream message and side on these machines against about 0.08 ms for an asyncio
@@ -25,6 +28,8 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable
 
+from google.protobuf.message import DecodeError
+
 from strongroom.aio import with_timeout
 from strongroom.api.v1 import replication_pb2 as rpb
 
@@ -35,6 +40,7 @@ log = logging.getLogger("strongroom.link")
 PREAMBLE = b"SRL1"
 MAX_FRAME = 512 * 1024 * 1024  # as the gRPC peer channel's message limit
 _LENGTH = 4
+_MAX_NAME = 1024  # "<cluster>/<member>"
 
 AppendHandler = Callable[[rpb.AppendRequestRaw, list[rpb.LogEntry], list[bytes]], Awaitable[rpb.AppendResponse]]
 
@@ -48,10 +54,20 @@ def frame(payload: bytes) -> bytes:
     return len(payload).to_bytes(_LENGTH, "big") + payload
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+def _keepalive(sock: socket.socket | None) -> None:
+    """Notice a peer host that went away without closing (about a minute), not after hours."""
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
+async def _read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> bytes:
     size = int.from_bytes(await reader.readexactly(_LENGTH), "big")
-    if size > MAX_FRAME:
-        raise ValueError(f"frame of {size} bytes is over the limit of {MAX_FRAME}")
+    if size > limit:
+        raise ValueError(f"frame of {size} bytes is over the limit of {limit}")
     return await reader.readexactly(size)
 
 
@@ -70,9 +86,10 @@ def bind(address: str) -> tuple[socket.socket, int]:
 class LinkServer:
     """The follower side: answers every append on a connection in order, one at a time."""
 
-    def __init__(self, sock: socket.socket, handle: AppendHandler) -> None:
+    def __init__(self, sock: socket.socket, handle: AppendHandler, cluster: str, member: str) -> None:
         self._sock = sock
         self._handle = handle
+        self._identity = f"{cluster}/{member}".encode()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
 
@@ -91,10 +108,16 @@ class LinkServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        _keepalive(writer.get_extra_info("socket"))
         self._connections.add(writer)
         try:
             if await reader.readexactly(len(PREAMBLE)) != PREAMBLE:
                 log.warning("replication link from %s: not a Strongroom replication client; closed", peer)
+                return
+            meant = await _read_frame(reader, _MAX_NAME)
+            if meant != self._identity:
+                log.warning("replication link from %s: meant for %r, this is %r; closed", peer,
+                            meant.decode(errors="replace"), self._identity.decode())
                 return
             while True:
                 try:
@@ -102,13 +125,13 @@ class LinkServer:
                     request = rpb.AppendRequestRaw.FromString(raw)
                     raws = list(request.entries)
                     entries = [rpb.LogEntry.FromString(r) for r in raws]
-                except ValueError as exc:  # an oversized frame or an undecodable message
+                except (ValueError, DecodeError) as exc:  # an oversized frame or an undecodable message
                     log.warning("replication link from %s: bad append (%s); closed", peer, exc)
                     return
                 answer = await self._handle(request, entries, raws)
                 writer.write(frame(answer.SerializeToString()))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the leader went away or gave up on this connection
+        except (asyncio.IncompleteReadError, OSError, ValueError):
+            pass  # the leader went away or gave up on this connection (or sent an oversized name)
         except Exception:  # noqa: BLE001 - the append failed here: the leader reconnects and retries
             log.exception("replication link from %s: append failed; closed", peer)
         finally:
@@ -125,14 +148,16 @@ class LinkConnection:
         self._expired = False
 
     @classmethod
-    async def open(cls, address: str, timeout: float) -> LinkConnection:
-        """Connect to a follower's link address (LinkClosed if it cannot be reached in time)."""
+    async def open(cls, address: str, timeout: float, cluster: str, member: str) -> LinkConnection:
+        """Connect to the link of `member` of `cluster` at `address` (LinkClosed if it cannot be
+        reached in time; the follower closes a connection meant for another member)."""
         host, port = address.rsplit(":", 1)
         try:
             reader, writer = await with_timeout(asyncio.open_connection(host.strip("[]"), int(port)), timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             raise LinkClosed(f"cannot connect to {address}: {exc or 'timed out'}") from None
-        writer.write(PREAMBLE)
+        _keepalive(writer.get_extra_info("socket"))
+        writer.write(PREAMBLE + frame(f"{cluster}/{member}".encode()))
         return cls(reader, writer)
 
     async def exchange(self, request: bytes, timeout: float) -> rpb.AppendResponse:
@@ -151,7 +176,7 @@ class LinkConnection:
         try:
             self._writer.write(request)
             answer = await _read_frame(self._reader)
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+        except (asyncio.IncompleteReadError, OSError, ValueError) as exc:
             transport.abort()
             if self._expired:
                 raise LinkClosed(f"no answer to an append within {timeout:.0f}s") from None

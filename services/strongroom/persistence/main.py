@@ -21,8 +21,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from strongroom.api.v1 import admin_pb2, admin_pb2_grpc, messaging_pb2, messaging_pb2_grpc
-from strongroom.api.v1 import replication_pb2, replication_pb2_grpc
+from strongroom.api.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    messaging_pb2,
+    messaging_pb2_grpc,
+    replication_pb2,
+    replication_pb2_grpc,
+)
 from strongroom.errors import RealmInvalid, StrongroomError, UnknownMember
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.k8s import install_leader_label
@@ -76,6 +82,24 @@ async def _watch_realm(etcd: EtcdClient, node: PersistenceNode) -> None:
         node.update_realm(realm, current.version)
 
 
+_UNSPECIFIED_HOSTS = ("", "0.0.0.0", "::", "[::]")
+
+
+def link_host(listen: str, advertise: str | None, replication_listen: str | None) -> str:
+    """The host peers reach the replication link on when --replication-advertise is not given:
+    the --advertise host, else the link's own listen host, else the --listen host. A wildcard
+    (0.0.0.0, ::) is nobody's address: ValueError, so the member does not register one that no
+    leader can reach (a registered link is never bypassed)."""
+    if advertise:
+        host = advertise.rsplit(":", 1)[0]
+    else:
+        host = (replication_listen or listen).rsplit(":", 1)[0]
+    if host in _UNSPECIFIED_HOSTS:
+        raise ValueError(f"the replication link would be advertised at {host or 'no host'!r}, which peers "
+                         "cannot reach: give --replication-advertise (or --advertise)")
+    return host
+
+
 async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, data_dir: Path,
                 advertise: str | None = None, replication_listen: str | None = None,
                 replication_advertise: str | None = None) -> int:
@@ -83,6 +107,12 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
 
     `replication_listen`: host:port of the replication link (None: the gRPC host, any free
     port; "none": no link, the leader replicates to this member over gRPC)."""
+    if replication_listen != "none" and not replication_advertise:
+        try:
+            link_host(listen, advertise, replication_listen)
+        except ValueError as exc:
+            print(f"strongroom-persistence: {exc}", file=sys.stderr)
+            return 2
     etcd = EtcdClient(etcd_endpoints)
     version, realm = await _load_realm(etcd)
     server = grpc.aio.server(options=GRPC_OPTIONS)
@@ -93,8 +123,7 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
     link_address = ""
     if replication_listen != "none":
         link_socket, link_port = bind(replication_listen or f"{host}:0")
-        link_host = replication_listen.rsplit(":", 1)[0] if replication_listen else host
-        link_address = replication_advertise or f"{link_host}:{link_port}"
+        link_address = replication_advertise or f"{link_host(listen, advertise, replication_listen)}:{link_port}"
     config = NodeConfig(cluster=cluster, member=member, address=address, data_dir=data_dir,
                         etcd_endpoints=etcd_endpoints, link_address=link_address)
     try:
@@ -105,7 +134,7 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
         if link_socket is not None:
             link_socket.close()
         return 2
-    link = LinkServer(link_socket, node.handle_append) if link_socket is not None else None
+    link = LinkServer(link_socket, node.handle_append, cluster, member) if link_socket is not None else None
     messaging_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(node), server)
     replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node), server)
@@ -142,9 +171,9 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
     for name in ("", *names[:4]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     watcher.cancel()
-    await node.stop()
     if link is not None:
         await link.stop()
+    await node.stop()
     await server.stop(grace=2)
     await etcd.close()
     return 0
@@ -163,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="host:port of the replication link, the plain TCP connection the leader sends "
                              "appends on (default: the --listen host, any free port; 'none': appends over gRPC)")
     parser.add_argument("--replication-advertise", default=None,
-                        help="host:port the leader reaches the replication link on (default: its listen address)")
+                        help="host:port the leader reaches the replication link on (default: the --advertise "
+                             "host, else the link's listen host, and the link's port)")
     parser.add_argument("--data-dir", required=True, type=Path, help="where the member keeps its RocksDB files")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)

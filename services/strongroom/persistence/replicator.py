@@ -263,7 +263,7 @@ class PeerReplicator:
         try:
             if self._link is None or address != self._link_address:
                 self._close_connections()
-                self._link = await LinkConnection.open(address, CONNECT_TIMEOUT)
+                self._link = await LinkConnection.open(address, CONNECT_TIMEOUT, self.node.cluster_name, self.peer)
                 self._link_address = address
             return await self._link.exchange(frame, RPC_TIMEOUT)
         except LinkClosed as exc:
