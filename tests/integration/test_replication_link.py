@@ -226,3 +226,5 @@ async def test_members_with_and_without_a_link_are_both_replicated_to(mixed_clus
     other = next(n for n in views if n != "m3")
     assert "member m3 takes appends over gRPC" in log_text
     assert f"member {other} takes appends on its replication link at {records[other]['replication']}" in log_text
+    # The leader's status says how each member gets its appends.
+    assert {m.name: m.replication for m in st.members} == {leader: "", other: "link", "m3": "grpc"}

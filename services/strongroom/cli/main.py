@@ -377,7 +377,9 @@ def _print_status(replies: Sequence[Any]) -> None:
         addresses = {r.status.member: r.endpoint for r in rs}
         addresses.update({m.name: m.address for m in ref.members if m.address})
         match = {m.name: m.match_index for m in ref.members}
-        print(f"    {'MEMBER':<12} {'ADDRESS':<22} {'ROLE':<11} {'COMMIT':>8} {'APPLIED':>8} {'MATCH':>8}")
+        via = {m.name: m.replication for m in ref.members}
+        print(f"    {'MEMBER':<12} {'ADDRESS':<22} {'ROLE':<11} {'COMMIT':>8} {'APPLIED':>8} {'MATCH':>8} "
+              f"{'APPENDS':<7}")
         for name in names:
             s = own.get(name)
             mark = "*" if name == leader else " "
@@ -388,9 +390,10 @@ def _print_status(replies: Sequence[Any]) -> None:
                 print(f"  {mark} {name:<12} {address:<22} {'unreachable':<11}{why}")
                 continue
             m_index = str(match.get(name, "")) if leaders else ""
+            appends = via.get(name, "") if leaders else ""
             behind = "" if s.synced else "  (catching up)"
             print(f"  {mark} {name:<12} {address:<22} {s.role:<11} {s.commit_index:>8} {s.applied_index:>8} "
-                  f"{m_index:>8}{behind}")
+                  f"{m_index:>8} {appends:<7}{behind}")
         if ref.indexes_on_disk or ref.memory_budget_bytes:
             print(f"  indexes on disk {str(ref.indexes_on_disk).lower()}, memory budget "
                   f"{_human_bytes(ref.memory_budget_bytes) if ref.memory_budget_bytes else '-'}")

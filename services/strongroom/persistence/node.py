@@ -1320,8 +1320,12 @@ class PersistenceNode:
                 match, reachable = rep.match_index, rep.reachable
             else:
                 match, reachable = 0, False
+            if m.name == self.member or m.name not in self.peer_links:
+                via = ""
+            else:
+                via = "link" if self.peer_links[m.name] else "grpc"
             members.append({"name": m.name, "address": self.peer_address(m.name) or "",
-                            "match_index": match, "reachable": reachable})
+                            "match_index": match, "reachable": reachable, "replication": via})
         stores = []
         for store in self.realm.stores:
             if store.cluster != self.cluster_name:
