@@ -62,6 +62,15 @@ async def _serving(handler: _Recorder, port: int = 0) -> tuple[LinkServer, int]:
 HELLO = frame(b"default/m2")  # the member a connection is meant for
 
 
+async def _answers_an_append(port: int) -> bool:
+    """A connection meant for default/m2 gets an append answered."""
+    link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2")
+    try:
+        return (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
+    finally:
+        link.close()
+
+
 def _closed_by_peer(sock: socket.socket) -> bool:
     sock.settimeout(5)
     try:
@@ -92,20 +101,14 @@ async def test_a_connection_without_the_preamble_or_with_an_oversized_frame_is_c
     server, port = await _serving(handler)
     try:
         loop = asyncio.get_running_loop()
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(b"GET / HTTP/1.1\r\n\r\n")
-            assert await loop.run_in_executor(None, _closed_by_peer, s)
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(PREAMBLE + HELLO + (MAX_FRAME + 1).to_bytes(4, "big") + b"x" * 64)
-            assert await loop.run_in_executor(None, _closed_by_peer, s)
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(PREAMBLE + HELLO + (5).to_bytes(4, "big") + b"\xff\xff\xff\xff\xff")  # not a protobuf message
-            assert await loop.run_in_executor(None, _closed_by_peer, s)
+        for payload in (b"GET / HTTP/1.1\r\n\r\n",
+                        PREAMBLE + HELLO + (MAX_FRAME + 1).to_bytes(4, "big") + b"x" * 64,
+                        PREAMBLE + HELLO + (5).to_bytes(4, "big") + b"\xff\xff\xff\xff\xff"):  # not protobuf
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(payload)
+                assert await loop.run_in_executor(None, _closed_by_peer, s)
         assert handler.requests == []
-        # The server still answers well-formed appends.
-        link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2")
-        assert (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
-        link.close()
+        assert await _answers_an_append(port)  # the server still answers well-formed appends
     finally:
         await server.stop()
 
@@ -121,9 +124,7 @@ async def test_a_connection_meant_for_another_member_is_closed_unanswered() -> N
             with pytest.raises(LinkClosed, match="ended the connection"):
                 await link.exchange(frame(_append(0, 1)), timeout=2)
         assert handler.requests == []
-        link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2")
-        assert (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
-        link.close()
+        assert await _answers_an_append(port)
     finally:
         await server.stop()
 

@@ -471,12 +471,16 @@ class Publisher:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
+    def _settle(self, correlation_id: int) -> asyncio.Future[PublishResult]:
+        """The message leaves `_unconfirmed` (answered or failed) and frees its window slot."""
+        self._slots.release()
+        return self._unconfirmed.pop(correlation_id)[1]
+
     def _fail_all(self, err: Exception) -> None:
-        for _, fut in self._unconfirmed.values():
-            self._slots.release()
+        for correlation_id in list(self._unconfirmed):
+            fut = self._settle(correlation_id)
             if not fut.done():
                 fut.set_exception(err)
-        self._unconfirmed.clear()
         # Drop queued requests of the failed messages.
         while not self._outgoing.empty():
             self._outgoing.get_nowait()
@@ -516,8 +520,7 @@ class Publisher:
                     return
                 retry: StrongroomError | None = None
                 for item in resp.responses:
-                    entry = self._unconfirmed.get(item.correlation_id)
-                    if entry is None:
+                    if item.correlation_id not in self._unconfirmed:
                         continue
                     if item.error_reason:
                         err = error_for_reason(item.error_reason, item.error_message)
@@ -525,16 +528,14 @@ class Publisher:
                             # This and every later message go again on a new stream, in order.
                             retry = retry or err
                             continue
-                        self._unconfirmed.pop(item.correlation_id)
-                        self._slots.release()
-                        if not entry[1].done():
-                            entry[1].set_exception(err)
+                        fut = self._settle(item.correlation_id)
+                        if not fut.done():
+                            fut.set_exception(err)
                         continue
-                    self._unconfirmed.pop(item.correlation_id)
-                    self._slots.release()
+                    fut = self._settle(item.correlation_id)
                     self._progress = True
-                    if not entry[1].done():
-                        entry[1].set_result(PublishResult(item.message_seq, item.duplicate, item.confirmed))
+                    if not fut.done():
+                        fut.set_result(PublishResult(item.message_seq, item.duplicate, item.confirmed))
                 if retry is not None:
                     raise _Reconnect(retry)
                 self.client.note_leader(address)

@@ -33,7 +33,7 @@ from google.protobuf.message import DecodeError
 from strongroom.aio import with_timeout
 from strongroom.api.v1 import replication_pb2 as rpb
 
-__all__ = ["LinkClosed", "LinkConnection", "LinkServer", "MAX_FRAME", "PREAMBLE", "bind", "frame"]
+__all__ = ["LinkClosed", "LinkConnection", "LinkServer", "MAX_FRAME", "PREAMBLE", "bind", "entries_of", "frame"]
 
 log = logging.getLogger("strongroom.link")
 
@@ -47,6 +47,18 @@ AppendHandler = Callable[[rpb.AppendRequestRaw, list[rpb.LogEntry], list[bytes]]
 
 class LinkClosed(Exception):
     """The connection ended, failed or timed out before an answer came."""
+
+
+def entries_of(request: rpb.AppendRequestRaw) -> tuple[list[rpb.LogEntry], list[bytes]]:
+    """An append's entries, parsed, and as the leader serialised them (the follower stores
+    those bytes): what `handle_append` takes, from the link or from the gRPC append stream."""
+    raws = list(request.entries)
+    return [rpb.LogEntry.FromString(raw) for raw in raws], raws
+
+
+def _identity(cluster: str, member: str) -> bytes:
+    """Whom a connection is meant for, as its first frame says."""
+    return f"{cluster}/{member}".encode()
 
 
 def frame(payload: bytes) -> bytes:
@@ -89,7 +101,7 @@ class LinkServer:
     def __init__(self, sock: socket.socket, handle: AppendHandler, cluster: str, member: str) -> None:
         self._sock = sock
         self._handle = handle
-        self._identity = f"{cluster}/{member}".encode()
+        self._identity = _identity(cluster, member)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
 
@@ -123,8 +135,7 @@ class LinkServer:
                 try:
                     raw = await _read_frame(reader)
                     request = rpb.AppendRequestRaw.FromString(raw)
-                    raws = list(request.entries)
-                    entries = [rpb.LogEntry.FromString(r) for r in raws]
+                    entries, raws = entries_of(request)
                 except (ValueError, DecodeError) as exc:  # an oversized frame or an undecodable message
                     log.warning("replication link from %s: bad append (%s); closed", peer, exc)
                     return
@@ -157,7 +168,7 @@ class LinkConnection:
         except (OSError, asyncio.TimeoutError) as exc:
             raise LinkClosed(f"cannot connect to {address}: {exc or 'timed out'}") from None
         _keepalive(writer.get_extra_info("socket"))
-        writer.write(PREAMBLE + frame(f"{cluster}/{member}".encode()))
+        writer.write(PREAMBLE + frame(_identity(cluster, member)))
         return cls(reader, writer)
 
     async def exchange(self, request: bytes, timeout: float) -> rpb.AppendResponse:

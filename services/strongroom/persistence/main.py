@@ -107,9 +107,10 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
 
     `replication_listen`: host:port of the replication link (None: the gRPC host, any free
     port; "none": no link, the leader replicates to this member over gRPC)."""
+    advertised_link_host = ""
     if replication_listen != "none" and not replication_advertise:
         try:
-            link_host(listen, advertise, replication_listen)
+            advertised_link_host = link_host(listen, advertise, replication_listen)
         except ValueError as exc:
             print(f"strongroom-persistence: {exc}", file=sys.stderr)
             return 2
@@ -123,7 +124,7 @@ async def serve(etcd_endpoints: str, cluster: str, member: str, listen: str, dat
     link_address = ""
     if replication_listen != "none":
         link_socket, link_port = bind(replication_listen or f"{host}:0")
-        link_address = replication_advertise or f"{link_host(listen, advertise, replication_listen)}:{link_port}"
+        link_address = replication_advertise or f"{advertised_link_host}:{link_port}"
     config = NodeConfig(cluster=cluster, member=member, address=address, data_dir=data_dir,
                         etcd_endpoints=etcd_endpoints, link_address=link_address)
     try:

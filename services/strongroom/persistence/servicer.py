@@ -22,6 +22,7 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.errors import InvalidArgument, StrongroomError, UnknownDurableKind
 from strongroom.grpcerrors import abort_with, to_status
 from strongroom.persistence.dispatcher import Subscription
+from strongroom.persistence.link import entries_of
 from strongroom.persistence.node import PendingPublishes, PersistenceNode, PublishOutcome
 
 __all__ = ["MessagingServicer", "ReplicationServicer", "AdminServicer"]
@@ -29,6 +30,8 @@ __all__ = ["MessagingServicer", "ReplicationServicer", "AdminServicer"]
 log = logging.getLogger("strongroom.servicer")
 
 Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
+
+
 class MessagingServicer(mgrpc.MessagingServiceServicer):
     """The client API."""
 
@@ -169,9 +172,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             request = await context.read()
             if request is grpc.aio.EOF:
                 return
-            raws = list(request.entries)
-            entries = [rpb.LogEntry.FromString(raw) for raw in raws]
-            await context.write(await self.node.handle_append(request, entries, raws))
+            await context.write(await self.node.handle_append(request, *entries_of(request)))
 
     async def Fetch(self, request: rpb.FetchRequest, context: Context) -> rpb.FetchResponse:
         try:

@@ -321,6 +321,8 @@ class StateMachine:
     def _make_room(self, store: str, size: int) -> str:
         """Apply the store's limit policy for a new message of `size` bytes: '' when it may be
         stored (discarding the oldest messages if the policy says so), else why not."""
+        if store not in self.store_configs:
+            return ""  # no limits: checked first, as every message of such a store comes here
         why = self._over_limit(store, size)
         if not why:
             return ""
@@ -358,7 +360,7 @@ class StateMachine:
         retain_until = op.retain_until
         if wanting or new_queue or retain_until:
             size = msg.ByteSize()
-            why = self._make_room(store, size) if store in self.store_configs else ""
+            why = self._make_room(store, size)
             if why:
                 # Not recorded in the dedup window: a retry once there is room stores it.
                 return PublishResult(0, False, rejected=True, limit=why)
