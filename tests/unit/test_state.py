@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.log import ReplicatedLog
@@ -124,6 +126,24 @@ def test_memory_storage_keeps_nothing() -> None:
     lg = ReplicatedLog(storage, storage.load())
     lg.append_local(entry(1, 1))
     assert storage.load().empty and lg.last_index == 1
+
+
+def test_a_leader_entry_that_cannot_be_stored_leaves_the_log() -> None:
+    """The leader adds a round's entry in memory (the followers are sent it) and then stores it;
+    if storing fails, the log must not keep an entry its storage does not hold."""
+
+    class Full(MemoryStorage):
+        def append(self, *args: object, **kwargs: object) -> None:
+            raise OSError(28, "No space left on device")
+
+    lg = ReplicatedLog(MemoryStorage(), MemoryStorage().load())
+    lg.append_local(entry(1, 1))
+    lg.storage = Full()
+    lg.add_local(entry(2, 1))
+    assert lg.last_index == 2
+    with pytest.raises(OSError):
+        lg.store_last()
+    assert lg.last_index == 1 and len(lg.raws) == 1
 
 
 def test_spliced_append_request_parses_as_the_real_message() -> None:

@@ -84,16 +84,30 @@ class ReplicatedLog:
             out.append(raw)
         return out
 
-    def append_local(self, entry: rpb.LogEntry, sync: bool = True, raw: bytes | None = None) -> None:
+    def append_local(self, entry: rpb.LogEntry, raw: bytes | None = None) -> None:
         """Leader: store a new entry at last_index + 1 in one batch (`raw`: the entry already
-        serialised). With `sync=False` the caller must call `storage.sync_wal()` before counting
-        the entry as stored here."""
+        serialised)."""
+        self.add_local(entry, raw)
+        self.store_last()
+
+    def add_local(self, entry: rpb.LogEntry, raw: bytes | None = None) -> None:
+        """Leader: a new entry at last_index + 1, in memory only, for the replicators to send
+        while this member stores it: `store_last` must follow before this member answers
+        anyone about its log."""
         assert entry.index == self.last_index + 1, (entry.index, self.last_index)
-        if raw is None:
-            raw = entry.SerializeToString()
-        self.storage.append([entry], sync=None if sync else False, raws=[raw])
         self.entries.append(entry)
-        self.raws.append(raw)
+        self.raws.append(raw if raw is not None else entry.SerializeToString())
+
+    def store_last(self) -> None:
+        """Store the entry `add_local` added (fsynced in disk-sync); if that fails, it is
+        dropped from memory too, so the log never holds an entry its storage does not."""
+        entry, raw = self.entries[-1], self.raws[-1]
+        try:
+            self.storage.append([entry], raws=[raw])  # type: ignore[list-item]
+        except BaseException:
+            del self.entries[-1]
+            del self.raws[-1]
+            raise
 
     def append_from_leader(self, prev_index: int, prev_epoch: int, entries: list[rpb.LogEntry],
                            commit_index: int | None = None, raws: list[bytes] | None = None) -> AppendOutcome:

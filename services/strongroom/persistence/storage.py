@@ -53,21 +53,15 @@ class Storage:
     """Interface of a member's storage; the memory variant persists nothing."""
 
     durable: bool = False
-    # Writes are fsynced (disk-sync): the leader fsyncs each round with sync_wal.
-    sync: bool = False
 
     def load(self) -> LoadedState:
         """Everything stored, for recovery at start."""
         return LoadedState()
 
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
-               commit_index: int | None = None, sync: bool | None = None,
-               raws: list[bytes] | None = None) -> None:
-        """Store entries (`raws`: their serialised form, if the caller has it) (after dropping every entry above `truncate_after`), in one batch;
-        `sync=False` defers the fsync to `sync_wal` (the leader overlaps it with replication)."""
-
-    def sync_wal(self) -> None:
-        """fsync what was written without sync (disk-sync mode only; releases the GIL)."""
+               commit_index: int | None = None, raws: list[bytes] | None = None) -> None:
+        """Store entries (`raws`: their serialised form, if the caller has it), after dropping
+        every entry above `truncate_after`, in one batch (fsynced in disk-sync)."""
 
     def set_promised(self, epoch: int) -> None:
         """Persist the highest promised epoch before answering the promise."""
@@ -105,7 +99,6 @@ class RocksStorage(Storage):
         self._wo.sync = sync
         self._nosync = rocksdict.WriteOptions()
         self._nosync.sync = False
-        self.sync = sync
 
     def _open(self) -> None:
         path = self.path
@@ -190,8 +183,7 @@ class RocksStorage(Storage):
         return st
 
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
-               commit_index: int | None = None, sync: bool | None = None,
-               raws: list[bytes] | None = None) -> None:
+               commit_index: int | None = None, raws: list[bytes] | None = None) -> None:
         self._ensure_open()
         wb = rocksdict.WriteBatch(raw_mode=True)
         if truncate_after is not None:
@@ -200,15 +192,7 @@ class RocksStorage(Storage):
             wb.put(_U64.pack(entry.index), raws[i] if raws else entry.SerializeToString(), self._log_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
-        self._commit(wb, self._nosync if sync is False else self._wo)
-
-    def sync_wal(self) -> None:
-        if self.sync:
-            try:
-                self._db.flush_wal(True)
-            except Exception:
-                self._reopen()
-                raise
+        self._commit(wb, self._wo)
 
     def set_promised(self, epoch: int) -> None:
         self._ensure_open()
