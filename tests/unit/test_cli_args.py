@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,25 @@ def test_link_host_refuses_a_wildcard_nobody_can_reach(listen: str, replication_
 
     with pytest.raises(ValueError, match="give --replication-advertise"):
         link_host(listen, None, replication_listen)
+
+
+def test_gc_thresholds_default_and_setting() -> None:
+    from strongroom.persistence.main import GC_THRESHOLDS, gc_thresholds
+
+    assert gc_thresholds(None) == gc_thresholds("") == GC_THRESHOLDS
+    assert gc_thresholds("700,10,10") == (700, 10, 10)
+    for bad in ("700", "700,10", "a,b,c", "700,-1,10", "1,2,3,4"):
+        with pytest.raises(ValueError, match="STRONGROOM_GC_THRESHOLDS"):
+            gc_thresholds(bad)
+
+
+def test_a_member_refuses_bad_gc_thresholds_at_start(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = dict(os.environ, STRONGROOM_GC_THRESHOLDS="lots")
+    out = subprocess.run([sys.executable, "-m", "strongroom.persistence.main", "--etcd", "127.0.0.1:9",
+                          "--cluster", "c", "--member", "m1", "--data-dir", str(tmp_path)],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "STRONGROOM_GC_THRESHOLDS must be three counts" in out.stderr
