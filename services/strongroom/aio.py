@@ -9,10 +9,10 @@ lease keep-alives, leader tasks) use these instead.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["wait_event", "with_timeout", "cancel_and_wait"]
+__all__ = ["Deadline", "wait_event", "with_timeout", "cancel_and_wait"]
 
 T = TypeVar("T")
 
@@ -48,3 +48,28 @@ async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object], p
         await asyncio.wait({task}, timeout=patience)
     if not task.cancelled():
         task.exception()  # retrieved: a failure here is already logged by its owner
+
+
+class Deadline:
+    """`with Deadline(timeout, on_expire) as deadline:` runs `on_expire` (abort a connection,
+    cancel a call) if the block is still running after `timeout` seconds; `deadline.expired`
+    then tells the block's error handling that the time ran out, rather than the peer. Unlike
+    `with_timeout`, nothing is cancelled but what `on_expire` ends."""
+
+    def __init__(self, timeout: float, on_expire: Callable[[], object]) -> None:
+        self.timeout = timeout
+        self.expired = False
+        self._on_expire = on_expire
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _expire(self) -> None:
+        self.expired = True
+        self._on_expire()
+
+    def __enter__(self) -> Deadline:
+        self._timer = asyncio.get_running_loop().call_later(self.timeout, self._expire)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._timer is not None
+        self._timer.cancel()

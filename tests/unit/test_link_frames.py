@@ -27,9 +27,6 @@ class _Transport:
     def abort(self) -> None:
         self.aborted = True
 
-    def get_extra_info(self, name: str) -> None:
-        return None
-
 
 def _connected(**kwargs: object) -> tuple[_Frames, _Transport]:
     conn = _Frames(**kwargs)  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 
 from google.protobuf.message import DecodeError
 
-from strongroom.aio import with_timeout
+from strongroom.aio import Deadline, with_timeout
 from strongroom.api.v1 import replication_pb2 as rpb
 
 __all__ = ["LinkClosed", "LinkConnection", "LinkServer", "MAX_FRAME", "PREAMBLE", "bind", "entries_of", "frame"]
@@ -258,12 +258,7 @@ class LinkServer:
 
     async def _serve(self, conn: _Frames) -> None:
         try:
-            try:
-                meant = await conn.next_frame()
-            except LinkClosed:
-                if conn.refusal:
-                    log.warning("replication link from %s: %s; closed", conn.peer, conn.refusal)
-                return
+            meant = await conn.next_frame()
             if meant != self._identity:
                 log.warning("replication link from %s: meant for %r, this is %r; closed", conn.peer,
                             bytes(meant).decode(errors="replace"), self._identity.decode())
@@ -280,8 +275,8 @@ class LinkServer:
                 assert conn.transport is not None
                 conn.transport.write(frame(answer.SerializeToString()))
         except LinkClosed:
-            if conn.refusal:
-                log.warning("replication link from %s: bad append (%s); closed", conn.peer, conn.refusal)
+            if conn.refusal:  # a wrong preamble, or a frame over its limit
+                log.warning("replication link from %s: %s; closed", conn.peer, conn.refusal)
         except (asyncio.CancelledError, OSError):
             pass  # stopping, or the leader went away
         except Exception:  # noqa: BLE001 - the append failed here: the leader reconnects and retries
@@ -296,7 +291,6 @@ class LinkConnection:
 
     def __init__(self, conn: _Frames) -> None:
         self._conn = conn
-        self._expired = False
 
     @classmethod
     async def open(cls, address: str, timeout: float, cluster: str, member: str) -> LinkConnection:
@@ -318,23 +312,15 @@ class LinkConnection:
         transport = self._conn.transport
         if transport is None or transport.is_closing():
             raise LinkClosed("the connection is closed")
-        self._expired = False
-
-        def expire() -> None:
-            self._expired = True
-            transport.abort()
-
-        timer = asyncio.get_running_loop().call_later(timeout, expire)
-        try:
-            transport.write(request)
-            answer = await self._conn.next_frame()
-        except (LinkClosed, OSError) as exc:
-            transport.abort()
-            if self._expired:
-                raise LinkClosed(f"no answer to an append within {timeout:.0f}s") from None
-            raise LinkClosed(f"the follower ended the connection ({type(exc).__name__})") from None
-        finally:
-            timer.cancel()
+        with Deadline(timeout, transport.abort) as deadline:
+            try:
+                transport.write(request)
+                answer = await self._conn.next_frame()
+            except (LinkClosed, OSError) as exc:
+                transport.abort()
+                if deadline.expired:
+                    raise LinkClosed(f"no answer to an append within {timeout:.0f}s") from None
+                raise LinkClosed(f"the follower ended the connection ({type(exc).__name__})") from None
         return rpb.AppendResponse.FromString(answer)
 
     def close(self) -> None:

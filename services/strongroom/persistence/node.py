@@ -517,7 +517,7 @@ class PersistenceNode:
         except (ValueError, KeyError, TypeError):
             return
         link = record.get("replication") or None
-        if name not in self.peer_links or self.peer_links[name] != link:
+        if self.peer_links.get(name, "") != link:  # "": not heard of yet (a link is None or an address)
             log.info("member %s takes appends %s", name, f"on its replication link at {link}" if link else "over gRPC")
             self.peer_links[name] = link
         if member.address:

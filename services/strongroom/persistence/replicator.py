@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from strongroom.aio import cancel_and_wait
+from strongroom.aio import Deadline, cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.persistence.link import LinkClosed, LinkConnection
@@ -107,7 +107,6 @@ class PeerReplicator:
         self._stub: rgrpc.ReplicationServiceStub | None = None
         self._open_stream: grpc.aio.StreamStreamMultiCallable | None = None
         self._stream: grpc.aio.StreamStreamCall | None = None
-        self._timed_out = False
         self._link: LinkConnection | None = None
         self._link_address: str | None = None
 
@@ -279,29 +278,21 @@ class PeerReplicator:
             assert self._open_stream is not None
             self._stream = self._open_stream()
         call = self._stream
-        self._timed_out = False
-
-        def expire() -> None:
-            self._timed_out = True
-            call.cancel()
-
-        timer = asyncio.get_running_loop().call_later(RPC_TIMEOUT, expire)
-        try:
-            await call.write(request)
-            resp = await call.read()
-        except asyncio.InvalidStateError:
-            # gRPC's answer to a write on a call that already ended (the follower went away
-            # while the stream was idle): not an AioRpcError.
-            raise _AppendTimeout("the append stream had ended") from None
-        except asyncio.CancelledError:
-            if self._timed_out:
-                raise _AppendTimeout(f"no answer to an append within {RPC_TIMEOUT:.0f}s") from None
-            task = asyncio.current_task()
-            if call.cancelled() and task is not None and not task.cancelling():
-                raise _AppendTimeout("the append stream was cancelled") from None
-            raise
-        finally:
-            timer.cancel()
+        with Deadline(RPC_TIMEOUT, call.cancel) as deadline:
+            try:
+                await call.write(request)
+                resp = await call.read()
+            except asyncio.InvalidStateError:
+                # gRPC's answer to a write on a call that already ended (the follower went away
+                # while the stream was idle): not an AioRpcError.
+                raise _AppendTimeout("the append stream had ended") from None
+            except asyncio.CancelledError:
+                if deadline.expired:
+                    raise _AppendTimeout(f"no answer to an append within {RPC_TIMEOUT:.0f}s") from None
+                task = asyncio.current_task()
+                if call.cancelled() and task is not None and not task.cancelling():
+                    raise _AppendTimeout("the append stream was cancelled") from None
+                raise
         if resp is grpc.aio.EOF:
             raise _AppendTimeout("the follower ended the append stream")
         return resp  # type: ignore[return-value]
