@@ -232,6 +232,38 @@ async def test_follower_with_empty_disk_catches_up_then_counts(make_cluster) -> 
     await client.close()
 
 
+async def test_follower_restarted_behind_is_sent_entries_the_leader_keeps_only_on_disk(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Applied entries leave the leader's memory (storage keeps them): a follower that comes
+    back far behind, without a snapshot to catch up from, is sent them read back from disk."""
+    from strongroom.persistence.log import KEEP_APPLIED
+
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    await client.publish("behind.queue", b"first")
+    behind, other = [n for n in cluster.names if n != leader]
+    cluster.kill(behind, signal.SIGKILL)
+    # One confirmed publish at a time: one entry each, many more than the leader keeps.
+    missed = [f"m{i}".encode() for i in range(3 * KEEP_APPLIED)]
+    for body in missed:
+        await client.publish("behind.queue", body)
+    cluster.start(behind)
+    lst = await cluster.status(leader)
+    assert lst is not None and lst.commit_index - 1 > KEEP_APPLIED
+
+    async def caught_up() -> bool:
+        st = await cluster.status(behind)
+        return bool(st and st.applied_index >= lst.commit_index)
+
+    await wait_for(caught_up)
+    # Without the other follower, the one that came back is needed for every confirmation.
+    cluster.kill(other, signal.SIGKILL)
+    await asyncio.wait_for(client.publish("behind.queue", b"last"), 30)
+    got = [m.body for m in await drain_all(client, "behind.queue")]
+    assert got == [b"first", *missed, b"last"]
+    await client.close()
+
+
 async def test_memory_member_restarted_copies_state_from_peers(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(storage="memory")
     leader = await cluster.leader()

@@ -121,6 +121,58 @@ def test_compaction_keeps_suffix_and_snapshot(tmp_path: Path) -> None:
     storage.close()
 
 
+def _publish_entry(index: int, epoch: int) -> rpb.LogEntry:
+    op = rpb.Operation(publish=rpb.PublishOp(store="s", destination="q", queue=True,
+                                             message=cpb.Message(body=b"m%d" % index)))
+    return rpb.LogEntry(index=index, epoch=epoch, ops=[op])
+
+
+def test_applied_entries_leave_memory_and_are_read_back_from_storage(tmp_path: Path) -> None:
+    from strongroom.persistence.log import KEEP_APPLIED
+
+    storage = RocksStorage(tmp_path, sync=False)
+    lg = ReplicatedLog(storage, storage.load())
+    sent = [_publish_entry(i, 1 if i <= 20 else 2) for i in range(1, 41)]
+    for e in sent[:30]:
+        lg.append_local(e)
+    # A follower's append: stored as the leader serialised it.
+    raws = [e.SerializeToString() for e in sent[30:]]
+    assert lg.append_from_leader(30, 2, [rpb.LogEntry.FromString(r) for r in raws], raws=raws).ok
+    lg.release(40)
+    dropped = 40 - KEEP_APPLIED
+    assert all(e is None for e in lg.entries[:dropped]) and all(r is None for r in lg.raws[:dropped])
+    assert all(e is not None for e in lg.entries[dropped:])
+    # Everything still answers, from storage where memory no longer has it.
+    assert [lg.entry(i) for i in range(1, 41)] == sent
+    assert lg.slice(1, 100) == sent
+    assert lg.raw_slice(1, 100) == [e.SerializeToString() for e in sent]
+    assert [lg.epoch_at(i) for i in (0, 1, 20, 21, 40, 41)] == [0, 1, 1, 2, 2, None]
+    assert (lg.last_index, lg.last_epoch) == (40, 2)
+    # Releasing again, or less, changes nothing; entries past the applied ones stay.
+    lg.release(30)
+    assert lg.entries[dropped] is not None
+    # A new leader's truncation and compaction keep the indexes in step.
+    lg.truncate_after(35)
+    assert (lg.last_index, lg.last_epoch) == (35, 2) and lg.slice(34, 10) == sent[33:35]
+    lg.compact(10, 1, b"state-at-10")
+    assert lg.first_index == 11 and lg.entry(11) == sent[10] and lg.epoch_at(10) == 1
+    assert lg.raw_slice(11, 100) == [e.SerializeToString() for e in sent[10:35]]
+    lg.release(35)
+    assert lg.entries[35 - KEEP_APPLIED - 10 - 1] is None and lg.entry(12) == sent[11]
+    storage.close()
+
+
+def test_memory_storage_keeps_applied_entries_in_memory() -> None:
+    """Mode `memory` stores nothing: releasing must not drop what nothing else holds."""
+    lg = ReplicatedLog(MemoryStorage(), MemoryStorage().load())
+    sent = [_publish_entry(i, 1) for i in range(1, 41)]
+    for e in sent:
+        lg.append_local(e)
+    lg.release(40)
+    assert all(e is not None for e in lg.entries)
+    assert lg.slice(1, 100) == sent
+
+
 def test_memory_storage_keeps_nothing() -> None:
     storage = MemoryStorage()
     lg = ReplicatedLog(storage, storage.load())

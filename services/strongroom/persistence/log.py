@@ -24,26 +24,42 @@ class AppendOutcome:
         self.needs_snapshot = needs_snapshot
 
 
+# Applied entries kept in memory (parsed and serialised) below the newest applied one: a
+# follower a few rounds behind is sent them from memory; older ones are read back from storage.
+KEEP_APPLIED = 16
+
+
 class ReplicatedLog:
-    """Entries after `snapshot_index`, kept in memory and in storage."""
+    """Entries after `snapshot_index`: in storage, and in memory until applied.
+
+    Every entry's epoch stays in memory. The entries themselves stay only until they are
+    applied (and KEEP_APPLIED more), when storage holds them: a log in memory of every entry
+    since the last snapshot would grow by each round's bytes, twice (parsed and serialised),
+    until the next compaction. `release` drops them; `entry`, `slice` and `raw_slice` read a
+    dropped entry back from storage. A log without durable storage (mode `memory`) keeps them.
+    """
 
     def __init__(self, storage: Storage, loaded: LoadedState) -> None:
         self.storage = storage
         self.snapshot_index = loaded.snapshot_index
         self.snapshot_epoch = loaded.snapshot_epoch
-        self.entries: list[rpb.LogEntry] = list(loaded.entries)
+        # Position i holds index snapshot_index + 1 + i; None once released from memory.
+        self.entries: list[rpb.LogEntry | None] = list(loaded.entries)
         # Serialised form of each entry, made once (storage and every follower's Append use it).
         self.raws: list[bytes | None] = [None] * len(self.entries)
+        self.epochs: list[int] = [e.epoch for e in loaded.entries]
+        # Entries up to this index may be released from memory (never past the applied index).
+        self._released = self.snapshot_index
 
     @property
     def last_index(self) -> int:
         """Index of the last entry (the snapshot's index if the log is empty)."""
-        return self.entries[-1].index if self.entries else self.snapshot_index
+        return self.snapshot_index + len(self.epochs)
 
     @property
     def last_epoch(self) -> int:
         """Epoch of the last entry."""
-        return self.entries[-1].epoch if self.entries else self.snapshot_epoch
+        return self.epochs[-1] if self.epochs else self.snapshot_epoch
 
     @property
     def first_index(self) -> int:
@@ -56,28 +72,36 @@ class ReplicatedLog:
             return self.snapshot_epoch
         if index < self.snapshot_index or index > self.last_index:
             return None
-        return self.entries[index - self.snapshot_index - 1].epoch
+        return self.epochs[index - self.snapshot_index - 1]
 
     def entry(self, index: int) -> rpb.LogEntry:
-        """The entry at `index` (must be held)."""
-        return self.entries[index - self.snapshot_index - 1]
+        """The entry at `index` (must be held), from memory or read back from storage."""
+        entry = self.entries[index - self.snapshot_index - 1]
+        if entry is None:
+            entry = rpb.LogEntry.FromString(self.storage.read_entry(index))
+        return entry
 
     def slice(self, from_index: int, max_entries: int, max_bytes: int = 32 * 1024 * 1024) -> list[rpb.LogEntry]:
         """Entries from `from_index` (>= first_index): at most `max_entries`, and no more than
         `max_bytes` unless a single entry is larger (one entry always goes)."""
         start = from_index - self.snapshot_index - 1
         raws = self.raw_slice(from_index, max_entries, max_bytes)
-        return self.entries[start:start + len(raws)]
+        held = self.entries[start:start + len(raws)]
+        return [e if e is not None else rpb.LogEntry.FromString(raw) for e, raw in zip(held, raws)]
 
     def raw_slice(self, from_index: int, max_entries: int, max_bytes: int = 32 * 1024 * 1024) -> list[bytes]:
         """Like `slice`, the entries serialised."""
         start = from_index - self.snapshot_index - 1
         out: list[bytes] = []
         total = 0
-        for i in range(start, min(start + max_entries, len(self.entries))):
+        for i in range(start, min(start + max_entries, len(self.epochs))):
             raw = self.raws[i]
             if raw is None:
-                raw = self.raws[i] = self.entries[i].SerializeToString()
+                entry = self.entries[i]
+                if entry is None:  # released: read back, not kept
+                    raw = self.storage.read_entry(self.snapshot_index + 1 + i)
+                else:
+                    raw = self.raws[i] = entry.SerializeToString()
             total += len(raw)
             if total > max_bytes and out:
                 break
@@ -97,6 +121,7 @@ class ReplicatedLog:
         assert entry.index == self.last_index + 1, (entry.index, self.last_index)
         self.entries.append(entry)
         self.raws.append(raw if raw is not None else entry.SerializeToString())
+        self.epochs.append(entry.epoch)
 
     def store_last(self) -> None:
         """Store the entry `add_local` added (fsynced in disk-sync); if that fails, it is
@@ -107,7 +132,20 @@ class ReplicatedLog:
         except BaseException:
             del self.entries[-1]
             del self.raws[-1]
+            del self.epochs[-1]
             raise
+
+    def release(self, applied_index: int) -> None:
+        """Entries applied up to `applied_index` are done with, but for the last KEEP_APPLIED:
+        drop them from memory (storage keeps them) if storage is durable."""
+        through = applied_index - KEEP_APPLIED
+        if through <= self._released or not self.storage.durable:
+            return
+        entries, raws, base = self.entries, self.raws, self.snapshot_index + 1
+        for i in range(self._released + 1 - base, through + 1 - base):
+            entries[i] = None
+            raws[i] = None
+        self._released = through
 
     def append_from_leader(self, prev_index: int, prev_epoch: int, entries: list[rpb.LogEntry],
                            commit_index: int | None = None, raws: list[bytes] | None = None) -> AppendOutcome:
@@ -142,21 +180,28 @@ class ReplicatedLog:
                 new_raws = raws[i:] if raws is not None else None
                 break
         if truncate_after is not None:
-            del self.entries[truncate_after - self.snapshot_index:]
-            del self.raws[truncate_after - self.snapshot_index:]
+            self._drop_after(truncate_after)
         if new or truncate_after is not None or commit_index is not None:
             self.storage.append(new, truncate_after=truncate_after, commit_index=commit_index, raws=new_raws)
         self.entries.extend(new)
         self.raws.extend(new_raws if new_raws is not None else [None] * len(new))
+        self.epochs.extend(e.epoch for e in new)
         return AppendOutcome(True)
 
     def truncate_after(self, index: int) -> None:
         """Drop every entry above `index` (a new leader adopting another member's log)."""
         if index >= self.last_index:
             return
-        del self.entries[index - self.snapshot_index:]
-        del self.raws[index - self.snapshot_index:]
+        self._drop_after(index)
         self.storage.append([], truncate_after=index)
+
+    def _drop_after(self, index: int) -> None:
+        """Forget, in memory, the entries above `index` (storage drops them in the same call)."""
+        self._released = min(self._released, index)
+        at = index - self.snapshot_index
+        del self.entries[at:]
+        del self.raws[at:]
+        del self.epochs[at:]
 
     def compact(self, through_index: int, epoch: int, snapshot: bytes) -> None:
         """Store `snapshot` (the state after `through_index`) and drop the entries it covers."""
@@ -165,7 +210,9 @@ class ReplicatedLog:
         self.storage.save_snapshot(through_index, epoch, snapshot, through_index)
         del self.entries[:through_index - self.snapshot_index]
         del self.raws[:through_index - self.snapshot_index]
+        del self.epochs[:through_index - self.snapshot_index]
         self.snapshot_index = through_index
+        self._released = max(self._released, through_index)
         self.snapshot_epoch = epoch
 
     def install_snapshot(self, index: int, epoch: int, snapshot: bytes) -> None:
@@ -173,5 +220,7 @@ class ReplicatedLog:
         self.storage.replace_with_snapshot(index, epoch, snapshot)
         self.entries = []
         self.raws = []
+        self.epochs = []
         self.snapshot_index = index
         self.snapshot_epoch = epoch
+        self._released = index

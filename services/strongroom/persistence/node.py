@@ -797,6 +797,7 @@ class PersistenceNode:
                     if fut is not None and not fut.done():
                         fut.set_result((results[at:at + n], index))
                     at += n
+        lg.release(state.applied_index)
         self._maybe_compact()
 
     def _apply_deferred(self) -> None:

@@ -63,6 +63,10 @@ class Storage:
         """Store entries (`raws`: their serialised form, if the caller has it), after dropping
         every entry above `truncate_after`, in one batch (fsynced in disk-sync)."""
 
+    def read_entry(self, index: int) -> bytes:
+        """A stored log entry, serialised (only durable storage keeps any)."""
+        raise DataCorruption(f"log entry {index} is not in memory and this storage keeps none")
+
     def set_promised(self, epoch: int) -> None:
         """Persist the highest promised epoch before answering the promise."""
 
@@ -193,6 +197,13 @@ class RocksStorage(Storage):
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
         self._commit(wb, self._wo)
+
+    def read_entry(self, index: int) -> bytes:
+        self._ensure_open()
+        raw = self._log.get(_U64.pack(index))
+        if raw is None:
+            raise DataCorruption(f"log entry {index} is missing from storage")
+        return raw
 
     def set_promised(self, epoch: int) -> None:
         self._ensure_open()
