@@ -369,11 +369,17 @@ class Publisher:
         self.window = window
         self.mode = (mpb.PUBLISH_MODE_STORE_DEFAULT if confirm is None else
                      mpb.PUBLISH_MODE_STORE_CONFIRM_SEND if confirm else mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM)
-        self._slots = asyncio.Semaphore(window)
+        # Free places in the window; `_room` wakes senders waiting for one.
+        self._free = window
+        self._room: asyncio.Future[None] | None = None
         # Each request serialised once, as a `PublishBatch.requests` field: a batch is their
         # concatenation, and a re-send after a failover sends the same bytes.
         self._unconfirmed: OrderedDict[int, tuple[bytes, asyncio.Future[PublishResult]]] = OrderedDict()
-        self._outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        # Requests not yet written, taken whole by the stream's writer when `_wake` is set;
+        # `_ending`: write what is queued, then end the stream.
+        self._outgoing: list[bytes] = []
+        self._wake = asyncio.Event()
+        self._ending = False
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._progress = False
@@ -387,7 +393,12 @@ class Publisher:
         """Queue a message; the returned future resolves when it is confirmed (or fails)."""
         if self._closed:
             raise InvalidArgument("publisher is closed")
-        await self._slots.acquire()
+        while self._free <= 0:
+            room = self._room
+            if room is None or room.done():
+                room = self._room = asyncio.get_running_loop().create_future()
+            await room
+        self._free -= 1
         sequence = next(self._sequence)
         req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
         _fill_message(req.message, body, fields, self.producer_id, sequence)
@@ -395,7 +406,8 @@ class Publisher:
         fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         # The slot is freed when the message leaves `_unconfirmed` (answered or failed).
         self._unconfirmed[sequence] = (raw, fut)
-        self._outgoing.put_nowait(raw)
+        self._outgoing.append(raw)
+        self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         return fut
@@ -425,7 +437,8 @@ class Publisher:
         await self.flush()
         self._closed = True
         if self._task is not None:
-            self._outgoing.put_nowait(None)
+            self._ending = True
+            self._wake.set()
             self._task.cancel()
             try:
                 await self._task
@@ -473,7 +486,10 @@ class Publisher:
 
     def _settle(self, correlation_id: int) -> asyncio.Future[PublishResult]:
         """The message leaves `_unconfirmed` (answered or failed) and frees its window slot."""
-        self._slots.release()
+        self._free += 1
+        room = self._room
+        if room is not None and not room.done():
+            room.set_result(None)
         return self._unconfirmed.pop(correlation_id)[1]
 
     def _fail_all(self, err: Exception) -> None:
@@ -482,33 +498,28 @@ class Publisher:
             if not fut.done():
                 fut.set_exception(err)
         # Drop queued requests of the failed messages.
-        while not self._outgoing.empty():
-            self._outgoing.get_nowait()
+        self._outgoing.clear()
 
     async def _stream(self, address: str) -> None:
         call = self.client._channel(address).stream_stream(
             PUBLISH_STREAM, request_serializer=None, response_deserializer=mpb.PublishResponseBatch.FromString)()
         # Everything not yet confirmed goes again, in order, with its original id.
-        while not self._outgoing.empty():
-            self._outgoing.get_nowait()
-        for req, _ in list(self._unconfirmed.values()):
-            self._outgoing.put_nowait(req)
+        self._outgoing = [req for req, _ in self._unconfirmed.values()]
+        self._wake.set()
 
         async def writer() -> None:
-            # Everything queued at the moment goes as one stream message.
+            # Everything queued at the moment goes as one stream message (MAX_STREAM_BATCH
+            # requests at most each).
+            wake = self._wake
             while True:
-                req = await self._outgoing.get()
-                if req is None:
+                await wake.wait()
+                wake.clear()
+                queued, self._outgoing = self._outgoing, []
+                for at in range(0, len(queued), MAX_STREAM_BATCH):
+                    await call.write(b"".join(queued[at:at + MAX_STREAM_BATCH]))  # a PublishBatch
+                if self._ending and not self._outgoing:
                     await call.done_writing()
                     return
-                batch = [req]
-                while not self._outgoing.empty() and len(batch) < MAX_STREAM_BATCH:
-                    nxt = self._outgoing.get_nowait()
-                    if nxt is None:
-                        self._outgoing.put_nowait(None)
-                        break
-                    batch.append(nxt)
-                await call.write(b"".join(batch))  # a PublishBatch of these requests
 
         wtask = asyncio.create_task(writer())
         try:
