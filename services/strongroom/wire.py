@@ -3,7 +3,8 @@
 A publish travels as bytes: the Python client serialises each request once and sends a batch
 as the concatenation of its requests (kept for re-sending after a failover); the leader writes each
 `Operation` once, by joining an encoded `PublishOp` head (shared by every message of one
-destination in a round) with the serialised message, and a log entry is its encoded head
+destination in a round) with the serialised message (log format 2: the head once, followed by
+every message of the destination's run in the round, as one `PublishBatchOp`), and a log entry is its encoded head
 followed by its encoded operations. Protobuf parsers read concatenated fields as one message,
 so followers (and the leader's own apply) parse the result as an ordinary `LogEntry`.
 """
@@ -15,6 +16,9 @@ __all__ = [
     "BATCH_REQUESTS",
     "ENTRY_OPS",
     "OPERATION_PUBLISH",
+    "OPERATION_PUBLISH_BATCH",
+    "PUBLISH_BATCH_HEAD",
+    "PUBLISH_BATCH_MESSAGES",
     "PUBLISH_MESSAGE",
     "length_delimited",
     "repeated_after",
@@ -30,6 +34,9 @@ def _tag(field: int) -> bytes:
 ENTRY_OPS = _tag(3)          # LogEntry.ops
 OPERATION_PUBLISH = _tag(2)  # Operation.publish
 PUBLISH_MESSAGE = _tag(3)    # PublishOp.message
+OPERATION_PUBLISH_BATCH = _tag(10)  # Operation.publish_batch
+PUBLISH_BATCH_HEAD = _tag(1)        # PublishBatchOp.publish
+PUBLISH_BATCH_MESSAGES = _tag(2)    # PublishBatchOp.messages
 APPEND_ENTRIES = _tag(5)     # AppendRequest.entries
 BATCH_REQUESTS = _tag(1)     # PublishBatch.requests
 

@@ -264,6 +264,72 @@ async def test_follower_restarted_behind_is_sent_entries_the_leader_keeps_only_o
     await client.close()
 
 
+async def test_publishes_go_as_one_batch_operation_only_once_every_member_reads_log_format_2(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """A member of an older version would skip a PublishBatchOp it does not know: while one
+    member's registration names no log format (as an older version's does), the leader writes
+    one PublishOp per message; once it names format 2 again, one PublishBatchOp per run."""
+    import json
+
+    from strongroom.etcd import EtcdClient
+    from strongroom.persistence.election import member_key
+    from strongroom.persistence.storage import RocksStorage
+
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    old = [n for n in cluster.names if n != leader][0]
+    client = Client(cluster.addresses(), timeout=30)
+    etcd = EtcdClient(cluster.etcd)
+    key = member_key(cluster.cluster, old)
+    kv = await etcd.get(key)
+    assert kv is not None
+    record = json.loads(kv.value)
+    assert record["log_format"] == 2
+
+    def notices(name: str, fmt: int) -> int:
+        return cluster.log_path(leader).read_text().count(f"member {name} reads log format {fmt}")
+
+    async def noticed(name: str, fmt: int, more_than: int = 0) -> None:
+        async def seen() -> bool:
+            return notices(name, fmt) > more_than
+
+        await wait_for(seen)
+
+    async def publish_run(prefix: str) -> None:
+        pub = client.publisher("format.queue", window=64)
+        for i in range(20):
+            await pub.send(b"%s-%d" % (prefix.encode(), i))
+        await pub.close()
+
+    try:
+        for name in cluster.names:
+            if name != leader:
+                await noticed(name, 2)
+        await publish_run("two")
+        await etcd.put(key, json.dumps({k: v for k, v in record.items() if k != "log_format"}).encode())
+        await noticed(old, 1)
+        await publish_run("one")
+        before = notices(old, 2)
+        await etcd.put(key, json.dumps(record).encode())
+        await noticed(old, 2, more_than=before)
+        await publish_run("again")
+        got = [m.body for m in await drain_all(client, "format.queue")]
+        assert got == [b"%s-%d" % (p, i) for p in (b"two", b"one", b"again") for i in range(20)]
+    finally:
+        await etcd.close()
+        await client.close()
+    cluster.stop_all()
+    storage = RocksStorage(cluster.data_dir(leader), sync=False)
+    kinds: dict[bytes, set[str]] = {}
+    for entry in storage.load().entries:
+        for op in entry.ops:
+            which = op.WhichOneof("op")
+            msgs = op.publish_batch.messages if which == "publish_batch" else [op.publish.message] if which == "publish" else []
+            for m in msgs:
+                kinds.setdefault(m.body.split(b"-")[0], set()).add(which)
+    storage.close()
+    assert kinds == {b"two": {"publish_batch"}, b"one": {"publish"}, b"again": {"publish_batch"}}
+
+
 async def test_memory_member_restarted_copies_state_from_peers(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(storage="memory")
     leader = await cluster.leader()

@@ -207,3 +207,59 @@ def test_spliced_append_request_parses_as_the_real_message() -> None:
     wire = encode_append(head, [e.SerializeToString() for e in entries])
     expected = rpb.AppendRequest(epoch=3, leader="m1", prev_index=0, prev_epoch=0, commit_index=2, entries=entries)
     assert rpb.AppendRequest.FromString(wire) == expected
+
+
+def _as_batches(entry: rpb.LogEntry) -> rpb.LogEntry:
+    """The same entry with each run of publishes sharing every field but the message as one
+    PublishBatchOp (what a leader writes in log format 2)."""
+    out = rpb.LogEntry(index=entry.index, epoch=entry.epoch)
+    for op in entry.ops:
+        if op.WhichOneof("op") == "publish":
+            head = rpb.PublishOp()
+            head.CopyFrom(op.publish)
+            head.ClearField("message")
+            last = out.ops[-1] if out.ops else None
+            if last is not None and last.WhichOneof("op") == "publish_batch" and last.publish_batch.publish == head:
+                last.publish_batch.messages.append(op.publish.message)
+                continue
+            out.ops.add(publish_batch=rpb.PublishBatchOp(publish=head, messages=[op.publish.message]))
+        else:
+            out.ops.append(op)
+    return out
+
+
+def test_a_publish_batch_applies_as_its_publishes_one_by_one() -> None:
+    """Log format 2 must give every member the state format 1 gives: same results, same
+    snapshot, through dedup, a store limit (discard-oldest), expiry and retention."""
+    def pub(dest: str, body: bytes, seq: int, queue: bool = False, **kw: float) -> rpb.Operation:
+        return rpb.Operation(publish=rpb.PublishOp(
+            store="lim" if dest.startswith("lim") else "s", destination=dest, queue=queue, published_at=5.0,
+            message=cpb.Message(body=body, producer_id="p", sequence=seq), **kw))
+
+    limits = rpb.Operation(configure_store=rpb.ConfigureStoreOp(store="lim", max_messages=3,
+                                                                policy=cpb.LIMIT_POLICY_DISCARD_OLDEST))
+    entries = [
+        rpb.LogEntry(index=1, epoch=1, ops=[create("t", "a"), create("t", "b"), limits]),
+        rpb.LogEntry(index=2, epoch=1, ops=[pub("q", b"%d" % i, i, queue=True) for i in range(1, 6)]
+                     + [pub("t", b"t1", 6), pub("t", b"t2", 7), pub("q", b"q6", 8, queue=True)]),
+        # Duplicates within a batch and of an earlier one.
+        rpb.LogEntry(index=3, epoch=1, ops=[pub("q", b"again", 2, queue=True), pub("q", b"new", 9, queue=True),
+                                            pub("q", b"dup", 9, queue=True)]),
+        rpb.LogEntry(index=4, epoch=1, ops=[pub("lim", b"l%d" % i, 10 + i, queue=True) for i in range(5)]
+                     + [pub("t", b"ttl", 20, expires_at=9.0), pub("t", b"kept", 21, retain_until=50.0)]),
+        rpb.LogEntry(index=5, epoch=1, ops=[ack("t", "a", 6, 7), pub("q", b"late", DEDUP_WINDOW + 30, queue=True),
+                                            pub("q", b"old", 1, queue=True)]),
+    ]
+    one, batched = StateMachine(), StateMachine()
+    converted = [_as_batches(e) for e in entries]
+    assert any(op.WhichOneof("op") == "publish_batch" and len(op.publish_batch.messages) > 1
+               for e in converted for op in e.ops)
+    for plain, as_batch in zip(entries, converted):
+        assert one.apply_entry(plain) == batched.apply_entry(as_batch)
+    assert one.to_snapshot() == batched.to_snapshot()
+    assert one.due(10.0) == batched.due(10.0) and one.due(10.0)
+    # The scenario did what it says: the limit discarded, the re-sent sequences were duplicates.
+    assert one.store_count["lim"] == 3
+    assert [s.message.body for s in one.messages.values()][-3:] == [b"ttl", b"kept", b"late"]
+    assert [r.duplicate for r in batched.apply_entry(_as_batches(rpb.LogEntry(index=6, epoch=1, ops=[
+        pub("q", b"again", 2, queue=True), pub("q", b"new", 22, queue=True)])))] == [True, False]

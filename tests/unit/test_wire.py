@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.link import frame
 from strongroom.persistence.replicator import encode_append
@@ -35,3 +36,12 @@ def test_a_framed_append_is_the_append_behind_its_length() -> None:
     assert (parsed.epoch, parsed.leader, parsed.prev_index, parsed.commit_index) == (3, "m1", 3, 2)
     assert [rpb.LogEntry.FromString(raw) for raw in parsed.entries] == entries
     assert repeated_after(b"", APPEND_ENTRIES, [], length_prefix=True) == b"\0\0\0\0"
+
+
+def test_a_spliced_publish_batch_parses_as_the_real_operation() -> None:
+    from strongroom.persistence.node import _publish_batch_op
+
+    head = rpb.PublishOp(store="s", destination="d.queue", queue=True, published_at=1.5, retain_until=9.0)
+    messages = [cpb.Message(body=b"x" * n, producer_id="p", sequence=n) for n in (1, 200, 70000)]
+    raw = _publish_batch_op(head.SerializeToString(), [m.SerializeToString() for m in messages])
+    assert rpb.Operation.FromString(raw) == rpb.Operation(publish_batch=rpb.PublishBatchOp(publish=head, messages=messages))

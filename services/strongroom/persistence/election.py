@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from strongroom.aio import cancel_and_wait
 from strongroom.etcd import EtcdClient, EtcdUnavailable
+from strongroom.persistence.log import LOG_FORMAT
 
 __all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "stored_key"]
 
@@ -117,7 +118,7 @@ class Election:
                 self.lease = await self.etcd.grant(self.ttl)
                 self.lease_safe_until = sent + self.ttl - self.margin
                 self._lease_lost.clear()
-                record = {"address": self.address}
+                record: dict[str, object] = {"address": self.address, "log_format": LOG_FORMAT}
                 if self.link_address:
                     record["replication"] = self.link_address
                 await self.etcd.put(member_key(self.cluster, self.member), json.dumps(record).encode(),

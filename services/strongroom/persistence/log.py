@@ -10,7 +10,7 @@ from __future__ import annotations
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.storage import LoadedState, Storage
 
-__all__ = ["ReplicatedLog", "AppendOutcome"]
+__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED"]
 
 
 class AppendOutcome:
@@ -23,6 +23,10 @@ class AppendOutcome:
         self.conflict_index = conflict_index
         self.needs_snapshot = needs_snapshot
 
+
+# The log format this member reads and writes: 2 adds PublishBatchOp. A member registers it
+# in etcd; a leader writes format-2 operations only once every other member has registered 2.
+LOG_FORMAT = 2
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

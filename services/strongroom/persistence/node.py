@@ -80,6 +80,9 @@ from strongroom.realm.model import (
 from strongroom.wire import (
     ENTRY_OPS,
     OPERATION_PUBLISH,
+    OPERATION_PUBLISH_BATCH,
+    PUBLISH_BATCH_HEAD,
+    PUBLISH_BATCH_MESSAGES,
     PUBLISH_MESSAGE,
     length_delimited,
     repeated_after,
@@ -155,6 +158,13 @@ def publish_outcome(result: object, message: cpb.Message, index: int) -> Publish
     if result.rejected:
         return StoreLimitExceeded(f"{result.limit}; the message was not stored")
     return PublishOutcome(result.message_seq, result.duplicate, True, index)
+
+
+def _publish_batch_op(head: bytes, bodies: list[bytes]) -> bytes:
+    """An encoded Operation carrying a PublishBatchOp: `head` (an encoded PublishOp without its
+    message) and the serialised messages."""
+    return length_delimited(OPERATION_PUBLISH_BATCH, repeated_after(
+        length_delimited(PUBLISH_BATCH_HEAD, head), PUBLISH_BATCH_MESSAGES, bodies))
 
 
 class PendingPublishes:
@@ -238,15 +248,20 @@ class PersistenceNode:
         self.peer_addresses[config.member] = config.address
         # Peers' replication link addresses from their etcd registrations (None: none).
         self.peer_links: dict[str, str | None] = {}
+        # The log format each peer registered it reads (1 if it registered none); publishes
+        # go as PublishBatchOps (format 2) once every other member reads format 2.
+        self.peer_formats: dict[str, int] = {}
+        self.batch_publishes = len(cluster.members) == 1
         self.replicators: dict[str, PeerReplicator] = {}
         self.dispatcher: Dispatcher | None = None
         self._apply_soon = False  # a follower's apply of newly committed entries is scheduled
-        # Queued client work: (serialised operations, future or None). A future resolves to
-        # (results, log index): one result per operation, in order.
-        self._queue: list[tuple[list[bytes], asyncio.Future[object] | None]] = []
+        # Queued client work: (serialised operations, future or None, how many results they
+        # give). A future resolves to (results, log index): one result per operation (per
+        # message of a PublishBatchOp), in order.
+        self._queue: list[tuple[list[bytes], asyncio.Future[object] | None, int]] = []
         self._resolved: dict[str, Route] = {}
         self._queue_wake = asyncio.Event()
-        # index -> (epoch of the entry, [(future, how many of the entry's operations are its)])
+        # index -> (epoch of the entry, [(future, how many of the entry's results are its)])
         self._waiters: dict[int, tuple[int, list[tuple[asyncio.Future[object] | None, int]]]] = {}
         self._commit_changed = asyncio.Event()
         self._leader_tasks: list[asyncio.Task[None]] = []
@@ -401,7 +416,7 @@ class PersistenceNode:
                 if fut is not None and not fut.done():
                     fut.set_exception(err)
         queue, self._queue = self._queue, []
-        for _, fut in queue:
+        for _, fut, _ in queue:
             if fut is not None and not fut.done():
                 fut.set_exception(err)
 
@@ -520,6 +535,13 @@ class PersistenceNode:
         if self.peer_links.get(name, "") != link:  # "": not heard of yet (a link is None or an address)
             log.info("member %s takes appends %s", name, f"on its replication link at {link}" if link else "over gRPC")
             self.peer_links[name] = link
+        fmt = record.get("log_format")
+        fmt = fmt if isinstance(fmt, int) else 1
+        if self.peer_formats.get(name) != fmt:
+            log.info("member %s reads log format %d", name, fmt)
+            self.peer_formats[name] = fmt
+            self.batch_publishes = all(self.peer_formats.get(m.name, 1) >= 2
+                                       for m in self.cluster.members if m.name != self.member)
         if member.address:
             return
         if self.peer_addresses.get(name) != address:
@@ -677,10 +699,12 @@ class PersistenceNode:
         """Queue operations for the next round; the future resolves to (results, log index)."""
         return self._submit_raw([op.SerializeToString() for op in ops], want_result)
 
-    def _submit_raw(self, ops: list[bytes], want_result: bool = True) -> asyncio.Future[object] | None:
-        """Like `_submit`, the operations already serialised."""
+    def _submit_raw(self, ops: list[bytes], want_result: bool = True,
+                    results: int | None = None) -> asyncio.Future[object] | None:
+        """Like `_submit`, the operations already serialised; `results`: how many results
+        they give (one per operation unless some are PublishBatchOps)."""
         fut = asyncio.get_running_loop().create_future() if want_result else None
-        self._queue.append((ops, fut))
+        self._queue.append((ops, fut, len(ops) if results is None else results))
         self._queue_wake.set()
         return fut
 
@@ -716,14 +740,14 @@ class PersistenceNode:
                 continue
             taken = 0
             count = 0
-            for ops, _ in self._queue:
+            for _, _, n in self._queue:
                 taken += 1
-                count += len(ops)
+                count += n
                 if count >= max_ops:
                     break
             batch, self._queue = self._queue[:taken], self._queue[taken:]
             if not self.election.lease_valid():
-                for _, fut in batch:
+                for _, fut, _ in batch:
                     if fut is not None and not fut.done():
                         fut.set_exception(NotLeaderError("leader lease expired"))
                 await self._step_down("lease could not be renewed in time")
@@ -732,9 +756,9 @@ class PersistenceNode:
             # parsed once for the log and this member's apply.
             index = self.log.last_index + 1
             raw = repeated_after(rpb.LogEntry(index=index, epoch=epoch).SerializeToString(), ENTRY_OPS,
-                                 [op for ops, _ in batch for op in ops])
+                                 [op for ops, _, _ in batch for op in ops])
             entry = rpb.LogEntry.FromString(raw)
-            self._waiters[index] = (epoch, [(fut, len(ops)) for ops, fut in batch])
+            self._waiters[index] = (epoch, [(fut, n) for _, fut, n in batch])
             # The followers get the entry before this member stores it: the replicators kicked
             # here write their appends in the one loop turn given to them, and this member's
             # own write (with its fsync, disk-sync) then runs while the followers store theirs.
@@ -885,6 +909,11 @@ class PersistenceNode:
         ops: list[bytes] = []
         positions: list[int] = []
         confirm_any = False
+        # Log format 2: consecutive messages to one destination go as one PublishBatchOp (its
+        # head once, then the messages), applied as one PublishOp each, in order.
+        batching = self.batch_publishes
+        run_head = b""
+        run: list[bytes] = []
         # The leader's clock stamps the batch; members never read their own clocks to decide.
         now = time.time()
         # Per destination of this batch: its route and the encoded PublishOp without the message.
@@ -904,19 +933,28 @@ class PersistenceNode:
                 if len(body) > store.max_message_bytes:
                     raise MessageTooLarge(f"message of {len(body)} bytes exceeds store {store.name!r} limit of "
                                           f"{store.max_message_bytes} bytes")
-                op = length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body))
                 if not store.replicated:
+                    op = length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body))
                     result = self.local_state.apply_op(rpb.Operation.FromString(op))
                     outcomes[i] = publish_outcome(result, message, 0)
                     continue
-                ops.append(op)
+                if batching:
+                    if head is not run_head and run:
+                        ops.append(_publish_batch_op(run_head, run))
+                        run = []
+                    run_head = head
+                    run.append(body)
+                else:
+                    ops.append(length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
                 positions.append(i)
                 confirm_any = confirm_any or req.mode == mpb.PUBLISH_MODE_STORE_CONFIRM_SEND or (
                     req.mode == mpb.PUBLISH_MODE_STORE_DEFAULT
                     and store.publisher_mode == PublisherMode.STORE_CONFIRM_SEND)
             except StrongroomError as err:
                 outcomes[i] = err
-        fut = self._submit_raw(ops, want_result=confirm_any) if ops else None
+        if run:
+            ops.append(_publish_batch_op(run_head, run))
+        fut = self._submit_raw(ops, want_result=confirm_any, results=len(positions)) if ops else None
         if ops and fut is None:
             for pos in positions:
                 outcomes[pos] = PublishOutcome(0, False, False, 0)

@@ -233,12 +233,20 @@ class StateMachine:
     # --- applying ----------------------------------------------------------------------------
 
     def apply_entry(self, entry: rpb.LogEntry) -> list[object]:
-        """Apply a committed entry's operations atomically; one result per operation."""
+        """Apply a committed entry's operations atomically; one result per operation, and one
+        per message of a PublishBatchOp."""
         self._index = entry.index
-        publish = self._publish
-        apply_op = self.apply_op
-        # Publishes (nearly every operation) go straight to _publish, as apply_op would send them.
-        results = [publish(op.publish) if op.HasField("publish") else apply_op(op) for op in entry.ops]
+        results: list[object] = []
+        add = results.append
+        for op in entry.ops:
+            which = op.WhichOneof("op")
+            # Publishes (nearly every operation) go straight to their method.
+            if which == "publish_batch":
+                results += self._publish_batch(op.publish_batch)
+            elif which == "publish":
+                add(self._publish(op.publish))
+            else:
+                add(self.apply_op(op))
         self.applied_index = entry.index
         self.applied_epoch = entry.epoch
         return results
@@ -248,6 +256,8 @@ class StateMachine:
         which = op.WhichOneof("op")
         if which == "publish":
             return self._publish(op.publish)
+        if which == "publish_batch":
+            return self._publish_batch(op.publish_batch)
         if which == "ack":
             return self._ack(op.ack)
         if which == "create_durable":
@@ -302,10 +312,10 @@ class StateMachine:
             holders.extend(self.content_durables.get(stored.store, ()))
         return holders
 
-    def _wanting(self, op: rpb.PublishOp, destination: str, msg: cpb.Message) -> list[Durable]:
+    def _wanting(self, store: str, destination: str, content: bool, msg: cpb.Message) -> list[Durable]:
         wanting = [d for d in self.by_destination.get(destination, ()) if d.wants(msg)]
-        if op.content:
-            wanting.extend(d for d in self.content_durables.get(op.store, ()) if d.wants(msg))
+        if content:
+            wanting.extend(d for d in self.content_durables.get(store, ()) if d.wants(msg))
         return wanting
 
     def _over_limit(self, store: str, size: int) -> str:
@@ -335,8 +345,20 @@ class StateMachine:
         return self._over_limit(store, size)
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
+        return self._publish_message(op.message, op.store, op.destination, op.queue, op.content, op.published_at,
+                                     op.expires_at, op.retain_until)
+
+    def _publish_batch(self, op: rpb.PublishBatchOp) -> list[PublishResult]:
+        """Each message as a PublishOp with the batch's shared fields, in order."""
+        head = op.publish
+        shared = (head.store, head.destination, head.queue, head.content, head.published_at, head.expires_at,
+                  head.retain_until)
+        publish = self._publish_message
+        return [publish(msg, *shared) for msg in op.messages]
+
+    def _publish_message(self, msg: cpb.Message, store: str, destination: str, queue: bool, content: bool,
+                         published_at: float, expires_at: float, retain_until: float) -> PublishResult:
         # Runs once per message on every member: each proto field is read once.
-        msg = op.message
         producer_id = msg.producer_id
         window = self.producers.get(producer_id) if producer_id else None
         if window is not None:
@@ -345,19 +367,15 @@ class StateMachine:
                 return PublishResult(0, False, outside_window=True)
             if known is not None:
                 return PublishResult(known, True)
-        destination = op.destination
-        store = op.store
-        queue = op.queue
         durables = self.by_destination.get(destination)
         # A refused publish leaves no trace: the queue's durable and the producer's window are
         # made only once the message is taken.
         new_queue = queue and durable_key(destination, "") not in self.durables
-        if durables is not None and len(durables) == 1 and durables[0].wants_all and not op.content:
+        if durables is not None and len(durables) == 1 and durables[0].wants_all and not content:
             wanting = [durables[0]]  # the common case (a queue's own durable): no per-message test
         else:
-            wanting = self._wanting(op, destination, msg)
+            wanting = self._wanting(store, destination, content, msg)
         seq = 0
-        retain_until = op.retain_until
         if wanting or new_queue or retain_until:
             size = msg.ByteSize()
             why = self._make_room(store, size)
@@ -371,8 +389,8 @@ class StateMachine:
                 wanting.append(own)
             seq = self.next_seq
             self.next_seq = seq + 1
-            stored = StoredMessage(seq, store, destination, msg, size, 0, queue, op.content, op.published_at,
-                                   op.expires_at, retain_until)
+            stored = StoredMessage(seq, store, destination, msg, size, 0, queue, content, published_at,
+                                   expires_at, retain_until)
             self._index_message(stored)
             if retain_until:
                 stored.retained = True
