@@ -4,8 +4,8 @@ A publish travels as bytes: the Python client serialises each request once and s
 as the concatenation of its requests (kept for re-sending after a failover); the leader writes each
 `Operation` once, by joining an encoded `PublishOp` head (shared by every message of one
 destination in a round) with the serialised message (log format 2: the head once, followed by
-every message of the destination's run in the round, as one `PublishBatchOp`), and a log entry is its encoded head
-followed by its encoded operations. Protobuf parsers read concatenated fields as one message,
+every message of the destination's run in the round, as one `PublishBatchOp`), and a log entry
+is its encoded head followed by its encoded operations. Protobuf parsers read concatenated fields as one message,
 so followers (and the leader's own apply) parse the result as an ordinary `LogEntry`.
 """
 

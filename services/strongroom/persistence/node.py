@@ -160,11 +160,25 @@ def publish_outcome(result: object, message: cpb.Message, index: int) -> Publish
     return PublishOutcome(result.message_seq, result.duplicate, True, index)
 
 
+def _publish_op(head: bytes, body: bytes) -> bytes:
+    """An encoded Operation carrying a PublishOp: `head` (an encoded PublishOp without its
+    message) and the serialised message."""
+    return length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body))
+
+
 def _publish_batch_op(head: bytes, bodies: list[bytes]) -> bytes:
-    """An encoded Operation carrying a PublishBatchOp: `head` (an encoded PublishOp without its
-    message) and the serialised messages."""
+    """An encoded Operation carrying a PublishBatchOp: `head` as for `_publish_op`, and the
+    serialised messages."""
     return length_delimited(OPERATION_PUBLISH_BATCH, repeated_after(
         length_delimited(PUBLISH_BATCH_HEAD, head), PUBLISH_BATCH_MESSAGES, bodies))
+
+
+def _publish_ops(head: bytes, bodies: list[bytes], batch: bool) -> list[bytes]:
+    """A run of messages to one destination as operations: one PublishBatchOp (log format 2)
+    or one PublishOp each."""
+    if batch:
+        return [_publish_batch_op(head, bodies)]
+    return [_publish_op(head, body) for body in bodies]
 
 
 class PendingPublishes:
@@ -248,10 +262,8 @@ class PersistenceNode:
         self.peer_addresses[config.member] = config.address
         # Peers' replication link addresses from their etcd registrations (None: none).
         self.peer_links: dict[str, str | None] = {}
-        # The log format each peer registered it reads (1 if it registered none); publishes
-        # go as PublishBatchOps (format 2) once every other member reads format 2.
+        # The log format each peer registered it reads (1 if it registered none).
         self.peer_formats: dict[str, int] = {}
-        self.batch_publishes = len(cluster.members) == 1
         self.replicators: dict[str, PeerReplicator] = {}
         self.dispatcher: Dispatcher | None = None
         self._apply_soon = False  # a follower's apply of newly committed entries is scheduled
@@ -496,6 +508,12 @@ class PersistenceNode:
     def _majority(self) -> int:
         return len(self.cluster.members) // 2 + 1
 
+    @property
+    def batch_publishes(self) -> bool:
+        """Whether publishes may go as PublishBatchOps (log format 2): every other member has
+        registered that it reads format 2."""
+        return all(self.peer_formats.get(m.name, 1) >= 2 for m in self.cluster.members if m.name != self.member)
+
     def peer_address(self, name: str) -> str | None:
         """Where a peer listens (realm address, else its etcd registration)."""
         return self.peer_addresses.get(name)
@@ -540,8 +558,6 @@ class PersistenceNode:
         if self.peer_formats.get(name) != fmt:
             log.info("member %s reads log format %d", name, fmt)
             self.peer_formats[name] = fmt
-            self.batch_publishes = all(self.peer_formats.get(m.name, 1) >= 2
-                                       for m in self.cluster.members if m.name != self.member)
         if member.address:
             return
         if self.peer_addresses.get(name) != address:
@@ -909,8 +925,8 @@ class PersistenceNode:
         ops: list[bytes] = []
         positions: list[int] = []
         confirm_any = False
-        # Log format 2: consecutive messages to one destination go as one PublishBatchOp (its
-        # head once, then the messages), applied as one PublishOp each, in order.
+        # Consecutive messages to one destination form a run: one PublishBatchOp in log format
+        # 2 (its head once, then the messages), else one PublishOp each; applied in order.
         batching = self.batch_publishes
         run_head = b""
         run: list[bytes] = []
@@ -934,18 +950,14 @@ class PersistenceNode:
                     raise MessageTooLarge(f"message of {len(body)} bytes exceeds store {store.name!r} limit of "
                                           f"{store.max_message_bytes} bytes")
                 if not store.replicated:
-                    op = length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body))
-                    result = self.local_state.apply_op(rpb.Operation.FromString(op))
+                    result = self.local_state.apply_op(rpb.Operation.FromString(_publish_op(head, body)))
                     outcomes[i] = publish_outcome(result, message, 0)
                     continue
-                if batching:
-                    if head is not run_head and run:
-                        ops.append(_publish_batch_op(run_head, run))
-                        run = []
-                    run_head = head
-                    run.append(body)
-                else:
-                    ops.append(length_delimited(OPERATION_PUBLISH, head + length_delimited(PUBLISH_MESSAGE, body)))
+                if head is not run_head and run:
+                    ops += _publish_ops(run_head, run, batching)
+                    run = []
+                run_head = head
+                run.append(body)
                 positions.append(i)
                 confirm_any = confirm_any or req.mode == mpb.PUBLISH_MODE_STORE_CONFIRM_SEND or (
                     req.mode == mpb.PUBLISH_MODE_STORE_DEFAULT
@@ -953,7 +965,7 @@ class PersistenceNode:
             except StrongroomError as err:
                 outcomes[i] = err
         if run:
-            ops.append(_publish_batch_op(run_head, run))
+            ops += _publish_ops(run_head, run, batching)
         fut = self._submit_raw(ops, want_result=confirm_any, results=len(positions)) if ops else None
         if ops and fut is None:
             for pos in positions:
