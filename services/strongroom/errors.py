@@ -195,6 +195,14 @@ class DataCorruption(StrongroomError):
     code = "DATA_LOSS"
 
 
+class UnknownOperation(DataCorruption):
+    """A committed log entry holds an operation this version does not know (written by a
+    newer version): applying past it would leave this member's state different from the
+    others'."""
+
+    reason = "UNKNOWN_OPERATION"
+
+
 class SubscriptionReplaced(StrongroomError):
     """A standard durable got a second subscriber; the first is closed."""
 

@@ -330,6 +330,68 @@ async def test_publishes_go_as_one_batch_operation_only_once_every_member_reads_
     assert kinds == {b"two": {"publish_batch"}, b"one": {"publish"}, b"again": {"publish_batch"}}
 
 
+async def test_an_operation_of_a_kind_this_version_does_not_know_stops_the_apply_and_is_never_skipped(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """A committed entry holds a publish and an operation of a kind this version does not know
+    (as a newer version writes it; here put into every member's log while the cluster is down,
+    which is what going back to an older version leaves). After the restart the recovering
+    leader commits it. Every member must stop applying before that entry, the publish in it
+    not applied either (an entry is all or nothing), say why in its status, and no member may
+    lead. A member that skipped the operation would apply the publish and serve."""
+    from strongroom.api.v1 import replication_pb2 as rpb
+    from strongroom.persistence.storage import RocksStorage
+
+    cluster: Cluster = make_cluster()
+    await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    for i in range(3):
+        assert (await client.publish("unknown.queue", b"m%d" % i)).confirmed
+    await client.close()
+
+    async def logs_equal() -> bool:
+        sts = [await cluster.status(n) for n in cluster.names]
+        return all(st is not None for st in sts) and len({(st.last_index, st.applied_index) for st in sts}) == 1  # type: ignore[union-attr]
+
+    await wait_for(logs_equal)
+    cluster.stop_all()
+    last = 0
+    for name in cluster.names:
+        storage = RocksStorage(cluster.data_dir(name), sync=True)
+        entries = storage.load().entries
+        publish = next(op for e in reversed(entries) for op in e.ops if op.WhichOneof("op") in ("publish", "publish_batch"))
+        newer = rpb.Operation()
+        newer.CopyFrom(publish)
+        if newer.WhichOneof("op") == "publish":
+            newer.publish.message.body = b"from-a-newer-version"
+        else:
+            del newer.publish_batch.messages[1:]
+            newer.publish_batch.messages[0].body = b"from-a-newer-version"
+        unknown = rpb.Operation.FromString(bytes([0x9A, 0x06, 0x00]))  # field 99, empty
+        assert unknown.WhichOneof("op") is None
+        last = entries[-1].index
+        storage.append([rpb.LogEntry(index=last + 1, epoch=entries[-1].epoch, ops=[newer, unknown])])
+        storage.close()
+    cluster.start_all()
+
+    async def all_stopped() -> bool:
+        sts = [await cluster.status(n) for n in cluster.names]
+        return all(st is not None and st.apply_stopped and st.role == "follower" for st in sts)
+
+    try:
+        await wait_for(all_stopped, timeout=60)
+    except TimeoutError:
+        pytest.fail("not every member stopped applying and stepped down\n" + cluster.logs())
+    await asyncio.sleep(1.0)  # nobody campaigns again
+    for name in cluster.names:
+        st = await cluster.status(name)
+        assert st is not None and st.role == "follower" and not st.leader, (name, st)
+        assert st.applied_index == last, (name, st.applied_index, last)
+        assert f"after index {last}:" in st.apply_stopped and "field 99" in st.apply_stopped, st.apply_stopped
+        queue = [d for s in st.stores for d in s.durables if d.destination == "unknown.queue"]
+        assert [s.messages for s in st.stores if s.name == "default"] == [3], (name, st.stores)
+        assert queue and queue[0].pending_messages == 3, (name, queue)
+        assert "CRITICAL" in cluster.log_path(name).read_text()
+
+
 async def test_memory_member_restarted_copies_state_from_peers(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(storage="memory")
     leader = await cluster.leader()

@@ -228,6 +228,30 @@ def _as_batches(entry: rpb.LogEntry) -> rpb.LogEntry:
     return out
 
 
+def test_an_entry_with_an_operation_of_an_unknown_kind_is_refused_whole() -> None:
+    """An operation this version does not know is never skipped: the entry holding it is
+    refused before any of its operations changes the state (publishes before and after it
+    included), and the state and its applied index stay those of the entry before."""
+    from strongroom.errors import UnknownOperation
+
+    def pub(body: bytes) -> rpb.Operation:
+        return rpb.Operation(publish=rpb.PublishOp(store="s", destination="q", queue=True, published_at=5.0,
+                                                   message=cpb.Message(body=body)))
+
+    unknown = rpb.Operation.FromString(bytes([0x9A, 0x06, 0x00]))  # field 99, as a newer version writes
+    sm = StateMachine()
+    sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[pub(b"before")]))
+    before = sm.to_snapshot()
+    with pytest.raises(UnknownOperation, match=r"log entry 2 \(epoch 1\): operation 1 .* \(field 99\)"):
+        sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[pub(b"first"), unknown, pub(b"last")]))
+    assert sm.to_snapshot() == before and sm.applied_index == 1
+    with pytest.raises(UnknownOperation, match=r"field 99"):
+        sm.apply_op(unknown)
+    assert sm.to_snapshot() == before
+    # A no-op is known and changes nothing.
+    assert sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(noop=rpb.Noop(leader="m1"))])) == [None]
+
+
 def test_a_publish_batch_applies_as_its_publishes_one_by_one() -> None:
     """Log format 2 must give every member the state format 1 gives: same results, same
     snapshot, through dedup, a store limit (discard-oldest), expiry and retention."""

@@ -394,6 +394,8 @@ def _print_status(replies: Sequence[Any]) -> None:
             behind = "" if s.synced else "  (catching up)"
             print(f"  {mark} {name:<12} {address:<22} {s.role:<11} {s.commit_index:>8} {s.applied_index:>8} "
                   f"{m_index:>8} {appends:<7}{behind}")
+            if s.apply_stopped:
+                print(f"      {name}: {s.apply_stopped}")
         if ref.indexes_on_disk or ref.memory_budget_bytes:
             print(f"  indexes on disk {str(ref.indexes_on_disk).lower()}, memory budget "
                   f"{_human_bytes(ref.memory_budget_bytes) if ref.memory_budget_bytes else '-'}")

@@ -24,6 +24,9 @@ __all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "stored_key"]
 
 log = logging.getLogger("strongroom.election")
 
+# A member sitting out elections looks for a new leader this often while there is none.
+PAUSED_POLL_SECONDS = 0.5
+
 
 def leader_key(cluster: str) -> str:
     """etcd key held by the cluster's leader."""
@@ -183,9 +186,9 @@ class Election:
         key = leader_key(self.cluster)
         value = json.dumps({"member": self.member, "address": self.address}).encode()
         while True:
-            pause = self.pause_until - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
+            if self.pause_until > time.monotonic():
+                await self._follow_while_paused(key)
+                continue
             try:
                 created, kv = await self.etcd.create_if_absent(key, value, lease=self.lease)
             except Exception as exc:  # noqa: BLE001
@@ -214,6 +217,33 @@ class Election:
             except ValueError:
                 self.on_leader(None)
             await self._wait_gone(key, kv.mod_revision)
+            # No leader until a member creates the key again (a member sitting out elections
+            # must not keep naming the one that left).
+            self.on_leader(None)
+
+    async def _follow_while_paused(self, key: str) -> None:
+        """Sitting out elections: name the leader there is, or none once it is gone, until the
+        pause ends (a paused member must not keep naming one that left)."""
+        pause = self.pause_until - time.monotonic()
+        try:
+            kv = await self.etcd.get(key)
+        except Exception:  # noqa: BLE001 - etcd unreachable: look again shortly
+            await asyncio.sleep(min(pause, 0.2))
+            return
+        if kv is None:
+            self.on_leader(None)
+            await asyncio.sleep(min(pause, PAUSED_POLL_SECONDS))
+            return
+        try:
+            data = json.loads(kv.value)
+            self.on_leader(LeaderInfo(data.get("member", ""), data.get("address", ""), kv.create_revision))
+        except ValueError:
+            self.on_leader(None)
+        try:
+            await asyncio.wait_for(self._wait_gone(key, kv.mod_revision), pause)
+        except asyncio.TimeoutError:
+            return
+        self.on_leader(None)
 
     async def _wait_gone(self, key: str, revision: int) -> None:
         """Return once the key is deleted (or the watch breaks, after re-checking)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from strongroom.errors import (
     UnknownDestination,
     UnknownDurableKind,
     UnknownMember,
+    UnknownOperation,
 )
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
@@ -267,6 +269,8 @@ class PersistenceNode:
         self.replicators: dict[str, PeerReplicator] = {}
         self.dispatcher: Dispatcher | None = None
         self._apply_soon = False  # a follower's apply of newly committed entries is scheduled
+        # Why this member stopped applying the log (`_stop_applying`); None while it applies.
+        self.apply_stopped: str | None = None
         # Queued client work: (serialised operations, future or None, how many results they
         # give). A future resolves to (results, log index): one result per operation (per
         # message of a PublishBatchOp), in order.
@@ -822,12 +826,19 @@ class PersistenceNode:
     def _apply_committed(self) -> None:
         state = self.state
         lg = self.log
+        if self.apply_stopped:
+            lg.release(self.commit_index)
+            return
         while state.applied_index < self.commit_index:
             index = state.applied_index + 1
             if index <= lg.snapshot_index:
                 raise AssertionError("applied index behind the snapshot")
             entry = lg.entry(index)
-            results = state.apply_entry(entry)
+            try:
+                results = state.apply_entry(entry)
+            except UnknownOperation as err:
+                self._stop_applying(err)
+                return
             waiting = self._waiters.pop(index, None)
             # Only the entry our own round appended answers our callers: a later leader may
             # have put another entry at this index.
@@ -839,6 +850,20 @@ class PersistenceNode:
                     at += n
         lg.release(state.applied_index)
         self._maybe_compact()
+
+    def _stop_applying(self, err: UnknownOperation) -> None:
+        """A committed entry holds an operation this version does not know (a newer version
+        wrote it; see "Log format" in the README). Skipping it would leave this member's state
+        different from the others', so applying stops before it: the state stays whole at
+        the entry before. The member goes on storing and acknowledging entries (its log still
+        counts toward majorities) and answers status with the reason, but it never leads
+        again until it runs a version that knows the operation (a restart re-applies)."""
+        self.apply_stopped = (f"stopped applying the log after index {self.state.applied_index}: {err.message}; "
+                              f"run a version that knows the operation")
+        log.critical("%s", self.apply_stopped)
+        self.election.pause_until = math.inf
+        if self.is_leader_role():
+            self._background.append(asyncio.create_task(self.step_down_and_resign(math.inf)))
 
     def _apply_deferred(self) -> None:
         self._apply_soon = False
@@ -1418,6 +1443,7 @@ class PersistenceNode:
             "realm_version": self.realm_version, "synced": self.synced,
             "indexes_on_disk": self.cluster.indexes_on_disk,
             "memory_budget_bytes": self.swap.budget_bytes, "memory_payload_bytes": self.swap.resident_bytes,
+            "apply_stopped": self.apply_stopped or "",
         }
 
     async def wait_serving(self, timeout: float) -> bool:

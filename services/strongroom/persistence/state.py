@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.errors import UnknownOperation
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
 from strongroom.persistence.swap import PayloadSource, PayloadStore
 
@@ -48,6 +49,17 @@ def durable_key(destination: str, name: str) -> str:
 def content_durable_key(store: str, name: str) -> str:
     """The key of a content durable (opened through an endpoint): store-wide, by name."""
     return f"\x01{store}\x00{name}"
+
+def _unknown_field(op: rpb.Operation) -> str:
+    """What an operation of an unknown kind carries: the number of its first field."""
+    tag = shift = 0
+    for b in op.SerializeToString():
+        tag |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return f"field {tag >> 3}"
+    return "no field set"
+
 
 # Dead-letter copies carry these fields besides the original ones.
 DEAD_LETTER_FROM = "sr.dead_letter.from"
@@ -235,10 +247,17 @@ class StateMachine:
     def apply_entry(self, entry: rpb.LogEntry) -> list[object]:
         """Apply a committed entry's operations atomically; one result per operation, and one
         per message of a PublishBatchOp."""
+        ops = entry.ops
+        # All or nothing: an entry with an operation this version does not know is refused
+        # before any of its operations changes the state.
+        for i, op in enumerate(ops):
+            if op.WhichOneof("op") is None:
+                raise UnknownOperation(f"log entry {entry.index} (epoch {entry.epoch}): operation {i} is of a kind "
+                                       f"this version does not know ({_unknown_field(op)})")
         self._index = entry.index
         results: list[object] = []
         add = results.append
-        for op in entry.ops:
+        for op in ops:
             which = op.WhichOneof("op")
             # Publishes (nearly every operation) go straight to their method.
             if which == "publish_batch":
@@ -280,7 +299,9 @@ class StateMachine:
                                 op.replay.time if which_start == "time" else 0.0)
         if which == "map":
             return self._map(op.map)
-        return None
+        if which == "noop":
+            return None
+        raise UnknownOperation(f"operation of a kind this version does not know ({_unknown_field(op)})")
 
     def _create_durable(self, op: rpb.CreateDurableOp) -> Durable:
         key = content_durable_key(op.store, op.durable) if op.content else durable_key(op.destination, op.durable)
