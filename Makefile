@@ -33,7 +33,7 @@ down:
 clean:
 	rm -rf $(VENV) .strongroom
 
-# Benchmarks against NATS JetStream, side by side (bench/; about 11 minutes).
+# Benchmarks against NATS JetStream, side by side (bench/; about 6-7 minutes).
 # BENCH_ARGS="--quick" for a one-round smoke run.
 .PHONY: bench
 bench: venv $(VENV)/.bench-installed

@@ -66,23 +66,6 @@ destinations:
 """
 
 
-async def _flush_acks(sub: Any) -> None:
-    """Send acknowledgments the client still holds.
-
-    Works around a client bug (reported): acks made while the subscription's ack-flush task is
-    writing stay in its buffer until the next `ack()`, and `close()` does not send them, so the
-    last acks of a drain would be lost (the messages stay unacknowledged and come again)."""
-    await asyncio.sleep(0)
-    task = getattr(sub, "_ack_task", None)
-    if task is not None:
-        await task
-    buffered = getattr(sub, "_ack_buffer", None)
-    if buffered:
-        seqs = list(buffered)
-        buffered.clear()
-        await sub.ack_many(seqs)
-
-
 class StrongroomTarget:
     """One configuration of Strongroom (disk-sync, disk-async or non-replicated)."""
 
@@ -232,7 +215,7 @@ class StrongroomTarget:
                 await sub.ack(m)
                 got += 1
                 self.progress.done = got
-            await _flush_acks(sub)
+            await sub.acks_written()
             seconds = time.perf_counter() - t0
         finally:
             await sub.close()
@@ -256,7 +239,7 @@ class StrongroomTarget:
                 await sub.ack(m)
                 got += 1
                 self.progress.add()
-            await _flush_acks(sub)
+            await sub.acks_written()
 
         meter = self._meter()
         t0 = time.perf_counter()

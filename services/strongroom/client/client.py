@@ -737,6 +737,13 @@ class Subscription:
         if self._ack_task is None or self._ack_task.done():
             self._ack_task = asyncio.create_task(self._flush_acks())
 
+    async def acks_written(self) -> None:
+        """Wait until every asynchronous ack made so far is written on the stream (they go
+        from a task of their own, one batch per turn of the event loop); `close` does too."""
+        await asyncio.sleep(0)
+        if self._ack_task is not None:
+            await self._ack_task
+
     async def _flush_acks(self) -> None:
         await asyncio.sleep(0)
         # Acks made while a batch is being written go in the next batch, until none are left.
