@@ -76,8 +76,9 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     ]
     if loads and max(loads) > 0.5:
         paragraphs.append(
-            "Other work was running on the machine during this run (load average at the start of a "
-            f"configuration: {min(loads):.1f}–{max(loads):.1f}); the ranges show how much that moved the figures.")
+            f"Load average at the start of a configuration: {min(loads):.1f}–{max(loads):.1f} (the one-minute "
+            "average, so it counts the benchmark's own processes of the configurations before, and any other "
+            "work on the machine); the ranges show how much the machine's state moved the figures.")
     out: list[str] = []
     for para in paragraphs:
         out += [textwrap.fill(para, width=100, break_on_hyphens=False, break_long_words=False), ""]
