@@ -380,7 +380,7 @@ async def test_an_operation_of_a_kind_this_version_does_not_know_stops_the_apply
         await wait_for(all_stopped, timeout=60)
     except TimeoutError:
         pytest.fail("not every member stopped applying and stepped down\n" + cluster.logs())
-    await asyncio.sleep(1.0)  # nobody campaigns again
+    await asyncio.sleep(3 * 2.0)  # three lease TTLs (the realm's 2 s): nobody campaigns again
     for name in cluster.names:
         st = await cluster.status(name)
         assert st is not None and st.role == "follower" and not st.leader, (name, st)

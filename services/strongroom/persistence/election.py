@@ -106,6 +106,11 @@ class Election:
         """True while the lease is certainly alive (checked before every commit answer)."""
         return time.monotonic() < self.lease_safe_until
 
+    def pause(self, until: float) -> None:
+        """Sit out elections until `until` (monotonic; math.inf: for good). A pause only ever
+        grows: a shorter one set later (a failed recovery's) does not end a longer one."""
+        self.pause_until = max(self.pause_until, until)
+
     async def resign(self) -> None:
         """Give up leadership now (step-down request): delete our key if still ours."""
         if self.is_leader and self.lease:
@@ -233,6 +238,13 @@ class Election:
         if kv is None:
             self.on_leader(None)
             await asyncio.sleep(min(pause, PAUSED_POLL_SECONDS))
+            return
+        if kv.lease == self.lease:
+            # Our own key (a campaign's create went through as the pause began): give it up.
+            try:
+                await self.etcd.delete_if_lease(key, self.lease)
+            except Exception:  # noqa: BLE001 - look again shortly
+                await asyncio.sleep(min(pause, 0.2))
             return
         try:
             data = json.loads(kv.value)

@@ -405,7 +405,7 @@ class PersistenceNode:
 
     async def step_down_and_resign(self, pause: float = 3.0) -> None:
         """Hand leadership over: stop serving, release the key, stay out of the next election."""
-        self.election.pause_until = time.monotonic() + pause
+        self.election.pause(time.monotonic() + pause)
         await self._step_down("asked to step down")
         await self.election.resign()
 
@@ -494,7 +494,7 @@ class PersistenceNode:
             silent = time.monotonic() - max(self._majority_contact(), self._leader_since)
             if silent > ttl:
                 log.warning("no majority answered for %.1fs; stepping down", silent)
-                self.election.pause_until = time.monotonic() + ttl
+                self.election.pause(time.monotonic() + ttl)
                 await self._step_down("no quorum", NoQuorumError(
                     f"leader {self.member} cannot reach a majority of cluster {self.cluster_name}"))
                 await self.election.resign()
@@ -570,6 +570,10 @@ class PersistenceNode:
 
     async def _recover(self, epoch: int) -> None:
         """Become a serving leader for `epoch`: promises, adopt the best log, commit a no-op."""
+        if self.apply_stopped:
+            # Elected all the same (the campaign was under way when the apply stopped).
+            await self.election.resign()
+            return
         self.epoch = epoch
         self.role = RECOVERING
         self._promise(epoch)
@@ -597,7 +601,7 @@ class PersistenceNode:
             log.warning("recovery for epoch %d failed: %s", epoch, exc)
             if self.election.is_leader and self.epoch == epoch:
                 # Let another member try before we campaign again.
-                self.election.pause_until = time.monotonic() + self.cluster.lease_ttl_seconds
+                self.election.pause(time.monotonic() + self.cluster.lease_ttl_seconds)
                 await self.election.resign()
             return
         if self.epoch != epoch or not self.election.is_leader:
@@ -744,7 +748,7 @@ class PersistenceNode:
             raise
         except Exception as exc:  # noqa: BLE001 - storage failure: hand over
             log.error("storage failed while leading (%s); stepping down", exc)
-            self.election.pause_until = time.monotonic() + STORAGE_FAILURE_PAUSE
+            self.election.pause(time.monotonic() + STORAGE_FAILURE_PAUSE)
             await self._step_down("storage failed", PersistenceUnavailable(
                 f"member {self.member} cannot write its storage: {exc}"))
             await self.election.resign()
@@ -861,7 +865,7 @@ class PersistenceNode:
         self.apply_stopped = (f"stopped applying the log after index {self.state.applied_index}: {err.message}; "
                               f"run a version that knows the operation")
         log.critical("%s", self.apply_stopped)
-        self.election.pause_until = math.inf
+        self.election.pause(math.inf)
         if self.is_leader_role():
             self._background.append(asyncio.create_task(self.step_down_and_resign(math.inf)))
 
@@ -1374,6 +1378,12 @@ class PersistenceNode:
                                                last_index=self.log.last_index)
 
     def _install(self, index: int, epoch: int, data: bytes) -> None:
+        if self.apply_stopped:
+            # The leader's state past the entry this member could not apply: whole, so it
+            # applies again from there (and stops again at the next unknown operation). It
+            # still sits out elections until restarted.
+            log.warning("snapshot at index %d installed; applying again", index)
+            self.apply_stopped = None
         if isinstance(self.state, DiskStateMachine):
             # The state first: it carries its own applied index, the log then drops its entries.
             self.state.install(data)
