@@ -5,8 +5,9 @@ as the concatenation of its requests (kept for re-sending after a failover); the
 `Operation` once, by joining an encoded `PublishOp` head (shared by every message of one
 destination in a round) with the serialised message (log format 2: the head once, followed by
 every message of the destination's run in the round, as one `PublishBatchOp`), and a log entry
-is its encoded head followed by its encoded operations. Protobuf parsers read concatenated fields as one message,
-so followers (and the leader's own apply) parse the result as an ordinary `LogEntry`.
+is its encoded head followed by its encoded operations. Protobuf parsers read concatenated
+fields as one message, so followers (and the leader's own apply) parse the result as an
+ordinary `LogEntry`.
 """
 
 from __future__ import annotations

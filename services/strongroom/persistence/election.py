@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from strongroom.aio import cancel_and_wait
-from strongroom.etcd import EtcdClient, EtcdUnavailable
+from strongroom.etcd import EtcdClient, EtcdUnavailable, KeyValue
 from strongroom.persistence.log import LOG_FORMAT
 
 __all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "stored_key"]
@@ -216,14 +216,18 @@ class Election:
                     await self.on_deposed("leader key gone")
                 self.on_leader(None)
                 continue
-            try:
-                data = json.loads(kv.value)
-                self.on_leader(LeaderInfo(data.get("member", ""), data.get("address", ""), kv.create_revision))
-            except ValueError:
-                self.on_leader(None)
+            self._name_leader(kv)
             await self._wait_gone(key, kv.mod_revision)
             # No leader until a member creates the key again (a member sitting out elections
             # must not keep naming the one that left).
+            self.on_leader(None)
+
+    def _name_leader(self, kv: KeyValue) -> None:
+        """Tell the node who holds the leader key `kv` (no one, if its value is unreadable)."""
+        try:
+            data = json.loads(kv.value)
+            self.on_leader(LeaderInfo(data.get("member", ""), data.get("address", ""), kv.create_revision))
+        except ValueError:
             self.on_leader(None)
 
     async def _follow_while_paused(self, key: str) -> None:
@@ -246,11 +250,7 @@ class Election:
             except Exception:  # noqa: BLE001 - look again shortly
                 await asyncio.sleep(min(pause, 0.2))
             return
-        try:
-            data = json.loads(kv.value)
-            self.on_leader(LeaderInfo(data.get("member", ""), data.get("address", ""), kv.create_revision))
-        except ValueError:
-            self.on_leader(None)
+        self._name_leader(kv)
         try:
             await asyncio.wait_for(self._wait_gone(key, kv.mod_revision), pause)
         except asyncio.TimeoutError:

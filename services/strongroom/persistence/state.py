@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from google.protobuf.unknown_fields import UnknownFieldSet
+
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import UnknownOperation
@@ -51,14 +53,9 @@ def content_durable_key(store: str, name: str) -> str:
     return f"\x01{store}\x00{name}"
 
 def _unknown_field(op: rpb.Operation) -> str:
-    """What an operation of an unknown kind carries: the number of its first field."""
-    tag = shift = 0
-    for b in op.SerializeToString():
-        tag |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return f"field {tag >> 3}"
-    return "no field set"
+    """What an operation of an unknown kind carries: the numbers of its fields."""
+    numbers = sorted({f.field_number for f in UnknownFieldSet(op)})
+    return "field " + ", ".join(map(str, numbers)) if numbers else "no field set"
 
 
 # Dead-letter copies carry these fields besides the original ones.
@@ -248,17 +245,17 @@ class StateMachine:
         """Apply a committed entry's operations atomically; one result per operation, and one
         per message of a PublishBatchOp."""
         ops = entry.ops
+        kinds = [op.WhichOneof("op") for op in ops]
         # All or nothing: an entry with an operation this version does not know is refused
         # before any of its operations changes the state.
-        for i, op in enumerate(ops):
-            if op.WhichOneof("op") is None:
-                raise UnknownOperation(f"log entry {entry.index} (epoch {entry.epoch}): operation {i} is of a kind "
-                                       f"this version does not know ({_unknown_field(op)})")
+        if None in kinds:
+            i = kinds.index(None)
+            raise UnknownOperation(f"log entry {entry.index} (epoch {entry.epoch}): operation {i} is of a kind "
+                                   f"this version does not know ({_unknown_field(ops[i])})")
         self._index = entry.index
         results: list[object] = []
         add = results.append
-        for op in ops:
-            which = op.WhichOneof("op")
+        for op, which in zip(ops, kinds):
             # Publishes (nearly every operation) go straight to their method.
             if which == "publish_batch":
                 results += self._publish_batch(op.publish_batch)
