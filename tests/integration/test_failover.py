@@ -13,9 +13,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-
 from harness import Cluster, put_realm, realm_yaml
 from proxy import LinkProxy
+
 from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
@@ -271,7 +271,7 @@ async def test_publishes_go_as_one_batch_operation_only_once_every_member_reads_
     import json
 
     from strongroom.etcd import EtcdClient
-    from strongroom.persistence.election import member_key
+    from strongroom.keys import member_key
     from strongroom.persistence.storage import RocksStorage
 
     cluster: Cluster = make_cluster()

@@ -29,17 +29,14 @@ from grpc_status import rpc_status
 from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
 from strongroom.errors import ERROR_DOMAIN, RealmInvalid
 from strongroom.etcd import EtcdClient, KeyValue
+from strongroom.keys import REALM_CURRENT, REALM_SERVICE, realm_version_key
 from strongroom.local.etcdproc import EtcdProcess
 from strongroom.realm.model import DEFAULT_REALM_YAML
 from strongroom.realm.store import (
-    CURRENT_KEY,
     RealmStore,
     RealmVersionConflict,
     load_current_realm,
-    version_key,
 )
-
-SERVICE_KEY = "/strongroom/services/realm"
 
 V1 = """\
 clusters:
@@ -367,13 +364,13 @@ def test_health_reports_serving_and_reflection_lists_the_service(realm: RealmPro
 
 
 def test_registers_in_etcd_and_deregisters_on_sigterm(realm: RealmProcess, fresh_etcd: EtcdProcess) -> None:
-    kv = etcd_get(fresh_etcd.endpoint, SERVICE_KEY)
+    kv = etcd_get(fresh_etcd.endpoint, REALM_SERVICE)
     assert kv is not None and kv.value.decode() == realm.address
     assert kv.lease != 0, "the registration must vanish with the process"
     started = time.monotonic()
     assert realm.stop() == 0
     assert time.monotonic() - started < 8
-    assert etcd_get(fresh_etcd.endpoint, SERVICE_KEY) is None
+    assert etcd_get(fresh_etcd.endpoint, REALM_SERVICE) is None
     assert "realm service listening on" in realm.log()
 
 
@@ -408,7 +405,7 @@ def test_an_invalid_realm_file_stops_startup_with_its_location(
             os.kill(process.pid, signal.SIGKILL)
             process.wait()
     assert f"{bad}:7:5: stores[0].cluster:" in (tmp_path / "w" / "realm.log").read_text()
-    assert etcd_get(fresh_etcd.endpoint, CURRENT_KEY) is None
+    assert etcd_get(fresh_etcd.endpoint, REALM_CURRENT) is None
 
 
 # --- the CLI -------------------------------------------------------------------------------------
@@ -529,7 +526,7 @@ async def test_concurrent_applies_each_get_their_own_version(fresh_etcd: EtcdPro
         assert sorted(v.yaml for v in history) == sorted(docs), "no apply may be lost"
         current = await store.get()
         assert current.version == 8
-        assert (await etcd.get(version_key(8))).value == (await etcd.get(CURRENT_KEY)).value  # type: ignore[union-attr]
+        assert (await etcd.get(realm_version_key(8))).value == (await etcd.get(REALM_CURRENT)).value  # type: ignore[union-attr]
 
         loaded = await load_current_realm(etcd)
         assert loaded is not None and loaded[0] == 8

@@ -27,11 +27,11 @@ from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
 from strongroom.errors import RealmInvalid, StrongroomError
 from strongroom.etcd import EtcdClient
 from strongroom.grpcerrors import from_rpc_error
+from strongroom.keys import REALM_SERVICE
 from strongroom.realm.model import Realm, parse_realm
 
-__all__ = ["SERVICE_KEY", "add_realm_parser", "main", "resolve_realm_address"]
+__all__ = ["add_realm_parser", "main", "resolve_realm_address"]
 
-SERVICE_KEY = "/strongroom/services/realm"
 RPC_TIMEOUT_SECONDS = 10.0
 
 EXIT_OK = 0
@@ -63,7 +63,7 @@ def _address_from_etcd(endpoints: str) -> str | None:
     async def lookup() -> bytes | None:
         etcd = EtcdClient(endpoints)
         try:
-            kv = await etcd.get(SERVICE_KEY)
+            kv = await etcd.get(REALM_SERVICE)
             return kv.value if kv is not None else None
         finally:
             await etcd.close()
@@ -71,7 +71,7 @@ def _address_from_etcd(endpoints: str) -> str | None:
     try:
         raw = asyncio.run(asyncio.wait_for(lookup(), RPC_TIMEOUT_SECONDS))
     except Exception as exc:  # noqa: BLE001 - any etcd failure reads as "cannot find it there"
-        raise CliError(f"cannot read {SERVICE_KEY} from etcd at {endpoints}: {exc}") from None
+        raise CliError(f"cannot read {REALM_SERVICE} from etcd at {endpoints}: {exc}") from None
     if raw is None:
         return None
     text = raw.decode().strip()
@@ -94,7 +94,7 @@ def resolve_realm_address(args: argparse.Namespace) -> str:
         found = _address_from_etcd(etcd)
         if found:
             return found
-        raise CliError(f"no realm service is registered in etcd at {etcd} ({SERVICE_KEY})")
+        raise CliError(f"no realm service is registered in etcd at {etcd} ({REALM_SERVICE})")
     state = _read_state(args)
     realm = state.get("realm")
     if isinstance(realm, dict) and realm.get("address"):

@@ -18,35 +18,15 @@ from dataclasses import dataclass
 
 from strongroom.aio import cancel_and_wait
 from strongroom.etcd import EtcdClient, EtcdUnavailable, KeyValue
+from strongroom.keys import leader_key, member_key
 from strongroom.persistence.log import LOG_FORMAT
 
-__all__ = ["Election", "LeaderInfo", "leader_key", "member_key", "stored_key"]
+__all__ = ["Election", "LeaderInfo"]
 
 log = logging.getLogger("strongroom.election")
 
 # A member sitting out elections looks for a new leader this often while there is none.
 PAUSED_POLL_SECONDS = 0.5
-
-
-def leader_key(cluster: str) -> str:
-    """etcd key held by the cluster's leader."""
-    return f"/strongroom/clusters/{cluster}/leader"
-
-
-def member_key(cluster: str, member: str) -> str:
-    """etcd key where a member registers its address."""
-    return f"/strongroom/clusters/{cluster}/members/{member}"
-
-
-def stored_key(cluster: str, member: str) -> str:
-    """etcd key written (and never removed) before a member first acknowledges log entries.
-
-    A member that starts with no state and finds this key lost state it had acknowledged: it
-    may have been part of a commit majority, so it must catch up before it counts toward a
-    recovery majority. A member without the key never acknowledged anything and counts at
-    once (every recovery majority still meets every commit majority in a member that holds
-    the commit)."""
-    return f"/strongroom/clusters/{cluster}/stored/{member}"
 
 
 @dataclass(frozen=True)

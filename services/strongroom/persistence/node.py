@@ -48,9 +48,10 @@ from strongroom.errors import (
     UnknownOperation,
 )
 from strongroom.etcd import EtcdClient
+from strongroom.keys import leader_key, members_prefix, stored_key
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
-from strongroom.persistence.election import Election, LeaderInfo, leader_key, stored_key
+from strongroom.persistence.election import Election, LeaderInfo
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.matcher import (
     compile_matcher,
@@ -528,7 +529,7 @@ class PersistenceNode:
         return self.peer_links.get(name)
 
     async def _watch_members(self) -> None:
-        prefix = f"/strongroom/clusters/{self.cluster_name}/members/"
+        prefix = members_prefix(self.cluster_name)
         while True:
             try:
                 kvs, revision = await self.etcd.get_prefix_at(prefix)

@@ -20,14 +20,14 @@ from pathlib import Path
 
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient, EtcdUnavailable
+from strongroom.keys import REALM_SERVICE
 from strongroom.realm.service import create_server
 from strongroom.realm.store import RealmStore
 
-__all__ = ["LEASE_TTL_SECONDS", "SERVICE_KEY", "main"]
+__all__ = ["LEASE_TTL_SECONDS", "main"]
 
 log = logging.getLogger("strongroom.realm")
 
-SERVICE_KEY = "/strongroom/services/realm"
 LEASE_TTL_SECONDS = 10
 GRACE_SECONDS = 2.0
 
@@ -59,7 +59,7 @@ def _advertised(listen: str, port: int, advertise: str | None) -> str:
 
 async def _register(etcd: EtcdClient, address: str) -> int:
     lease = await etcd.grant(LEASE_TTL_SECONDS)
-    await etcd.put(SERVICE_KEY, address.encode(), lease=lease)
+    await etcd.put(REALM_SERVICE, address.encode(), lease=lease)
     return lease
 
 
@@ -72,9 +72,9 @@ async def _keep_registered(etcd: EtcdClient, address: str, lease_box: list[int])
             if ttl <= 0:
                 log.warning("realm registration lease expired; registering again")
                 lease_box[0] = await _register(etcd, address)
-            elif await etcd.get(SERVICE_KEY) is None:
+            elif await etcd.get(REALM_SERVICE) is None:
                 # Another realm replica stopped and revoked its lease, taking the key with it.
-                await etcd.put(SERVICE_KEY, address.encode(), lease=lease_box[0])
+                await etcd.put(REALM_SERVICE, address.encode(), lease=lease_box[0])
         except (EtcdUnavailable, OSError) as exc:
             log.warning("cannot refresh the realm registration in etcd: %s", exc)
         except Exception as exc:  # noqa: BLE001 - keep serving; the next round retries

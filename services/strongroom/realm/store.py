@@ -1,6 +1,6 @@
 """Realm versions kept in etcd: apply (validate, then store atomically), get, history, watch.
 
-Layout in etcd (both values are the JSON of a `RealmVersion`):
+Layout in etcd (both values are the JSON of a `RealmVersion`; `strongroom.keys` names the keys):
 
 - `/strongroom/realm/current` — the version in force;
 - `/strongroom/realm/versions/<version, 12 digits>` — every version ever applied, so keys sort
@@ -21,25 +21,26 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 
-from strongroom.errors import DataCorruption, RealmVersionConflict, RealmVersionNotFound, StrongroomError
+from strongroom.errors import (
+    DataCorruption,
+    RealmVersionConflict,
+    RealmVersionNotFound,
+    StrongroomError,
+)
 from strongroom.etcd import EtcdClient, KeyValue
+from strongroom.keys import REALM_CURRENT, REALM_VERSIONS, realm_version_key
 from strongroom.realm.model import Realm, parse_realm
 
 __all__ = [
-    "CURRENT_KEY",
-    "VERSIONS_PREFIX",
     "RealmStore",
     "RealmVersion",
     "RealmVersionConflict",
     "RealmVersionNotFound",
     "load_current_realm",
-    "version_key",
 ]
 
 log = logging.getLogger(__name__)
 
-CURRENT_KEY = "/strongroom/realm/current"
-VERSIONS_PREFIX = "/strongroom/realm/versions/"
 
 DEFAULT_SOURCE = "realm.yaml"
 
@@ -48,9 +49,6 @@ DEFAULT_SOURCE = "realm.yaml"
 _MAX_APPLY_ATTEMPTS = 50
 
 
-def version_key(version: int) -> str:
-    """The etcd key of one stored version."""
-    return f"{VERSIONS_PREFIX}{version:012d}"
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ class RealmVersion:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes, key: str = CURRENT_KEY) -> RealmVersion:
+    def from_bytes(cls, raw: bytes, key: str = REALM_CURRENT) -> RealmVersion:
         """Decode a stored value; DataCorruption if it is not a realm version."""
         try:
             data = json.loads(raw)
@@ -106,7 +104,7 @@ class RealmStore:
         self._etcd = etcd
 
     async def _current_kv(self) -> tuple[KeyValue | None, RealmVersion | None]:
-        kv = await self._etcd.get(CURRENT_KEY)
+        kv = await self._etcd.get(REALM_CURRENT)
         if kv is None:
             return None, None
         return kv, RealmVersion.from_bytes(kv.value)
@@ -156,8 +154,8 @@ class RealmStore:
             new = RealmVersion(version=number, yaml=yaml_text, normalized_json=normalized,
                                applied_at=time.time(), digest=digest, source_name=source)
             value = new.to_bytes()
-            ok = await self._etcd.put_if_version(CURRENT_KEY, value, kv.mod_revision if kv else 0,
-                                                 extra=[(version_key(number), value)])
+            ok = await self._etcd.put_if_version(REALM_CURRENT, value, kv.mod_revision if kv else 0,
+                                                 extra=[(realm_version_key(number), value)])
             if ok:
                 log.info("realm version %d applied from %s (sha256 %s)", number, source, digest[:12])
                 return new
@@ -167,7 +165,7 @@ class RealmStore:
     async def _next_version_without_current(self) -> int:
         # Without a current key (first apply, or someone deleted it by hand) continue after the
         # newest stored version rather than overwrite history.
-        versions = await self._etcd.get_prefix(VERSIONS_PREFIX)
+        versions = await self._etcd.get_prefix(REALM_VERSIONS)
         if not versions:
             return 1
         return RealmVersion.from_bytes(versions[-1].value, versions[-1].key).version + 1
@@ -179,7 +177,7 @@ class RealmStore:
             if current is None:
                 raise RealmVersionNotFound("no realm has been applied yet")
             return current
-        kv = await self._etcd.get(version_key(version))
+        kv = await self._etcd.get(realm_version_key(version))
         if kv is None:
             raise RealmVersionNotFound(f"realm version {version} does not exist")
         return RealmVersion.from_bytes(kv.value, kv.key)
@@ -187,7 +185,7 @@ class RealmStore:
     async def history(self) -> list[RealmVersion]:
         """Every stored version, oldest first."""
         return [RealmVersion.from_bytes(kv.value, kv.key)
-                for kv in await self._etcd.get_prefix(VERSIONS_PREFIX)]
+                for kv in await self._etcd.get_prefix(REALM_VERSIONS)]
 
     async def watch(self, retry_delay: float = 0.5) -> AsyncIterator[RealmVersion]:
         """Yield the current version (if any), then every new current version, until closed.
@@ -208,7 +206,7 @@ class RealmStore:
                     if last is None or current.digest != last.digest or current.version != last.version:
                         last = current
                         yield current
-                stream = self._etcd.watch(CURRENT_KEY, start_revision=start)
+                stream = self._etcd.watch(REALM_CURRENT, start_revision=start)
                 try:
                     async for events in stream:
                         for kind, event_kv in events:
