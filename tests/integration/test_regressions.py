@@ -24,6 +24,7 @@ from harness import Cluster, put_realm, realm_yaml
 from strongroom.client import Client
 from strongroom.local.etcdproc import start_etcd
 from strongroom.persistence.replicator import HEARTBEAT_SECONDS, PeerReplicator
+from strongroom.persistence.transport import FollowerConnection
 
 pytestmark = pytest.mark.slow
 
@@ -127,9 +128,9 @@ async def test_replicator_stop_returns_when_kicked_in_the_same_turn() -> None:
       never delivered until a fresh subscriber came).
     Every step-down path awaits `rep.stop()` (lease lost, quorum watchdog, newer epoch, storage
     failure)."""
-    # A node facade the replicator only reads: not leading, so each round is a heartbeat wait.
-    node = SimpleNamespace(epoch=2, log=SimpleNamespace(last_index=0), is_leader_role=lambda: False)
-    rep = PeerReplicator(node, "m2", 1, lambda name: "127.0.0.1:9")  # type: ignore[arg-type]
+    # A term the replicator only reads: no longer alive, so each round is a heartbeat wait.
+    term = SimpleNamespace(epoch=1, log=SimpleNamespace(last_index=0), alive=lambda: False)
+    rep = PeerReplicator(term, FollowerConnection("default", "m2", lambda name: "127.0.0.1:9"))  # type: ignore[arg-type]
     rep.start()
     # Let it settle into its heartbeat wait (after its 0.1 s idle sleep).
     await asyncio.sleep(0.1 + HEARTBEAT_SECONDS / 2)

@@ -9,7 +9,6 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from harness import Cluster, put_realm_sync, realm_yaml
@@ -27,7 +26,8 @@ from strongroom.persistence.link import (
     bind,
     frame,
 )
-from strongroom.persistence.replicator import PeerReplicator, _AppendTimeout
+from strongroom.persistence.transport import FollowerConnection
+from strongroom.persistence.transport import PeerUnreachable as _AppendTimeout
 
 
 class _Recorder:
@@ -148,10 +148,8 @@ async def test_the_replicator_sees_a_follower_gone_and_reconnects_when_it_is_bac
     and the next append opens a new connection to the follower, back on the same address."""
     handler = _Recorder()
     server, port = await _serving(handler)
-    node = SimpleNamespace(epoch=7, log=SimpleNamespace(last_index=0), is_leader_role=lambda: True,
-                           cluster_name="default")
     address = f"127.0.0.1:{port}"
-    rep = PeerReplicator(node, "m2", 7, lambda name: "127.0.0.1:9", lambda name: address)  # type: ignore[arg-type]
+    rep = FollowerConnection("default", "m2", lambda name: "127.0.0.1:9", lambda name: address)
     try:
         assert (await rep._exchange_on_link(address, frame(_append(0, 1)))).last_index == 1
         await server.stop()
@@ -163,7 +161,7 @@ async def test_the_replicator_sees_a_follower_gone_and_reconnects_when_it_is_bac
         assert (await rep._exchange_on_link(address, frame(_append(1, 1)))).last_index == 2
         assert [req.prev_index for req, _, _ in handler.requests] == [0, 1]
     finally:
-        await rep.stop()
+        await rep.close()
         await server.stop()
 
 

@@ -4,14 +4,14 @@ away while the stream was idle."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import grpc
 import pytest
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.persistence.replicator import PeerReplicator, _AppendTimeout
+from strongroom.persistence.transport import FollowerConnection
+from strongroom.persistence.transport import PeerUnreachable as _AppendTimeout
 
 
 class _Follower(rgrpc.ReplicationServiceServicer):
@@ -32,10 +32,9 @@ async def test_append_on_a_stream_that_ended_while_idle_is_a_replication_error()
     rgrpc.add_ReplicationServiceServicer_to_server(_Follower(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    node = SimpleNamespace(epoch=1, log=SimpleNamespace(last_index=0), is_leader_role=lambda: True)
-    rep = PeerReplicator(node, "m2", 1, lambda name: f"127.0.0.1:{port}")  # type: ignore[arg-type]
+    rep = FollowerConnection("default", "m2", lambda name: f"127.0.0.1:{port}")
     try:
-        assert rep._connect() is not None
+        assert rep.connect()
         request = rpb.AppendRequestRaw(epoch=1, leader="m1").SerializeToString()
         assert (await rep._exchange_on_stream(request)).ok
         await server.stop(None)
@@ -49,5 +48,5 @@ async def test_append_on_a_stream_that_ended_while_idle_is_a_replication_error()
         with pytest.raises(_AppendTimeout):
             await rep._exchange_on_stream(request)
     finally:
-        await rep.stop()
+        await rep.close()
         await server.stop(None)

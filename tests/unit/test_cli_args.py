@@ -263,7 +263,7 @@ def test_domain_error_prints_reason_and_exits_2(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_link_host_follows_advertise_then_the_listen_hosts() -> None:
-    from strongroom.persistence.main import link_host
+    from strongroom.persistence.server import link_host
 
     assert link_host("127.0.0.1:7101", None, None) == "127.0.0.1"
     assert link_host("0.0.0.0:7101", "m1.peers.ns.svc:7101", None) == "m1.peers.ns.svc"
@@ -274,14 +274,14 @@ def test_link_host_follows_advertise_then_the_listen_hosts() -> None:
 @pytest.mark.parametrize("listen,replication_listen", [("0.0.0.0:7101", None), ("[::]:7101", None),
                                                        ("127.0.0.1:7101", "0.0.0.0:7102")])
 def test_link_host_refuses_a_wildcard_nobody_can_reach(listen: str, replication_listen: str | None) -> None:
-    from strongroom.persistence.main import link_host
+    from strongroom.persistence.server import link_host
 
     with pytest.raises(ValueError, match="give --replication-advertise"):
         link_host(listen, None, replication_listen)
 
 
 def test_gc_thresholds_default_and_setting() -> None:
-    from strongroom.persistence.main import GC_THRESHOLDS, gc_thresholds
+    from strongroom.persistence.config import GC_THRESHOLDS, gc_thresholds
 
     assert gc_thresholds(None) == gc_thresholds("") == GC_THRESHOLDS
     assert gc_thresholds("700,10,10") == (700, 10, 10)

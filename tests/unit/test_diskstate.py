@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.persistence.dispatcher import Dispatcher
+from strongroom.persistence.dispatcher import Dispatcher, Opened
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.state import StateMachine, durable_key
 from strongroom.persistence.storage import RocksStorage
@@ -167,8 +167,8 @@ async def test_last_value_subscriber_gets_updates_with_indexes_on_disk(tmp_path:
             store="s", destination="t", message=cpb.Message(body=b"v1")))]))
         opened = await asyncio.wait_for(sub.outbox.get(), 5)
         got = await asyncio.wait_for(sub.outbox.get(), 5)
-        assert opened is not None and opened.WhichOneof("response") == "opened"
-        assert got is not None and [d.message.body for d in got.deliveries.deliveries] == [b"v1"]
+        assert isinstance(opened, Opened)
+        assert isinstance(got, list) and [d.message.body for d in got] == [b"v1"]
         await dispatcher.stop("", "")
     finally:
         storage.close()

@@ -1,11 +1,14 @@
-"""The map front in-process, over a stand-in node whose commit groups everything submitted
-in the same moment into one log entry (as the leader's group commit does): validation, errors,
-leader and lease checks, and versions that never repeat for a key."""
+"""The map front in-process, over a real leader term whose group commit puts everything
+submitted in the same moment into one log entry: validation, errors, leader and lease checks,
+and versions that never repeat for a key."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +22,10 @@ from strongroom.errors import (
     UnknownStore,
 )
 from strongroom.persistence.maps import MAX_KEY, MAX_LIST_LIMIT, MAX_MAP_NAME, MapFront
+from strongroom.persistence.membership import Membership
+from strongroom.persistence.replica import Replica
 from strongroom.persistence.state import StateMachine
+from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import Realm, parse_realm
 
 REALM = """\
@@ -58,49 +64,91 @@ class _Election:
         return self.valid
 
 
-@dataclass
 class FakeNode:
-    """What MapFront uses of PersistenceNode; commits group what arrives within a millisecond."""
+    """What MapFront uses of PersistenceNode, over a real replica (RocksDB in a temporary
+    directory) and a real leader term of a one-member cluster: its group commit puts everything
+    submitted in the same moment into one log entry."""
 
-    realm: Realm
-    cluster_name: str = "c1"
-    realm_version: int = 1
-    member: str = "m1"
-    epoch: int = 9
-    leading: bool = True
-    election: _Election = field(default_factory=_Election)
-    state: StateMachine = field(default_factory=StateMachine)
-    local_state: StateMachine = field(default_factory=StateMachine)
-    entries: list[rpb.LogEntry] = field(default_factory=list)
-    _queue: list[tuple[rpb.Operation, asyncio.Future[tuple[object, int]]]] = field(default_factory=list)
+    cluster_name = "c1"
+    realm_version = 1
+    member = "m1"
 
-    def require_leader(self) -> None:
+    def __init__(self, realm: Realm, data_dir: Path) -> None:
+        self.realm = realm
+        self.leading = True
+        self.election = _Election()
+        cluster = realm.cluster("c1")
+        assert cluster is not None
+        self.replica = Replica(cluster, "m1", data_dir, self._record_stored)
+        # The member watch (the one user of etcd) is never started here.
+        self.membership = Membership(None, cluster, "m1", "127.0.0.1:1")  # type: ignore[arg-type]
+        self.term: LeaderTerm | None = None
+
+    async def _record_stored(self) -> None:
+        pass
+
+    def new_term(self, epoch: int) -> None:
+        """This member is elected for `epoch` (a new leadership: new non-replicated state)."""
+        if self.term is not None:
+            self.term.close(NotLeaderError("new term"))
+        self.term = LeaderTerm(epoch, "m1", self.replica, self.membership, self)
+        self.term.start_replication(lambda term, peer: None)  # type: ignore[arg-type, return-value]
+
+    @property
+    def epoch(self) -> int:
+        assert self.term is not None
+        return self.term.epoch
+
+    @property
+    def state(self) -> StateMachine:
+        return self.replica.state
+
+    @property
+    def local_state(self) -> StateMachine:
+        assert self.term is not None
+        return self.term.local_state
+
+    @property
+    def entries(self) -> list[rpb.LogEntry]:
+        lg = self.replica.log
+        return [lg.entry(i) for i in range(lg.first_index, lg.last_index + 1)]
+
+    def require_leader(self) -> LeaderTerm:
         if not self.leading:
             raise NotLeaderError("not the leader", "m2", "127.0.0.1:2")
+        assert self.term is not None
+        return self.term
 
-    async def _commit_one(self, op: rpb.Operation) -> tuple[object, int]:
-        fut: asyncio.Future[tuple[object, int]] = asyncio.get_running_loop().create_future()
-        if not self._queue:
-            asyncio.get_running_loop().call_later(0.001, self._round)
-        self._queue.append((op, fut))
-        return await fut
+    # The Leadership a term holds.
+    def elected(self) -> bool:
+        return self.leading
 
-    def _round(self) -> None:
-        batch, self._queue = self._queue, []
-        entry = rpb.LogEntry(index=len(self.entries) + 1, epoch=1, ops=[op for op, _ in batch])
-        self.entries.append(entry)
-        for (_, fut), result in zip(batch, self.state.apply_entry(entry)):
-            fut.set_result((result, entry.index))
+    def lease_valid(self) -> bool:
+        return self.election.lease_valid()
+
+    async def step_down(self, reason: str, err: Exception | None = None) -> None:
+        self.leading = False
+
+    async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0) -> None:
+        self.leading = False
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        asyncio.ensure_future(work)
 
 
 @pytest.fixture
-def node() -> FakeNode:
-    return FakeNode(parse_realm(REALM))
+async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
+    fake = FakeNode(parse_realm(REALM), tmp_path)
+    fake.new_term(9)
+    yield fake
+    if fake.term is not None:
+        await fake.term.close(NotLeaderError("test over"))
+    fake.replica.close()
 
 
 @pytest.fixture
 def front(node: FakeNode) -> MapFront:
-    return MapFront(node)  # type: ignore[arg-type]
+    return MapFront(node)
 
 
 async def test_put_get_delete_list(front: MapFront, node: FakeNode) -> None:
@@ -220,8 +268,7 @@ async def test_non_replicated_store_stays_on_the_leader(front: MapFront, node: F
     got = await front.get("volatile", "m", "k")
     assert got is not None and got.value == b"v"
     # A new leadership (new local state, higher epoch): versions continue above the old ones.
-    node.local_state = StateMachine()
-    node.epoch = 12
+    node.new_term(12)
     w2 = await front.put("volatile", "m", "k", b"again")
     assert w2.entry is not None and w2.entry.version == (12 << 32) + 1 > w.entry.version
     stale = await front.compare_and_set("volatile", "m", "k", w.entry.version, b"stale")

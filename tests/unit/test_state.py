@@ -199,7 +199,7 @@ def test_a_leader_entry_that_cannot_be_stored_leaves_the_log() -> None:
 
 
 def test_spliced_append_request_parses_as_the_real_message() -> None:
-    from strongroom.persistence.replicator import encode_append
+    from strongroom.persistence.transport import encode_append
 
     entries = [entry(i, 3) for i in range(1, 4)]
     entries.append(rpb.LogEntry(index=4, epoch=3, ops=[publish("q", b"x" * 300, seq=9, queue=True)]))

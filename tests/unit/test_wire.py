@@ -5,7 +5,7 @@ from __future__ import annotations
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.link import frame
-from strongroom.persistence.replicator import encode_append
+from strongroom.persistence.transport import encode_append
 from strongroom.wire import APPEND_ENTRIES, ENTRY_OPS, repeated_after
 
 
@@ -39,7 +39,7 @@ def test_a_framed_append_is_the_append_behind_its_length() -> None:
 
 
 def test_a_spliced_publish_batch_parses_as_the_real_operation() -> None:
-    from strongroom.persistence.node import _publish_batch_op
+    from strongroom.persistence.publishing import publish_batch_op as _publish_batch_op
 
     head = rpb.PublishOp(store="s", destination="d.queue", queue=True, published_at=1.5, retain_until=9.0)
     messages = [cpb.Message(body=b"x" * n, producer_id="p", sequence=n) for n in (1, 200, 70000)]

@@ -1,5 +1,8 @@
 """Indexes on disk: the state machine with its per-message state in RocksDB.
 
+Longer than 600 lines: it is one subclass of `StateMachine` that moves each piece of per-message
+state into a column family, and each override sits next to the layout it reads and writes.
+
 `DiskStateMachine` applies the same operations as `StateMachine` (it is a subclass and runs the
 same code), but its message records (metadata and payload), the durables' pending sets and the
 stores' sequence indexes live in column families of the member's own storage database, not in

@@ -17,20 +17,55 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import common_pb2 as cpb
-from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.errors import ForeignMessage, InvalidArgument, UnknownMessage
 from strongroom.persistence.matcher import Match, key_of
 from strongroom.persistence.state import Durable, StateMachine
 
-__all__ = ["Dispatcher", "Subscription"]
+__all__ = ["Closed", "Delivered", "Dispatcher", "Opened", "Outgoing", "Subscription"]
 
 _ids = itertools.count(1)
 
 # Pending sequences read at a time from a pending set on disk.
 PAGE = 1024
+
+
+class Delivered(NamedTuple):
+    """One message handed to a subscriber."""
+
+    message_seq: int
+    message: cpb.Message
+    delivery_count: int
+    """1 on the first delivery; more on redeliveries (after a subscriber left or a failover)."""
+    destination: str
+    published_at: float
+    """When the leader accepted the message (unix seconds)."""
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The subscription is open (the first thing a subscriber is told)."""
+
+    subscription_id: str
+    durable: str
+    kind: int
+    key_field: str
+    ack_sync_mode: int
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The leader closed the subscription (`reason`: NOT_LEADER, REPLACED ...)."""
+
+    reason: str
+    message: str
+
+
+Outgoing = Opened | list[Delivered] | Closed
+"""What a subscription's outbox carries, in order; None ends it."""
 
 
 @dataclass(eq=False)
@@ -42,7 +77,7 @@ class Subscription:
     kind: int
     client_name: str
     credit: int
-    outbox: asyncio.Queue[mpb.SubscribeResponse | None] = field(default_factory=asyncio.Queue)
+    outbox: asyncio.Queue[Outgoing | None] = field(default_factory=asyncio.Queue)
     inflight: set[int] = field(default_factory=set)
     closed: bool = False
     # Last-value: the newest message not yet sent (conflated).
@@ -198,9 +233,8 @@ class Dispatcher:
                 sub.latest = durable.last_value_seq
         dd.subs.append(sub)
         self._subs[sub.id] = sub
-        sub.outbox.put_nowait(mpb.SubscribeResponse(opened=mpb.SubscriptionOpened(
-            subscription_id=sub.id, durable=durable.name, kind=durable.kind, key_field=durable.key_field,
-            ack_sync_mode=ack_sync_mode)))
+        sub.outbox.put_nowait(Opened(subscription_id=sub.id, durable=durable.name, kind=durable.kind,
+                                     key_field=durable.key_field, ack_sync_mode=ack_sync_mode))
         self._mark(durable.key)
         return sub
 
@@ -229,7 +263,7 @@ class Dispatcher:
             self._mark(sub.durable_key)
         sub.inflight.clear()
         if reason:
-            sub.outbox.put_nowait(mpb.SubscribeResponse(closed=mpb.SubscriptionClosed(reason=reason, message=message)))
+            sub.outbox.put_nowait(Closed(reason, message))
         sub.outbox.put_nowait(None)
 
     def subscription(self, sub_id: str) -> Subscription | None:
@@ -302,13 +336,11 @@ class Dispatcher:
                     stored = state.message(sub.latest)
                     if stored is not None and not (stored.expires_at and stored.expires_at <= time.time()):
                         sub.credit -= 1
-                        batch = mpb.DeliveryBatch(deliveries=[mpb.Delivery(
-                            message_seq=stored.seq, message=stored.message, delivery_count=1,
-                            destination=stored.destination, published_at=stored.published_at)])
-                        sub.outbox.put_nowait(mpb.SubscribeResponse(deliveries=batch))
+                        sub.outbox.put_nowait([Delivered(stored.seq, stored.message, 1, stored.destination,
+                                                         stored.published_at)])
                     sub.latest = 0
             return
-        batches: dict[str, list[mpb.Delivery]] = {}
+        batches: dict[str, list[Delivered]] = {}
         limit = self._limit_of(durable) if self._dead_letter is not None else 0
         now = time.time()
         while True:
@@ -334,13 +366,12 @@ class Dispatcher:
             dd.inflight[seq] = sub
             sub.inflight.add(seq)
             sub.credit -= 1
-            batches.setdefault(sub.id, []).append(mpb.Delivery(
-                message_seq=seq, message=stored.message, delivery_count=count,
-                destination=stored.destination, published_at=stored.published_at))
+            batches.setdefault(sub.id, []).append(Delivered(seq, stored.message, count, stored.destination,
+                                                            stored.published_at))
         for sub in dd.subs:
             items = batches.get(sub.id)
             if items:
-                sub.outbox.put_nowait(mpb.SubscribeResponse(deliveries=mpb.DeliveryBatch(deliveries=items)))
+                sub.outbox.put_nowait(items)
 
     def _next_with_credit(self, dd: _DurableDelivery) -> Subscription | None:
         n = len(dd.subs)

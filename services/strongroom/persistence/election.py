@@ -20,6 +20,7 @@ from strongroom.aio import cancel_and_wait
 from strongroom.etcd import EtcdClient, EtcdUnavailable, KeyValue
 from strongroom.keys import leader_key, member_key
 from strongroom.persistence.log import LOG_FORMAT
+from strongroom.persistence.membership import MemberRecord
 
 __all__ = ["Election", "LeaderInfo"]
 
@@ -106,11 +107,8 @@ class Election:
                 self.lease = await self.etcd.grant(self.ttl)
                 self.lease_safe_until = sent + self.ttl - self.margin
                 self._lease_lost.clear()
-                record: dict[str, object] = {"address": self.address, "log_format": LOG_FORMAT}
-                if self.link_address:
-                    record["replication"] = self.link_address
-                await self.etcd.put(member_key(self.cluster, self.member), json.dumps(record).encode(),
-                                    lease=self.lease)
+                record = MemberRecord(self.address, self.link_address or None, LOG_FORMAT)
+                await self.etcd.put(member_key(self.cluster, self.member), record.to_bytes(), lease=self.lease)
                 return
             except (EtcdUnavailable, Exception) as exc:  # noqa: BLE001 - etcd down: retry
                 log.warning("cannot grant lease: %s", exc)

@@ -17,7 +17,7 @@ the leader's CPU per publish at about 1.2 ms and about 1.0 ms, and a round trip 
 client call stays on gRPC, and a member that registers no link address is replicated to over
 the gRPC `AppendStream` as before (`--replication-listen none`).
 
-Fencing, ordering and consistency checks are the node's (`handle_append`), whichever way an
+Fencing, ordering and consistency checks are the follower's (`Follower.handle_append`), whichever way an
 append arrives.
 """
 
@@ -33,13 +33,15 @@ from google.protobuf.message import DecodeError
 
 from strongroom.aio import Deadline, with_timeout
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.channels import MAX_MESSAGE_BYTES
+from strongroom.tracing import traced
 
 __all__ = ["LinkClosed", "LinkConnection", "LinkServer", "MAX_FRAME", "PREAMBLE", "bind", "entries_of", "frame"]
 
 log = logging.getLogger("strongroom.link")
 
 PREAMBLE = b"SRL1"
-MAX_FRAME = 512 * 1024 * 1024  # as the gRPC peer channel's message limit
+MAX_FRAME = MAX_MESSAGE_BYTES  # as the gRPC peer channel's message limit
 _LENGTH = 4
 _MAX_NAME = 1024  # "<cluster>/<member>"
 _STAGE = 64 * 1024  # frames up to about this size are read many at a time
@@ -133,6 +135,7 @@ class _Frames(asyncio.BufferedProtocol):
             return memoryview(self._body)[self._got:]
         return memoryview(self._stage)[self._fill:]
 
+    @traced("rx")
     def buffer_updated(self, nbytes: int) -> None:
         body = self._body
         if body is not None:
@@ -306,6 +309,7 @@ class LinkConnection:
         conn.transport.write(PREAMBLE + frame(_identity(cluster, member)))
         return cls(conn)
 
+    @traced("xchg")
     async def exchange(self, request: bytes, timeout: float) -> rpb.AppendResponse:
         """Send one serialised `AppendRequest`, already framed (`frame`, or `encode_append` with
         `framed`), and read its answer within `timeout` seconds."""

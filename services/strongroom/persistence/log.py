@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.storage import LoadedState, Storage
+from strongroom.tracing import traced
 
 __all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED"]
 
@@ -127,6 +128,7 @@ class ReplicatedLog:
         self.raws.append(raw if raw is not None else entry.SerializeToString())
         self.epochs.append(entry.epoch)
 
+    @traced("lwrite")
     def store_last(self) -> None:
         """Store the entry `add_local` added (fsynced in disk-sync); if that fails, it is
         dropped from memory too, so the log never holds an entry its storage does not."""

@@ -19,7 +19,7 @@ import builtins
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
@@ -30,10 +30,8 @@ from strongroom.errors import (
     UnknownStore,
 )
 from strongroom.persistence.state import MapResult, StateMachine
-from strongroom.realm.model import Store
-
-if TYPE_CHECKING:
-    from strongroom.persistence.node import PersistenceNode
+from strongroom.persistence.term import LeaderTerm
+from strongroom.realm.model import Realm, Store
 
 __all__ = ["DEFAULT_LIST_LIMIT", "MAX_KEY", "MAX_LIST_LIMIT", "MAX_MAP_NAME", "MapEntry", "MapFront", "MapWrite"]
 
@@ -100,17 +98,27 @@ class _KeyLocks:
         return len(self._locks)
 
 
+class Leading(Protocol):
+    """What the map front needs of its member (`PersistenceNode`)."""
+
+    cluster_name: str
+    member: str
+    realm: Realm
+    realm_version: int
+
+    def require_leader(self) -> LeaderTerm: ...
+
+
 class MapFront:
     """Put, get, delete, list and compare-and-set on the maps of this member's cluster."""
 
-    def __init__(self, node: PersistenceNode) -> None:
+    def __init__(self, node: Leading) -> None:
         self.node = node
         # Writes of one key leave the leader one at a time: each waits until the previous one
         # committed. Group commit would otherwise put two writes of a key into one log entry,
         # where both get the entry's index as version, and a client holding the first one's
         # version could compare-and-set over the second one's value.
         self._writing = _KeyLocks()
-        self._seeded: StateMachine | None = None
 
     # --- writes --------------------------------------------------------------------------------
 
@@ -132,7 +140,7 @@ class MapFront:
                      expected: int | None = None) -> MapWrite:
         _check_map(name)
         _check_key(key)
-        self.node.require_leader()
+        term = self.node.require_leader()
         store = self._store(store_name)
         if not delete and len(value) > store.max_message_bytes:
             raise MessageTooLarge(f"value of {len(value)} bytes exceeds store {store.name!r} limit of "
@@ -147,13 +155,13 @@ class MapFront:
             op.expected_version = expected
         operation = rpb.Operation(map=op)
         if not store.replicated:
-            self._check_lease()
-            return _write_outcome(key, self._local().apply_op(operation), 0)
+            self._check_lease(term)
+            return _write_outcome(key, term.local_state.apply_op(operation), 0)
         async with self._writing.hold((store.name, name, key)):
             # Leadership may have changed while this write waited for the previous one; a
             # non-leader never commits what is submitted to it, so check right before.
-            self.node.require_leader()
-            result, index = await self.node._commit_one(operation)
+            term = self.node.require_leader()
+            result, index = await term.commit(operation)
         return _write_outcome(key, result, index)
 
     # --- reads ---------------------------------------------------------------------------------
@@ -197,27 +205,18 @@ class MapFront:
 
     def _read_state(self, store_name: str) -> StateMachine:
         """The committed state to read from, on a leader whose lease is certainly valid."""
-        self.node.require_leader()
+        term = self.node.require_leader()
         store = self._store(store_name)
-        self._check_lease()
-        return self.node.state if store.replicated else self._local()
+        self._check_lease(term)
+        return term.state_for(store.replicated)
 
-    def _check_lease(self) -> None:
+    def _check_lease(self, term: LeaderTerm) -> None:
         """Answer from this member's state only while no other member can have been elected."""
-        if not self.node.election.lease_valid():
+        if not term.lease_valid():
             # Another member may have been elected already and confirmed writes we have not
             # seen: answering now could return a stale value.
             raise NoLeaderError(f"member {self.node.member} cannot confirm its leader lease; "
                                 f"not answering for cluster {self.node.cluster_name}")
-
-    def _local(self) -> StateMachine:
-        state = self.node.local_state
-        if state is not self._seeded:
-            # A new leadership starts a new non-replicated state: continue its versions above
-            # anything an earlier leadership (of any member: epochs only grow) handed out.
-            state.start_local_versions(self.node.epoch << 32)
-            self._seeded = state
-        return state
 
 
 def _check_map(name: str) -> None:

@@ -1,14 +1,16 @@
-"""gRPC servicers of a persistence member: thin adapters over `PersistenceNode`.
+"""gRPC servicers of a persistence member: thin adapters over the member's domain objects.
 
-Each method validates the request, calls the node, maps domain errors through the error table
-and builds the reply.
+Each method translates the request into domain values, calls the domain (over the Protocols
+below, never the concrete node), maps domain errors through the error table (`grpcerrors`) and
+builds the reply. Validation lives in the domain fronts, not here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
 
 import grpc
 
@@ -19,28 +21,54 @@ from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.errors import InvalidArgument, StrongroomError, UnknownDurableKind
+from strongroom.errors import InvalidArgument, StrongroomError
 from strongroom.grpcerrors import abort_with, to_status
-from strongroom.persistence.dispatcher import Subscription
+from strongroom.persistence.config import Role
+from strongroom.persistence.dispatcher import Opened, Outgoing, Subscription
 from strongroom.persistence.link import entries_of
-from strongroom.persistence.node import PendingPublishes, PersistenceNode, PublishOutcome
+from strongroom.persistence.messaging import Replay
+from strongroom.persistence.publishing import PendingPublishes, PublishItem, PublishOutcome
+from strongroom.persistence.status import ClusterStatus
 
-__all__ = ["MessagingServicer", "ReplicationServicer", "AdminServicer"]
+__all__ = ["AdminServicer", "MessagingServicer", "ReplicationServicer"]
 
 log = logging.getLogger("strongroom.servicer")
 
 Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
 
 
+class Messaging(Protocol):
+    """The messaging front (`MessagingFront`)."""
+
+    async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome: ...
+
+    def submit_publishes(self, items: Sequence[PublishItem], pin: list[int] | None,
+                         broken: list[StrongroomError]) -> PendingPublishes: ...
+
+    def check_leader(self) -> None: ...
+
+    async def open_subscription(self, destination: str, durable_name: str, kind: int, client_name: str,
+                                credit: int, matcher: cpb.ContentMatcher | None = None, ack_sync_mode: int = 0,
+                                replay: Replay | None = None) -> Subscription: ...
+
+    def grant(self, sub: Subscription, credit: int) -> None: ...
+
+    def close_subscription(self, sub: Subscription) -> None: ...
+
+    async def ack(self, destination: str, durable_name: str, seqs: list[int], sub_id: str) -> int: ...
+
+    async def ack_subscription(self, sub: Subscription, destination: str, seqs: list[int]) -> None: ...
+
+
 class MessagingServicer(mgrpc.MessagingServiceServicer):
     """The client API."""
 
-    def __init__(self, node: PersistenceNode) -> None:
-        self.node = node
+    def __init__(self, front: Messaging) -> None:
+        self.front = front
 
     async def Publish(self, request: mpb.PublishRequest, context: Context) -> mpb.PublishResponse:
         try:
-            out = await self.node.publish(request.destination, request.message, request.mode)
+            out = await self.front.publish(request.destination, request.message, request.mode)
         except StrongroomError as err:
             await abort_with(context, err)
         return mpb.PublishResponse(correlation_id=request.correlation_id, message_seq=out.message_seq,
@@ -53,19 +81,20 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         try:
             # A stream opened on a member that does not lead ends at once with NOT_LEADER and
             # the leader's address, as a unary call would, so the client follows it directly.
-            self.node.require_leader()
+            self.front.check_leader()
         except StrongroomError as err:
             await abort_with(context, err)
         # Per batch read: its requests, submitted (each batch as it arrives, no task per batch).
         out: asyncio.Queue[tuple[list[mpb.PublishRequest], PendingPublishes] | None] = asyncio.Queue()
-        term: list[int] = []
+        pin: list[int] = []
         broken: list[StrongroomError] = []
 
         async def reader() -> None:
             try:
                 async for batch in request_iterator:
+                    # A PublishRequest is a PublishItem as it is (publishing.PublishItem says why).
                     requests = list(batch.requests)
-                    out.put_nowait((requests, self.node.submit_publishes(requests, term, broken)))
+                    out.put_nowait((requests, self.front.submit_publishes(requests, pin, broken)))
             finally:
                 out.put_nowait(None)
 
@@ -84,7 +113,6 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                         add(correlation_id=req.correlation_id, message_seq=res.message_seq,
                             duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index)
                     else:
-                        assert isinstance(res, StrongroomError)
                         status = to_status(res)
                         add(correlation_id=req.correlation_id, error_code=status.code.value[0],
                             error_reason=res.reason, error_message=res.message)
@@ -98,15 +126,13 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         if first.WhichOneof("request") != "open":
             await abort_with(context, InvalidArgument("the first subscribe request must open the subscription"))
         o = first.open
+        start = o.replay.WhichOneof("start") if o.HasField("replay") else None
+        replay = (Replay(sequence=o.replay.sequence) if start == "sequence" else
+                  Replay(time=o.replay.time) if start == "time" else None)
         try:
-            if o.kind not in (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_STANDARD,
-                              cpb.DURABLE_KIND_SHARED, cpb.DURABLE_KIND_LASTVALUE):
-                raise UnknownDurableKind(f"unknown durable kind {o.kind}; use STANDARD, SHARED or LASTVALUE")
-            if not o.destination:
-                raise InvalidArgument("destination is required")
-            sub = await self.node.open_subscription(
+            sub = await self.front.open_subscription(
                 o.destination, o.durable, o.kind, o.client_name, o.credit or 256, matcher=o.matcher,
-                ack_sync_mode=o.ack_sync_mode, replay=o.replay if o.HasField("replay") else None)
+                ack_sync_mode=o.ack_sync_mode, replay=replay)
         except StrongroomError as err:
             await abort_with(context, err)
         control = asyncio.create_task(self._control(sub, o.destination, request_iterator))
@@ -115,10 +141,10 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 item = await sub.outbox.get()
                 if item is None:
                     break
-                yield item
+                yield subscribe_response(item)
         finally:
             control.cancel()
-            self.node.close_subscription(sub)
+            self.front.close_subscription(sub)
 
     async def _control(self, sub: Subscription, destination: str,
                        requests: AsyncIterator[mpb.SubscribeRequest]) -> None:
@@ -126,12 +152,10 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             async for req in requests:
                 which = req.WhichOneof("request")
                 if which == "credit":
-                    self.node.grant(sub, req.credit)
+                    self.front.grant(sub, req.credit)
                 elif which == "ack":
                     try:
-                        store = self.node.resolve(destination).store
-                        await self.node.ack_durable(store, sub.durable_key, list(req.ack.message_seqs), sub.id,
-                                                    wait=False)
+                        await self.front.ack_subscription(sub, destination, list(req.ack.message_seqs))
                     except StrongroomError as err:
                         log.info("async ack rejected: %s", err)
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
@@ -139,31 +163,67 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         except Exception:  # noqa: BLE001 - logged; the subscription ends and the client reopens
             log.exception("subscription control stream failed")
         finally:
-            self.node.close_subscription(sub)
+            self.front.close_subscription(sub)
             sub.outbox.put_nowait(None)
 
     async def Ack(self, request: mpb.AckRequest, context: Context) -> mpb.AckResponse:
         try:
-            if not request.destination:
-                raise InvalidArgument("destination is required")
-            index = await self.node.ack(request.destination, request.durable, list(request.message_seqs),
-                                        request.subscription_id, wait=True)
+            index = await self.front.ack(request.destination, request.durable, list(request.message_seqs),
+                                         request.subscription_id)
         except StrongroomError as err:
             await abort_with(context, err)
         return mpb.AckResponse(log_index=index)
 
 
-class ReplicationServicer(rgrpc.ReplicationServiceServicer):
-    """The member-to-member API."""
+def subscribe_response(item: Outgoing) -> mpb.SubscribeResponse:
+    """The Subscribe stream's message for what the dispatcher put in a subscription's outbox."""
+    if isinstance(item, list):
+        reply = mpb.SubscribeResponse()
+        add = reply.deliveries.deliveries.add
+        for d in item:
+            add(message_seq=d.message_seq, message=d.message, delivery_count=d.delivery_count,
+                destination=d.destination, published_at=d.published_at)
+        return reply
+    if isinstance(item, Opened):
+        return mpb.SubscribeResponse(opened=mpb.SubscriptionOpened(
+            subscription_id=item.subscription_id, durable=item.durable, kind=item.kind, key_field=item.key_field,
+            ack_sync_mode=item.ack_sync_mode))
+    return mpb.SubscribeResponse(closed=mpb.SubscriptionClosed(reason=item.reason, message=item.message))
 
-    def __init__(self, node: PersistenceNode) -> None:
-        self.node = node
+
+class Replicating(Protocol):
+    """The follower side of replication (`Follower`)."""
+
+    async def handle_promise(self, req: rpb.PromiseRequest) -> rpb.PromiseResponse: ...
+
+    async def handle_append(self, req: rpb.AppendRequest | rpb.AppendRequestRaw,
+                            entries: list[rpb.LogEntry] | None = None,
+                            raws: list[bytes] | None = None) -> rpb.AppendResponse: ...
+
+    async def handle_fetch(self, req: rpb.FetchRequest) -> rpb.FetchResponse: ...
+
+    async def handle_snapshot(self, chunks: AsyncIterator[rpb.SnapshotChunk]) -> rpb.InstallSnapshotResponse: ...
+
+
+class ReplicationServicer(rgrpc.ReplicationServiceServicer):
+    """The member-to-member API. Every method maps domain errors; appends normally come on the
+    `AppendStream` or the replication link, the unary `Append` serves tools and leaders of
+    versions before the stream."""
+
+    def __init__(self, follower: Replicating) -> None:
+        self.follower = follower
 
     async def Promise(self, request: rpb.PromiseRequest, context: Context) -> rpb.PromiseResponse:
-        return await self.node.handle_promise(request)
+        try:
+            return await self.follower.handle_promise(request)
+        except StrongroomError as err:
+            await abort_with(context, err)
 
     async def Append(self, request: rpb.AppendRequest, context: Context) -> rpb.AppendResponse:
-        return await self.node.handle_append(request)
+        try:
+            return await self.follower.handle_append(request)
+        except StrongroomError as err:
+            await abort_with(context, err)
 
     async def AppendStream(self, request_iterator: AsyncIterator[rpb.AppendRequestRaw],
                            context: Context) -> None:
@@ -172,42 +232,77 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             request = await context.read()
             if request is grpc.aio.EOF:
                 return
-            await context.write(await self.node.handle_append(request, *entries_of(request)))
+            try:
+                answer = await self.follower.handle_append(request, *entries_of(request))
+            except StrongroomError as err:
+                await abort_with(context, err)
+            await context.write(answer)
 
     async def Fetch(self, request: rpb.FetchRequest, context: Context) -> rpb.FetchResponse:
         try:
-            return await self.node.handle_fetch(request)
+            return await self.follower.handle_fetch(request)
         except StrongroomError as err:
             await abort_with(context, err)
 
     async def InstallSnapshot(self, request_iterator: AsyncIterator[rpb.SnapshotChunk],
                               context: Context) -> rpb.InstallSnapshotResponse:
-        return await self.node.handle_snapshot(request_iterator)
+        try:
+            return await self.follower.handle_snapshot(request_iterator)
+        except StrongroomError as err:
+            await abort_with(context, err)
+
+
+class Administered(Protocol):
+    """What the operator API needs of a member (`PersistenceNode`)."""
+
+    def status(self) -> ClusterStatus: ...
+
+    def is_leader_role(self) -> bool: ...
+
+    async def step_down_and_resign(self, pause: float = 3.0) -> None: ...
+
+
+_ROLES = {Role.FOLLOWER: apb.MEMBER_ROLE_FOLLOWER, Role.RECOVERING: apb.MEMBER_ROLE_RECOVERING,
+          Role.LEADER: apb.MEMBER_ROLE_LEADER}
+
+
+def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
+    """The admin API's ClusterStatus of a member's status."""
+    reply = apb.ClusterStatus(
+        cluster=st.cluster, member=st.member, role=st.role.value, member_role=_ROLES[st.role], leader=st.leader,
+        leader_address=st.leader_address, epoch=st.epoch, commit_index=st.commit_index, last_index=st.last_index,
+        applied_index=st.applied_index, snapshot_index=st.snapshot_index, storage=st.storage,
+        realm_version=st.realm_version, synced=st.synced, indexes_on_disk=st.indexes_on_disk,
+        memory_budget_bytes=st.memory_budget_bytes, memory_payload_bytes=st.memory_payload_bytes,
+        apply_stopped=st.apply_stopped)
+    for m in st.members:
+        reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
+                          replication=m.replication)
+    for s in st.stores:
+        store = reply.stores.add(
+            name=s.name, replicated=s.replicated, messages=s.messages, bytes=s.bytes, cluster=s.cluster,
+            storage=s.storage, publisher_mode=s.publisher_mode, max_messages=s.max_messages, max_bytes=s.max_bytes,
+            limit_policy=s.limit_policy, maps=s.maps, routed=s.routed, max_message_bytes=s.max_message_bytes,
+            map_count=s.map_count, swapped_messages=s.swapped_messages)
+        for d in s.durables:
+            store.durables.add(name=d.name, destination=d.destination, kind=d.kind,
+                               pending_messages=d.pending_messages, pending_bytes=d.pending_bytes,
+                               unacked=d.unacked, subscribers=d.subscribers, matcher=d.matcher,
+                               key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content)
+    return reply
 
 
 class AdminServicer(agrpc.AdminServiceServicer):
     """Operator API."""
 
-    def __init__(self, node: PersistenceNode) -> None:
-        self.node = node
+    def __init__(self, member: Administered) -> None:
+        self.member = member
 
     async def Status(self, request: apb.StatusRequest, context: Context) -> apb.ClusterStatus:
-        st = self.node.status()
-        stores = st.pop("stores")
-        members = st.pop("members")
-        reply = apb.ClusterStatus(**st)  # type: ignore[arg-type]
-        for m in members:  # type: ignore[attr-defined]
-            reply.members.append(apb.MemberStatus(**m))
-        for s in stores:  # type: ignore[attr-defined]
-            durables = s.pop("durables")
-            store = apb.StoreStatus(**s)
-            for d in durables:
-                store.durables.append(apb.DurableStatus(**d))
-            reply.stores.append(store)
-        return reply
+        return status_reply(self.member.status())
 
     async def StepDown(self, request: apb.StepDownRequest, context: Context) -> apb.StepDownResponse:
-        was = self.node.is_leader_role()
+        was = self.member.is_leader_role()
         if was:
-            await self.node.step_down_and_resign()
+            await self.member.step_down_and_resign()
         return apb.StepDownResponse(stepped_down=was)

@@ -5,6 +5,12 @@ last-value slots and the publishers' deduplication windows. Applying the same en
 same order gives the same state on every member, so a follower that takes over already holds
 everything. The same class, fed directly instead of through the log, keeps a leader's
 non-replicated stores.
+
+Longer than 600 lines: the apply of every operation kind is one class on purpose. Determinism
+rests on every member running exactly the same code over the same fields in the same order, and
+`DiskStateMachine` overrides the storage of a handful of those fields while running the rest of
+this code unchanged; spreading the operations over mixins would hide which code a member runs
+for an entry.
 """
 
 from __future__ import annotations

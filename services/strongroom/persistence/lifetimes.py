@@ -1,0 +1,169 @@
+"""Store limits, message lifetimes and dead-lettering: what the leader decides for every member.
+
+- Store limits come from the realm; a new term (and a new realm version) puts them into the log
+  as `ConfigureStoreOp`s where they differ from the state's, so every member enforces the same
+  limits from the same log index on.
+- Time-to-lives and retentions end on the leader's clock: its expiry loop turns due messages
+  into `ExpireOp`s, and the log carries the decision to every member.
+- A message delivered more often than its destination's redelivery limit is moved to the
+  destination's dead-letter destination (or dropped, if it names none) with a `DeadLetterOp`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Protocol
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.errors import StrongroomError
+from strongroom.persistence.state import Durable
+from strongroom.persistence.term import CommitResult, LeaderTerm
+from strongroom.realm.model import LimitPolicyName, Realm, Route, Store
+
+__all__ = ["DEAD_LETTER_RETRY", "StoreKeeper", "store_config"]
+
+log = logging.getLogger("strongroom.lifetimes")
+
+DEAD_LETTER_RETRY = 5.0
+"""A message past its redelivery limit whose dead-letter destination refused it (store limit)
+stays pending, is not delivered, and is offered to the dead-letter destination again after this
+long (seconds)."""
+EXPIRY_POLL_SECONDS = 0.25
+
+
+def store_config(store: Store) -> rpb.ConfigureStoreOp:
+    """A store's limits as the state machine keeps them."""
+    policy = (cpb.LIMIT_POLICY_DISCARD_OLDEST if store.limit_policy == LimitPolicyName.DISCARD_OLDEST
+              else cpb.LIMIT_POLICY_REJECT)
+    return rpb.ConfigureStoreOp(store=store.name, max_messages=store.max_messages, max_bytes=store.max_bytes,
+                                policy=policy)
+
+
+class Resolver(Protocol):
+    """Routes of destination names (`MessagingFront.resolve`)."""
+
+    def resolve(self, destination: str) -> Route: ...
+
+
+class StoreKeeper:
+    """Store limits, expiry and dead-lettering for the stores of one cluster."""
+
+    def __init__(self, cluster: str, resolver: Resolver) -> None:
+        self.cluster = cluster
+        self._resolver = resolver
+
+    # --- store limits -------------------------------------------------------------------------
+
+    async def configure_stores(self, term: LeaderTerm, realm: Realm) -> None:
+        """Put the realm's store limits into the state machines where they differ."""
+        ops = []
+        for store in realm.stores:
+            if store.cluster != self.cluster:
+                continue
+            wanted = store_config(store)
+            state = term.state_for(store.replicated)
+            if state.store_configs.get(store.name) == wanted:
+                continue
+            if store.replicated:
+                ops.append(rpb.Operation(configure_store=wanted))
+            else:
+                state.apply_op(rpb.Operation(configure_store=wanted))
+        if ops and term.alive():
+            fut = term.submit(ops)
+            assert fut is not None
+            await fut
+
+    async def reconfigure(self, term: LeaderTerm, realm: Realm) -> None:
+        """A new realm version while leading: its store limits, if this term can commit them."""
+        try:
+            await self.configure_stores(term, realm)
+        except StrongroomError as err:
+            log.info("store limits of the new realm not applied yet (%s); the next leader applies them", err)
+
+    # --- expiry -------------------------------------------------------------------------------
+
+    async def expire(self, term: LeaderTerm) -> None:
+        """Turn ended time-to-lives and retentions into ExpireOps while `term` lasts (the
+        leader's clock decides, the log carries the decision to every member)."""
+        local = term.local_state
+        while term.alive():
+            now = time.time()
+            state = term.state
+            try:
+                due = local.due(now)
+                if due:
+                    local.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
+                due = state.due(now)
+                if due:
+                    await term.commit(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
+                    continue
+            except StrongroomError as err:
+                log.info("expiry round failed: %s", err)
+            timers = [t for t in (state.next_timer(), local.next_timer()) if t]
+            await asyncio.sleep(min(EXPIRY_POLL_SECONDS, max(0.01, min(timers) - time.time())) if timers
+                                else EXPIRY_POLL_SECONDS)
+
+    # --- dead letters -------------------------------------------------------------------------
+
+    def _route_of(self, durable: Durable) -> Route | None:
+        try:
+            return self._resolver.resolve(durable.destination)
+        except StrongroomError:
+            return None
+
+    def redelivery_limit(self, durable: Durable) -> int:
+        """Deliveries of a message to this durable before it is dead-lettered (0: no limit)."""
+        route = self._route_of(durable)
+        return route.rule.redelivery_limit if route is not None else 0
+
+    def dead_letter(self, term: LeaderTerm, realm: Realm, durable: Durable, seq: int, deliveries: int) -> None:
+        """A message reached its redelivery limit: move it (through the log for replicated
+        stores) out of the durable and into the dead-letter destination, if any."""
+        route = self._route_of(durable)
+        op = rpb.DeadLetterOp(durable_key=durable.key, message_seq=seq, deliveries=deliveries,
+                              published_at=time.time())
+        target = route.rule.dead_letter if route is not None else None
+        if target:
+            assert route is not None
+            try:
+                to = self._resolver.resolve(target)
+            except StrongroomError as err:
+                log.warning("dead-letter destination %r of %r is not usable (%s); message %d stays pending",
+                            target, durable.destination, err, seq)
+                self._later(term, durable, seq, target)
+                return
+            if to.store.replicated != route.store.replicated:
+                log.warning("dead-letter destination %r is in a store of another replication mode than %r; "
+                            "message %d stays pending", target, durable.destination, seq)
+                self._later(term, durable, seq, target)
+                return
+            op.target_store = to.store.name
+            op.target_destination = target
+            op.target_queue = to.queue
+        log.info("message %d of %r reached %d deliveries on durable %r; dead-lettering to %s",
+                 seq, durable.destination, deliveries, durable.name, target or "(discarded)")
+        wrapped = rpb.Operation(dead_letter=op)
+        store = realm.store(durable.store)
+        if store is not None and not store.replicated:
+            if not term.local_state.apply_op(wrapped):
+                self._later(term, durable, seq, target)
+            return
+        fut = term.submit([wrapped])
+        assert fut is not None
+
+        def done(f: asyncio.Future[CommitResult]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                return  # the leadership ended: the next leader redelivers and counts again
+            if not f.result().results[0]:
+                self._later(term, durable, seq, target)
+
+        fut.add_done_callback(done)
+
+    def _later(self, term: LeaderTerm, durable: Durable, seq: int, target: str | None) -> None:
+        log.warning("dead-letter destination %r refused message %d of %r (store limit); retrying in %.0f s",
+                    target, seq, durable.destination, DEAD_LETTER_RETRY)
+        if term.dispatcher is not None:
+            term.dispatcher.unpark(durable.key, seq, DEAD_LETTER_RETRY)

@@ -1,0 +1,163 @@
+"""Who the members of this member's cluster are, and how to reach them.
+
+Every member registers a `MemberRecord` at its member key in etcd (`strongroom.keys`), under its
+lease: its gRPC address, its replication link address (if it takes appends on one) and the log
+format it reads. `Membership` watches those records for the member's cluster and answers the
+questions the rest of the member asks: who the peers are, how many make a majority, where a
+peer listens, whether every peer reads a log format.
+
+The member list itself comes from the realm and is fixed for the life of a member process: a
+realm version that changes it is logged and not applied (changing who counts toward a majority
+needs agreement on when it changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+
+from strongroom.etcd import EtcdClient
+from strongroom.keys import members_prefix
+from strongroom.realm.model import Cluster
+
+__all__ = ["MemberRecord", "Membership"]
+
+log = logging.getLogger("strongroom.membership")
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    """What a member registers in etcd about itself."""
+
+    address: str
+    """host:port of its gRPC server."""
+    replication: str | None = None
+    """host:port of its replication link; None: appends go to it over gRPC."""
+    log_format: int = 1
+    """The log format it reads (a member of a version before formats registers none: 1)."""
+
+    def to_bytes(self) -> bytes:
+        """The stored JSON."""
+        record: dict[str, object] = {"address": self.address, "log_format": self.log_format}
+        if self.replication:
+            record["replication"] = self.replication
+        return json.dumps(record).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> MemberRecord | None:
+        """A stored record, or None if it is not one."""
+        try:
+            data = json.loads(raw)
+            address = data["address"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        fmt = data.get("log_format")
+        return cls(address=address, replication=data.get("replication") or None,
+                   log_format=fmt if isinstance(fmt, int) else 1)
+
+
+class Membership:
+    """The members of one cluster as this member sees them: the realm's list, and where each
+    one registered."""
+
+    def __init__(self, etcd: EtcdClient, cluster: Cluster, member: str, address: str) -> None:
+        self._etcd = etcd
+        self.cluster = cluster
+        """The cluster's realm definition in force (its settings change with realm versions)."""
+        self.member = member
+        self._addresses: dict[str, str] = {m.name: m.address for m in cluster.members if m.address}
+        self._addresses[member] = address
+        # Peers' replication link addresses (None: they registered none).
+        self._links: dict[str, str | None] = {}
+        # The log format each peer registered it reads.
+        self._formats: dict[str, int] = {}
+
+    # --- questions ------------------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        """Every member of the cluster, in realm order."""
+        return [m.name for m in self.cluster.members]
+
+    def peers(self) -> list[str]:
+        """Every member but this one."""
+        return [m.name for m in self.cluster.members if m.name != self.member]
+
+    def majority(self) -> int:
+        """How many members (this one included) make a majority."""
+        return len(self.cluster.members) // 2 + 1
+
+    def address_of(self, name: str) -> str | None:
+        """Where a member listens (its realm address, else its etcd registration)."""
+        return self._addresses.get(name)
+
+    def link_of(self, name: str) -> str | None:
+        """Where a peer takes appends on its replication link; None: it registered none, appends
+        go to it over gRPC."""
+        return self._links.get(name)
+
+    def appends_via(self, name: str) -> str:
+        """How a leader sends `name` appends: "link", "grpc", or "" (this member, or a peer not
+        registered yet)."""
+        if name == self.member or name not in self._links:
+            return ""
+        return "link" if self._links[name] else "grpc"
+
+    def all_read(self, log_format: int) -> bool:
+        """Whether every other member registered that it reads `log_format` (or newer)."""
+        return all(self._formats.get(name, 1) >= log_format for name in self.peers())
+
+    # --- changes --------------------------------------------------------------------------------
+
+    def update(self, cluster: Cluster) -> bool:
+        """A new realm version's definition of the cluster: its settings and addresses take
+        effect; False (nothing changes) if it changes the member list."""
+        if [m.name for m in cluster.members] != self.names:
+            return False
+        self.cluster = cluster
+        for m in cluster.members:
+            if m.address:
+                self._addresses[m.name] = m.address
+        return True
+
+    async def watch(self) -> None:
+        """Follow the members' registrations in etcd (runs until cancelled; retries while etcd is
+        away)."""
+        prefix = members_prefix(self.cluster.name)
+        while True:
+            try:
+                kvs, revision = await self._etcd.get_prefix_at(prefix)
+                for kv in kvs:
+                    self.note(kv.key[len(prefix):], kv.value)
+                async for events in self._etcd.watch(prefix, prefix=True, start_revision=revision + 1):
+                    for kind, kv in events:
+                        if kind == "PUT":
+                            self.note(kv.key[len(prefix):], kv.value)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - etcd away: retry
+                log.debug("member watch broke: %s", exc)
+                await asyncio.sleep(0.5)
+
+    def note(self, name: str, raw: bytes) -> None:
+        """A member's registration record, as read from etcd."""
+        member = self.cluster.member(name)
+        if member is None:
+            return
+        record = MemberRecord.from_bytes(raw)
+        if record is None:
+            return
+        link = record.replication
+        if self._links.get(name, "") != link:  # "": not heard of yet (a link is None or an address)
+            log.info("member %s takes appends %s", name, f"on its replication link at {link}" if link else "over gRPC")
+            self._links[name] = link
+        if self._formats.get(name) != record.log_format:
+            log.info("member %s reads log format %d", name, record.log_format)
+            self._formats[name] = record.log_format
+        if member.address:
+            return
+        if self._addresses.get(name) != record.address:
+            log.info("member %s registered at %s", name, record.address)
+        self._addresses[name] = record.address

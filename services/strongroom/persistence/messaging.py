@@ -1,0 +1,368 @@
+"""The messaging front: publish, subscribe and acknowledge on this member's cluster.
+
+Everything a client asks of the message store arrives here as domain values (destination
+names, messages, durable kinds, sequences), is checked here (the servicers only translate), and
+goes to the current `LeaderTerm`: replicated stores through its group commit, non-replicated
+stores straight into its leader-local state. Store limits, expiry and dead-lettering are the
+`StoreKeeper`'s (`lifetimes.py`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.errors import (
+    DurableMismatch,
+    InvalidArgument,
+    InvalidMatcher,
+    MessageTooLarge,
+    PersistenceUnavailable,
+    StrongroomError,
+    UnknownDestination,
+    UnknownDurableKind,
+)
+from strongroom.persistence.dispatcher import Dispatcher, Subscription
+from strongroom.persistence.matcher import (
+    compile_matcher,
+    key_of,
+    matcher_text,
+    same_matcher,
+    validate_matcher,
+)
+from strongroom.persistence.publishing import (
+    PendingPublishes,
+    Publish,
+    PublishItem,
+    PublishMode,
+    PublishOutcome,
+    check_publish,
+    invalid,
+    publish_op,
+    publish_ops,
+    publish_outcome,
+)
+from strongroom.persistence.state import StateMachine, content_durable_key, durable_key
+from strongroom.persistence.term import LeaderTerm
+from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store, TemplateKind
+from strongroom.tracing import traced
+
+__all__ = ["MessagingFront", "Replay", "Routes"]
+
+_KINDS = (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_STANDARD, cpb.DURABLE_KIND_SHARED, cpb.DURABLE_KIND_LASTVALUE)
+_TEMPLATE_KINDS = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD, TemplateKind.SHARED: cpb.DURABLE_KIND_SHARED,
+                   TemplateKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE}
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Reposition a durable before subscribing: from a store sequence, or from a time."""
+
+    sequence: int | None = None
+    """Store sequence (message_seq) to start at."""
+    time: float | None = None
+    """Unix seconds: messages published at or after this time."""
+
+
+class Routes(Protocol):
+    """Where destinations go, and who leads (`PersistenceNode`)."""
+
+    cluster_name: str
+    realm: Realm
+    term: LeaderTerm | None
+
+    def require_leader(self) -> LeaderTerm: ...
+
+
+class MessagingFront:
+    """Publish, subscribe and acknowledge."""
+
+    def __init__(self, routes: Routes) -> None:
+        self._routes = routes
+        self._resolved: dict[str, Route] = {}
+
+    def check_leader(self) -> None:
+        """Raise what a client should be told (NOT_LEADER with the leader's address, recovering,
+        no leader) unless this member serves as leader."""
+        self._routes.require_leader()
+
+    def realm_changed(self) -> None:
+        """A new realm version: routes are resolved afresh."""
+        self._resolved = {}
+
+    def resolve(self, destination: str) -> Route:
+        """The route of a destination or endpoint name, or UnknownDestination (cached per realm
+        version)."""
+        hit = self._resolved.get(destination)
+        if hit is not None:
+            return hit
+        cluster = self._routes.cluster_name
+        route = self._routes.realm.route(destination)
+        if route.store.cluster != cluster:
+            raise UnknownDestination(f"destination {destination!r} maps to store {route.store.name!r} "
+                                     f"of cluster {route.store.cluster!r}, not {cluster!r}")
+        if len(self._resolved) > 100_000:
+            self._resolved.clear()
+        self._resolved[destination] = route
+        return route
+
+    # --- publish ------------------------------------------------------------------------------
+
+    async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome:
+        """Store one message; with confirm-send, return once committed."""
+        (outcome,) = await self.submit_publishes([Publish(destination, message, mode)], None, []).outcomes()
+        if isinstance(outcome, StrongroomError):
+            raise outcome
+        return outcome
+
+    @traced("submit")
+    def submit_publishes(self, items: Sequence[PublishItem], pin: list[int] | None,
+                         broken: list[StrongroomError]) -> PendingPublishes:
+        """Store several messages: the replicated ones go into the next round as one group, now
+        (a publish stream submits each batch as it reads it, with no task per batch); the
+        returned `PendingPublishes` waits for their outcomes.
+
+        `pin` (owned by a publish stream) pins the stream to one leadership epoch: a stream
+        that outlives a change of epoch, even back to this member, is refused so the client
+        re-sends its unconfirmed messages in order on a fresh stream. `broken` (also owned by
+        the stream) holds the first retriable error: every later request fails with it, which
+        keeps one publisher's messages in order.
+        """
+        # Leadership cannot change while this synchronous part runs: check it once per batch.
+        try:
+            if broken:
+                raise broken[0]
+            term = self._routes.require_leader()
+            if pin is not None:
+                if not pin:
+                    pin.append(term.epoch)
+                elif pin[0] != term.epoch:
+                    raise PersistenceUnavailable("leadership changed during this publish stream; reconnect")
+        except StrongroomError as err:
+            if err.retriable and not broken:
+                broken.append(err)
+            # A malformed request is refused as such; the rest share the stream's error.
+            return PendingPublishes([invalid(item) or err for item in items], [], None, items, broken)
+        outcomes: list[PublishOutcome | StrongroomError | None] = [None] * len(items)
+        ops: list[bytes] = []
+        positions: list[int] = []
+        confirm_any = False
+        # Consecutive messages to one destination form a run: one PublishBatchOp in log format
+        # 2 (its head once, then the messages), else one PublishOp each; applied in order.
+        batching = term.membership.all_read(2)
+        run_head = b""
+        run: list[bytes] = []
+        # The leader's clock stamps the batch; members never read their own clocks to decide.
+        now = time.time()
+        # Per destination of this batch: its route and the encoded PublishOp without the message.
+        heads: dict[str, tuple[Route, bytes]] = {}
+        for i, item in enumerate(items):
+            try:
+                check_publish(item)
+                destination = item.destination
+                known = heads.get(destination)
+                if known is None:
+                    route = self.resolve(destination)
+                    known = heads[destination] = (route, _publish_head(route, destination, now))
+                route, head = known
+                store = route.store
+                message = item.message
+                body = message.SerializeToString()
+                if len(body) > store.max_message_bytes:
+                    raise MessageTooLarge(f"message of {len(body)} bytes exceeds store {store.name!r} limit of "
+                                          f"{store.max_message_bytes} bytes")
+                if not store.replicated:
+                    result = term.local_state.apply_op(rpb.Operation.FromString(publish_op(head, body)))
+                    outcomes[i] = publish_outcome(result, message, 0)
+                    continue
+                if head is not run_head and run:
+                    ops += publish_ops(run_head, run, batching)
+                    run = []
+                run_head = head
+                run.append(body)
+                positions.append(i)
+                mode = item.mode
+                confirm_any = confirm_any or mode == PublishMode.STORE_CONFIRM_SEND or (
+                    mode == PublishMode.STORE_DEFAULT and store.publisher_mode == PublisherMode.STORE_CONFIRM_SEND)
+            except StrongroomError as err:
+                outcomes[i] = err
+        if run:
+            ops += publish_ops(run_head, run, batching)
+        fut = term.submit_raw(ops, want_result=confirm_any, results=len(positions)) if ops else None
+        if ops and fut is None:
+            for pos in positions:
+                outcomes[pos] = PublishOutcome(0, False, False, 0)
+            positions = []
+        return PendingPublishes(outcomes, positions, fut, items, broken)
+
+    # --- subscriptions ------------------------------------------------------------------------
+
+    async def open_subscription(self, destination: str, durable_name: str, kind: int, client_name: str,
+                                credit: int, matcher: cpb.ContentMatcher | None = None, ack_sync_mode: int = 0,
+                                replay: Replay | None = None) -> Subscription:
+        """Open a subscription; the durable is created (through the log) if it does not exist,
+        repositioned first when `replay` is given."""
+        if kind not in _KINDS:
+            raise UnknownDurableKind(f"unknown durable kind {kind}; use STANDARD, SHARED or LASTVALUE")
+        if not destination:
+            raise InvalidArgument("destination is required")
+        term = self._routes.require_leader()
+        route = self.resolve(destination)
+        store = route.store
+        matcher = matcher if matcher is not None else cpb.ContentMatcher()
+        validate_matcher(matcher)
+        key_field = ""
+        if route.queue:
+            if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_SHARED):
+                raise InvalidArgument(f"queue {destination!r} is shared; durable kind "
+                                      f"{cpb.DurableKind.Name(kind)} does not apply")
+            if matcher.fields:
+                raise InvalidMatcher(f"queue {destination!r} delivers every message; a matcher does not apply")
+            durable_name = ""
+            kind = cpb.DURABLE_KIND_SHARED
+        elif route.template is not None:
+            if not durable_name:
+                raise InvalidArgument("an endpoint subscription needs a durable name")
+            template = route.template
+            template_kind = _TEMPLATE_KINDS[template.kind]
+            if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, template_kind):
+                raise DurableMismatch(f"endpoint {destination!r} creates {template.kind.value} durables "
+                                      f"(template {template.name!r}), not {cpb.DurableKind.Name(kind)}")
+            kind = template_kind
+            key_field = template.key_field or ""
+        else:
+            if not durable_name:
+                raise InvalidArgument("a topic subscription needs a durable name")
+            if kind == cpb.DURABLE_KIND_UNSPECIFIED:
+                kind = cpb.DURABLE_KIND_STANDARD
+        slot = ""
+        sub_matcher = None
+        durable_matcher = matcher
+        if key_field:
+            # A keyed last-value durable holds every key; the subscriber names its key.
+            cond = matcher.fields.get(key_field)
+            if cond is None or cond.WhichOneof("condition") != "equals":
+                raise InvalidMatcher(f"durable {durable_name!r} is last-value keyed on field {key_field!r}: the "
+                                     f"matcher must name {key_field}=<value>")
+            slot = key_of(cond.equals)
+            sub_matcher = matcher
+            durable_matcher = cpb.ContentMatcher()
+        if replay is not None and kind == cpb.DURABLE_KIND_LASTVALUE:
+            raise InvalidArgument("a last-value durable keeps only the latest message; replay does not apply")
+        if replay is not None and replay.time is not None and not replay.time > 0:
+            raise InvalidArgument(f"replay time {replay.time} is not a positive unix time")
+        if ack_sync_mode not in (cpb.ACK_SYNC_MODE_UNSPECIFIED, cpb.ACK_SYNC_MODE_SYNC, cpb.ACK_SYNC_MODE_ASYNC):
+            raise InvalidArgument(f"unknown ack sync mode {ack_sync_mode}")
+        if ack_sync_mode == cpb.ACK_SYNC_MODE_UNSPECIFIED:
+            ack_sync_mode = cpb.ACK_SYNC_MODE_SYNC if route.ack_mode == AckSync.SYNC else cpb.ACK_SYNC_MODE_ASYNC
+        state = term.state_for(store.replicated)
+        key = _durable_key(route, durable_name)
+        durable = state.durables.get(key)
+        if durable is None:
+            create = rpb.CreateDurableOp(
+                store=store.name, destination=destination, durable=durable_name, kind=kind, queue=route.queue,
+                matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode)
+            await _apply_or_commit(term, store, rpb.Operation(create_durable=create))
+            durable = state.durables.get(key)
+            if durable is None:
+                raise PersistenceUnavailable(f"durable {durable_name!r} was removed while it was created; retry")
+        # Checked after a create too: another subscriber may have created it first, otherwise.
+        if durable.kind != kind:
+            raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with kind "
+                                  f"{cpb.DurableKind.Name(durable.kind)}, not {cpb.DurableKind.Name(kind)}")
+        if not key_field and not same_matcher(durable.matcher, durable_matcher):
+            raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with matcher "
+                                  f"[{matcher_text(durable.matcher)}], not [{matcher_text(durable_matcher)}]")
+        if replay is not None:
+            # A separate operation even for a new durable: if another subscriber created it a
+            # moment earlier, the replay still happens.
+            op = rpb.ReplayOp(durable_key=key)
+            if replay.sequence is not None:
+                op.sequence = replay.sequence
+            else:
+                op.time = replay.time or 0.0
+            await _apply_or_commit(term, store, rpb.Operation(replay=op))
+        term = self._routes.require_leader()
+        assert term.dispatcher is not None
+        return term.dispatcher.open(durable, state, client_name, credit, slot=slot,
+                                    match=compile_matcher(sub_matcher), ack_sync_mode=ack_sync_mode)
+
+    def grant(self, sub: Subscription, credit: int) -> None:
+        """More credit for a subscription."""
+        dispatcher = self._dispatcher()
+        if dispatcher is not None:
+            dispatcher.grant(sub, credit)
+
+    def close_subscription(self, sub: Subscription) -> None:
+        """A subscribe stream ended."""
+        dispatcher = self._dispatcher()
+        if dispatcher is not None:
+            dispatcher.close(sub)
+
+    def _dispatcher(self) -> Dispatcher | None:
+        term = self._routes.term
+        return term.dispatcher if term is not None else None
+
+    # --- acknowledgments ----------------------------------------------------------------------
+
+    async def ack(self, destination: str, durable_name: str, seqs: list[int], sub_id: str) -> int:
+        """Acknowledge messages of a durable; returns the log index once committed."""
+        if not destination:
+            raise InvalidArgument("destination is required")
+        self._routes.require_leader()
+        route = self.resolve(destination)
+        if route.queue:
+            durable_name = ""
+        return await self._ack(route.store, _durable_key(route, durable_name), seqs, sub_id, wait=True)
+
+    async def ack_subscription(self, sub: Subscription, destination: str, seqs: list[int]) -> None:
+        """Acknowledge messages delivered on a subscription, asynchronously (not waiting for
+        the commit)."""
+        store = self.resolve(destination).store
+        await self._ack(store, sub.durable_key, seqs, sub.id, wait=False)
+
+    async def _ack(self, store: Store, key: str, seqs: list[int], sub_id: str, wait: bool) -> int:
+        term = self._routes.require_leader()
+        state = term.state_for(store.replicated)
+        durable = state.durables.get(key)
+        if durable is None:
+            raise InvalidArgument(f"no durable {key.split(chr(0))[-1]!r} in store {store.name!r}")
+        dispatcher = term.dispatcher
+        assert dispatcher is not None
+        dispatcher.check_ack(durable, seqs, sub_id)
+        op = rpb.Operation(ack=rpb.AckOp(store=store.name, durable_key=durable.key, message_seqs=seqs))
+        if not store.replicated:
+            state.apply_op(op)
+            return 0
+        dispatcher.acking(durable, state, seqs)
+        if not wait:
+            term.submit([op], want_result=False)
+            return 0
+        _, index = await term.commit(op)
+        return index
+
+
+def _publish_head(route: Route, destination: str, now: float) -> bytes:
+    """A PublishOp to `destination` at `now`, without its message, encoded."""
+    rule = route.rule
+    return rpb.PublishOp(
+        store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
+        published_at=now, expires_at=now + rule.ttl_seconds if rule.ttl_seconds else 0.0,
+        retain_until=now + rule.retain_seconds if rule.retain_seconds else 0.0).SerializeToString()
+
+
+def _durable_key(route: Route, name: str) -> str:
+    """Endpoint durables are keyed by store, the others by destination."""
+    return content_durable_key(route.store.name, name) if route.endpoint else durable_key(route.name, name)
+
+
+async def _apply_or_commit(term: LeaderTerm, store: Store, op: rpb.Operation) -> object:
+    if store.replicated:
+        result, _ = await term.commit(op)
+        return result
+    state: StateMachine = term.local_state
+    return state.apply_op(op)

@@ -1,0 +1,129 @@
+"""How a newly elected member becomes a leader that can serve: promises, then the best log.
+
+A new leader collects promises of its epoch from a majority of *synced* members (members that
+hold everything a leader committed), adopts the most advanced log among them (fetching the
+entries it lacks, or that member's snapshot if it compacted them) and drops what it holds beyond
+that log (entries of older epochs that never committed). Its term then appends a no-op in its
+own epoch and serves once that no-op commits.
+
+If every member answers and none holds state (a `memory` cluster restarted whole), the cluster
+starts empty. A recovery that finds no synced majority within 2 x TTL gives up, so another
+member can try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Protocol
+
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.errors import NoQuorumError, PersistenceUnavailable, StaleEpochError
+from strongroom.persistence.membership import Membership
+from strongroom.persistence.replica import Replica
+from strongroom.persistence.term import LeaderTerm
+
+__all__ = ["PeerCalls", "Recovery"]
+
+log = logging.getLogger("strongroom.recovery")
+
+FETCH_BATCH = 512
+
+
+class PeerCalls(Protocol):
+    """The calls recovery makes to peers (`transport.PeerClient`)."""
+
+    async def promise(self, address: str, epoch: int, leader: str) -> rpb.PromiseResponse | None: ...
+
+    async def fetch(self, address: str, epoch: int, from_index: int, max_entries: int) -> rpb.FetchResponse: ...
+
+
+class Recovery:
+    """Brings a new term's log up to the most advanced log of a majority."""
+
+    def __init__(self, replica: Replica, membership: Membership, peers: PeerCalls) -> None:
+        self.replica = replica
+        self.membership = membership
+        self.peers = peers
+
+    async def recover(self, term: LeaderTerm) -> None:
+        """Gather promises and adopt the best log (raises if that is not possible now)."""
+        best = await self.gather_promises(term)
+        if best is not None:
+            await self.adopt_log(term, best)
+        await self.replica.mark_stored()
+
+    async def gather_promises(self, term: LeaderTerm) -> tuple[str, rpb.PromiseResponse] | None:
+        """Promises from a majority of synced members; returns the most advanced peer if it is
+        ahead of us (None if we are the most advanced)."""
+        replica = self.replica
+        epoch = term.epoch
+        mine = rpb.PromiseResponse(ok=True, promised_epoch=epoch, last_index=replica.log.last_index,
+                                   last_epoch=replica.log.last_epoch, commit_index=replica.commit_index,
+                                   synced=replica.synced, member=term.member)
+        delay = 0.05
+        waits = 0
+        cluster = self.membership.cluster
+        give_up = time.monotonic() + 2 * cluster.lease_ttl_seconds
+        while True:
+            if not term.alive():
+                raise PersistenceUnavailable("deposed during recovery")
+            if time.monotonic() > give_up:
+                raise NoQuorumError(f"no majority of synced members answered epoch {epoch}")
+            replies = await asyncio.gather(*(self._ask(peer, term) for peer in self.membership.peers()))
+            answered = [mine] + [r for r in replies if r is not None and r.ok]
+            for r in replies:
+                if r is not None and not r.ok and r.promised_epoch > epoch:
+                    raise StaleEpochError(f"{r.member} promised epoch {r.promised_epoch}")
+            synced = [r for r in answered if r.synced]
+            if len(synced) >= self.membership.majority():
+                best = max(synced, key=lambda r: (r.last_epoch, r.last_index))
+                if (best.last_epoch, best.last_index) > (replica.log.last_epoch, replica.log.last_index):
+                    return best.member, best
+                return None
+            if len(answered) == len(cluster.members) and not synced:
+                # Every member lost its state (a memory cluster restarted whole): there is
+                # nothing left to recover; start over from the empty state.
+                log.warning("no member holds state; cluster %s starts empty", cluster.name)
+                return None
+            waits += 1
+            if waits % 20 == 1:
+                log.info("epoch %d: waiting for promises from a majority of synced members "
+                         "(answered: %s; synced: %s)", epoch, [r.member for r in answered],
+                         [r.member for r in synced])
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def _ask(self, peer: str, term: LeaderTerm) -> rpb.PromiseResponse | None:
+        address = self.membership.address_of(peer)
+        if address is None:
+            return None
+        return await self.peers.promise(address, term.epoch, term.member)
+
+    async def adopt_log(self, term: LeaderTerm, best: tuple[str, rpb.PromiseResponse]) -> None:
+        """Fetch the entries the most advanced member has beyond our committed prefix."""
+        replica = self.replica
+        lg = replica.log
+        name, resp = best
+        address = self.membership.address_of(name)
+        if address is None:
+            raise PersistenceUnavailable(f"no address for {name}")
+        log.info("adopting log of %s (last %d/%d) from index %d", name, resp.last_epoch, resp.last_index,
+                 replica.commit_index + 1)
+        next_index = replica.commit_index + 1
+        while next_index <= resp.last_index:
+            fetched = await self.peers.fetch(address, term.epoch, next_index, FETCH_BATCH)
+            if fetched.snapshot:
+                replica.install(fetched.snapshot_index, fetched.snapshot_epoch, fetched.snapshot)
+                next_index = fetched.snapshot_index + 1
+            if not fetched.entries:
+                break
+            # Our committed prefix matches theirs; the first entry that differs truncates
+            # our (uncommitted) suffix.
+            outcome = lg.append_from_leader(next_index - 1, lg.epoch_at(next_index - 1) or 0, list(fetched.entries))
+            if not outcome.ok:
+                raise PersistenceUnavailable("adopted log does not match our committed prefix")
+            next_index = fetched.entries[-1].index + 1
+        # Entries of ours beyond the adopted log's end are from older epochs: drop them.
+        lg.truncate_after(resp.last_index)

@@ -1,0 +1,194 @@
+"""This member's copy of the cluster's replicated log and of the state machine it applies.
+
+A `Replica` exists for the whole life of a member, whatever its role: it holds the storage, the
+log, the replicated state machine, the commit index, the highest epoch promised and whether
+this member holds everything a leader committed (`synced`). It applies committed entries in
+order, compacts the log prefix every member applied, and installs a leader's snapshot.
+
+Whoever leads (a `LeaderTerm`) listens to what is applied (`on_applied`), to answer its callers,
+and holds compaction back for followers it still replicates to (`compaction_floor`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from strongroom.errors import UnknownOperation
+from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
+from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.state import StateMachine
+from strongroom.persistence.storage import RocksStorage, Storage, open_storage
+from strongroom.persistence.swap import SwapSpace
+from strongroom.realm.model import Cluster, StorageMode
+from strongroom.tracing import traced
+
+__all__ = ["Replica"]
+
+log = logging.getLogger("strongroom.replica")
+
+AppliedListener = Callable[[int, int, list[object]], None]
+"""Called with (log index, entry epoch, one result per operation) after an entry is applied."""
+
+
+class Replica:
+    """The log, the replicated state machine and the promises of this member."""
+
+    def __init__(self, cluster: Cluster, member: str, data_dir: Path,
+                 record_stored: Callable[[], Awaitable[None]]) -> None:
+        self.member = member
+        self.settings = cluster
+        """The cluster's realm settings in force (compaction threshold)."""
+        self.storage_mode = StorageMode(cluster.storage)
+        # Indexes on disk: the replicated state lives in column families of this storage.
+        self.indexes_on_disk = cluster.indexes_on_disk
+        self.storage: Storage = open_storage(self.storage_mode.value, data_dir,
+                                             STATE_COLUMN_FAMILIES if self.indexes_on_disk else ())
+        loaded = self.storage.load()
+        self.started_empty = loaded.empty
+        self.promised_epoch = loaded.promised_epoch
+        self.synced = loaded.synced
+        """This member holds everything a leader committed (counts toward recovery majorities)."""
+        self.stored = loaded.stored
+        """This member has (durably) recorded in etcd that it acknowledges entries."""
+        self._record_stored = record_stored
+        self.log = ReplicatedLog(self.storage, loaded)
+        # Message swapping (memory budget): payloads of the memory-storage replicated state and
+        # of the non-replicated stores move to data_dir/swap past the budget.
+        self.swap = SwapSpace(data_dir / "swap", cluster.memory_budget_mb * 1024 * 1024)
+        self.state = self.new_state(replicated=True, snapshot=loaded.snapshot)
+        # With indexes on disk the state resumes at its own applied index (at least the commit
+        # index's hint, which is written lazily).
+        self.commit_index = max(self.log.snapshot_index, min(loaded.commit_index, self.log.last_index),
+                                self.state.applied_index)
+        self.apply_stopped: str | None = None
+        """Why this member stopped applying the log (`_stop_applying`); None while it applies."""
+        self.on_applied: AppliedListener | None = None
+        self.compaction_floor: Callable[[], int | None] | None = None
+        """While leading: the lowest match index of the reachable followers (None: none)."""
+        self.on_apply_stopped: Callable[[str], None] | None = None
+
+    def new_state(self, replicated: bool, snapshot: bytes | None = None) -> StateMachine:
+        """A state machine for the replicated stores or for the non-replicated ones, with its
+        payloads in the swap space when they are swappable (in-memory data and a budget)."""
+        if replicated and self.indexes_on_disk:
+            assert isinstance(self.storage, RocksStorage)
+            state = DiskStateMachine.open(self.storage)
+            if snapshot and state.applied_index < self.log.snapshot_index:
+                # A snapshot kept from before indexes on disk were turned on.
+                state.install(snapshot)
+            return state
+        swappable = self.swap.enabled and (not replicated or self.storage_mode == StorageMode.MEMORY)
+        payloads = self.swap.store() if swappable else None
+        if snapshot:
+            return StateMachine.from_snapshot(snapshot, payloads)
+        return StateMachine(payloads)
+
+    # --- promises and marks -------------------------------------------------------------------
+
+    def promise(self, epoch: int) -> None:
+        """Promise `epoch` (durably): appends of older epochs are refused from now on."""
+        if epoch > self.promised_epoch:
+            self.storage.set_promised(epoch)
+            self.promised_epoch = epoch
+
+    async def mark_stored(self) -> None:
+        """Before the first acknowledgment of entries: record in etcd that this member holds
+        acknowledged state (see `strongroom.keys.stored_key`). Raises if etcd cannot be reached."""
+        if self.stored:
+            return
+        await self._record_stored()
+        self.stored = True
+        self.storage.set_meta(stored=True)
+
+    def set_synced(self, synced: bool) -> None:
+        """Whether this member holds everything a leader committed (stored durably)."""
+        self.synced = synced
+        self.storage.set_meta(synced=synced)
+
+    # --- apply and compaction -----------------------------------------------------------------
+
+    @traced("apply")
+    def apply_committed(self) -> None:
+        """Apply every committed entry not applied yet, in order."""
+        state = self.state
+        lg = self.log
+        if self.apply_stopped:
+            lg.release(self.commit_index)
+            return
+        listener = self.on_applied
+        while state.applied_index < self.commit_index:
+            index = state.applied_index + 1
+            if index <= lg.snapshot_index:
+                raise AssertionError("applied index behind the snapshot")
+            entry = lg.entry(index)
+            try:
+                results = state.apply_entry(entry)
+            except UnknownOperation as err:
+                self._stop_applying(err)
+                return
+            if listener is not None:
+                listener(index, entry.epoch, results)
+        lg.release(state.applied_index)
+        self._maybe_compact()
+
+    def _stop_applying(self, err: UnknownOperation) -> None:
+        """A committed entry holds an operation this version does not know (a newer version
+        wrote it; see "Log format" in the README). Skipping it would leave this member's state
+        different from the others', so applying stops before it: the state stays whole at
+        the entry before. The member goes on storing and acknowledging entries (its log still
+        counts toward majorities) and answers status with the reason, but it never leads
+        again until it runs a version that knows the operation (a restart re-applies)."""
+        self.apply_stopped = (f"stopped applying the log after index {self.state.applied_index}: {err.message}; "
+                              f"run a version that knows the operation")
+        log.critical("%s", self.apply_stopped)
+        if self.on_apply_stopped is not None:
+            self.on_apply_stopped(self.apply_stopped)
+
+    def _maybe_compact(self) -> None:
+        applied = self.state.applied_index
+        every = self.settings.compact_after_entries
+        if applied - self.log.snapshot_index < every:
+            return
+        if self.compaction_floor is not None:
+            # Leading: keep what reachable followers still need unless the log has grown far
+            # too long.
+            lagging = self.compaction_floor()
+            floor = lagging if lagging is not None else applied
+            if floor - self.log.snapshot_index < every and applied - self.log.snapshot_index < 4 * every:
+                return
+        # A snapshot is the state at its index, and only the applied state is at hand. With
+        # indexes on disk the state itself is on disk at that index: no snapshot is kept.
+        snapshot = b"" if self.indexes_on_disk else self.state.to_snapshot()
+        self.log.compact(applied, self.state.applied_epoch, snapshot)
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    def snapshot(self) -> tuple[int, int, bytes]:
+        """The state machine at the applied index: (index, epoch, data)."""
+        return self.state.applied_index, self.state.applied_epoch, self.state.to_snapshot()
+
+    def install(self, index: int, epoch: int, data: bytes) -> None:
+        """Replace the state by a leader's snapshot at `index`."""
+        if self.apply_stopped:
+            # The leader's state past the entry this member could not apply: whole, so it
+            # applies again from there (and stops again at the next unknown operation). It
+            # still sits out elections until restarted.
+            log.warning("snapshot at index %d installed; applying again", index)
+            self.apply_stopped = None
+        if isinstance(self.state, DiskStateMachine):
+            # The state first: it carries its own applied index, the log then drops its entries.
+            self.state.install(data)
+            self.log.install_snapshot(index, epoch, b"")
+            self.commit_index = index
+            return
+        self.log.install_snapshot(index, epoch, data)
+        self.state.close()
+        self.state = self.new_state(replicated=True, snapshot=data)
+        self.commit_index = index
+
+    def close(self) -> None:
+        """Close storage and swap space."""
+        self.storage.close()
+        self.swap.close()

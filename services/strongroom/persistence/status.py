@@ -1,0 +1,158 @@
+"""A member's view of its cluster, as typed values (the admin servicer turns them into protos)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.persistence.config import Role
+from strongroom.persistence.dispatcher import Dispatcher
+from strongroom.persistence.lifetimes import store_config
+from strongroom.persistence.matcher import matcher_text
+from strongroom.persistence.membership import Membership
+from strongroom.persistence.replica import Replica
+from strongroom.persistence.state import StateMachine
+from strongroom.persistence.term import LeaderTerm
+from strongroom.realm.model import Realm
+
+__all__ = ["ClusterStatus", "DurableStatus", "MemberStatus", "StoreStatus", "cluster_status"]
+
+
+@dataclass(frozen=True)
+class MemberStatus:
+    """One member, as this member sees it."""
+
+    name: str
+    address: str
+    match_index: int
+    """Leader's view: highest log index known stored on the member (this member: its last)."""
+    reachable: bool
+    replication: str
+    """How a leader sends it appends: "link", "grpc", or "" (this member, or not registered)."""
+
+
+@dataclass(frozen=True)
+class DurableStatus:
+    """One durable of a store."""
+
+    name: str
+    destination: str
+    kind: int
+    pending_messages: int
+    pending_bytes: int
+    unacked: int
+    subscribers: int
+    matcher: str
+    key_field: str
+    ack_sync_mode: int
+    content: bool
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """One store of the cluster, with its realm settings."""
+
+    name: str
+    replicated: bool
+    messages: int
+    bytes: int
+    durables: list[DurableStatus]
+    cluster: str
+    storage: str
+    publisher_mode: str
+    max_messages: int
+    max_bytes: int
+    limit_policy: int
+    maps: bool
+    routed: bool
+    max_message_bytes: int
+    map_count: int
+    swapped_messages: int
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """This member's view of its cluster."""
+
+    cluster: str
+    member: str
+    role: Role
+    leader: str
+    leader_address: str
+    epoch: int
+    commit_index: int
+    last_index: int
+    applied_index: int
+    snapshot_index: int
+    storage: str
+    realm_version: int
+    synced: bool
+    indexes_on_disk: bool
+    memory_budget_bytes: int
+    memory_payload_bytes: int
+    apply_stopped: str
+    members: list[MemberStatus] = field(default_factory=list)
+    stores: list[StoreStatus] = field(default_factory=list)
+
+
+def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None) -> list[DurableStatus]:
+    durables = []
+    for d in state.durables_of_store(store):
+        held = (1 if d.last_value_seq else 0) + len(d.last_values)
+        durables.append(DurableStatus(
+            name=d.name, destination=d.destination, kind=d.kind,
+            pending_messages=len(d.pending) if d.kind != cpb.DURABLE_KIND_LASTVALUE else held,
+            pending_bytes=d.pending_bytes,
+            unacked=dispatcher.unacked(d.key) if dispatcher else 0,
+            subscribers=dispatcher.subscribers(d.key) if dispatcher else 0,
+            matcher=matcher_text(d.matcher), key_field=d.key_field, ack_sync_mode=d.ack_sync_mode,
+            content=d.content))
+    return durables
+
+
+def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | None, realm: Realm,
+                   realm_version: int, leader: tuple[str, str, int] | None) -> ClusterStatus:
+    """This member's view: its replica, its term (if it leads) and the realm in force.
+    `leader`: (member, address, epoch) of the leader it knows of."""
+    me = membership.member
+    members = []
+    for m in membership.cluster.members:
+        rep = term.replicators.get(m.name) if term is not None else None
+        if m.name == me:
+            match, reachable = replica.log.last_index, True
+        elif rep is not None:
+            match, reachable = rep.match_index, rep.reachable
+        else:
+            match, reachable = 0, False
+        members.append(MemberStatus(name=m.name, address=membership.address_of(m.name) or "", match_index=match,
+                                    reachable=reachable, replication=membership.appends_via(m.name)))
+    cluster = membership.cluster.name
+    storage = replica.storage_mode.value
+    dispatcher = term.dispatcher if term is not None else None
+    stores = []
+    for store in realm.stores:
+        if store.cluster != cluster:
+            continue
+        # Non-replicated stores live in the leader's term; a member that does not lead holds none.
+        state = replica.state if store.replicated else term.local_state if term is not None else None
+        config = store_config(store)
+        stores.append(StoreStatus(
+            name=store.name, replicated=store.replicated,
+            messages=state.store_count.get(store.name, 0) if state else 0,
+            bytes=state.store_bytes.get(store.name, 0) if state else 0,
+            durables=_durables(state, store.name, dispatcher) if state else [],
+            cluster=store.cluster, storage=storage, publisher_mode=store.publisher_mode.value,
+            max_messages=config.max_messages, max_bytes=config.max_bytes, limit_policy=config.policy,
+            maps=bool(store.maps), routed=store.routed, max_message_bytes=store.max_message_bytes,
+            map_count=state.maps_of_store(store.name) if state else 0,
+            swapped_messages=state.swapped_messages(store.name) if state else 0))
+    return ClusterStatus(
+        cluster=cluster, member=me, role=term.role if term is not None else Role.FOLLOWER,
+        leader=leader[0] if leader else "", leader_address=leader[1] if leader else "",
+        epoch=leader[2] if leader else replica.promised_epoch,
+        commit_index=replica.commit_index, last_index=replica.log.last_index,
+        applied_index=replica.state.applied_index, snapshot_index=replica.log.snapshot_index,
+        storage=storage, realm_version=realm_version, synced=replica.synced,
+        indexes_on_disk=membership.cluster.indexes_on_disk, memory_budget_bytes=replica.swap.budget_bytes,
+        memory_payload_bytes=replica.swap.resident_bytes, apply_stopped=replica.apply_stopped or "",
+        members=members, stores=stores)
