@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import shutil
 import signal
@@ -22,9 +20,7 @@ from strongroom.etcd import EtcdClient
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.leader import NoLeader, wait_for_leader
 from strongroom.local.process import member_argv, spawn, stop_processes
-from strongroom.realm.model import parse_realm
-
-REALM_KEY = "/strongroom/realm/current"
+from strongroom.realm.store import RealmStore
 
 
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
@@ -82,16 +78,17 @@ SHARED_DESTINATIONS = """\
 
 
 async def put_realm(etcd_endpoint: str, text: str, version: int) -> None:
-    """Store a realm version the way the realm service does (tests of the persistence service
-    do not depend on the realm service process)."""
-    parse_realm(text, "test-realm.yaml")
-    doc = {"version": version, "yaml": text, "normalized_json": "", "applied_at": time.time(),
-           "digest": hashlib.sha256(text.encode()).hexdigest(), "source_name": "test-realm.yaml"}
+    """Store a realm as `version` the way the realm service does, through `RealmStore` (tests of
+    the persistence service do not depend on the realm service process). Version `version - 1`
+    must be the current one (none for version 1)."""
     client = EtcdClient(etcd_endpoint)
     try:
-        await client.put(REALM_KEY, json.dumps(doc).encode())
+        stored = await RealmStore(client).apply(text, "test-realm.yaml", expected_version=version - 1)
     finally:
         await client.close()
+    if stored.version != version:
+        # The same document was current already: RealmStore stores no new version for it.
+        raise RuntimeError(f"the realm in etcd is version {stored.version}, not {version}")
 
 
 def put_realm_sync(etcd_endpoint: str, text: str, version: int) -> None:
