@@ -38,7 +38,6 @@ from bench.common import MESSAGE_BYTES, free_port
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.client import Client
-from strongroom.etcd import EtcdClient
 from strongroom.local.etcdproc import start_etcd
 from strongroom.local.leader import NoLeader, wait_for_leader
 from strongroom.local.process import member_argv, spawn, stop_processes
@@ -46,7 +45,7 @@ from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMac
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import RocksStorage
-from strongroom.realm.store import RealmStore
+from strongroom.realm.store import store_realm
 
 __all__ = ["main", "run"]
 
@@ -133,15 +132,6 @@ def build(data_dir: Path, messages: int, indexes_on_disk: bool) -> dict[str, Any
             "data_bytes": sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file())}
 
 
-async def put_realm(endpoint: str, text: str) -> None:
-    """Store the realm the way the realm service does (validated, versioned)."""
-    client = EtcdClient(endpoint)
-    try:
-        await RealmStore(client).apply(text, "bench-backlog.yaml")
-    finally:
-        await client.close()
-
-
 def proc_memory(pid: int) -> dict[str, int]:
     """VmRSS and VmHWM of a process, in KiB."""
     out: dict[str, int] = {}
@@ -201,7 +191,7 @@ def run(sizes: list[int], modes: list[bool], work: Path | None = None) -> list[d
                     f"starting the member")
                 etcd = start_etcd(root / "etcd")
                 try:
-                    asyncio.run(put_realm(etcd.endpoint, realm_yaml(indexes_on_disk)))
+                    asyncio.run(store_realm(etcd.endpoint, realm_yaml(indexes_on_disk), "bench-backlog.yaml"))
                     measured = asyncio.run(measure(root, etcd.endpoint, size))
                 except Exception as exc:  # noqa: BLE001 - a failed point is reported, not hidden
                     member_log = root / "member.log"

@@ -16,11 +16,10 @@ from typing import Any
 import grpc
 
 from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
-from strongroom.etcd import EtcdClient
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.leader import NoLeader, wait_for_leader
 from strongroom.local.process import member_argv, spawn, stop_processes
-from strongroom.realm.store import RealmStore
+from strongroom.realm.store import store_realm
 
 
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
@@ -81,11 +80,7 @@ async def put_realm(etcd_endpoint: str, text: str, version: int) -> None:
     """Store a realm as `version` the way the realm service does, through `RealmStore` (tests of
     the persistence service do not depend on the realm service process). Version `version - 1`
     must be the current one (none for version 1)."""
-    client = EtcdClient(etcd_endpoint)
-    try:
-        stored = await RealmStore(client).apply(text, "test-realm.yaml", expected_version=version - 1)
-    finally:
-        await client.close()
+    stored = await store_realm(etcd_endpoint, text, "test-realm.yaml", expected_version=version - 1)
     if stored.version != version:
         # The same document was current already: RealmStore stores no new version for it.
         raise RuntimeError(f"the realm in etcd is version {stored.version}, not {version}")

@@ -24,11 +24,10 @@ import grpc
 from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
 from strongroom.chaos.fsync import CrashImage, build_shim, shim_env, simulate_crash, snapshot_sizes
 from strongroom.chaos.netproxy import Network, Proxy
-from strongroom.etcd import EtcdClient
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
 from strongroom.local.leader import Leader, NoLeader, find_leader, wait_for_leader
 from strongroom.local.process import kill, member_argv, spawn
-from strongroom.realm.store import RealmStore
+from strongroom.realm.store import store_realm
 
 __all__ = ["ChaosCluster", "ClusterSpec", "FaultUnavailable", "mount_tmpfs", "realm_text", "unmount"]
 
@@ -172,11 +171,7 @@ class ChaosCluster:
         """Start etcd, store the realm, start proxies and members; return once a leader serves."""
         spec = self.spec
         self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log")
-        etcd = EtcdClient(self.etcd.endpoint)
-        try:
-            await RealmStore(etcd).apply(realm_text(spec), "chaos-realm.yaml")
-        finally:
-            await etcd.close()
+        await store_realm(self.etcd.endpoint, realm_text(spec), "chaos-realm.yaml")
         if spec.proxy_members or spec.proxy_etcd:
             self.network = Network(self.pid_labels)
             for n in self.names:
