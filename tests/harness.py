@@ -13,11 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import grpc
-
-from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
+from strongroom.api.v1 import admin_pb2
 from strongroom.local.etcdproc import free_port, start_etcd
-from strongroom.local.leader import NoLeader, wait_for_leader
+from strongroom.local.leader import NoLeader, member_status, wait_for_leader
 from strongroom.local.process import member_argv, spawn, stop_processes
 from strongroom.realm.store import store_realm
 
@@ -162,11 +160,7 @@ class Cluster:
         return "\n".join(out)
 
     async def status(self, name: str, timeout: float = 2.0) -> admin_pb2.ClusterStatus | None:
-        try:
-            async with grpc.aio.insecure_channel(self.address(name)) as ch:
-                return await admin_pb2_grpc.AdminServiceStub(ch).Status(admin_pb2.StatusRequest(), timeout=timeout)
-        except grpc.aio.AioRpcError:
-            return None
+        return await member_status(self.address(name), timeout)
 
     def running(self) -> list[str]:
         """Addresses of the members whose processes run."""

@@ -19,13 +19,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
-from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
+from strongroom.api.v1 import admin_pb2
 from strongroom.chaos.fsync import CrashImage, build_shim, shim_env, simulate_crash, snapshot_sizes
 from strongroom.chaos.netproxy import Network, Proxy
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
-from strongroom.local.leader import Leader, NoLeader, find_leader, wait_for_leader
+from strongroom.local.leader import Leader, NoLeader, find_leader, member_status, wait_for_leader
 from strongroom.local.process import kill, member_argv, spawn
 from strongroom.realm.store import store_realm
 
@@ -310,13 +308,7 @@ class ChaosCluster:
         """A member's own view (directly, not through its proxy); None if it does not answer."""
         if not self.alive(name) or name in self.paused:
             return None
-        try:
-            async with grpc.aio.insecure_channel(self.direct(name)) as ch:
-                stub = admin_pb2_grpc.AdminServiceStub(ch)  # type: ignore[no-untyped-call]
-                st: admin_pb2.ClusterStatus = await stub.Status(admin_pb2.StatusRequest(), timeout=timeout)
-                return st
-        except grpc.aio.AioRpcError:
-            return None
+        return await member_status(self.direct(name), timeout)
 
     async def statuses(self, timeout: float = 1.0) -> dict[str, admin_pb2.ClusterStatus]:
         """Every answering member's status."""

@@ -21,7 +21,15 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
 
-__all__ = ["Leader", "MemberReply", "NoLeader", "fetch_statuses", "find_leader", "wait_for_leader"]
+__all__ = [
+    "Leader",
+    "MemberReply",
+    "NoLeader",
+    "fetch_statuses",
+    "find_leader",
+    "member_status",
+    "wait_for_leader",
+]
 
 Addresses = Sequence[str] | Callable[[], Sequence[str]]
 """Member addresses to ask, or a function giving them anew for every round (members that are
@@ -56,6 +64,11 @@ def _rpc_details(exc: grpc.RpcError) -> str:
 async def fetch_statuses(endpoints: Sequence[str], timeout: float = 2.0) -> list[MemberReply]:
     """AdminService.Status of every endpoint, concurrently; unreachable members carry an error."""
     return list(await asyncio.gather(*(_status_one(ep, timeout) for ep in endpoints)))
+
+
+async def member_status(endpoint: str, timeout: float = 2.0) -> admin_pb2.ClusterStatus | None:
+    """One member's Status, or None when it does not answer within `timeout` seconds."""
+    return (await _status_one(endpoint, timeout)).status
 
 
 @dataclass(frozen=True)
