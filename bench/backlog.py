@@ -28,28 +28,24 @@ import json
 import os
 import platform
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from bench.common import MESSAGE_BYTES, free_port
-from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.client import Client
-from strongroom.etcd import EtcdClient
 from strongroom.local.etcdproc import start_etcd
+from strongroom.local.leader import NoLeader, wait_for_leader
+from strongroom.local.process import member_argv, spawn, stop_processes
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import RocksStorage
-from strongroom.realm.store import RealmStore
+from strongroom.realm.store import store_realm
 
 __all__ = ["main", "run"]
 
@@ -136,15 +132,6 @@ def build(data_dir: Path, messages: int, indexes_on_disk: bool) -> dict[str, Any
             "data_bytes": sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file())}
 
 
-async def put_realm(endpoint: str, text: str) -> None:
-    """Store the realm the way the realm service does (validated, versioned)."""
-    client = EtcdClient(endpoint)
-    try:
-        await RealmStore(client).apply(text, "bench-backlog.yaml")
-    finally:
-        await client.close()
-
-
 def proc_memory(pid: int) -> dict[str, int]:
     """VmRSS and VmHWM of a process, in KiB."""
     out: dict[str, int] = {}
@@ -159,32 +146,22 @@ def proc_memory(pid: int) -> dict[str, int]:
 async def measure(root: Path, etcd_endpoint: str, messages: int) -> dict[str, Any]:
     """Start the member on its data directory; time to leader and to first delivery; memory."""
     address = f"127.0.0.1:{free_port()}"
-    log = open(root / "member.log", "ab")  # noqa: SIM115 - owned by the child
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "strongroom.persistence.main", "--etcd", etcd_endpoint,
-                             "--cluster", "default", "--member", "m1", "--listen", address,
-                             "--data-dir", str(root / "default" / "m1")],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    log.close()
+    proc = spawn(member_argv(etcd_endpoint, "default", "m1", address, root / "default" / "m1"),
+                 root / "member.log")
+
+    def exited() -> None:
+        if proc.poll() is not None:
+            raise RuntimeError(f"member exited with {proc.returncode}; see {root / 'member.log'}")
+
     try:
-        leader_at = 0.0
-        st = None
-        async with grpc.aio.insecure_channel(address) as ch:
-            stub = admin_pb2_grpc.AdminServiceStub(ch)
-            while time.monotonic() - started < 1800:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"member exited with {proc.returncode}; see {root / 'member.log'}")
-                try:
-                    st = await stub.Status(admin_pb2.StatusRequest(), timeout=2)
-                    if st.role == "leader":
-                        leader_at = time.monotonic() - started
-                        break
-                except grpc.aio.AioRpcError:
-                    pass
-                await asyncio.sleep(0.05)
-        if not leader_at:
-            raise RuntimeError("member did not become leader in 30 minutes")
+        try:
+            leader = await wait_for_leader([address], 1800 - (time.monotonic() - started), interval=0.05,
+                                           status_timeout=2, each_round=exited)
+        except NoLeader:
+            raise RuntimeError("member did not become leader in 30 minutes") from None
+        leader_at = time.monotonic() - started
+        st = leader.status
         client = Client([address], timeout=120)
         sub = await client.subscribe(DESTINATION, "", credit=16)
         first = await sub.next(timeout=600)
@@ -193,19 +170,12 @@ async def measure(root: Path, etcd_endpoint: str, messages: int) -> dict[str, An
         memory = proc_memory(proc.pid)
         await sub.close()
         await client.close()
-        assert st is not None
         stored = next(s.messages for s in st.stores if s.name == "default")
         assert stored == messages, f"member holds {stored} messages, expected {messages}"
         return {"leader_seconds": round(leader_at, 2), "first_message_seconds": round(first_at, 2),
                 "rss_mib": round(memory["VmRSS"] / 1024, 1), "peak_rss_mib": round(memory["VmHWM"] / 1024, 1)}
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes([proc], grace=60)
 
 
 def run(sizes: list[int], modes: list[bool], work: Path | None = None) -> list[dict[str, Any]]:
@@ -221,7 +191,7 @@ def run(sizes: list[int], modes: list[bool], work: Path | None = None) -> list[d
                     f"starting the member")
                 etcd = start_etcd(root / "etcd")
                 try:
-                    asyncio.run(put_realm(etcd.endpoint, realm_yaml(indexes_on_disk)))
+                    asyncio.run(store_realm(etcd.endpoint, realm_yaml(indexes_on_disk), "bench-backlog.yaml"))
                     measured = asyncio.run(measure(root, etcd.endpoint, size))
                 except Exception as exc:  # noqa: BLE001 - a failed point is reported, not hidden
                     member_log = root / "member.log"

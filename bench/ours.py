@@ -114,9 +114,9 @@ class StrongroomTarget:
 
     async def check_leader(self) -> None:
         """Note a leader change (the CPU figures would then mix two processes)."""
-        found = (await self.cluster.leaders()).get(CLUSTER)
-        if found is None or found[0] != self.leader:
-            self.notes.append(f"leader changed from {self.leader} to {found[0] if found else 'none'}")
+        leader = await self.cluster.leader_name(CLUSTER)
+        if leader != self.leader:
+            self.notes.append(f"leader changed from {self.leader} to {leader or 'none'}")
 
     def _meter(self) -> CpuMeter:
         return CpuMeter(self.leader_pid, self.server_pids).start()

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import grpc
-
-from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
-from strongroom.etcd import EtcdClient
+from strongroom.api.v1 import admin_pb2
 from strongroom.local.etcdproc import free_port, start_etcd
-from strongroom.realm.model import parse_realm
-
-REALM_KEY = "/strongroom/realm/current"
+from strongroom.local.leader import NoLeader, member_status, wait_for_leader
+from strongroom.local.process import member_argv, spawn, stop_processes
+from strongroom.realm.store import store_realm
 
 
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
@@ -81,16 +75,13 @@ SHARED_DESTINATIONS = """\
 
 
 async def put_realm(etcd_endpoint: str, text: str, version: int) -> None:
-    """Store a realm version the way the realm service does (tests of the persistence service
-    do not depend on the realm service process)."""
-    parse_realm(text, "test-realm.yaml")
-    doc = {"version": version, "yaml": text, "normalized_json": "", "applied_at": time.time(),
-           "digest": hashlib.sha256(text.encode()).hexdigest(), "source_name": "test-realm.yaml"}
-    client = EtcdClient(etcd_endpoint)
-    try:
-        await client.put(REALM_KEY, json.dumps(doc).encode())
-    finally:
-        await client.close()
+    """Store a realm as `version` the way the realm service does, through `RealmStore` (tests of
+    the persistence service do not depend on the realm service process). Version `version - 1`
+    must be the current one (none for version 1)."""
+    stored = await store_realm(etcd_endpoint, text, "test-realm.yaml", expected_version=version - 1)
+    if stored.version != version:
+        # The same document was current already: RealmStore stores no new version for it.
+        raise RuntimeError(f"the realm in etcd is version {stored.version}, not {version}")
 
 
 def put_realm_sync(etcd_endpoint: str, text: str, version: int) -> None:
@@ -141,14 +132,8 @@ class Cluster:
         """Start (or restart) a member on its data dir; `wipe` empties the dir first."""
         if wipe:
             shutil.rmtree(self.data_dir(name), ignore_errors=True)
-        log = open(self.log_path(name), "ab")  # noqa: SIM115 - owned by the child
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "strongroom.persistence.main", "--etcd", etcd or self.etcd,
-             "--cluster", self.cluster, "--member", name, "--listen", self.address(name),
-             "--data-dir", str(self.data_dir(name)), *self.extra_args.get(name, [])],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        log.close()
+        proc = spawn(member_argv(etcd or self.etcd, self.cluster, name, self.address(name), self.data_dir(name),
+                                 extra=self.extra_args.get(name, [])), self.log_path(name))
         self.procs[name] = proc
         return proc
 
@@ -164,16 +149,7 @@ class Cluster:
                 proc.wait(timeout=30)
 
     def stop_all(self) -> None:
-        for name, proc in list(self.procs.items()):
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_processes(list(self.procs.values()), grace=10)
 
     def logs(self) -> str:
         out = []
@@ -184,24 +160,20 @@ class Cluster:
         return "\n".join(out)
 
     async def status(self, name: str, timeout: float = 2.0) -> admin_pb2.ClusterStatus | None:
-        try:
-            async with grpc.aio.insecure_channel(self.address(name)) as ch:
-                return await admin_pb2_grpc.AdminServiceStub(ch).Status(admin_pb2.StatusRequest(), timeout=timeout)
-        except grpc.aio.AioRpcError:
-            return None
+        return await member_status(self.address(name), timeout)
+
+    def running(self) -> list[str]:
+        """Addresses of the members whose processes run."""
+        return [self.address(n) for n in self.names if n in self.procs and self.procs[n].poll() is None]
 
     async def leader(self, timeout: float = 30.0, exclude: str | None = None) -> str:
         """The member serving as leader (waits for one)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name in self.names:
-                if name == exclude or name not in self.procs or self.procs[name].poll() is not None:
-                    continue
-                st = await self.status(name)
-                if st is not None and st.role == "leader":
-                    return name
-            await asyncio.sleep(0.1)
-        raise TimeoutError("no leader in time\n" + self.logs())
+        try:
+            found = await wait_for_leader(self.running, timeout, exclude={exclude} if exclude else set(),
+                                          status_timeout=2.0)
+        except NoLeader:
+            raise TimeoutError("no leader in time\n" + self.logs()) from None
+        return found.member
 
 
 def start_cluster(root: Path, text: str, members: int = 3) -> tuple[Any, Cluster]:
@@ -239,3 +211,13 @@ async def drain(sub: Any, n: int, timeout: float = 10.0, ack: bool = True) -> li
         if ack:
             await sub.ack(msg)
     return out
+
+
+async def wait_for(pred: Callable[[], Awaitable[bool]], timeout: float = 30.0, interval: float = 0.1) -> None:
+    """Until `await pred()` is true, asking every `interval` s; TimeoutError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await pred():
+            return
+        await asyncio.sleep(interval)
+    raise TimeoutError("condition not reached")

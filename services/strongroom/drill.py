@@ -18,12 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from strongroom.local.launcher import (
-    ClusterStartError,
-    LocalCluster,
-    ServiceProcess,
-    fetch_statuses,
-)
+from strongroom.local.launcher import ClusterStartError, LocalCluster
+from strongroom.local.leader import NoLeader, wait_for_leader
+from strongroom.local.process import ServiceProcess
 from strongroom.realm.model import DEFAULT_REALM_YAML, parse_realm
 
 __all__ = ["DRILL_DESTINATION", "ConfirmTracker", "DrillAborted", "body_for", "consume_and_count", "failover_drill_local", "index_of"]
@@ -125,14 +122,6 @@ def index_of(body: bytes) -> int | None:
     return None
 
 
-async def _current_leader(cluster: LocalCluster, cluster_name: str, exclude: str = "") -> str | None:
-    for reply in await fetch_statuses(cluster.endpoints(cluster_name), timeout=1.0):
-        st = reply.status
-        if st is not None and st.role == "leader" and st.member and st.member != exclude:
-            return str(st.member)
-    return None
-
-
 async def failover_drill_local(messages: int, data_dir: Path | None = None,
                                progress: Progress | None = None) -> dict[str, Any]:
     """Run the local failover drill; returns the report (see the module docstring).
@@ -178,17 +167,16 @@ async def failover_drill_local(messages: int, data_dir: Path | None = None,
         new_leader: dict[str, str] = {}
 
         async def watch_for_new_leader() -> None:
-            deadline = time.monotonic() + LEADER_TIMEOUT
-            while time.monotonic() < deadline:
-                leader = await _current_leader(cluster, cluster_name, exclude=old_leader["name"])
-                if leader is not None:
-                    new_leader["name"] = leader
-                    timing["new_leader"] = time.monotonic()
-                    return
-                await asyncio.sleep(0.05)
+            try:
+                leader = await wait_for_leader(cluster.endpoints(cluster_name), LEADER_TIMEOUT,
+                                               exclude={old_leader["name"]}, interval=0.05)
+            except NoLeader:
+                return
+            new_leader["name"] = leader.member
+            timing["new_leader"] = time.monotonic()
 
         async def kill_leader(next_index: int) -> asyncio.Task[None]:
-            name = await _current_leader(cluster, cluster_name) or leaders[cluster_name]
+            name = await cluster.leader_name(cluster_name) or leaders[cluster_name]
             victim: ServiceProcess = cluster.member(cluster_name, name)
             say(f"{len(confirmed)} confirmed: SIGKILL leader {name} (pid {victim.pid})")
             victim.kill()

@@ -266,7 +266,6 @@ async def test_agent_against_a_real_local_cluster(tmp_path: Path) -> None:
     the "deletion" is a SIGKILL of the leader's process, what `--force` does to a pod."""
     import asyncio
 
-    from strongroom.drill import _current_leader
     from strongroom.drill_k8s import run_agent
     from strongroom.local.launcher import LocalCluster
     from strongroom.realm.model import DEFAULT_REALM_YAML, parse_realm
@@ -280,7 +279,7 @@ async def test_agent_against_a_real_local_cluster(tmp_path: Path) -> None:
         killed: list[str] = []
 
         async def kill_leader() -> None:
-            leader = await _current_leader(cluster, name) or leaders[name]
+            leader = await cluster.leader_name(name) or leaders[name]
             cluster.member(name, leader).kill()
             killed.append(leader)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from harness import Cluster, put_realm, realm_yaml
+from harness import Cluster, put_realm, realm_yaml, wait_for
 from proxy import LinkProxy
 
 from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
@@ -36,15 +36,6 @@ async def drain_all(client: Client, destination: str, durable: str = "", idle: f
         await sub.ack(msg)
     await sub.close()
     return out
-
-
-async def wait_for(pred, timeout: float = 30.0, interval: float = 0.1) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await pred():
-            return
-        await asyncio.sleep(interval)
-    raise TimeoutError("condition not reached")
 
 
 async def test_kill_leader_under_confirmed_publishing_loses_nothing(make_cluster) -> None:  # type: ignore[no-untyped-def]

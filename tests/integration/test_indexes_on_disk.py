@@ -3,25 +3,14 @@ consumed exactly once, in order."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import time
 
 import pytest
 
-from harness import Cluster
+from harness import Cluster, wait_for
 from strongroom.client import Client
 
 pytestmark = pytest.mark.slow
-
-
-async def wait_for(pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await pred():
-            return
-        await asyncio.sleep(0.1)
-    raise TimeoutError("condition not reached")
 
 
 async def test_backlog_survives_kill_and_restart_and_is_consumed_once_in_order(make_cluster) -> None:  # type: ignore[no-untyped-def]
@@ -60,7 +49,7 @@ async def test_backlog_survives_kill_and_restart_and_is_consumed_once_in_order(m
         a, b = await cluster.status(leader), await cluster.status(new)
         return bool(a and b and a.role == "follower" and a.applied_index >= b.commit_index)
 
-    await wait_for(caught_up)
+    await wait_for(caught_up, timeout=60.0)
     st_back = await cluster.status(leader)
     assert st_back is not None
     back = next(s for s in st_back.stores if s.name == "default")

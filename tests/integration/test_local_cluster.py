@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from strongroom.local.launcher import live_pids, load_state, pid_alive
+from strongroom.local.launcher import live_pids, load_state
+from strongroom.local.process import pid_alive
 
 _SCRIPT = Path(sys.executable).parent / "strongroom"
 STRONGROOM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "strongroom.cli.main"]

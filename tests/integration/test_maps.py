@@ -14,7 +14,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from harness import Cluster, realm_yaml, running_cluster
+from harness import Cluster, realm_yaml, running_cluster, wait_for
 from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc
 from strongroom.cli.main import run as cli_run
 from strongroom.client import Client, Map
@@ -254,15 +254,6 @@ async def test_cli_put_get_list_cas_delete(maps_cluster: Cluster, capsys: pytest
     assert code == 2 and "VALUE or --delete" in err
 
 
-async def wait_until(pred, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if await pred():
-            return
-        await asyncio.sleep(0.1)
-    raise TimeoutError("condition not reached")
-
-
 @pytest.mark.slow
 async def test_maps_survive_a_leader_failover(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster()
@@ -301,7 +292,7 @@ async def test_maps_survive_a_leader_failover(make_cluster) -> None:  # type: ig
             return bool(st_old and st_new and st_old.role == "follower"
                         and st_old.applied_index == st_new.commit_index)
 
-        await wait_until(caught_up)
+        await wait_for(caught_up)
     except StrongroomError:
         print(cluster.logs())
         raise

@@ -31,6 +31,7 @@ from strongroom.errors import ERROR_DOMAIN, RealmInvalid
 from strongroom.etcd import EtcdClient, KeyValue
 from strongroom.keys import REALM_CURRENT, REALM_SERVICE, realm_version_key
 from strongroom.local.etcdproc import EtcdProcess
+from strongroom.local.process import realm_argv, spawn, stop_processes
 from strongroom.realm.model import DEFAULT_REALM_YAML
 from strongroom.realm.store import (
     RealmStore,
@@ -97,13 +98,7 @@ class RealmProcess:
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM by pid, SIGKILL if it hangs; the exit code."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_processes([self.process], timeout)
         return self.process.returncode
 
 
@@ -111,16 +106,8 @@ LISTENING = re.compile(r"^realm service listening on 127\.0\.0\.1:(\d+)$", re.MU
 
 
 def launch_realm(etcd: EtcdProcess, workdir: Path, *extra: str) -> subprocess.Popen[bytes]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    log = open(workdir / "realm.log", "ab")  # noqa: SIM115 - handed to the child
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "strongroom.realm.main", "--etcd", etcd.endpoint,
-             "--listen", "127.0.0.1:0", *extra],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=workdir, env=clean_env())
-    finally:
-        log.close()
+    return spawn(realm_argv(etcd.endpoint, "127.0.0.1:0", extra), workdir / "realm.log", env=clean_env(),
+                 cwd=workdir)
 
 
 def wait_listening(process: subprocess.Popen[bytes], log_path: Path, timeout: float = 30.0) -> int:

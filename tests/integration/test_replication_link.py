@@ -16,6 +16,7 @@ from harness import Cluster, put_realm_sync, realm_yaml
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.client import Client
 from strongroom.etcd import EtcdClient
+from strongroom.keys import member_key
 from strongroom.local.etcdproc import start_etcd
 from strongroom.persistence.link import (
     MAX_FRAME,
@@ -194,7 +195,7 @@ async def test_members_with_and_without_a_link_are_both_replicated_to(mixed_clus
         deadline = time.monotonic() + 30
         while len(records) < len(cluster.names):  # m3 registers once it is up
             for name in cluster.names:
-                kv = await etcd.get(f"/strongroom/clusters/default/members/{name}")
+                kv = await etcd.get(member_key("default", name))
                 if kv is not None:
                     records[name] = json.loads(kv.value)
             assert time.monotonic() < deadline, (records, cluster.logs())

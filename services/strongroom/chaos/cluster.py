@@ -15,19 +15,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
-
-from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
+from strongroom.api.v1 import admin_pb2
 from strongroom.chaos.fsync import CrashImage, build_shim, shim_env, simulate_crash, snapshot_sizes
 from strongroom.chaos.netproxy import Network, Proxy
-from strongroom.etcd import EtcdClient
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
-from strongroom.realm.store import RealmStore
+from strongroom.local.leader import Leader, NoLeader, find_leader, member_status, wait_for_leader
+from strongroom.local.process import kill, member_argv, spawn
+from strongroom.realm.store import store_realm
 
 __all__ = ["ChaosCluster", "ClusterSpec", "FaultUnavailable", "mount_tmpfs", "realm_text", "unmount"]
 
@@ -171,11 +169,7 @@ class ChaosCluster:
         """Start etcd, store the realm, start proxies and members; return once a leader serves."""
         spec = self.spec
         self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log")
-        etcd = EtcdClient(self.etcd.endpoint)
-        try:
-            await RealmStore(etcd).apply(realm_text(spec), "chaos-realm.yaml")
-        finally:
-            await etcd.close()
+        await store_realm(self.etcd.endpoint, realm_text(spec), "chaos-realm.yaml")
         if spec.proxy_members or spec.proxy_etcd:
             self.network = Network(self.pid_labels)
             for n in self.names:
@@ -215,23 +209,19 @@ class ChaosCluster:
         data.mkdir(parents=True, exist_ok=True)
         assert self.etcd is not None
         etcd = self.etcd_proxy[name].endpoint if name in self.etcd_proxy else self.etcd.endpoint
-        args = [sys.executable, "-m", "strongroom.persistence.main", "--etcd", etcd, "--cluster", CLUSTER,
-                "--member", name, "--listen", self.direct(name), "--data-dir", str(data),
-                "--log-level", self.spec.log_level]
-        if name in self.member_proxy:
-            args += ["--advertise", self.member_proxy[name].endpoint,
-                     "--replication-listen", f"127.0.0.1:{self.link_listen[name]}",
-                     "--replication-advertise", self.link_proxy[name].endpoint]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.spec.extra_env)
+        proxied = name in self.member_proxy
+        args = member_argv(
+            etcd, CLUSTER, name, self.direct(name), data, log_level=self.spec.log_level,
+            advertise=self.member_proxy[name].endpoint if proxied else None,
+            replication_listen=f"127.0.0.1:{self.link_listen[name]}" if proxied else None,
+            replication_advertise=self.link_proxy[name].endpoint if proxied else None)
+        env = dict(self.spec.extra_env)
         if self.shim is not None:
             self.journal(name).parent.mkdir(parents=True, exist_ok=True)
             self.baselines[name] = snapshot_sizes(data)
             env.update(shim_env(self.shim, self.journal(name), data))
-        with open(self.log_path(name), "ab") as out:
-            out.write(f"=== start {name} at monotonic {time.monotonic():.3f}\n".encode())
-            out.flush()
-            self.procs[name] = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, env=env)
+        self.procs[name] = spawn(args, self.log_path(name), extra_env=env,
+                                 banner=f"=== start {name} at monotonic {time.monotonic():.3f}\n")
         self.paused.discard(name)
         self.started_at[name] = time.monotonic()
 
@@ -244,8 +234,7 @@ class ChaosCluster:
         proc = self.procs.get(name)
         if proc is None or proc.poll() is not None:
             return
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        kill(proc)
         self.paused.discard(name)
 
     def crash(self, name: str) -> CrashImage:
@@ -298,12 +287,7 @@ class ChaosCluster:
     def stop(self) -> None:
         """Stop every process this cluster started (by pid), close proxies, unmount."""
         for proc in self.procs.values():
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=30)
+            kill(proc)
         if self.etcd is not None:
             if self.etcd_paused:
                 try:
@@ -324,36 +308,28 @@ class ChaosCluster:
         """A member's own view (directly, not through its proxy); None if it does not answer."""
         if not self.alive(name) or name in self.paused:
             return None
-        try:
-            async with grpc.aio.insecure_channel(self.direct(name)) as ch:
-                stub = admin_pb2_grpc.AdminServiceStub(ch)  # type: ignore[no-untyped-call]
-                st: admin_pb2.ClusterStatus = await stub.Status(admin_pb2.StatusRequest(), timeout=timeout)
-                return st
-        except grpc.aio.AioRpcError:
-            return None
+        return await member_status(self.direct(name), timeout)
 
     async def statuses(self, timeout: float = 1.0) -> dict[str, admin_pb2.ClusterStatus]:
         """Every answering member's status."""
         replies = await asyncio.gather(*(self.status(n, timeout) for n in self.names))
         return {n: st for n, st in zip(self.names, replies) if st is not None}
 
-    async def current_leader(self) -> tuple[str, int] | None:
-        """The member serving as leader with the highest epoch, and that epoch (None if none)."""
-        best: tuple[str, int] | None = None
-        for name, st in (await self.statuses()).items():
-            if st.role == "leader" and (best is None or st.epoch > best[1]):
-                best = (name, st.epoch)
-        return best
+    def answering(self) -> list[str]:
+        """Where to ask the members that can answer (running, not paused), bypassing proxies."""
+        return [self.direct(n) for n in self.names if self.alive(n) and n not in self.paused]
+
+    async def current_leader(self) -> Leader | None:
+        """The member serving as leader (the highest epoch, if two claim to), or None."""
+        return await find_leader(self.answering())
 
     async def leader(self, timeout: float = 30.0, exclude: set[str] | None = None) -> str:
         """Wait for a serving leader (not in `exclude`)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = await self.current_leader()
-            if found is not None and found[0] not in (exclude or set()):
-                return found[0]
-            await asyncio.sleep(0.1)
-        raise TimeoutError(f"no leader within {timeout:.0f}s\n{self.log_tails()}")
+        try:
+            found = await wait_for_leader(self.answering, timeout, exclude=exclude or set())
+        except NoLeader:
+            raise TimeoutError(f"no leader within {timeout:.0f}s\n{self.log_tails()}") from None
+        return found.member
 
     async def converged(self, timeout: float = 30.0) -> tuple[bool, str]:
         """Wait until every member runs, one leads, and all applied the leader's commit index

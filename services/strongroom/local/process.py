@@ -1,0 +1,209 @@
+"""Starting and stopping Strongroom's own processes: one place for every tool that runs them.
+
+The local launcher, the drills, the chaos suite, the test harness and the benchmarks all start
+persistence members (and the launcher and the realm tests the realm service) the same way: the
+command line comes from `member_argv` / `realm_argv`, the process from `spawn` (output appended
+to its log file, unbuffered), and it is stopped by pid with `stop_processes` (SIGTERM, a grace
+period, then SIGKILL) or `kill` (SIGKILL at once). Nothing here waits for a process to serve:
+finding the leader is `strongroom.local.leader`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+__all__ = [
+    "STOP_GRACE",
+    "ProcessGroup",
+    "ServiceProcess",
+    "kill",
+    "member_argv",
+    "pid_alive",
+    "realm_argv",
+    "spawn",
+    "stop_pid",
+    "stop_processes",
+]
+
+STOP_GRACE = 10.0
+"""Seconds between SIGTERM and SIGKILL unless the caller says otherwise."""
+
+PERSISTENCE_MODULE = "strongroom.persistence.main"
+REALM_MODULE = "strongroom.realm.main"
+
+
+def member_argv(etcd: str, cluster: str, member: str, listen: str, data_dir: str | Path, *,
+                log_level: str | None = None, advertise: str | None = None,
+                replication_listen: str | None = None, replication_advertise: str | None = None,
+                extra: Sequence[str] = ()) -> list[str]:
+    """The command line of a persistence member (what `strongroom.persistence.main` parses).
+
+    Options left None are not passed, so the member's own defaults apply; `extra` goes last.
+    """
+    argv = [sys.executable, "-m", PERSISTENCE_MODULE, "--etcd", etcd, "--cluster", cluster,
+            "--member", member, "--listen", listen, "--data-dir", str(data_dir)]
+    for option, value in (("--log-level", log_level), ("--advertise", advertise),
+                          ("--replication-listen", replication_listen),
+                          ("--replication-advertise", replication_advertise)):
+        if value is not None:
+            argv += [option, value]
+    return [*argv, *extra]
+
+
+def realm_argv(etcd: str, listen: str, extra: Sequence[str] = ()) -> list[str]:
+    """The command line of the realm service (what `strongroom.realm.main` parses)."""
+    return [sys.executable, "-m", REALM_MODULE, "--etcd", etcd, "--listen", listen, *extra]
+
+
+class ProcessGroup(str, Enum):
+    """Where a started process sits among the caller's signals."""
+
+    INHERIT = "inherit"
+    """The caller's process group: a Ctrl-C in the terminal reaches it too."""
+    OWN = "own"
+    """A process group of its own: a Ctrl-C reaches only the caller, which stops it in order."""
+    SESSION = "session"
+    """A session of its own: it outlives the terminal (`strongroom up --detach`)."""
+
+
+def spawn(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None,
+          extra_env: Mapping[str, str] | None = None, cwd: Path | None = None,
+          group: ProcessGroup = ProcessGroup.INHERIT, banner: str = "") -> subprocess.Popen[bytes]:
+    """Start `argv` with stdout and stderr appended to `log_path` and no stdin.
+
+    The environment is `env` (default: this process's) with PYTHONUNBUFFERED=1, so the log is
+    current when a test or a tool reads it, then `extra_env` (e.g. a PYTHONPATH or LD_PRELOAD
+    for hooks). `banner`, when given, is written to the log first.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    environment = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    environment.update(extra_env or {})
+    with open(log_path, "ab") as log:
+        if banner:
+            log.write(banner.encode())
+            log.flush()
+        return subprocess.Popen(
+            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
+            cwd=cwd, start_new_session=group is ProcessGroup.SESSION,
+            process_group=0 if group is ProcessGroup.OWN else None,
+        )
+
+
+def pid_alive(pid: int) -> bool:
+    """True if the process exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux): kill(0) is all we know
+    # Field 3, after the parenthesised command name (which may contain spaces).
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _gone(target: subprocess.Popen[bytes] | int) -> bool:
+    if isinstance(target, subprocess.Popen):
+        return target.poll() is not None
+    return not pid_alive(target)
+
+
+def _pid(target: subprocess.Popen[bytes] | int) -> int:
+    return target.pid if isinstance(target, subprocess.Popen) else target
+
+
+def stop_processes(targets: Sequence[subprocess.Popen[bytes] | int], grace: float = STOP_GRACE) -> None:
+    """Stop several processes at once: SIGTERM to all, wait up to `grace` s, SIGKILL the rest.
+
+    A target is our child (`Popen`, reaped here) or a bare pid (a process another run started,
+    e.g. from a state file)."""
+    pending = []
+    for target in targets:
+        if _gone(target):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(_pid(target), signal.SIGTERM)
+        pending.append(target)
+    deadline = time.monotonic() + grace
+    while pending and time.monotonic() < deadline:
+        pending = [target for target in pending if not _gone(target)]
+        if pending:
+            time.sleep(0.05)
+    for target in pending:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(_pid(target), signal.SIGKILL)
+        if isinstance(target, subprocess.Popen):
+            target.wait()
+        else:
+            kill_deadline = time.monotonic() + 5.0
+            while pid_alive(target) and time.monotonic() < kill_deadline:
+                time.sleep(0.05)
+
+
+def stop_pid(pid: int, grace: float = STOP_GRACE, process: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; reap it when it is our child (`process`)."""
+    stop_processes([process if process is not None else pid], grace)
+
+
+def kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a child at once (a crash, for drills and faults) and reap it; nothing if it exited."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+@dataclass
+class ServiceProcess:
+    """One started service process (realm service or persistence member)."""
+
+    name: str
+    """`realm` or `<cluster>/<member>`."""
+    address: str
+    pid: int
+    log: str
+    data_dir: str = ""
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        if self.process is not None:
+            return self.process.poll() is None
+        return pid_alive(self.pid)
+
+    def returncode(self) -> int | None:
+        """Exit code once it exited (None if unknown or still running)."""
+        return self.process.poll() if self.process is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL at once (drills), and reap."""
+        if self.process is not None:
+            kill(self.process)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """SIGTERM, then SIGKILL after `grace`."""
+        stop_pid(self.pid, grace, self.process)
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of its log, for error messages."""
+        try:
+            text = Path(self.log).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
