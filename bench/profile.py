@@ -102,10 +102,12 @@ async def _workload_loop(target: StrongroomTarget, workload: str, publishers: in
             async def drain() -> int:
                 n = 0
                 while not stop.is_set():
-                    m = await sub.next(timeout=1.0)
-                    if m is not None:
-                        await sub.ack(m)
-                        n += 1
+                    try:
+                        m = await sub.next(timeout=1.0)
+                    except TimeoutError:
+                        continue
+                    await sub.ack(m)
+                    n += 1
                 return n
 
             counts = await asyncio.gather(one(), drain())
@@ -129,10 +131,12 @@ async def _workload_loop(target: StrongroomTarget, workload: str, publishers: in
         async def drain(sub: Any) -> int:
             n = 0
             while not stop.is_set():
-                m = await sub.next(timeout=1.0)
-                if m is not None:
-                    await sub.ack(m)
-                    n += 1
+                try:
+                    m = await sub.next(timeout=1.0)
+                except TimeoutError:
+                    continue
+                await sub.ack(m)
+                n += 1
             return n
 
         counts = await asyncio.gather(pub(), *(drain(s) for s in subs))

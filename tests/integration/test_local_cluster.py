@@ -139,8 +139,8 @@ def test_publish_100_then_subscribe_returns_them_in_order(data_dir: Path) -> Non
 def test_unknown_destination_is_a_domain_error(data_dir: Path) -> None:
     # The default realm maps every name; an invalid name must still be refused precisely.
     result = strongroom("publish", "bad name!", "--data-dir", str(data_dir))
-    assert result.returncode == 2
-    assert result.stderr.startswith("error: ")
+    assert result.returncode == 1  # the cluster refused
+    assert result.stderr.startswith("error: UNKNOWN_DESTINATION: ")
 
 
 def test_invalid_realm_prints_file_and_line_and_starts_nothing(tmp_path: Path) -> None:

@@ -412,7 +412,7 @@ def test_an_invalid_realm_file_stops_startup_with_its_location(
 
 
 def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "strongroom.cli.realm_cmd", "realm", *args],
+    return subprocess.run([sys.executable, "-m", "strongroom.cli.main", "realm", *args],
                           check=False, capture_output=True, text=True, cwd=cwd, env=clean_env(**env), timeout=60)
 
 

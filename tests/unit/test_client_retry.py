@@ -8,10 +8,12 @@ import asyncio
 import grpc
 import pytest
 
+from strongroom.client import AckMode, DurableKind, RetryPolicy
 from strongroom.client.connection import Connection
-from strongroom.client.retry import RetryPolicy, error_from_rpc
+from strongroom.client.retry import error_from_rpc
 from strongroom.errors import (
     ConnectionFailed,
+    InvalidArgument,
     KeyExists,
     KeyNotFound,
     NoLeaderError,
@@ -222,3 +224,16 @@ async def test_call_leader_gives_up_with_no_leader_and_never_leaks_a_grpc_error(
         await conn.call_leader(attempt)
     assert 0.1 < asyncio.get_running_loop().time() - started < 2.0
     assert not isinstance(info.value, grpc.RpcError) and "UNAVAILABLE" in info.value.message
+
+
+# --- enums ------------------------------------------------------------------------------------------
+
+
+def test_durable_kinds_and_ack_modes_are_str_enums() -> None:
+    assert DurableKind.parse("shared") is DurableKind.SHARED == "shared"
+    assert DurableKind.parse("last-value") is DurableKind.parse("lastvalue") is DurableKind.LAST_VALUE
+    assert AckMode.parse("auto") is AckMode.AUTO and AckMode.EXPLICIT == "explicit"
+    with pytest.raises(InvalidArgument, match="unknown durable kind 'sideways'"):
+        DurableKind.parse("sideways")
+    with pytest.raises(InvalidArgument, match="unknown ack mode 'never'"):
+        AckMode.parse("never")
