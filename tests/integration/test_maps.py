@@ -279,7 +279,7 @@ async def test_cli_put_get_list_cas_delete(maps_cluster: Cluster, capsys: pytest
     assert json.loads(out) == {"store": "default", "map": "cli", "key": "greeting", "found": True,
                                "value": "hello", "value_encoding": "utf-8", "version": version}
     code, _, err = await cli("get", "default", "cli", "missing")
-    assert code == 1 and "not found" in err
+    assert code == 1 and "not found" in err and err.startswith("error: KEY_NOT_FOUND: ")
     code, _, err = await cli("cas", "default", "cli", "greeting", "hi", "--expected-version", str(version + 99))
     assert code == 1 and f"version {version}" in err
     code, out, _ = await cli("cas", "default", "cli", "greeting", "aGk=", "--base64",
@@ -290,6 +290,19 @@ async def test_cli_put_get_list_cas_delete(maps_cluster: Cluster, capsys: pytest
     assert code == 0 and [json.loads(line)["key"] for line in out.splitlines()] == ["greeting", "greeting2"]
     code, out, _ = await cli("delete", "default", "cli", "greeting")
     assert (code, out) == (0, "deleted greeting\n")
+    code, out, _ = await cli("create", "default", "cli", "fresh", "one", "--json")
+    assert code == 0
+    created = json.loads(out)["version"]
+    code, _, err = await cli("create", "default", "cli", "fresh", "two")
+    assert code == 1 and err.startswith("error: KEY_EXISTS: ")
+    code, out, _ = await cli("update", "default", "cli", "fresh", "two", "--expected-version", str(created))
+    assert code == 0 and out.startswith("update fresh: version ")
+    code, _, err = await cli("update", "default", "cli", "fresh", "three", "--expected-version", str(created))
+    assert code == 1 and err.startswith("error: VERSION_MISMATCH: ")
+    code, out, _ = await cli("get", "default", "cli", "fresh")
+    assert (code, out) == (0, "two\n")
+    code, out, err = await cli("get", "default", "cli", "missing", "--json")
+    assert code == 1 and json.loads(out) == {"store": "default", "map": "cli", "key": "missing", "found": False}
     code, _, err = await cli("put", "nomaps", "cli", "k", "v")
     assert code == 1 and "MAPS_NOT_ALLOWED" in err  # the cluster refused: 1
     code, _, err = await cli("cas", "default", "cli", "k", "--expected-version", "0")

@@ -17,6 +17,7 @@ from strongroom.errors import (
     InvalidArgument,
     MessageTooLarge,
     NotLeaderError,
+    SubscriptionClosed,
     SubscriptionReplaced,
     UnknownDestination,
     UnknownDurableKind,
@@ -77,6 +78,28 @@ async def test_standard_second_subscriber_closes_first(client: Client) -> None:
     assert again is not None and again.body == b"a" and again.delivery_count == 2
     await second.ack(again)
     await second.close()
+
+
+async def test_next_times_out_while_open_and_raises_the_reason_once_closed(client: Client) -> None:
+    sub = await client.subscribe("nextstate.queue")
+    with pytest.raises(TimeoutError):
+        await sub.next(timeout=0.3)
+    assert not sub.closed  # a timeout leaves the subscription open
+    await client.publish("nextstate.queue", b"after-the-timeout")
+    msg = await sub.next(timeout=5)
+    assert msg.body == b"after-the-timeout"
+    await sub.ack(msg)
+    # Closed while another task waits: that wait ends with the reason too, not a timeout.
+    waiting = asyncio.create_task(sub.next())
+    await asyncio.sleep(0.2)
+    await sub.close()
+    with pytest.raises(SubscriptionClosed) as woken:
+        await asyncio.wait_for(waiting, 5)
+    assert woken.value.reason == "SUBSCRIPTION_CLOSED" and not woken.value.retriable
+    with pytest.raises(SubscriptionClosed):
+        await sub.next(timeout=0.3)
+    assert sub.closed
+    assert [m async for m in sub] == []  # iterating a closed subscription ends at once
 
 
 async def test_shared_durable_gives_each_message_to_exactly_one(client: Client) -> None:
