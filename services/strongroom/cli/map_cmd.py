@@ -37,24 +37,17 @@ from strongroom.cli.common import (
     resolve_endpoints,
     where_options,
 )
+from strongroom.client.messages import text_of
 
 if TYPE_CHECKING:
     from strongroom.client import Map, MapEntry
 
-__all__ = ["add_parsers", "entry_json", "value_text"]
-
-
-def value_text(value: bytes) -> tuple[str, str]:
-    """A value for printing: (text, "utf-8") when it decodes, else (base64, "base64")."""
-    try:
-        return value.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        return base64.b64encode(value).decode(), "base64"
+__all__ = ["add_parsers", "entry_json"]
 
 
 def entry_json(entry: MapEntry) -> dict[str, Any]:
     """One entry as a JSON object: key, value, value_encoding, version."""
-    text, encoding = value_text(entry.value)
+    text, encoding = text_of(entry.value)
     return {"key": entry.key, "value": text, "value_encoding": encoding, "version": entry.version}
 
 
@@ -72,7 +65,7 @@ def _head(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _shown(entry: MapEntry) -> str:
-    text, encoding = value_text(entry.value)
+    text, encoding = text_of(entry.value)
     return f"{'(base64) ' if encoding == 'base64' else ''}{text}"
 
 
@@ -107,7 +100,7 @@ async def _get(m: Map, args: argparse.Namespace) -> int:
     if args.json:
         print_json({**_head(args), "found": True, **entry_json(entry)})
     else:
-        text, encoding = value_text(entry.value)
+        text, encoding = text_of(entry.value)
         # The value alone on stdout, so `$(strongroom map get …)` is the value.
         print(f"# {args.key}: version {entry.version}" + (", base64" if encoding == "base64" else ""),
               file=sys.stderr)

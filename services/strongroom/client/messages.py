@@ -20,6 +20,7 @@ __all__ = [
     "fill_message",
     "from_field",
     "message_json",
+    "text_of",
     "to_field",
 ]
 
@@ -126,7 +127,8 @@ class Received:
         return message_json(self)
 
 
-def _text(data: bytes) -> tuple[str, str]:
+def text_of(data: bytes) -> tuple[str, str]:
+    """Bytes for printing: (text, "utf-8") when they decode, else (base64, "base64")."""
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -137,7 +139,7 @@ def message_json(m: Received) -> dict[str, object]:
     """A received message as a JSON object: seq, delivery_count, destination, producer_id,
     sequence, published_at, body (UTF-8 text, else base64, as body_encoding says) and fields
     (bytes values as base64)."""
-    body, encoding = _text(bytes(m.body))
+    body, encoding = text_of(bytes(m.body))
     fields = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v) for k, v in m.fields.items()}
     return {"seq": m.seq, "delivery_count": m.delivery_count, "destination": m.destination,
             "producer_id": m.producer_id, "sequence": m.sequence, "published_at": m.published_at,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -45,10 +45,7 @@ class DurableKind(str, Enum):
     @classmethod
     def parse(cls, value: DurableKind | str) -> DurableKind:
         """The kind named by `value`; InvalidArgument if it names none."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise InvalidArgument(f"unknown durable kind {value!r}; use standard, shared or lastvalue") from None
+        return _parse(cls, value, "durable kind")
 
     def to_proto(self) -> cpb.DurableKind:
         """The kind on the wire."""
@@ -74,10 +71,18 @@ class AckMode(str, Enum):
     @classmethod
     def parse(cls, value: AckMode | str) -> AckMode:
         """The mode named by `value`; InvalidArgument if it names none."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise InvalidArgument(f"unknown ack mode {value!r}; use explicit or auto") from None
+        return _parse(cls, value, "ack mode")
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def _parse(cls: type[E], value: object, what: str) -> E:
+    try:
+        return cls(value)
+    except ValueError:
+        names = " or ".join(", ".join(m.value for m in cls).rsplit(", ", 1))
+        raise InvalidArgument(f"unknown {what} {value!r}; use {names}") from None
 
 
 async def ack_sync(connection: Connection, destination: str, durable: str, seqs: list[int],
