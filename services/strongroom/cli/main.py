@@ -53,11 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, drill_cmd, bench_cmd):
         module.add_parsers(sub)
     try:
-        from strongroom.cli import realm_cmd
+        from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers
     except ImportError:  # the realm commands are optional; the rest of the CLI works without them
         pass
     else:
-        realm_cmd.add_parsers(sub)
+        add_realm_parsers(sub)
     map_cmd.add_parsers(sub)
     return parser
 
