@@ -209,9 +209,10 @@ class StrongroomTarget:
         try:
             got = 0
             while got < total:
-                m = await sub.next(timeout=30.0)
-                if m is None:
-                    raise RuntimeError(f"consume: {got} of {total} messages, then none for 30 s")
+                try:
+                    m = await sub.next(timeout=30.0)
+                except TimeoutError:
+                    raise RuntimeError(f"consume: {got} of {total} messages, then none for 30 s") from None
                 await sub.ack(m)
                 got += 1
                 self.progress.done = got
@@ -233,9 +234,10 @@ class StrongroomTarget:
         async def drain(sub: Any) -> None:
             got = 0
             while got < n:
-                m = await sub.next(timeout=30.0)
-                if m is None:
-                    raise RuntimeError(f"fanout: a durable got {got} of {n} messages, then none for 30 s")
+                try:
+                    m = await sub.next(timeout=30.0)
+                except TimeoutError:
+                    raise RuntimeError(f"fanout: a durable got {got} of {n} messages, then none for 30 s") from None
                 await sub.ack(m)
                 got += 1
                 self.progress.add()

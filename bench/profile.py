@@ -77,6 +77,19 @@ def summarize_raw(path: Path, top: int = 25) -> str:
     return "\n".join(out)
 
 
+async def _drain(sub: Any, stop: asyncio.Event) -> int:
+    """Receive and ack until `stop` is set; the messages received."""
+    n = 0
+    while not stop.is_set():
+        try:
+            m = await sub.next(timeout=1.0)
+        except TimeoutError:
+            continue
+        await sub.ack(m)
+        n += 1
+    return n
+
+
 async def _workload_loop(target: StrongroomTarget, workload: str, publishers: int, stop: asyncio.Event) -> int:
     done = 0
     if workload == "confirm":
@@ -99,16 +112,7 @@ async def _workload_loop(target: StrongroomTarget, workload: str, publishers: in
         if workload == "consume":
             sub = await target.client.subscribe("prof.queue", "", ack="explicit", credit=256)
 
-            async def drain() -> int:
-                n = 0
-                while not stop.is_set():
-                    m = await sub.next(timeout=1.0)
-                    if m is not None:
-                        await sub.ack(m)
-                        n += 1
-                return n
-
-            counts = await asyncio.gather(one(), drain())
+            counts = await asyncio.gather(one(), _drain(sub, stop))
             await sub.close()
             return counts[1]
         return sum(await asyncio.gather(*(one() for _ in range(publishers))))
@@ -126,16 +130,7 @@ async def _workload_loop(target: StrongroomTarget, workload: str, publishers: in
                 await p.close()
             return n
 
-        async def drain(sub: Any) -> int:
-            n = 0
-            while not stop.is_set():
-                m = await sub.next(timeout=1.0)
-                if m is not None:
-                    await sub.ack(m)
-                    n += 1
-            return n
-
-        counts = await asyncio.gather(pub(), *(drain(s) for s in subs))
+        counts = await asyncio.gather(pub(), *(_drain(s, stop) for s in subs))
         for s in subs:
             await s.close()
         return sum(counts[1:])

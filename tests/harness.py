@@ -204,8 +204,9 @@ async def drain(sub: Any, n: int, timeout: float = 10.0, ack: bool = True) -> li
     """Up to `n` messages of a subscription (fewer if none comes for `timeout` s), acked."""
     out = []
     while len(out) < n:
-        msg = await sub.next(timeout=timeout)
-        if msg is None:
+        try:
+            msg = await sub.next(timeout=timeout)
+        except TimeoutError:
             break
         out.append(msg)
         if ack:

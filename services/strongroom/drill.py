@@ -89,8 +89,9 @@ async def consume_and_count(client: Any, destination: str, confirmed: set[int]) 
     try:
         while True:
             remaining = confirmed - deliveries.keys()
-            m = await sub.next(timeout=SETTLE_SECONDS if not remaining else IDLE_TIMEOUT)
-            if m is None:
+            try:
+                m = await sub.next(timeout=SETTLE_SECONDS if not remaining else IDLE_TIMEOUT)
+            except TimeoutError:
                 break
             index = index_of(bytes(m.body))
             if index is None:

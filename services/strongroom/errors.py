@@ -29,11 +29,17 @@ __all__ = [
     "UnknownMember",
     "DataCorruption",
     "PersistenceUnavailable",
+    "SubscriptionClosed",
     "SubscriptionReplaced",
     "DurableMismatch",
     "InvalidMatcher",
     "MapsNotAllowed",
     "UnknownStore",
+    "KeyNotFound",
+    "VersionMismatch",
+    "KeyExists",
+    "ConnectionFailed",
+    "RpcFailed",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -203,7 +209,16 @@ class UnknownOperation(DataCorruption):
     reason = "UNKNOWN_OPERATION"
 
 
-class SubscriptionReplaced(StrongroomError):
+class SubscriptionClosed(StrongroomError):
+    """The subscription is closed: by the application (`close()`), or by the server for a
+    reason that ends it for good (a subclass says which). Client side: `Subscription.next()`
+    raises it."""
+
+    reason = "SUBSCRIPTION_CLOSED"
+    code = "CANCELLED"
+
+
+class SubscriptionReplaced(SubscriptionClosed):
     """A standard durable got a second subscriber; the first is closed."""
 
     reason = "REPLACED"
@@ -238,6 +253,49 @@ class UnknownStore(StrongroomError):
 
     reason = "UNKNOWN_STORE"
     code = "NOT_FOUND"
+
+
+class KeyNotFound(StrongroomError):
+    """A map read names a key the map does not hold. Client side: the server answers
+    `found: false`, the client raises this."""
+
+    reason = "KEY_NOT_FOUND"
+    code = "NOT_FOUND"
+
+
+class VersionMismatch(StrongroomError):
+    """A map update expected another version of the key than the one it has. Client side:
+    the server answers `swapped: false`; metadata `current_version` holds the key's version
+    (0: the key does not exist)."""
+
+    reason = "VERSION_MISMATCH"
+    code = "FAILED_PRECONDITION"
+
+
+class KeyExists(VersionMismatch):
+    """A map create names a key that exists already (an update expecting version 0)."""
+
+    reason = "KEY_EXISTS"
+
+
+class ConnectionFailed(StrongroomError):
+    """A call got no answer from Strongroom: the member is down or unreachable, the
+    connection broke, or the call's deadline passed. Client side, from a gRPC status that
+    carries no Strongroom reason (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN,
+    INTERNAL); metadata `grpc_code` names the status."""
+
+    reason = "CONNECTION_FAILED"
+    code = "UNAVAILABLE"
+    retriable = True
+
+
+class RpcFailed(StrongroomError):
+    """A call failed with a gRPC status that carries no Strongroom reason and that a retry
+    would not change (e.g. UNIMPLEMENTED: the address is not a Strongroom member). Client
+    side; metadata `grpc_code` names the status."""
+
+    reason = "RPC_FAILED"
+    code = "UNKNOWN"
 
 
 _REGISTRY: dict[str, type[StrongroomError]] = {}

@@ -29,8 +29,9 @@ async def drain_all(client: Client, destination: str, durable: str = "", idle: f
     sub = await client.subscribe(destination, durable, credit=512)
     out = []
     while True:
-        msg = await sub.next(timeout=idle)
-        if msg is None:
+        try:
+            msg = await sub.next(timeout=idle)
+        except TimeoutError:
             break
         out.append(msg)
         await sub.ack(msg)

@@ -62,8 +62,9 @@ async def test_backlog_survives_kill_and_restart_and_is_consumed_once_in_order(m
         sub = await client.subscribe(destination, durable, credit=256)
         got = []
         while True:
-            msg = await sub.next(timeout=5)
-            if msg is None:
+            try:
+                msg = await sub.next(timeout=5)
+            except TimeoutError:
                 break
             got.append(msg.body)
             await sub.ack(msg)

@@ -140,8 +140,78 @@ def test_publish_100_then_subscribe_returns_them_in_order(data_dir: Path) -> Non
 def test_unknown_destination_is_a_domain_error(data_dir: Path) -> None:
     # The default realm maps every name; an invalid name must still be refused precisely.
     result = strongroom("publish", "bad name!", "--data-dir", str(data_dir))
-    assert result.returncode == 2
-    assert result.stderr.startswith("error: ")
+    assert result.returncode == 1  # the cluster refused
+    assert result.stderr.startswith("error: UNKNOWN_DESTINATION: ")
+
+
+def test_server_option_reaches_the_cluster_and_the_realm_service(data_dir: Path, tmp_path: Path) -> None:
+    """-s names the members for the client commands; the realm commands find the realm service
+    from the same -s (members of the local cluster: its state file; the realm service itself:
+    asked directly, from anywhere), and from STRONGROOM_ENDPOINTS likewise."""
+    state = load_state(data_dir)
+    assert state is not None
+    members = ",".join(m["address"] for m in state["clusters"]["default"]["members"].values())
+    realm_address = state["realm"]["address"]
+    nowhere = tmp_path / "no-state-here"  # a data dir without a state file: only -s can help
+
+    status = strongroom("status", "--json", "-s", members, "--data-dir", str(nowhere))
+    assert status.returncode == 0, status.stderr
+    assert {r["member"] for r in json.loads(status.stdout)} == {"m1", "m2", "m3"}
+    published = strongroom("--server", members, "publish", "it.server.queue", "--json", "--data-dir", str(nowhere))
+    assert published.returncode == 0, published.stderr
+    assert json.loads(published.stdout)["confirmed"] == 1
+
+    by_members = strongroom("realm", "get", "--json", "-s", members, "--data-dir", str(data_dir))
+    assert by_members.returncode == 0, by_members.stderr
+    current = json.loads(by_members.stdout)
+    assert current["version"] >= 1 and "clusters" in current["yaml"]
+    by_realm = strongroom("realm", "history", "--json", "-s", realm_address, "--data-dir", str(nowhere))
+    assert by_realm.returncode == 0, by_realm.stderr
+    assert [v["version"] for v in json.loads(by_realm.stdout)][-1] == current["version"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGROOM_")}
+    by_env = subprocess.run([*STRONGROOM, "realm", "get", "--json", "--data-dir", str(nowhere)],
+                            capture_output=True, text=True, timeout=60, check=False,
+                            env={**env, "STRONGROOM_ENDPOINTS": f"{members},{realm_address}"})
+    assert by_env.returncode == 0, by_env.stderr
+    assert json.loads(by_env.stdout)["version"] == current["version"]
+    # Members of no local cluster, and no realm service among them: said plainly, exit 1.
+    lost = strongroom("realm", "get", "-s", members, "--data-dir", str(nowhere))
+    assert lost.returncode == 1
+    assert "cannot find the realm service" in lost.stderr and "not the realm service" in lost.stderr
+
+
+def test_a_refusal_exits_1_and_a_usage_error_2_from_every_command_kind(data_dir: Path, tmp_path: Path) -> None:
+    from strongroom.local.etcdproc import free_port
+
+    dd = ["--data-dir", str(data_dir)]
+    realm_file = tmp_path / "realm.yaml"
+    got = strongroom("realm", "get", *dd)
+    assert got.returncode == 0, got.stderr
+    realm_file.write_text(got.stdout + "# another document: a new version, if it were applied\n")
+    refusals = {
+        "publish": (["publish", "bad name!", *dd], "UNKNOWN_DESTINATION"),
+        "subscribe": (["subscribe", "bad name!", "--durable", "d", "--timeout", "1", *dd], "UNKNOWN_DESTINATION"),
+        "map": (["map", "put", "default", "m", "", "v", *dd], "INVALID_ARGUMENT"),
+        "map get": (["map", "get", "default", "m", "absent", *dd], "KEY_NOT_FOUND"),
+        "realm": (["realm", "apply", str(realm_file), "--expected-version", "999", *dd], "REALM_VERSION_CONFLICT"),
+    }
+    for kind, (argv, reason) in refusals.items():
+        result = strongroom(*argv)
+        assert result.returncode == 1, (kind, result.stderr)
+        assert result.stderr.startswith(f"error: {reason}: "), (kind, result.stderr)
+    unreachable = strongroom("status", "-s", f"127.0.0.1:{free_port()}")
+    assert unreachable.returncode == 1 and "no member answered" in unreachable.stderr
+    usage = {
+        "publish": ["publish", "x", "--count", "0", *dd],
+        "publish field": ["publish", "x", "--field", "novalue", *dd],
+        "subscribe": ["subscribe", "x", *dd],
+        "map": ["map", "cas", "default", "m", "k", "--expected-version", "0", *dd],
+        "realm": ["realm", "apply", *dd],
+        "status": ["status", "--bogus", *dd],
+    }
+    for kind, argv in usage.items():
+        result = strongroom(*argv)
+        assert result.returncode == 2, (kind, result.stderr)
 
 
 def test_invalid_realm_prints_file_and_line_and_starts_nothing(tmp_path: Path) -> None:

@@ -17,13 +17,16 @@ from grpc_status import rpc_status
 from harness import Cluster, realm_yaml, running_cluster, wait_for
 from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc
 from strongroom.cli.main import run as cli_run
-from strongroom.client import Client, Map
+from strongroom.client import Client, Map, MapEntry
 from strongroom.errors import (
     InvalidArgument,
+    KeyExists,
+    KeyNotFound,
     MapsNotAllowed,
     MessageTooLarge,
     StrongroomError,
     UnknownStore,
+    VersionMismatch,
 )
 
 STORES = """\
@@ -63,20 +66,25 @@ async def test_put_get_delete_with_versions(client: Client) -> None:
     assert isinstance(m, Map)
     v1 = await m.put("colour", b"blue")
     assert v1 > 0
-    assert await m.get("colour") == (b"blue", v1)
+    assert await m.get("colour") == MapEntry("colour", b"blue", v1)
     v2 = await m.put("colour", b"green")
     assert v2 > v1  # a version is the log index of the write
-    assert await m.get("colour") == (b"green", v2)
+    entry = await m.get("colour")
+    assert (entry.key, entry.value, entry.version) == ("colour", b"green", v2)
     binary = bytes(range(256))
     await m.put("raw", binary)
     got = await m.get("raw")
-    assert got is not None and got[0] == binary
+    assert got.value == binary
     assert await m.delete("colour") is True
-    assert await m.get("colour") is None
+    with pytest.raises(KeyNotFound) as missing:
+        await m.get("colour")
+    assert not missing.value.retriable and "'colour'" in missing.value.message
     assert await m.delete("colour") is False  # absent: nothing deleted
-    assert await m.get("never") is None
+    with pytest.raises(KeyNotFound):
+        await m.get("never")
     # Another map of the same store is a separate namespace.
-    assert await client.map("default", "basics2").get("raw") is None
+    with pytest.raises(KeyNotFound):
+        await client.map("default", "basics2").get("raw")
 
 
 async def test_list_by_prefix_in_key_order_page_by_page(client: Client) -> None:
@@ -89,7 +97,7 @@ async def test_list_by_prefix_in_key_order_page_by_page(client: Client) -> None:
     everything = [k async for k, _, _ in m.items()]
     assert everything == sorted(keys + ["user", "other/1", "userx"])
     # The wire contract: pages of `limit`, `more` while entries follow, continue after a key.
-    stub = messaging_pb2_grpc.MapServiceStub(client._channel(client.candidate()))
+    stub = messaging_pb2_grpc.MapServiceStub(client.channel(client.candidate()))
     first = await stub.List(messaging_pb2.MapListRequest(store="default", map="listing", prefix="user/", limit=10))
     assert [e.key for e in first.entries] == keys[:10] and first.more
     last = await stub.List(messaging_pb2.MapListRequest(store="default", map="listing", prefix="user/",
@@ -101,12 +109,12 @@ async def test_list_by_prefix_in_key_order_page_by_page(client: Client) -> None:
 async def test_compare_and_set_create_update_delete(client: Client) -> None:
     m = client.map("default", "cas")
     swapped, current = await m.compare_and_set("lock", 0, b"owner-a")
-    assert swapped and current is not None and current[0] == b"owner-a"
-    version = current[1]
+    assert swapped and current is not None and current.value == b"owner-a"
+    version = current.version
     swapped, current = await m.compare_and_set("lock", 0, b"owner-b")
-    assert not swapped and current == (b"owner-a", version)  # the winner is returned
+    assert not swapped and current == MapEntry("lock", b"owner-a", version)  # the winner is returned
     swapped, current = await m.compare_and_set("lock", version + 1000, b"owner-b")
-    assert not swapped and current == (b"owner-a", version)
+    assert not swapped and current == MapEntry("lock", b"owner-a", version)
     swapped, current = await m.compare_and_set("lock", version, delete=True)
     assert swapped and current is None
     swapped, current = await m.compare_and_set("lock", version, b"late")
@@ -115,6 +123,32 @@ async def test_compare_and_set_create_update_delete(client: Client) -> None:
         await m.compare_and_set("lock", 0)
     with pytest.raises(InvalidArgument):
         await m.compare_and_set("lock", 0, b"v", delete=True)
+
+
+async def test_create_and_update_as_nats_kv_has_them(client: Client) -> None:
+    m = client.map("default", "kv")
+    v1 = await m.create("job", b"queued")
+    assert await m.get("job") == MapEntry("job", b"queued", v1)
+    with pytest.raises(KeyExists) as exists:
+        await m.create("job", b"again")
+    assert isinstance(exists.value, VersionMismatch) and not exists.value.retriable
+    assert exists.value.metadata["current_version"] == str(v1)
+    assert (await m.get("job")).value == b"queued"  # the refused create changed nothing
+    v2 = await m.update("job", b"running", expected_version=v1)
+    assert v2 > v1 and await m.get("job") == MapEntry("job", b"running", v2)
+    with pytest.raises(VersionMismatch) as stale:
+        await m.update("job", b"done", expected_version=v1)  # another write came first
+    assert not isinstance(stale.value, KeyExists) and stale.value.metadata["current_version"] == str(v2)
+    assert (await m.get("job")).value == b"running"
+    with pytest.raises(KeyNotFound):
+        await m.update("nothing", b"x", expected_version=v2)
+    with pytest.raises(KeyNotFound):
+        await m.get("nothing")  # the refused update did not create it
+    with pytest.raises(InvalidArgument, match="create"):
+        await m.update("job", b"x", expected_version=0)
+    assert await m.delete("job") is True
+    v3 = await m.create("job", b"again")  # gone: it can be created anew
+    assert v3 > v2
 
 
 async def test_compare_and_set_race_between_two_clients_loses_no_increment(maps_cluster: Cluster) -> None:
@@ -126,14 +160,20 @@ async def test_compare_and_set_race_between_two_clients_loses_no_increment(maps_
     conflicts = [0, 0]
     start = asyncio.Event()
 
+    async def entry(m: Map) -> MapEntry | None:
+        try:
+            return await m.get("counter")
+        except KeyNotFound:
+            return None
+
     async def increment(i: int) -> None:
         m = maps[i]
-        await m.get("counter")  # connected and pointed at the leader before the race starts
+        await entry(m)  # connected and pointed at the leader before the race starts
         await start.wait()
         done = 0
-        current = await m.get("counter")
+        current = await entry(m)
         while done < n:
-            value, version = current if current is not None else (b"0", 0)
+            value, version = (current.value, current.version) if current is not None else (b"0", 0)
             swapped, after = await m.compare_and_set("counter", version, str(int(value) + 1).encode())
             if swapped:
                 done += 1
@@ -151,19 +191,20 @@ async def test_compare_and_set_race_between_two_clients_loses_no_increment(maps_
     finally:
         for c in clients:
             await c.close()
-    assert final is not None and int(final[0]) == 2 * n
+    assert int(final.value) == 2 * n
     assert sum(conflicts) > 0, "the two clients never raced; the test proved nothing"
 
 
 async def test_non_replicated_store_maps_live_on_the_leader(client: Client) -> None:
     m = client.map("volatile", "session")
     v = await m.put("token", b"abc")
-    assert await m.get("token") == (b"abc", v)
+    assert await m.get("token") == MapEntry("token", b"abc", v)
     swapped, current = await m.compare_and_set("token", v, b"def")
-    assert swapped and current is not None and current[1] > v
+    assert swapped and current is not None and current.version > v
     assert [k async for k, _, _ in m.items()] == ["token"]
     assert await m.delete("token") is True
-    assert await m.get("token") is None
+    with pytest.raises(KeyNotFound):
+        await m.get("token")
 
 
 @pytest.mark.parametrize("store", ["nomaps", "wide"])
@@ -177,7 +218,7 @@ async def test_stores_without_maps_answer_maps_not_allowed(client: Client, store
     with pytest.raises(MapsNotAllowed):
         _ = [k async for k, _, _ in m.items()]
     # What a plain generated stub sees: FAILED_PRECONDITION with the ErrorInfo reason.
-    stub = messaging_pb2_grpc.MapServiceStub(client._channel(client.candidate()))
+    stub = messaging_pb2_grpc.MapServiceStub(client.channel(client.candidate()))
     with pytest.raises(grpc.aio.AioRpcError) as raw:
         await stub.Put(messaging_pb2.MapPutRequest(store=store, map="m", key="k", value=b"v"))
     assert raw.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -203,7 +244,8 @@ async def test_unknown_store_and_bad_requests_are_refused_precisely(client: Clie
         await m.get("k" * 1025)
     with pytest.raises(InvalidArgument, match="exceeds the limit of 255"):
         await client.map("small", "n" * 256).put("k", b"v")
-    assert await m.get("k") is None  # nothing refused was stored
+    with pytest.raises(KeyNotFound):  # nothing refused was stored
+        await m.get("k")
 
 
 async def test_a_follower_points_at_the_leader(maps_cluster: Cluster) -> None:
@@ -237,7 +279,7 @@ async def test_cli_put_get_list_cas_delete(maps_cluster: Cluster, capsys: pytest
     assert json.loads(out) == {"store": "default", "map": "cli", "key": "greeting", "found": True,
                                "value": "hello", "value_encoding": "utf-8", "version": version}
     code, _, err = await cli("get", "default", "cli", "missing")
-    assert code == 1 and "not found" in err
+    assert code == 1 and "not found" in err and err.startswith("error: KEY_NOT_FOUND: ")
     code, _, err = await cli("cas", "default", "cli", "greeting", "hi", "--expected-version", str(version + 99))
     assert code == 1 and f"version {version}" in err
     code, out, _ = await cli("cas", "default", "cli", "greeting", "aGk=", "--base64",
@@ -248,8 +290,21 @@ async def test_cli_put_get_list_cas_delete(maps_cluster: Cluster, capsys: pytest
     assert code == 0 and [json.loads(line)["key"] for line in out.splitlines()] == ["greeting", "greeting2"]
     code, out, _ = await cli("delete", "default", "cli", "greeting")
     assert (code, out) == (0, "deleted greeting\n")
+    code, out, _ = await cli("create", "default", "cli", "fresh", "one", "--json")
+    assert code == 0
+    created = json.loads(out)["version"]
+    code, _, err = await cli("create", "default", "cli", "fresh", "two")
+    assert code == 1 and err.startswith("error: KEY_EXISTS: ")
+    code, out, _ = await cli("update", "default", "cli", "fresh", "two", "--expected-version", str(created))
+    assert code == 0 and out.startswith("update fresh: version ")
+    code, _, err = await cli("update", "default", "cli", "fresh", "three", "--expected-version", str(created))
+    assert code == 1 and err.startswith("error: VERSION_MISMATCH: ")
+    code, out, _ = await cli("get", "default", "cli", "fresh")
+    assert (code, out) == (0, "two\n")
+    code, out, err = await cli("get", "default", "cli", "missing", "--json")
+    assert code == 1 and json.loads(out) == {"store": "default", "map": "cli", "key": "missing", "found": False}
     code, _, err = await cli("put", "nomaps", "cli", "k", "v")
-    assert code == 2 and "MAPS_NOT_ALLOWED" in err
+    assert code == 1 and "MAPS_NOT_ALLOWED" in err  # the cluster refused: 1
     code, _, err = await cli("cas", "default", "cli", "k", "--expected-version", "0")
     assert code == 2 and "VALUE or --delete" in err
 
@@ -283,7 +338,7 @@ async def test_maps_survive_a_leader_failover(make_cluster) -> None:  # type: ig
         key = "w0/000"
         _, version = confirmed[key]
         swapped, current = await m.compare_and_set(key, version, b"after")
-        assert swapped and current is not None and current[1] > max(v for _, v in confirmed.values())
+        assert swapped and current is not None and current.version > max(v for _, v in confirmed.values())
         # The killed member comes back as a follower and catches up to the same maps.
         cluster.start(old)
 

@@ -17,6 +17,8 @@ from strongroom.errors import (
     InvalidArgument,
     MessageTooLarge,
     NotLeaderError,
+    SubscriptionClosed,
+    SubscriptionReplaced,
     UnknownDestination,
     UnknownDurableKind,
     UnknownMessage,
@@ -54,7 +56,8 @@ async def test_topic_keeps_messages_only_for_existing_durables(client: Client) -
     sub = await client.subscribe("news", "reader")
     got = await drain(sub, 5)
     assert [m.body for m in got] == [f"n{i}".encode() for i in range(5)]
-    assert await sub.next(timeout=0.5) is None
+    with pytest.raises(TimeoutError):
+        await sub.next(timeout=0.5)
     await sub.close()
 
 
@@ -64,13 +67,39 @@ async def test_standard_second_subscriber_closes_first(client: Client) -> None:
     msg = await first.next(timeout=5)
     assert msg is not None and msg.body == b"a"
     second = await client.subscribe("std.topic", "d1", kind="standard")
-    assert await first.next(timeout=5) is None
-    assert first.closed_reason == "REPLACED"
+    with pytest.raises(SubscriptionReplaced) as closed:
+        await first.next(timeout=5)
+    assert closed.value.reason == "REPLACED" and not closed.value.retriable
+    assert first.closed_reason == "REPLACED" and first.closed
+    with pytest.raises(SubscriptionReplaced):  # and stays closed
+        await first.next(timeout=5)
     # The unacknowledged message goes to the new subscriber with a higher delivery count.
     again = await second.next(timeout=5)
     assert again is not None and again.body == b"a" and again.delivery_count == 2
     await second.ack(again)
     await second.close()
+
+
+async def test_next_times_out_while_open_and_raises_the_reason_once_closed(client: Client) -> None:
+    sub = await client.subscribe("nextstate.queue")
+    with pytest.raises(TimeoutError):
+        await sub.next(timeout=0.3)
+    assert not sub.closed  # a timeout leaves the subscription open
+    await client.publish("nextstate.queue", b"after-the-timeout")
+    msg = await sub.next(timeout=5)
+    assert msg.body == b"after-the-timeout"
+    await sub.ack(msg)
+    # Closed while another task waits: that wait ends with the reason too, not a timeout.
+    waiting = asyncio.create_task(sub.next())
+    await asyncio.sleep(0.2)
+    await sub.close()
+    with pytest.raises(SubscriptionClosed) as woken:
+        await asyncio.wait_for(waiting, 5)
+    assert woken.value.reason == "SUBSCRIPTION_CLOSED" and not woken.value.retriable
+    with pytest.raises(SubscriptionClosed):
+        await sub.next(timeout=0.3)
+    assert sub.closed
+    assert [m async for m in sub] == []  # iterating a closed subscription ends at once
 
 
 async def test_shared_durable_gives_each_message_to_exactly_one(client: Client) -> None:
@@ -82,8 +111,9 @@ async def test_shared_durable_gives_each_message_to_exactly_one(client: Client) 
 
     async def consume(i: int) -> None:
         while True:
-            msg = await subs[i].next(timeout=1.5)
-            if msg is None:
+            try:
+                msg = await subs[i].next(timeout=1.5)
+            except TimeoutError:
                 return
             seen[i].append(msg.body)
             await subs[i].ack(msg)
@@ -124,7 +154,8 @@ async def test_lost_subscriber_messages_are_redelivered_with_count(client: Clien
     again = await drain(sub2, 5)
     assert [m.body for m in again] == [f"r{i}".encode() for i in range(5)]
     assert all(m.delivery_count == 2 for m in again)
-    assert await sub2.next(timeout=0.5) is None
+    with pytest.raises(TimeoutError):
+        await sub2.next(timeout=0.5)
     await sub2.close()
 
 
@@ -364,7 +395,8 @@ async def test_async_acks_made_up_to_close_are_all_delivered(client: Client, sha
         await asyncio.sleep(0)
     await sub.close()  # the last acks were made just before this
     again = await client.subscribe("drained.queue")
-    assert await again.next(timeout=1.0) is None, "acknowledged messages came back"
+    with pytest.raises(TimeoutError):  # acknowledged messages must not come back
+        await again.next(timeout=1.0)
     await again.close()
     leader = await shared_cluster.leader()
     st = await shared_cluster.status(leader)

@@ -399,7 +399,7 @@ def test_an_invalid_realm_file_stops_startup_with_its_location(
 
 
 def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "strongroom.cli.realm_cmd", "realm", *args],
+    return subprocess.run([sys.executable, "-m", "strongroom.cli.main", "realm", *args],
                           check=False, capture_output=True, text=True, cwd=cwd, env=clean_env(**env), timeout=60)
 
 
@@ -488,6 +488,20 @@ def test_cli_finds_the_service_by_env_flag_and_state_file(realm: RealmProcess, t
     elsewhere.mkdir()
     by_env_dir = cli("get", "--json", cwd=elsewhere, STRONGROOM_DATA_DIR=str(state_dir))
     assert by_env_dir.returncode == 0, by_env_dir.stderr
+
+
+def test_cli_finds_the_service_named_by_server_among_other_addresses(realm: RealmProcess, tmp_path: Path) -> None:
+    from strongroom.local.etcdproc import free_port
+
+    (tmp_path / "v1.yaml").write_text(V1)
+    applied = cli("-s", realm.address, "apply", "v1.yaml", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    # Each address is asked whether it is the realm service; one that does not answer is passed over.
+    mixed = cli("history", "--json", "--server", f"127.0.0.1:{free_port()},{realm.address}", cwd=tmp_path)
+    assert mixed.returncode == 0, mixed.stderr
+    assert [v["version"] for v in json.loads(mixed.stdout)] == [1]
+    by_env = cli("get", "--json", cwd=tmp_path, STRONGROOM_ENDPOINTS=realm.address)
+    assert by_env.returncode == 0 and json.loads(by_env.stdout)["version"] == 1
 
 
 def test_cli_reports_an_unreachable_service(tmp_path: Path) -> None:

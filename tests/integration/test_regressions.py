@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 
 async def test_subscription_survives_an_idle_next_timeout(make_cluster) -> None:  # type: ignore[no-untyped-def]
-    """An idle `next(timeout)` returning None must leave the subscription usable.
+    """An idle `next(timeout)` raising TimeoutError must leave the subscription usable.
 
     Found by the pause-leader, partition-members and etcd-down chaos runs: every consumer that
     polled with a timeout while no message came stopped for good."""
@@ -43,7 +43,8 @@ async def test_subscription_survives_an_idle_next_timeout(make_cluster) -> None:
         first = await sub.next(timeout=10)
         assert first is not None and first.body == b"first"
         await sub.ack(first)
-        assert await sub.next(timeout=0.3) is None  # idle: nothing to deliver
+        with pytest.raises(TimeoutError):  # idle: nothing to deliver
+            await sub.next(timeout=0.3)
         await client.publish("regress-idle.queue", b"second")
         try:
             second = await sub.next(timeout=10)

@@ -15,7 +15,7 @@ import pytest
 
 from harness import Cluster, drain, realm_yaml, running_cluster
 from strongroom.api.v1 import common_pb2
-from strongroom.client import ABSENT, PRESENT, Client, Received, Subscription
+from strongroom.client import ABSENT, PRESENT, Client, DurableKind, Received, Subscription
 from strongroom.errors import DurableMismatch, InvalidArgument, InvalidMatcher, StoreLimitExceeded
 
 STORES = """\
@@ -112,8 +112,12 @@ async def client(model_cluster: Cluster) -> AsyncIterator[Client]:
 
 
 async def quiet(sub: Subscription, seconds: float = 1.0) -> Received | None:
-    """The next message within `seconds`, expected to be None."""
-    return await sub.next(timeout=seconds)
+    """The next message within `seconds`, expected to be None (`next` timed out); a closed
+    subscription raises."""
+    try:
+        return await sub.next(timeout=seconds)
+    except TimeoutError:
+        return None
 
 
 # --- content matching -------------------------------------------------------------------------------
@@ -208,7 +212,7 @@ async def test_keyed_last_value_gives_the_latest_for_the_key_then_updates(client
     for sym, px in (("A", 1), ("B", 1), ("A", 2), ("C", 7), ("B", 2)):
         await client.publish("quotes", f"{sym}{px}".encode(), fields={"sym": sym, "px": px})
     a = await client.subscribe("quotes", "board", matcher={"sym": "A"})
-    assert a.kind == common_pb2.DURABLE_KIND_LASTVALUE and a.key_field == "sym" and a.sync_ack
+    assert a.kind is DurableKind.LAST_VALUE and a.key_field == "sym" and a.sync_ack
     first = await a.next(timeout=5)
     assert first is not None and first.body == b"A2"
     b = await client.subscribe("quotes", "board", matcher={"sym": "B"})

@@ -32,8 +32,9 @@ async def consume_exactly(client: Client, destination: str, total: int, idle: fl
     sub = await client.subscribe(destination, "", credit=512)
     got: list[bytes] = []
     while True:
-        msg = await sub.next(timeout=idle)
-        if msg is None:
+        try:
+            msg = await sub.next(timeout=idle)
+        except TimeoutError:
             break
         got.append(bytes(msg.body))
         await sub.ack(msg)

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from strongroom.cli import local_cmd, publish_cmd
 from strongroom.cli import main as cli
-from strongroom.cli.main import CliError, build_parser, make_body, message_json, resolve_endpoints
+from strongroom.cli.common import CliError, ExitCode, exit_code, resolve_endpoints
+from strongroom.cli.main import build_parser
+from strongroom.cli.publish_cmd import make_body
+from strongroom.client import Received, message_json
 from strongroom.local.launcher import member_endpoints
 
 
@@ -34,7 +38,7 @@ def test_up_defaults() -> None:
     assert args.realm is None
     assert args.detach is False
     assert args.data_dir is None
-    assert args.func is cli._cmd_up
+    assert args.func is local_cmd.cmd_up
 
 
 def test_up_all_options() -> None:
@@ -55,7 +59,7 @@ def test_data_dir_before_or_after_the_subcommand() -> None:
 def test_down() -> None:
     args = parse("down", "--data-dir", "d")
     assert args.command == "down"
-    assert args.func is cli._cmd_down
+    assert args.func is local_cmd.cmd_down
 
 
 def test_up_rejects_unknown_option(capsys: pytest.CaptureFixture[str]) -> None:
@@ -228,34 +232,31 @@ def test_make_body() -> None:
     assert make_body(None, 0, 0) == b""
 
 
-class _Msg:
-    def __init__(self, body: bytes) -> None:
-        self.seq = 4
-        self.body = body
-        self.fields = {"n": 1, "raw": b"\x00"}
-        self.delivery_count = 2
-        self.producer_id = "p"
-        self.sequence = 9
+def _msg(body: bytes) -> Received:
+    return Received(seq=4, body=body, fields={"n": 1, "raw": b"\x00"}, delivery_count=2, destination="",
+                    producer_id="p", sequence=9)
 
 
 def test_message_json_text_and_binary() -> None:
-    text = message_json(_Msg(b"hello"))
+    text = message_json(_msg(b"hello"))
     assert text == {"seq": 4, "delivery_count": 2, "destination": "", "producer_id": "p", "sequence": 9,
-                    "body": "hello", "body_encoding": "utf-8", "fields": {"n": 1, "raw": "AA=="}}
-    binary = message_json(_Msg(b"\xff\xfe"))
+                    "published_at": 0.0, "body": "hello", "body_encoding": "utf-8",
+                    "fields": {"n": 1, "raw": "AA=="}}
+    assert _msg(b"hello").to_json() == text  # the client's and the CLI's JSON are one
+    binary = message_json(_msg(b"\xff\xfe"))
     assert binary["body"] == "//4=" and binary["body_encoding"] == "base64"
     json.dumps(binary)
 
 
-def test_domain_error_prints_reason_and_exits_2(monkeypatch: pytest.MonkeyPatch,
+def test_domain_error_prints_reason_and_exits_1(monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from strongroom.errors import UnknownDestination
 
     def boom(args: argparse.Namespace) -> int:
         raise UnknownDestination("no destination of the realm matches 'x'")
 
-    monkeypatch.setattr(cli, "_cmd_publish", boom)
-    assert cli.run(["--endpoints", "h:1", "publish", "x"]) == 2
+    monkeypatch.setattr(publish_cmd, "cmd_publish", boom)
+    assert cli.run(["--endpoints", "h:1", "publish", "x"]) == 1  # the cluster refused
     assert capsys.readouterr().err.strip() == "error: UNKNOWN_DESTINATION: no destination of the realm matches 'x'"
 
 
@@ -300,3 +301,79 @@ def test_a_member_refuses_bad_gc_thresholds_at_start(tmp_path: Path) -> None:
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "STRONGROOM_GC_THRESHOLDS must be three counts" in out.stderr
+
+
+# --- where the cluster is, exit codes -----------------------------------------------------------
+
+
+def test_server_option_has_three_spellings_before_or_after_the_command() -> None:
+    assert parse("-s", "a:1", "status").endpoints == "a:1"
+    assert parse("--server", "a:1,b:2", "publish", "x").endpoints == "a:1,b:2"
+    assert parse("status", "-s", "c:3").endpoints == "c:3"
+    assert parse("map", "get", "st", "m", "k", "--server", "d:4").endpoints == "d:4"
+    assert parse("realm", "get", "-s", "e:5").endpoints == "e:5"
+    assert parse("realm", "--realm-address", "f:6", "history").endpoints == "f:6"  # the older spelling
+
+
+def test_server_option_beats_the_environment_which_beats_the_state_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "state.json").write_text(json.dumps(STATE))
+    monkeypatch.setenv("STRONGROOM_ENDPOINTS", "env:1")
+    assert resolve_endpoints(parse("-s", "flag:1", "--data-dir", str(tmp_path), "status")) == ["flag:1"]
+    assert resolve_endpoints(parse("--data-dir", str(tmp_path), "status")) == ["env:1"]
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS")
+    assert resolve_endpoints(parse("--data-dir", str(tmp_path), "status")) == ["127.0.0.1:11", "127.0.0.1:12"]
+
+
+def test_an_empty_server_list_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    with pytest.raises(CliError, match="names no address") as info:
+        resolve_endpoints(parse("-s", " , ", "status"))
+    assert info.value.code == ExitCode.USAGE
+
+
+def test_one_exit_code_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    from strongroom.errors import ConnectionFailed, KeyNotFound, StoreLimitExceeded
+
+    cases: list[tuple[BaseException, int, str]] = [
+        (CliError("no member answered"), 1, "error: no member answered"),
+        (CliError.usage("--field 'x': use NAME=VALUE"), 2, "error: --field 'x': use NAME=VALUE"),
+        (StoreLimitExceeded("store full"), 1, "error: STORE_LIMIT_EXCEEDED: store full"),
+        (KeyNotFound("key 'k' not found"), 1, "error: KEY_NOT_FOUND: key 'k' not found"),
+        (ConnectionFailed("UNAVAILABLE from h:1: down"), 1, "error: CONNECTION_FAILED: UNAVAILABLE from h:1: down"),
+        (OSError("disk gone"), 1, "error: disk gone"),
+    ]
+    for exc, code, line in cases:
+        assert exit_code(exc) == code
+        assert capsys.readouterr().err.strip() == line
+    assert exit_code(ValueError("a bug")) is None  # not a command's failure: it goes through
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["publish", "x", "--count", "3", "--field", "novalue"], "--field 'novalue': use NAME=VALUE"),
+    (["subscribe", "x", "--durable", "d", "--match", "weird"], "--match 'weird': use FIELD=VALUE"),
+    (["map", "cas", "st", "m", "k", "--expected-version", "0"], "cas needs either VALUE or --delete"),
+    (["map", "put", "st", "m", "k", "!!", "--base64"], "VALUE is not valid base64"),
+    (["drill", "failover", "--platform", "kubernetes"], "--platform kubernetes needs --release"),
+])
+def test_usage_errors_found_after_parsing_exit_2_before_reaching_the_cluster(
+        capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    # Nothing listens on port 1: reaching for the cluster would fail with 1, not 2.
+    assert cli.run(["-s", "127.0.0.1:1", *argv]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {message}")
+
+
+def test_realm_service_from_the_older_variable_and_the_state_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from strongroom.cli.realm_cmd import locate_realm_service
+
+    for name in ("STRONGROOM_ENDPOINTS", "STRONGROOM_REALM", "STRONGROOM_ETCD"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "state.json").write_text(json.dumps(STATE))
+    assert locate_realm_service(parse("realm", "get", "--data-dir", str(tmp_path))) == "127.0.0.1:2"
+    monkeypatch.setenv("STRONGROOM_REALM", "realm:9")
+    assert locate_realm_service(parse("realm", "get", "--data-dir", str(tmp_path))) == "realm:9"
+    monkeypatch.delenv("STRONGROOM_REALM")
+    with pytest.raises(CliError, match="cannot find the realm service") as info:
+        locate_realm_service(parse("realm", "get", "--data-dir", str(tmp_path / "none")))
+    assert info.value.code == ExitCode.FAILED

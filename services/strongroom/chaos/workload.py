@@ -32,9 +32,8 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.chaos.history import FAIL, INFO, INVOKE, OK, History, message_id
-from strongroom.client import Client, PublishResult, Received, Subscription
-from strongroom.client.client import KINDS
-from strongroom.errors import StrongroomError
+from strongroom.client import AckMode, Client, DurableKind, PublishResult, Received, Subscription
+from strongroom.errors import StrongroomError, SubscriptionClosed
 from strongroom.grpcerrors import from_rpc_error
 
 __all__ = ["ConsumerSpec", "Workload", "WorkloadConfig", "outcome_of"]
@@ -211,7 +210,7 @@ class Workload:
             self.history.record("audit", INFO, "subscribe", dest=dest, durable=durable, error=outcome_of(exc)[1])
             return
         deadline = time.monotonic() + timeout
-        pending: asyncio.Task[Received | None] | None = None
+        pending: asyncio.Task[Received] | None = None
         try:
             while time.monotonic() < deadline:
                 pending = pending or asyncio.create_task(sub.next())
@@ -219,8 +218,11 @@ class Workload:
                 if not done:
                     break
                 task, pending = pending, None
-                msg = None if task.cancelled() else task.result()
-                if msg is None:
+                if task.cancelled():
+                    break
+                try:
+                    msg = task.result()
+                except SubscriptionClosed:
                     break
                 self.history.record("audit", OK, "deliver", dest=dest, durable=durable,
                                     producer=msg.producer_id, seq=msg.sequence,
@@ -408,9 +410,10 @@ class Workload:
 
     async def _subscribe(self, client: Client, spec: ConsumerSpec) -> Subscription:
         """Open a subscription that records every (re)open: the time its id became valid."""
-        sub = _RecordedSubscription(client, spec.dest, spec.durable,
-                                    KINDS[spec.kind] if spec.kind else cpb.DURABLE_KIND_UNSPECIFIED,
-                                    "explicit", self.config.credit, spec.sync_ack)
+        sub = _RecordedSubscription(client.connection, spec.dest, spec.durable,
+                                    DurableKind.parse(spec.kind) if spec.kind else None,
+                                    AckMode.EXPLICIT, self.config.credit, spec.sync_ack,
+                                    client_name=client.client_name)
         sub.on_open = lambda sub_id: self.history.record(spec.name, OK, "subscribed", dest=spec.dest,
                                                          durable=spec.durable, sub=sub_id)
         await sub.open()
@@ -448,7 +451,7 @@ class Workload:
         # `Subscription.next(timeout=...)` must not be used: a timeout cancels the pending read,
         # which cancels the whole gRPC stream (see tests/integration/test_regressions.py). One
         # `next()` stays pending across polls of the stop flag instead.
-        pending: asyncio.Task[Received | None] | None = None
+        pending: asyncio.Task[Received] | None = None
         try:
             while not self._stop_consuming.is_set():
                 if pending is None:
@@ -459,8 +462,9 @@ class Workload:
                 task, pending = pending, None
                 if task.cancelled():
                     raise _StreamCancelled("the subscription's stream was cancelled under it")
-                msg = task.result()
-                if msg is None:
+                try:
+                    msg = task.result()
+                except SubscriptionClosed:
                     self.history.record(spec.name, INFO, "subscribe", dest=spec.dest, durable=spec.durable,
                                         sub=sub.subscription_id, error=sub.closed_reason or "closed")
                     return

@@ -5,9 +5,12 @@
     strongroom realm get [--version N] [--json] [--grid]
     strongroom realm history [--json]
 
-The realm service is found, in order, from `--realm-address`, env STRONGROOM_REALM, the etcd key
-`/strongroom/services/realm` (etcd from `--etcd` or env STRONGROOM_ETCD), and the local
-launcher's state file `<data dir>/state.json`.
+The realm service is found from where the cluster is, as for every command: `-s/--server`
+names either the realm service itself or members of a cluster (each address is asked, by
+its gRPC health service, whether it is the realm service; for members of the local cluster the
+state file says where theirs is), else `$STRONGROOM_ENDPOINTS`, else the local cluster's state
+file. Older spellings still work: `--realm-address` (an alias of `-s`), $STRONGROOM_REALM, and
+`--etcd` / $STRONGROOM_ETCD (etcd, where the realm service registers its address).
 """
 
 from __future__ import annotations
@@ -18,48 +21,61 @@ import datetime as dt
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
-from strongroom.errors import RealmInvalid, StrongroomError
-from strongroom.etcd import EtcdClient
-from strongroom.grpcerrors import from_rpc_error
+from strongroom.cli.common import (
+    CliError,
+    ExitCode,
+    data_dir,
+    explicit_servers,
+    print_json,
+    where_options,
+)
+from strongroom.errors import RealmInvalid
 from strongroom.keys import REALM_SERVICE
 from strongroom.realm.model import Realm, parse_realm
 
-__all__ = ["add_realm_parser", "main", "resolve_realm_address"]
+__all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "locate_realm_service", "print_grid"]
 
 RPC_TIMEOUT_SECONDS = 10.0
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-
-
-class CliError(Exception):
-    """A failure to report as one line on stderr with exit code 1."""
+PROBE_TIMEOUT_SECONDS = 3.0
+REALM_HEALTH_SERVICE = "strongroom.v1.RealmService"
+REALM_ENV = "STRONGROOM_REALM"
+ETCD_ENV = "STRONGROOM_ETCD"
 
 
 # --- finding the service -----------------------------------------------------------------------
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
-    given = getattr(args, "data_dir", None)
-    return Path(given or os.environ.get("STRONGROOM_DATA_DIR") or ".strongroom")
+def _probe(address: str) -> str | None:
+    """None if `address` is the realm service (its health service serves RealmService), else
+    what it is instead."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped, unused-ignore]
+
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=REALM_HEALTH_SERVICE),
+                               timeout=PROBE_TIMEOUT_SECONDS)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+            if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNIMPLEMENTED):
+                return f"{address} is not the realm service (a persistence member?)"
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            return f"{address} did not answer ({code.name}: {details})"
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        return f"{address} is a realm service that is not serving"
+    return None
 
 
-def _read_state(args: argparse.Namespace) -> dict[str, Any]:
-    path = _data_dir(args) / "state.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _from_etcd(endpoints: str) -> str:
+    from strongroom.etcd import EtcdClient
 
-
-def _address_from_etcd(endpoints: str) -> str | None:
     async def lookup() -> bytes | None:
         etcd = EtcdClient(endpoints)
         try:
@@ -72,55 +88,89 @@ def _address_from_etcd(endpoints: str) -> str | None:
         raw = asyncio.run(asyncio.wait_for(lookup(), RPC_TIMEOUT_SECONDS))
     except Exception as exc:  # noqa: BLE001 - any etcd failure reads as "cannot find it there"
         raise CliError(f"cannot read {REALM_SERVICE} from etcd at {endpoints}: {exc}") from None
-    if raw is None:
-        return None
-    text = raw.decode().strip()
+    text = raw.decode().strip() if raw is not None else ""
     # The service registers a bare host:port; accept a JSON object too, for forward compatibility.
     if text.startswith("{"):
         try:
-            return str(json.loads(text)["address"])
+            text = str(json.loads(text)["address"])
         except (ValueError, KeyError, TypeError):
-            return None
-    return text or None
+            text = ""
+    if not text:
+        raise CliError(f"no realm service is registered in etcd at {endpoints} ({REALM_SERVICE})")
+    return text
 
 
-def resolve_realm_address(args: argparse.Namespace) -> str:
-    """The realm service address from flags, environment, etcd or the local state file."""
-    explicit = getattr(args, "realm_address", None) or os.environ.get("STRONGROOM_REALM")
-    if explicit:
-        return str(explicit)
-    etcd = getattr(args, "etcd", None) or os.environ.get("STRONGROOM_ETCD")
-    if etcd:
-        found = _address_from_etcd(etcd)
-        if found:
-            return found
-        raise CliError(f"no realm service is registered in etcd at {etcd} ({REALM_SERVICE})")
-    state = _read_state(args)
+def _local_realm(args: argparse.Namespace, members: Sequence[str] | None = None) -> str | None:
+    """The realm service of the local cluster's state file (only if it lists one of `members`
+    when they are given), asking its etcd if the file names no address."""
+    from strongroom.local.launcher import load_state, member_endpoints
+
+    state = load_state(data_dir(args)) or {}
+    if members is not None and not set(members) & set(member_endpoints(state)):
+        return None
     realm = state.get("realm")
     if isinstance(realm, dict) and realm.get("address"):
         return str(realm["address"])
-    etcd_state = state.get("etcd")
-    if isinstance(etcd_state, dict) and etcd_state.get("endpoint"):
-        found = _address_from_etcd(str(etcd_state["endpoint"]))
-        if found:
-            return found
-    raise CliError("cannot find the realm service: give --realm-address, set STRONGROOM_REALM or "
-                   "STRONGROOM_ETCD, or start a local one with `strongroom up`")
+    etcd = state.get("etcd")
+    if isinstance(etcd, dict) and etcd.get("endpoint"):
+        return _from_etcd(str(etcd["endpoint"]))
+    return None
+
+
+def _among(servers: list[str], source: str, args: argparse.Namespace, etcd: str | None) -> str:
+    """The realm service among `servers`, else the one of the cluster they are members of."""
+    notes = []
+    for address in servers:
+        note = _probe(address)
+        if note is None:
+            return address
+        notes.append(note)
+    found = _local_realm(args, servers)
+    if found:
+        return found
+    if etcd:
+        return _from_etcd(etcd)
+    raise CliError(f"cannot find the realm service from {source}: {'; '.join(notes)}. Name the realm "
+                   f"service's address with -s, or etcd with --etcd")
+
+
+def locate_realm_service(args: argparse.Namespace) -> str:
+    """The realm service's address: from `-s/--server` (or its alias `--realm-address`), else
+    `--etcd`, else $STRONGROOM_REALM or $STRONGROOM_ENDPOINTS, else $STRONGROOM_ETCD, else the
+    local cluster's state file."""
+    etcd_flag = getattr(args, "etcd", None)
+    etcd_env = os.environ.get(ETCD_ENV)
+    if getattr(args, "endpoints", None):
+        named = explicit_servers(args)
+        assert named is not None
+        return _among(*named, args, etcd_flag or etcd_env)
+    if etcd_flag:
+        return _from_etcd(etcd_flag)
+    named = explicit_servers(args, REALM_ENV)
+    if named is not None:
+        servers, source = named
+        # $STRONGROOM_REALM names the realm service itself, as it always did.
+        return servers[0] if source == f"${REALM_ENV}" else _among(servers, source, args, etcd_env)
+    if etcd_env:
+        return _from_etcd(etcd_env)
+    found = _local_realm(args)
+    if found:
+        return found
+    raise CliError("cannot find the realm service: give -s/--server HOST:PORT (the realm service, or "
+                   "members of a local cluster), set STRONGROOM_ENDPOINTS or STRONGROOM_ETCD, or start a "
+                   "local one with `strongroom up`")
 
 
 def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
-    address = resolve_realm_address(args)
+    from strongroom.client.retry import error_from_rpc
+
+    address = locate_realm_service(args)
     with grpc.insecure_channel(address) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
             return getattr(stub, method)(request, timeout=RPC_TIMEOUT_SECONDS)
         except grpc.RpcError as exc:
-            err = from_rpc_error(exc)
-            if err is not None:
-                raise err from None
-            code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"
-            details = exc.details() if hasattr(exc, "details") else str(exc)
-            raise CliError(f"realm service at {address}: {code}: {details}") from None
+            raise error_from_rpc(exc, address) from None
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -144,7 +194,7 @@ def _when(ts: float) -> str:
 
 
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True))
+    print_json(data, indent=2, sort_keys=True)
 
 
 def _read_file(path: str) -> str:
@@ -175,13 +225,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         else:
             for problem in err.problems:
                 print(problem)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if args.json:
         _print_json({"valid": True, "problems": [], "normalized": json.loads(realm.to_json())})
     else:
         print(f"{args.file}: valid ({len(realm.clusters)} clusters, {len(realm.stores)} stores, "
               f"{len(realm.destinations)} destinations)")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
@@ -195,13 +245,13 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         # The client rebuilds the problems from the indented lines of the status message.
         for problem in err.problems:
             print(problem.strip(), file=sys.stderr)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if args.json:
         _print_json(_version_dict(version))
     else:
         print(f"realm version {version.version} is current (sha256 {version.digest[:12]}, "
               f"from {version.source_name})")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def print_grid(realm: Realm) -> None:
@@ -237,7 +287,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
     version = _call(args, "Get", realm_pb2.GetRealmRequest(version=args.version))
     if args.grid:
         print_grid(parse_realm(version.yaml, version.source_name or "realm.yaml"))
-        return EXIT_OK
+        return ExitCode.OK
     if args.json:
         _print_json(_version_dict(version))
     else:
@@ -245,54 +295,30 @@ def _cmd_get(args: argparse.Namespace) -> int:
         print(f"# realm version {version.version}, applied {_when(version.applied_at)} "
               f"from {version.source_name}", file=sys.stderr)
         sys.stdout.write(version.yaml if version.yaml.endswith("\n") else version.yaml + "\n")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
     response = _call(args, "History", realm_pb2.RealmHistoryRequest())
     if args.json:
         _print_json([_version_dict(v, with_document=False) for v in response.versions])
-        return EXIT_OK
+        return ExitCode.OK
     print(f"{'VERSION':>7}  {'APPLIED (UTC)':<20}  {'SHA256':<12}  SOURCE")
     for v in response.versions:
         print(f"{v.version:>7}  {_when(v.applied_at):<20}  {v.digest[:12]:<12}  {v.source_name}")
-    return EXIT_OK
-
-
-def _guarded(handler: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return int(handler(args))
-        except CliError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        except StrongroomError as err:
-            print(f"error: {err.message}", file=sys.stderr)
-            return EXIT_FAILED
-
-    run.__name__ = handler.__name__
-    return run
+    return ExitCode.OK
 
 
 # --- parser ------------------------------------------------------------------------------------
 
 
-def _common() -> argparse.ArgumentParser:
-    # SUPPRESS keeps a subcommand from overwriting the same option given earlier (or set by the
-    # top-level parser) with its default, so the options work before or after the subcommand.
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--realm-address", default=argparse.SUPPRESS, metavar="HOST:PORT",
-                        help="realm service address (default: env STRONGROOM_REALM, etcd, local state)")
-    common.add_argument("--etcd", default=argparse.SUPPRESS, metavar="ENDPOINTS",
-                        help="etcd endpoints to discover the realm service (env STRONGROOM_ETCD)")
-    common.add_argument("--data-dir", default=argparse.SUPPRESS, metavar="DIR",
-                        help="local state directory (env STRONGROOM_DATA_DIR, default ./.strongroom)")
-    return common
-
-
-def add_realm_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parsers(subparsers: Any) -> None:
     """Add `realm` and its subcommands; each sets `func(args) -> exit code`."""
-    common = _common()
+    common = where_options(aliases=("--realm-address",), server_help=(
+        "where the cluster is: the realm service's address, or member addresses of a local cluster "
+        "(env STRONGROOM_ENDPOINTS; default: the local state file); --realm-address is an older spelling"))
+    common.add_argument("--etcd", default=argparse.SUPPRESS, metavar="ENDPOINTS",
+                        help="etcd endpoints, where the realm service registers its address (env STRONGROOM_ETCD)")
     realm: argparse.ArgumentParser = subparsers.add_parser(
         "realm", parents=[common], help="apply, inspect and validate the realm",
         description="Apply, inspect and validate the realm definition.")
@@ -302,7 +328,7 @@ def add_realm_parser(subparsers: Any) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text,
                                                     description=help_text)
         p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.set_defaults(func=_guarded(handler))
+        p.set_defaults(func=handler)
         return p
 
     p = add("apply", _cmd_apply, "validate and store a new realm version")
@@ -316,16 +342,3 @@ def add_realm_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = add("validate", _cmd_validate, "check a realm file offline; problems as file:line:col")
     p.add_argument("file", metavar="FILE")
     add("history", _cmd_history, "list every stored version, oldest first")
-    return realm
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `realm …` on its own (`python -m strongroom.cli.realm_cmd realm get`)."""
-    parser = argparse.ArgumentParser(prog="strongroom")
-    add_realm_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@
     await client.publish("orders", b"...")                  # returns once committed
     pub = client.publisher("orders", window=256)             # pipelined, every one confirmed
     fut = await pub.send(b"...")
-    sub = await client.subscribe("orders", "billing", kind="shared")
+    sub = await client.subscribe("orders", "billing", kind=DurableKind.SHARED)
     async for msg in sub:
         ...
         await sub.ack(msg)
@@ -13,22 +13,46 @@
 
 Every message carries the client's producer id and a sequence; a publish that fails with a
 retriable error (leader gone, no quorum) or a broken connection is sent again with the same
-id, and the leader stores it once.
+id, and the leader stores it once. Every error the client raises is a
+`strongroom.errors.StrongroomError` (with `retriable`), except `TimeoutError` from
+`Subscription.next(timeout)`.
+
+Modules: `connection` (channels, the leader, the retry loop), `retry` (the retry policy and
+what a failed call means), `messages` (fields, matchers, `Received`), `publisher`,
+`subscription`, `maps`, and `client` (the facade).
 """
 
 from __future__ import annotations
 
-from strongroom.client.client import (
+from strongroom.client.client import Client
+from strongroom.client.connection import Connection
+from strongroom.client.maps import Map, MapEntry
+from strongroom.client.messages import (
     ABSENT,
     PRESENT,
-    Client,
     PublishResult,
-    Publisher,
     Received,
-    Subscription,
     build_matcher,
+    message_json,
 )
-from strongroom.client.maps import Map
+from strongroom.client.publisher import Publisher
+from strongroom.client.retry import RetryPolicy
+from strongroom.client.subscription import AckMode, DurableKind, Subscription
 
-__all__ = ["ABSENT", "PRESENT", "Client", "Map", "PublishResult", "Publisher", "Received", "Subscription",
-           "build_matcher"]
+__all__ = [
+    "ABSENT",
+    "PRESENT",
+    "AckMode",
+    "Client",
+    "Connection",
+    "DurableKind",
+    "Map",
+    "MapEntry",
+    "PublishResult",
+    "Publisher",
+    "Received",
+    "RetryPolicy",
+    "Subscription",
+    "build_matcher",
+    "message_json",
+]

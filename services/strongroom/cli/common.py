@@ -1,0 +1,217 @@
+"""What every `strongroom` command shares: the one error type and exit-code policy, where the
+cluster is (`-s/--server`), argument types and output helpers.
+
+Exit status: 0 done; 1 the cluster refused or failed (a `StrongroomError`, a `CliError`, an
+unreachable member, a `get` of a missing key, ...); 2 a usage error (argparse's own, or a
+`CliError.usage` found after parsing).
+
+Where the cluster is, the same for every command: `-s/--server` (also spelled `--endpoints`),
+else the `STRONGROOM_ENDPOINTS` environment variable, else every member of the local cluster's
+state file in `--data-dir` (env `STRONGROOM_DATA_DIR`, default `./.strongroom`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+from strongroom.errors import StrongroomError
+
+__all__ = [
+    "CLIENT_NAME",
+    "CliError",
+    "ExitCode",
+    "add_where",
+    "data_dir",
+    "exit_code",
+    "explicit_servers",
+    "non_negative",
+    "parse_match",
+    "positive",
+    "print_json",
+    "resolve_endpoints",
+    "say_error",
+    "seconds",
+    "where_options",
+]
+
+CLIENT_NAME = "strongroom-cli"
+ENDPOINTS_ENV = "STRONGROOM_ENDPOINTS"
+
+
+class ExitCode(IntEnum):
+    """The exit status of every command."""
+
+    OK = 0
+    """Done."""
+    FAILED = 1
+    """The cluster refused or failed (or could not be reached)."""
+    USAGE = 2
+    """The command line was wrong."""
+
+
+class CliError(Exception):
+    """A command that cannot finish: printed as `error: message`, exits with `code`."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @classmethod
+    def usage(cls, message: str) -> CliError:
+        """A usage error found after parsing (exit status 2, like argparse's own)."""
+        return cls(message, ExitCode.USAGE)
+
+
+def say_error(message: str) -> None:
+    """One line on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def exit_code(exc: BaseException) -> ExitCode | None:
+    """Report an exception a command raised as `error: ...` on stderr and return its exit
+    status; None for an exception that is not a command's failure (a bug: let it through)."""
+    if isinstance(exc, CliError):
+        say_error(f"error: {exc}")
+        return exc.code
+    if isinstance(exc, StrongroomError):
+        say_error(f"error: {exc.reason}: {exc.message}")
+        return ExitCode.FAILED
+    if isinstance(exc, OSError | TimeoutError):
+        say_error(f"error: {exc}")
+        return ExitCode.FAILED
+    return None
+
+
+# --- arguments -----------------------------------------------------------------------------------
+
+
+def positive(value: str) -> int:
+    """An argument type: an integer of at least 1."""
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def non_negative(value: str) -> int:
+    """An argument type: an integer of at least 0."""
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    return n
+
+
+def seconds(value: str) -> float:
+    """An argument type: more than 0 seconds."""
+    s = float(value)
+    if s <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {value}")
+    return s
+
+
+SERVER_HELP = (f"where the cluster is: member addresses HOST:PORT,... (env {ENDPOINTS_ENV}; "
+               f"default: every member of the local state file)")
+DATA_DIR_HELP = "local cluster data dir (env STRONGROOM_DATA_DIR, default ./.strongroom)"
+
+
+def add_where(parser: argparse.ArgumentParser, servers: bool, default: object, aliases: Sequence[str] = (),
+              server_help: str = SERVER_HELP) -> None:
+    """`-s/--server` (also `--endpoints` and `aliases`) and `--data-dir` on a parser."""
+    parser.add_argument("--data-dir", type=Path, default=default, metavar="DIR", help=DATA_DIR_HELP)
+    if servers:
+        parser.add_argument("-s", "--server", "--endpoints", *aliases, dest="endpoints", default=default,
+                            metavar="HOST:PORT,...", help=server_help)
+
+
+def where_options(servers: bool = True, aliases: Sequence[str] = (),
+                  server_help: str = SERVER_HELP) -> argparse.ArgumentParser:
+    """A parent parser with `-s/--server` and `--data-dir`, so they work after the subcommand
+    too (SUPPRESS keeps a value given before it)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    add_where(parent, servers, argparse.SUPPRESS, aliases, server_help)
+    return parent
+
+
+def data_dir(args: argparse.Namespace) -> Path:
+    """`--data-dir`, else $STRONGROOM_DATA_DIR, else ./.strongroom (absolute)."""
+    from strongroom.local.launcher import default_data_dir
+
+    given = getattr(args, "data_dir", None)
+    return Path(given).absolute() if given else default_data_dir()
+
+
+def _split(raw: str) -> list[str]:
+    return [e.strip() for e in raw.split(",") if e.strip()]
+
+
+def explicit_servers(args: argparse.Namespace, *env: str) -> tuple[list[str], str] | None:
+    """The servers named by `-s/--server`, else by the first of the environment variables `env`
+    (then $STRONGROOM_ENDPOINTS) that is set, with where they came from; None when nothing names
+    any. A named but empty list is a usage error."""
+    given = getattr(args, "endpoints", None)
+    sources = [("-s/--server", given)] + [(f"${name}", os.environ.get(name)) for name in (*env, ENDPOINTS_ENV)]
+    for source, raw in sources:
+        if raw:
+            servers = _split(raw)
+            if not servers:
+                raise CliError.usage(f"{source} names no address")
+            return servers, source
+    return None
+
+
+def resolve_endpoints(args: argparse.Namespace) -> list[str]:
+    """The member addresses to reach: `-s/--server`, else $STRONGROOM_ENDPOINTS, else every
+    member of the local state file."""
+    from strongroom.local.launcher import load_state, member_endpoints
+
+    named = explicit_servers(args)
+    if named is not None:
+        return named[0]
+    where = data_dir(args)
+    state = load_state(where)
+    if state is None:
+        raise CliError(f"no endpoints: pass -s/--server HOST:PORT,... or set {ENDPOINTS_ENV}, "
+                       f"or start a local cluster with `strongroom up` (no state file in {where})")
+    endpoints = member_endpoints(state)
+    if not endpoints:
+        raise CliError(f"the state file in {where} lists no members")
+    return endpoints
+
+
+def parse_match(conditions: Sequence[str], option: str = "--match") -> dict[str, object]:
+    """`--match` (or `--field`) options as {field: value | PRESENT | ABSENT}: FIELD=VALUE (a
+    JSON value types it: 5 an integer, 5.0 a float, true a boolean, anything else a string),
+    FIELD:present, FIELD:absent. A malformed one is a usage error naming it."""
+    from strongroom.client import ABSENT, PRESENT
+
+    spec: dict[str, object] = {}
+    for cond in conditions:
+        if "=" in cond:
+            name, raw = cond.split("=", 1)
+            try:
+                value: object = json.loads(raw)
+            except ValueError:
+                value = raw
+            if not isinstance(value, str | int | float | bool):
+                value = raw
+        elif cond.endswith((":present", ":absent")):
+            name, test = cond.rsplit(":", 1)
+            value = PRESENT if test == "present" else ABSENT
+        else:
+            raise CliError.usage(f"{option} {cond!r}: use FIELD=VALUE, FIELD:present or FIELD:absent")
+        if not name:
+            raise CliError.usage(f"{option} {cond!r}: the field name is empty")
+        spec[name] = value
+    return spec
+
+
+def print_json(data: Any, indent: int | None = None, sort_keys: bool = False) -> None:
+    """One JSON document on stdout."""
+    print(json.dumps(data, indent=indent, sort_keys=sort_keys), flush=True)

@@ -1,0 +1,147 @@
+"""`strongroom status`: every member's view of its cluster (leader, epoch, commit and applied
+index, how each member gets its appends) and each store's settings and durables."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from strongroom.api.v1 import common_pb2
+from strongroom.cli.common import CliError, ExitCode, resolve_endpoints, say_error, where_options
+
+__all__ = ["add_parsers", "cmd_status", "human_bytes", "proto_dict"]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the status of every member (`--json`: each member's raw status)."""
+    return asyncio.run(_status(args))
+
+
+async def _status(args: argparse.Namespace) -> int:
+    from strongroom.local.launcher import fetch_statuses
+
+    endpoints = resolve_endpoints(args)
+    replies = await fetch_statuses(endpoints, timeout=3.0)
+    if args.json:
+        out: list[dict[str, Any]] = []
+        for r in replies:
+            if r.status is not None:
+                out.append({"endpoint": r.endpoint, **proto_dict(r.status)})
+            else:
+                out.append({"endpoint": r.endpoint, "error": r.error})
+        print(json.dumps(out, indent=2))
+        return ExitCode.OK if any(r.status is not None for r in replies) else ExitCode.FAILED
+    if not any(r.status is not None for r in replies):
+        for r in replies:
+            say_error(f"{r.endpoint}: {r.error}")
+        raise CliError("no member answered")
+    _print_status(replies)
+    return ExitCode.OK
+
+
+def _print_status(replies: Sequence[Any]) -> None:
+    by_cluster: dict[str, list[Any]] = {}
+    for r in replies:
+        if r.status is not None:
+            by_cluster.setdefault(r.status.cluster, []).append(r)
+    answered = {r.endpoint for rs in by_cluster.values() for r in rs}
+    errors = {r.endpoint: r.error for r in replies if r.status is None}
+    listed: set[str] = set()
+    for cluster, rs in by_cluster.items():
+        statuses = [r.status for r in rs]
+        leaders = [s for s in statuses if s.role == "leader"]
+        ref = leaders[0] if leaders else max(statuses, key=lambda s: (s.epoch, s.commit_index))
+        own = {s.member: s for s in statuses}
+        leader = ref.leader or (leaders[0].member if leaders else "")
+        print(f"cluster {cluster}: leader {leader or '(none)'}, epoch {ref.epoch}, "
+              f"commit index {ref.commit_index}, storage {ref.storage or '?'}, realm version {ref.realm_version}")
+        names = [m.name for m in ref.members] or sorted(own)
+        addresses = {r.status.member: r.endpoint for r in rs}
+        addresses.update({m.name: m.address for m in ref.members if m.address})
+        match = {m.name: m.match_index for m in ref.members}
+        via = {m.name: m.replication for m in ref.members}
+        print(f"    {'MEMBER':<12} {'ADDRESS':<22} {'ROLE':<11} {'COMMIT':>8} {'APPLIED':>8} {'MATCH':>8} "
+              f"{'APPENDS':<7}")
+        for name in names:
+            s = own.get(name)
+            mark = "*" if name == leader else " "
+            address = addresses.get(name, "")
+            listed.add(address)
+            if s is None:
+                why = f"  ({errors[address].split(':', 1)[0]})" if address in errors else ""
+                print(f"  {mark} {name:<12} {address:<22} {'unreachable':<11}{why}")
+                continue
+            m_index = str(match.get(name, "")) if leaders else ""
+            appends = via.get(name, "") if leaders else ""
+            behind = "" if s.synced else "  (catching up)"
+            print(f"  {mark} {name:<12} {address:<22} {s.role:<11} {s.commit_index:>8} {s.applied_index:>8} "
+                  f"{m_index:>8} {appends:<7}{behind}")
+            if s.apply_stopped:
+                print(f"      {name}: {s.apply_stopped}")
+        if ref.indexes_on_disk or ref.memory_budget_bytes:
+            print(f"  indexes on disk {str(ref.indexes_on_disk).lower()}, memory budget "
+                  f"{human_bytes(ref.memory_budget_bytes) if ref.memory_budget_bytes else '-'}")
+        for store in ref.stores:
+            kind = "replicated" if store.replicated else "not replicated"
+            print(f"  store {store.name} ({kind}): {store.messages} messages, {human_bytes(store.bytes)}")
+            print(f"    {_store_settings(store)}")
+            for d in store.durables:
+                dkind = common_pb2.DurableKind.Name(d.kind).removeprefix("DURABLE_KIND_").lower()
+                if d.key_field:
+                    dkind += f" by {d.key_field}"
+                label = f"durable {d.name}" if d.name else "queue durable"
+                where = f"endpoint {d.destination}" if d.content else d.destination
+                interest = f" [{d.matcher}]" if d.matcher else ""
+                ack = {common_pb2.ACK_SYNC_MODE_SYNC: ", sync acks", common_pb2.ACK_SYNC_MODE_ASYNC: ""}.get(
+                    d.ack_sync_mode, "")
+                print(f"    {label} on {where}{interest} ({dkind}{ack}): {d.pending_messages} pending "
+                      f"({human_bytes(d.pending_bytes)}), {d.unacked} unacked, {d.subscribers} subscriber(s)")
+    for r in replies:
+        if r.endpoint not in answered and r.endpoint not in listed:
+            print(f"unreachable: {r.endpoint} ({r.error})")
+
+
+def _store_settings(store: Any) -> str:
+    """A store's realm settings on one line (the stores grid)."""
+    policy = common_pb2.LimitPolicy.Name(store.limit_policy).removeprefix("LIMIT_POLICY_").lower() or "reject"
+    limits = (f"max {store.max_messages or '-'} messages / "
+              f"{human_bytes(store.max_bytes) if store.max_bytes else '-'}, policy {policy}")
+    extra = f", {store.swapped_messages} swapped" if store.swapped_messages else ""
+    return (f"storage {store.storage}, publisher {store.publisher_mode}, {limits}, "
+            f"max message {human_bytes(store.max_message_bytes)}, maps {str(store.maps).lower()} "
+            f"({store.map_count}), routed {str(store.routed).lower()}{extra}")
+
+
+
+def proto_dict(message: Any) -> dict[str, Any]:
+    """A protobuf message as a JSON object (field names as in the proto)."""
+    from google.protobuf import json_format
+
+    try:
+        result = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                           always_print_fields_with_no_presence=True,
+                                           unquote_int64_if_possible=True)
+    except TypeError:  # protobuf < 7: 64-bit integers stay quoted
+        result = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                           always_print_fields_with_no_presence=True)
+    return dict(result)
+
+
+def human_bytes(n: int) -> str:
+    """A byte count for people (B, KiB, MiB, GiB)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def add_parsers(sub: Any) -> None:
+    """Add `status`."""
+    p = sub.add_parser("status", parents=[where_options()], help="members, leader, epoch, commit index, stores")
+    p.add_argument("--json", action="store_true", help="every member's raw status as JSON")
+    p.set_defaults(func=cmd_status)

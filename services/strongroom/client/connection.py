@@ -1,0 +1,132 @@
+"""The client's connection to one persistence cluster: the members' addresses, one gRPC channel
+per member, which member leads, and the one loop that runs a call against the leader through
+redirects and outages (`call_leader`, under the client's `RetryPolicy`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import grpc
+
+from strongroom.api.v1 import admin_pb2_grpc
+from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
+from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
+from strongroom.errors import (
+    ConnectionFailed,
+    InvalidArgument,
+    NoLeaderError,
+    NotLeaderError,
+    StrongroomError,
+)
+
+__all__ = ["CHANNEL_OPTIONS", "Connection", "parse_endpoints"]
+
+T = TypeVar("T")
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+]
+
+
+def parse_endpoints(endpoints: str | Sequence[str]) -> list[str]:
+    """Member addresses from "host:port,host:port" or a list; blanks dropped."""
+    items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
+    return [e.strip() for e in items if e.strip()]
+
+
+class Connection:
+    """Channels to the members of one cluster and what the client knows of its leader."""
+
+    def __init__(self, endpoints: str | Sequence[str], policy: RetryPolicy) -> None:
+        self.endpoints = parse_endpoints(endpoints)
+        if not self.endpoints:
+            raise InvalidArgument("no endpoints given")
+        self.policy = policy
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._leader: str | None = None
+        self._rotation = itertools.cycle(range(len(self.endpoints)))
+
+    def channel(self, address: str) -> grpc.aio.Channel:
+        """The channel to one member (opened on first use, kept until `close`)."""
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = self._channels[address] = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        return ch
+
+    def messaging(self, address: str) -> mgrpc.MessagingServiceStub:
+        """A MessagingService stub for one member."""
+        return mgrpc.MessagingServiceStub(self.channel(address))  # type: ignore[no-untyped-call]
+
+    def maps(self, address: str) -> mgrpc.MapServiceStub:
+        """A MapService stub for one member."""
+        return mgrpc.MapServiceStub(self.channel(address))  # type: ignore[no-untyped-call]
+
+    def admin(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
+        """An AdminService stub for one member."""
+        return admin_pb2_grpc.AdminServiceStub(self.channel(address))  # type: ignore[no-untyped-call]
+
+    def candidate(self) -> str:
+        """Where to send the next call: the known leader, else the next endpoint."""
+        if self._leader:
+            return self._leader
+        return self.endpoints[next(self._rotation)]
+
+    def note_leader(self, address: str) -> None:
+        """A call succeeded here: this is the leader."""
+        self._leader = address
+
+    def note_failure(self, address: str, err: StrongroomError | None) -> bool:
+        """Learn from a call that failed at `address`: follow NOT_LEADER to the leader it names,
+        forget a leader that went away. True when the failure named another member as leader
+        (the next attempt goes there at once)."""
+        if isinstance(err, NotLeaderError) and err.leader_address and err.leader_address != address:
+            self._leader = err.leader_address
+            return True
+        if self._leader == address:
+            self._leader = None
+        return False
+
+    async def call_leader(self, attempt: Callable[[str], Awaitable[T]], outage: Outage | None = None) -> T:
+        """Run `attempt(address)` against the leader until it succeeds, following redirects
+        and retrying retriable failures under the retry policy.
+
+        `attempt` fails by raising a `grpc.RpcError` or a `StrongroomError`. A failure that is
+        not retriable is raised at once; one that outlasts the policy's timeout is raised then
+        (a connection failure as `NoLeaderError`). Nothing but `StrongroomError` comes out."""
+        outage = outage or self.policy.outage()
+        while True:
+            address = self.candidate()
+            try:
+                result = await attempt(address)
+            except grpc.RpcError as exc:
+                err = error_from_rpc(exc, address)
+            except StrongroomError as exc:
+                err = exc
+            else:
+                self.note_leader(address)
+                return result
+            if not err.retriable:
+                raise err
+            if self.note_failure(address, err):
+                outage.redirected()
+                continue
+            delay = outage.next_delay()
+            if delay is None:
+                raise self._gave_up(err)
+            await asyncio.sleep(delay)
+
+    def _gave_up(self, err: StrongroomError) -> StrongroomError:
+        if isinstance(err, ConnectionFailed):
+            return NoLeaderError(f"no leader reachable within {self.policy.timeout:.0f}s: {err}")
+        return err
+
+    async def close(self) -> None:
+        """Close every channel."""
+        channels, self._channels = list(self._channels.values()), {}
+        for ch in channels:
+            await ch.close()

@@ -1,0 +1,368 @@
+"""Subscriptions: a Subscribe stream on the leader, reopened on the new leader after a
+failover, with credit, acknowledgments (on the stream or synchronous) and the durable kinds and
+ack modes as enums."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from enum import Enum
+from typing import Any, TypeVar
+
+import grpc
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import messaging_pb2 as mpb
+from strongroom.client.connection import Connection
+from strongroom.client.messages import Received, from_field
+from strongroom.client.retry import error_from_rpc
+from strongroom.errors import (
+    InvalidArgument,
+    PersistenceUnavailable,
+    StrongroomError,
+    SubscriptionClosed,
+    error_for_reason,
+)
+
+__all__ = ["AckMode", "DurableKind", "Subscription", "ack_sync"]
+
+
+class DurableKind(str, Enum):
+    """How a durable hands out its messages."""
+
+    STANDARD = "standard"
+    """One subscriber at a time; a second one replaces the first."""
+    SHARED = "shared"
+    """Each message to exactly one of the subscribers, rotated."""
+    LAST_VALUE = "lastvalue"
+    """The latest message (per key, with a key field), then updates; no acks."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> DurableKind | None:
+        # The realm file spells it last-value.
+        return cls.LAST_VALUE if value == "last-value" else None
+
+    @classmethod
+    def parse(cls, value: DurableKind | str) -> DurableKind:
+        """The kind named by `value`; InvalidArgument if it names none."""
+        return _parse(cls, value, "durable kind")
+
+    def to_proto(self) -> cpb.DurableKind:
+        """The kind on the wire."""
+        return _KIND_PROTO[self]
+
+
+_KIND_PROTO = {
+    DurableKind.STANDARD: cpb.DURABLE_KIND_STANDARD,
+    DurableKind.SHARED: cpb.DURABLE_KIND_SHARED,
+    DurableKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE,
+}
+_PROTO_KIND = {v: k for k, v in _KIND_PROTO.items()}
+
+
+class AckMode(str, Enum):
+    """Who acknowledges a delivered message."""
+
+    EXPLICIT = "explicit"
+    """The application calls `ack`."""
+    AUTO = "auto"
+    """The client acks a message when the application asks for the next one."""
+
+    @classmethod
+    def parse(cls, value: AckMode | str) -> AckMode:
+        """The mode named by `value`; InvalidArgument if it names none."""
+        return _parse(cls, value, "ack mode")
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def _parse(cls: type[E], value: object, what: str) -> E:
+    try:
+        return cls(value)
+    except ValueError:
+        names = " or ".join(", ".join(m.value for m in cls).rsplit(", ", 1))
+        raise InvalidArgument(f"unknown {what} {value!r}; use {names}") from None
+
+
+async def ack_sync(connection: Connection, destination: str, durable: str, seqs: list[int],
+                   subscription_id: str = "") -> None:
+    """Synchronous acknowledgment through the leader: returns once committed."""
+    req = mpb.AckRequest(destination=destination, durable=durable, message_seqs=seqs,
+                         subscription_id=subscription_id)
+    timeout = connection.policy.timeout
+
+    async def call(address: str) -> None:
+        await connection.messaging(address).Ack(req, timeout=timeout)
+
+    await connection.call_leader(call)
+
+
+class Subscription:
+    """A subscription that follows the leader: reopened on the new one after a failover."""
+
+    def __init__(self, connection: Connection, destination: str, durable: str, kind: DurableKind | None,
+                 ack_mode: AckMode, credit: int, sync_ack: bool | None,
+                 matcher: cpb.ContentMatcher | None = None, replay: mpb.ReplayFrom | None = None,
+                 client_name: str = "") -> None:
+        self.connection = connection
+        self.destination = destination
+        self.durable = durable
+        self.kind = kind
+        """The durable's kind: as asked, then as the leader opened it."""
+        self.ack_mode = ack_mode
+        self.credit = max(1, credit)
+        self.client_name = client_name
+        self._sync_choice = sync_ack
+        self.sync_ack = bool(sync_ack)
+        self.matcher = matcher or cpb.ContentMatcher()
+        # Replay repositions the durable once: a reopen after failover continues where it was.
+        self._replay = replay
+        self.key_field = ""
+        self.subscription_id = ""
+        self._address = ""
+        self._call: Any = None
+        self._buffer: list[Received] = []
+        self._consumed_since_grant = 0
+        self._pending_auto: Received | None = None
+        self._unsent_acks: list[int] = []
+        self._ack_buffer: list[int] = []
+        self._ack_task: asyncio.Task[None] | None = None
+        self._write_lock = asyncio.Lock()
+        self._read: asyncio.Future[Any] | None = None
+        self._closed: SubscriptionClosed | None = None
+        self.reopened = 0
+        self.closed_reason = ""
+        """Why the server closed the subscription (e.g. REPLACED), if it did."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the subscription is closed, by `close()` or for good by the server."""
+        return self._closed is not None
+
+    def _open_request(self) -> mpb.SubscribeRequest:
+        sync_mode = (cpb.ACK_SYNC_MODE_UNSPECIFIED if self._sync_choice is None
+                     else cpb.ACK_SYNC_MODE_SYNC if self._sync_choice else cpb.ACK_SYNC_MODE_ASYNC)
+        return mpb.SubscribeRequest(open=mpb.OpenSubscription(
+            destination=self.destination, durable=self.durable,
+            kind=self.kind.to_proto() if self.kind else cpb.DURABLE_KIND_UNSPECIFIED,
+            ack_mode=mpb.ACK_MODE_AUTO if self.ack_mode is AckMode.AUTO else mpb.ACK_MODE_EXPLICIT,
+            credit=self.credit, client_name=self.client_name, matcher=self.matcher,
+            ack_sync_mode=sync_mode, replay=self._replay))
+
+    async def open(self) -> None:
+        """Open (or reopen) the stream on the leader."""
+        async def call(address: str) -> tuple[Any, mpb.SubscriptionOpened, str]:
+            stream = self.connection.messaging(address).Subscribe()
+            await stream.write(self._open_request())
+            try:
+                first = await stream.read()
+            except grpc.aio.AioRpcError:
+                stream.cancel()
+                raise
+            if first is grpc.aio.EOF or first.WhichOneof("response") != "opened":
+                stream.cancel()
+                raise PersistenceUnavailable("subscription was not opened")
+            return stream, first.opened, address
+
+        self._call, opened, self._address = await self.connection.call_leader(call)
+        self.subscription_id = opened.subscription_id
+        self._replay = None
+        if opened.kind:
+            self.kind = _PROTO_KIND.get(opened.kind, self.kind)
+        self.key_field = opened.key_field
+        self.sync_ack = opened.ack_sync_mode == cpb.ACK_SYNC_MODE_SYNC
+        self._consumed_since_grant = 0
+        if self._unsent_acks:
+            seqs, self._unsent_acks = self._unsent_acks, []
+            if not await self._write_acks(seqs):
+                self._unsent_acks = seqs + self._unsent_acks
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Received:
+        """The next message; the iteration ends once the subscription is closed (see
+        `closed_reason`)."""
+        try:
+            return await self.next()
+        except SubscriptionClosed:
+            raise StopAsyncIteration from None
+
+    async def next(self, timeout: float | None = None) -> Received:
+        """The next message.
+
+        Raises `TimeoutError` when none arrived within `timeout` seconds (the subscription stays
+        open), `SubscriptionClosed` once it is closed (`SubscriptionReplaced` when a second
+        subscriber of a standard durable took over; `reason` says why), and the error of a
+        failure it cannot ride out (a `StrongroomError`)."""
+        if self._pending_auto is not None:
+            done, self._pending_auto = self._pending_auto, None
+            await self.ack(done)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._buffer:
+            if self._closed is not None:
+                raise self._closed
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"no message on {self.destination!r} within {timeout:g} s")
+            # The pending read outlives a timeout: cancelling it would cancel the whole stream.
+            if self._read is None:
+                self._read = asyncio.ensure_future(self._call.read())
+            done_reads, _ = await asyncio.wait({self._read}, timeout=remaining)
+            if not done_reads:
+                continue  # the deadline check above raises
+            read, self._read = self._read, None
+            try:
+                resp = read.result()
+            except asyncio.CancelledError:
+                # Our read was cancelled with the stream (close, or a reopen elsewhere).
+                if self._closed is None:
+                    await self._reopen()
+                continue
+            except grpc.aio.AioRpcError as exc:
+                if self._closed is None:
+                    await self._recover(error_from_rpc(exc, self._address))
+                continue
+            if resp is grpc.aio.EOF:
+                if self._closed is None:
+                    await self._reopen()
+                continue
+            if self._take(resp):
+                # The leader ended the subscription (it stepped down): find the new one.
+                self.connection.note_failure(self._address, None)
+                await self._reopen()
+        msg = self._buffer.pop(0)
+        self._consumed_since_grant += 1
+        if self._consumed_since_grant >= max(1, self.credit // 2):
+            grant, self._consumed_since_grant = self._consumed_since_grant, 0
+            try:
+                await self._write(mpb.SubscribeRequest(credit=grant))
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                pass  # the stream ended: the next read reopens it
+        if self.ack_mode is AckMode.AUTO and self.kind is not DurableKind.LAST_VALUE:
+            # Acknowledged once the application asks for the next message (it is done with this one).
+            self._pending_auto = msg
+        return msg
+
+    def _take(self, resp: mpb.SubscribeResponse) -> bool:
+        """Buffer a response's deliveries. A `closed` response ends the subscription for good
+        (REPLACED) or asks for it to be reopened on the leader (True)."""
+        which = resp.WhichOneof("response")
+        if which == "closed":
+            self.closed_reason = resp.closed.reason
+            if resp.closed.reason == "REPLACED":
+                err = error_for_reason(resp.closed.reason, resp.closed.message or "subscription replaced")
+                self._closed = err if isinstance(err, SubscriptionClosed) else SubscriptionClosed(err.message)
+                return False
+            return True
+        if which == "deliveries":
+            for d in resp.deliveries.deliveries:
+                m = d.message
+                self._buffer.append(Received(
+                    seq=d.message_seq, body=m.body, fields={k: from_field(v) for k, v in m.fields.items()},
+                    delivery_count=d.delivery_count, destination=d.destination,
+                    producer_id=m.producer_id, sequence=m.sequence, published_at=d.published_at,
+                    _sub=self))
+        return False
+
+    async def _recover(self, err: StrongroomError) -> None:
+        """The stream on `_address` failed: raise what cannot be ridden out, else note the
+        failure against that member and reopen on the leader."""
+        if not err.retriable:
+            raise err
+        self.connection.note_failure(self._address, err)
+        await self._reopen()
+
+    async def _reopen(self) -> None:
+        # Acks not yet written go to the new stream.
+        self._unsent_acks.extend(self._ack_buffer)
+        self._ack_buffer = []
+        if self._read is not None:
+            self._read.cancel()
+            self._read = None
+        if self._call is not None:
+            self._call.cancel()
+        # Deliveries buffered from the old leader come again from the new one.
+        self._buffer.clear()
+        self._pending_auto = None
+        self.reopened += 1
+        await self.open()
+
+    async def ack(self, msg: Received | int) -> None:
+        """Acknowledge a message (sync: returns once committed; async: sent on the stream)."""
+        seq = msg if isinstance(msg, int) else msg.seq
+        if self.sync_ack:
+            await ack_sync(self.connection, self.destination, self.durable, [seq], self.subscription_id)
+            return
+        # Asynchronous: acks made in the same turn of the event loop go as one AckBatch.
+        self._ack_buffer.append(seq)
+        if self._ack_task is None or self._ack_task.done():
+            self._ack_task = asyncio.create_task(self._flush_acks())
+
+    async def acks_written(self) -> None:
+        """Wait until every asynchronous ack made so far is written on the stream (they go
+        from a task of their own, one batch per turn of the event loop); `close` does too."""
+        await asyncio.sleep(0)
+        if self._ack_task is not None:
+            await self._ack_task
+
+    async def _flush_acks(self) -> None:
+        await asyncio.sleep(0)
+        # Acks made while a batch is being written go in the next batch, until none are left.
+        while self._ack_buffer:
+            seqs, self._ack_buffer = self._ack_buffer, []
+            if not await self._write_acks(seqs):
+                self._unsent_acks.extend(seqs)
+                return
+
+    async def _write_acks(self, seqs: list[int]) -> bool:
+        """Write an AckBatch on the stream; False if the stream is gone (the acks go on the
+        next one)."""
+        try:
+            await self._write(mpb.SubscribeRequest(ack=mpb.AckBatch(message_seqs=seqs)))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError):
+            return False
+        return True
+
+    async def _write(self, request: mpb.SubscribeRequest) -> None:
+        # One write at a time on a stream: credit grants and ack flushes come from two tasks.
+        async with self._write_lock:
+            await self._call.write(request)
+
+    async def ack_many(self, seqs: list[int]) -> None:
+        """Acknowledge several messages in one request."""
+        if not seqs:
+            return
+        if self.sync_ack:
+            await ack_sync(self.connection, self.destination, self.durable, seqs, self.subscription_id)
+            return
+        if not await self._write_acks(seqs):
+            self._unsent_acks.extend(seqs)
+
+    async def close(self) -> None:
+        """Close the stream (unacknowledged messages will be redelivered); `next()` raises
+        `SubscriptionClosed` from then on."""
+        if self._pending_auto is not None:
+            done, self._pending_auto = self._pending_auto, None
+            try:
+                await self.ack(done)
+            except StrongroomError:
+                pass
+        if self._ack_task is not None:
+            await self._ack_task
+        if self._ack_buffer:
+            await self._flush_acks()
+        if self._closed is None:
+            self._closed = SubscriptionClosed(f"the subscription to {self.destination!r} was closed")
+        if self._call is not None:
+            try:
+                await self._call.done_writing()
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                pass
+            # Let the acks written just before reach the server before the stream goes.
+            await asyncio.sleep(0.05)
+            if self._read is not None:
+                self._read.cancel()
+                self._read = None
+            self._call.cancel()
