@@ -471,3 +471,93 @@ async def test_last_value_limits_and_replay_hold_across_failover(tmp_path: Path)
             assert [m.body for m in got_c] == [f"c{i}".encode() for i in range(5)]
             for s in (a, rolling, capped):
                 await s.close()
+
+
+# --- nak and term ------------------------------------------------------------------------------------
+
+
+async def test_nak_delivers_again_at_once_and_after_a_delay(client: Client) -> None:
+    sub = await client.subscribe("settle.nak", "w")
+    await client.publish("settle.nak", b"first")
+    first = await sub.next(timeout=5)
+    assert (first.body, first.delivery_count) == (b"first", 1)
+    await first.nak()
+    again = await sub.next(timeout=5)
+    assert (again.body, again.seq, again.delivery_count) == (b"first", first.seq, 2)
+    await sub.ack(again)
+    await client.publish("settle.nak", b"second")
+    second = await sub.next(timeout=5)
+    assert (second.body, second.delivery_count) == (b"second", 1)
+    await second.nak(delay=1.5)
+    assert await quiet(sub, 0.8) is None  # held back for its delay
+    later = await sub.next(timeout=5)
+    assert (later.body, later.seq, later.delivery_count) == (b"second", second.seq, 2)
+    await sub.ack(later)
+    await sub.acks_written()
+    assert await quiet(sub, 0.5) is None
+    await sub.close()
+
+
+async def test_a_nak_counts_toward_the_redelivery_limit(client: Client) -> None:
+    sub = await client.subscribe("drop.nak", "w")  # redelivery_limit 1, no dead-letter destination
+    await client.publish("drop.nak", b"once")
+    msg = await sub.next(timeout=5)
+    await msg.nak()
+    assert await quiet(sub, 1.0) is None  # a second delivery would pass the limit: dropped
+    st = await client.status()
+    leader = next(s for s in st if s.role == "leader")
+    w = next(d for s in leader.stores for d in s.durables if d.destination == "drop.nak")
+    assert w.pending_messages == 0
+    await sub.close()
+
+
+async def test_term_dead_letters_a_message_and_it_is_never_delivered_again(client: Client) -> None:
+    dlq = await client.subscribe("dead.queue")
+    sub = await client.subscribe("retry.term", "worker")  # dead-letter destination: dead.queue
+    res = await client.publish("retry.term", b"bad", fields={"k": 7})
+    await client.publish("retry.term", b"good")
+    bad = await sub.next(timeout=5)
+    assert bad.body == b"bad"
+    await bad.term()
+    good = await sub.next(timeout=5)
+    assert good.body == b"good"
+    await sub.ack(good)
+    dead = await dlq.next(timeout=5)
+    assert (dead.body, dead.fields["k"]) == (b"bad", 7)
+    assert dead.fields["sr.dead_letter.from"] == "retry.term"
+    assert dead.fields["sr.dead_letter.durable"] == "worker"
+    assert dead.fields["sr.dead_letter.deliveries"] == 1
+    assert dead.fields["sr.dead_letter.seq"] == res.message_seq
+    await dlq.ack(dead)
+    await sub.acks_written()
+    await sub.close()
+    # Not redelivered to a new subscriber either: it left the durable.
+    sub = await client.subscribe("retry.term", "worker")
+    assert await quiet(sub, 1.0) is None
+    await sub.close()
+    await dlq.close()
+
+
+async def test_term_without_a_dead_letter_destination_drops_the_message(client: Client) -> None:
+    sub = await client.subscribe("settle.term", "w")
+    await client.publish("settle.term", b"gone")
+    msg = await sub.next(timeout=5)
+    await msg.term()
+    await sub.close()
+    sub = await client.subscribe("settle.term", "w")
+    assert await quiet(sub, 1.0) is None
+    st = await client.status()
+    leader = next(s for s in st if s.role == "leader")
+    w = next(d for s in leader.stores for d in s.durables if d.destination == "settle.term")
+    assert w.pending_messages == 0
+    await sub.close()
+
+
+async def test_the_client_refuses_a_nak_delay_that_is_not_seconds(client: Client) -> None:
+    sub = await client.subscribe("settle.delay", "w")
+    await client.publish("settle.delay", b"m")
+    msg = await sub.next(timeout=5)
+    with pytest.raises(InvalidArgument, match="nak delay"):
+        await msg.nak(delay=-1)
+    await sub.ack(msg)
+    await sub.close()

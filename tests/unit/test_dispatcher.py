@@ -6,8 +6,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import pytest
+
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.errors import InvalidArgument
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.state import StateMachine
 
@@ -84,3 +87,90 @@ async def test_message_acked_by_a_subscriber_that_then_leaves_is_not_redelivered
         assert await _received(second) == []
         _ack(sm, 2, [1])
         assert await _received(second) == []
+
+
+async def _delivered(sub: Subscription, wait: float = 0.2) -> list[tuple[int, int]]:
+    """(sequence, delivery count) of what `sub` got within `wait` seconds."""
+    got: list[tuple[int, int]] = []
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            return got
+        try:
+            item = await asyncio.wait_for(sub.outbox.get(), left)
+        except TimeoutError:
+            return got
+        if isinstance(item, list):
+            got += [(d.message_seq, d.delivery_count) for d in item]
+
+
+async def test_a_nak_delivers_the_message_again_at_once_or_after_its_delay() -> None:
+    async with _running() as (sm, dispatcher):
+        for i in (1, 2):
+            _publish(sm, i, b"m")
+        queue = sm.durable("q", "")
+        assert queue is not None
+        sub = dispatcher.open(queue, sm, "c", credit=10)
+        assert await _delivered(sub) == [(1, 1), (2, 1)]
+        assert dispatcher.nak(queue, sm, [2], sub.id, 0.0) == []
+        assert await _delivered(sub) == [(2, 2)]
+        assert dispatcher.nak(queue, sm, [1], sub.id, 0.5) == []
+        assert await _delivered(sub, 0.3) == []  # held back for its delay
+        assert await _delivered(sub, 0.6) == [(1, 2)]
+
+
+async def test_a_nak_takes_each_message_on_its_own_and_refuses_what_it_may_not_give_back() -> None:
+    async with _running() as (sm, dispatcher):
+        for i in (1, 2, 3):
+            _publish(sm, i, b"m")
+        queue = sm.durable("q", "")
+        assert queue is not None
+        mine = dispatcher.open(queue, sm, "a", credit=1)
+        other = dispatcher.open(queue, sm, "b", credit=1)
+        got_mine = await _delivered(mine)
+        got_other = await _delivered(other)
+        assert len(got_mine) == len(got_other) == 1
+        theirs = got_other[0][0]
+        refused = dispatcher.nak(queue, sm, [got_mine[0][0], theirs, 99], mine.id, 0.0)
+        assert [(seq, err.reason) for seq, err in refused] == [(theirs, "FOREIGN_MESSAGE"), (99, "UNKNOWN_MESSAGE")]
+        # Its own message was given back all the same (and the other subscriber still holds its own).
+        assert dispatcher.unacked(queue.key) == 1
+        dispatcher.grant(mine, 1)
+        again = await _delivered(mine)
+        assert again and again[0][1] == 2
+
+
+async def test_a_nak_with_a_bad_delay_changes_nothing() -> None:
+    async with _running() as (sm, dispatcher):
+        _publish(sm, 1, b"m")
+        queue = sm.durable("q", "")
+        assert queue is not None
+        sub = dispatcher.open(queue, sm, "c", credit=10)
+        assert await _delivered(sub) == [(1, 1)]
+        for bad in (-1.0, float("inf"), float("nan")):
+            with pytest.raises(InvalidArgument, match="nak delay"):
+                dispatcher.nak(queue, sm, [1], sub.id, bad)
+        assert dispatcher.unacked(queue.key) == 1
+
+
+async def test_a_terminated_message_goes_to_dead_lettering_and_is_not_delivered_again() -> None:
+    terminated: list[tuple[int, int, str]] = []
+    sm = StateMachine()
+    dispatcher = Dispatcher("t", dead_letter=lambda durable, seq, count, why: terminated.append((seq, count, why)))
+    dispatcher.attach(sm)
+    dispatcher.start()
+    try:
+        for i in (1, 2):
+            _publish(sm, i, b"m")
+        queue = sm.durable("q", "")
+        assert queue is not None
+        sub = dispatcher.open(queue, sm, "c", credit=10)
+        assert await _delivered(sub) == [(1, 1), (2, 1)]
+        assert dispatcher.terminate(queue, sm, [1], sub.id) == []
+        assert terminated == [(1, 1, "was terminated by its subscriber")]
+        dispatcher.close(sub)  # message 2 goes back for redelivery, message 1 does not
+        again = dispatcher.open(queue, sm, "c", credit=10)
+        assert await _delivered(again) == [(2, 2)]
+    finally:
+        await dispatcher.stop("", "")

@@ -97,6 +97,10 @@ class PublishResult(NamedTuple):
 class _Acknowledger(Protocol):
     async def ack(self, msg: Received | int) -> None: ...
 
+    async def nak(self, msg: Received | int, delay: float = 0.0) -> None: ...
+
+    async def term(self, msg: Received | int) -> None: ...
+
 
 @dataclass
 class Received:
@@ -121,6 +125,21 @@ class Received:
         if self._sub is None:
             raise InvalidArgument("message is not attached to a subscription")
         await self._sub.ack(self)
+
+    async def nak(self, delay: float = 0.0) -> None:
+        """Give this message back: it is delivered again (to this subscriber or another of the
+        durable) at once, or after `delay` seconds; the redelivery counts toward the
+        destination's redelivery limit."""
+        if self._sub is None:
+            raise InvalidArgument("message is not attached to a subscription")
+        await self._sub.nak(self, delay)
+
+    async def term(self) -> None:
+        """Never deliver this message again: it goes to the destination's dead-letter
+        destination (or is dropped when there is none)."""
+        if self._sub is None:
+            raise InvalidArgument("message is not attached to a subscription")
+        await self._sub.term(self)
 
     def to_json(self) -> dict[str, object]:
         """The message as a JSON object (`message_json`)."""

@@ -126,6 +126,8 @@ class Subscription:
         self._consumed_since_grant = 0
         self._pending_auto: Received | None = None
         self._unsent_acks: list[int] = []
+        # Terminations not written yet (the stream was gone): they go on the next stream.
+        self._unsent_terms: list[int] = []
         self._ack_buffer: list[int] = []
         self._ack_task: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
@@ -177,6 +179,10 @@ class Subscription:
             seqs, self._unsent_acks = self._unsent_acks, []
             if not await self._write_acks(seqs):
                 self._unsent_acks = seqs + self._unsent_acks
+        if self._unsent_terms:
+            seqs, self._unsent_terms = self._unsent_terms, []
+            if not await self._write_settle(mpb.SubscribeRequest(term=mpb.TermBatch(message_seqs=seqs))):
+                self._unsent_terms = seqs + self._unsent_terms
 
     def __aiter__(self) -> Subscription:
         return self
@@ -299,6 +305,38 @@ class Subscription:
         self._ack_buffer.append(seq)
         if self._ack_task is None or self._ack_task.done():
             self._ack_task = asyncio.create_task(self._flush_acks())
+
+    def _settling(self, msg: Received | int) -> int:
+        seq = msg if isinstance(msg, int) else msg.seq
+        if self._pending_auto is not None and self._pending_auto.seq == seq:
+            self._pending_auto = None  # settled by the application: not acknowledged for it
+        return seq
+
+    async def nak(self, msg: Received | int, delay: float = 0.0) -> None:
+        """Give a message back: delivered again at once, or after `delay` seconds (on the
+        stream, not waiting; if the stream is gone the message comes again anyway)."""
+        if not (delay >= 0 and delay != float("inf")):
+            raise InvalidArgument(f"nak delay {delay} is not a number of seconds >= 0")
+        seq = self._settling(msg)
+        await self._write_settle(mpb.SubscribeRequest(nak=mpb.NakBatch(message_seqs=[seq], delay_seconds=delay)))
+
+    async def term(self, msg: Received | int) -> None:
+        """Never deliver a message again: dead-lettered, or dropped when its destination names
+        no dead-letter destination (on the stream, not waiting; written on the next stream if
+        this one is gone)."""
+        seq = self._settling(msg)
+        if not await self._write_settle(mpb.SubscribeRequest(term=mpb.TermBatch(message_seqs=[seq]))):
+            self._unsent_terms.append(seq)
+
+    async def _write_settle(self, request: mpb.SubscribeRequest) -> bool:
+        """Write a nak or term on the stream; False if the stream is gone."""
+        if self._closed is not None:
+            raise self._closed
+        try:
+            await self._write(request)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, AttributeError):
+            return False
+        return True
 
     async def acks_written(self) -> None:
         """Wait until every asynchronous ack made so far is written on the stream (they go

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import NamedTuple
 
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import common_pb2 as cpb
-from strongroom.errors import ForeignMessage, InvalidArgument, UnknownMessage
+from strongroom.errors import ForeignMessage, InvalidArgument, StrongroomError, UnknownMessage
 from strongroom.persistence.matcher import Match, key_of
 from strongroom.persistence.state import Durable, StateMachine
 
@@ -116,7 +117,7 @@ class Dispatcher:
 
     def __init__(self, id_prefix: str = "",
                  redelivery_limit: Callable[[Durable], int] | None = None,
-                 dead_letter: Callable[[Durable, int, int], None] | None = None) -> None:
+                 dead_letter: Callable[[Durable, int, int, str], None] | None = None) -> None:
         # Subscription ids name the member and epoch, so ids never repeat across leaders.
         self._id_prefix = id_prefix
         self._limit_of = redelivery_limit or (lambda durable: 0)
@@ -196,8 +197,9 @@ class Dispatcher:
         self._mark(durable.key)
 
     def unpark(self, key: str, seq: int, delay: float) -> None:
-        """Dead-lettering a message failed: offer it again after `delay` seconds (still past the
-        limit, so it goes to dead-lettering again, not to a subscriber)."""
+        """Offer a parked message again after `delay` seconds: one whose dead-lettering failed
+        (still past the limit, so it goes to dead-lettering again, not to a subscriber), or one
+        a subscriber gave back with a delay (`nak`)."""
         def again() -> None:
             dd = self._durables.get(key)
             if dd is not None and seq in dd.parked:
@@ -295,6 +297,74 @@ class Dispatcher:
             if holder is not None and sub_id and holder.id != sub_id:
                 raise ForeignMessage(f"message {seq} was delivered to another subscription of this durable")
 
+    def _settle_check(self, durable: Durable, seqs: list[int], what: str) -> None:
+        if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
+            raise InvalidArgument(f"durable {durable.name!r} is last-value: its messages are not acknowledged")
+        if not seqs:
+            raise InvalidArgument(f"{what} names no message")
+
+    def _refusal(self, durable: Durable, seq: int, sub_id: str) -> StrongroomError | None:
+        """Why subscription `sub_id` may not give back or terminate message `seq`, or None."""
+        if seq not in durable.pending:
+            return UnknownMessage(f"message {seq} is not pending on durable {durable.name or durable.destination!r}")
+        dd = self._durables.get(durable.key)
+        holder = dd.inflight.get(seq) if dd else None
+        if holder is not None and sub_id and holder.id != sub_id:
+            return ForeignMessage(f"message {seq} was delivered to another subscription of this durable")
+        return None
+
+    def _take_back(self, dd: _DurableDelivery, seq: int) -> None:
+        holder = dd.inflight.pop(seq, None)
+        if holder is not None:
+            holder.inflight.discard(seq)
+
+    def nak(self, durable: Durable, state: StateMachine, seqs: list[int], sub_id: str,
+            delay: float) -> list[tuple[int, StrongroomError]]:
+        """A subscriber gives messages back: each is delivered again (to it or another
+        subscriber of the durable), at once or after `delay` seconds; the redelivery counts
+        toward the redelivery limit. Each message is taken on its own: the ones refused come
+        back with the reason, the others are given back."""
+        self._settle_check(durable, seqs, "negative acknowledgment")
+        if not (math.isfinite(delay) and delay >= 0):
+            raise InvalidArgument(f"nak delay {delay} is not a number of seconds >= 0")
+        dd = self._track(durable, state)
+        refused: list[tuple[int, StrongroomError]] = []
+        for seq in seqs:
+            why = self._refusal(durable, seq, sub_id)
+            if why is not None:
+                refused.append((seq, why))
+                continue
+            self._take_back(dd, seq)
+            if delay > 0:
+                dd.parked.add(seq)
+                self.unpark(durable.key, seq, delay)
+            else:
+                heapq.heappush(dd.again, seq)
+        self._mark(durable.key)
+        return refused
+
+    def terminate(self, durable: Durable, state: StateMachine, seqs: list[int],
+                  sub_id: str) -> list[tuple[int, StrongroomError]]:
+        """A subscriber says these messages must never be delivered again: each leaves the
+        durable the way a message past its redelivery limit does (dead-lettered, or dropped when
+        its destination names no dead-letter destination). Each message is taken on its own:
+        the ones refused come back with the reason."""
+        self._settle_check(durable, seqs, "termination")
+        if self._dead_letter is None:
+            raise InvalidArgument("this member does not terminate messages")
+        dd = self._track(durable, state)
+        refused: list[tuple[int, StrongroomError]] = []
+        for seq in seqs:
+            why = self._refusal(durable, seq, sub_id)
+            if why is not None:
+                refused.append((seq, why))
+                continue
+            self._take_back(dd, seq)
+            dd.parked.add(seq)
+            self._dead_letter(durable, seq, dd.counts.get(seq, 0), "was terminated by its subscriber")
+        self._mark(durable.key)
+        return refused
+
     def acking(self, durable: Durable, state: StateMachine, seqs: list[int]) -> None:
         """Acknowledgments accepted and on their way to the log: hold these messages back until
         they commit (`acked`). If they never do, this leadership (and this dispatcher) ends."""
@@ -360,7 +430,7 @@ class Dispatcher:
             if limit and count > limit:
                 dd.parked.add(seq)
                 assert self._dead_letter is not None
-                self._dead_letter(durable, seq, count - 1)
+                self._dead_letter(durable, seq, count - 1, f"reached {count - 1} deliveries")
                 continue
             dd.counts[seq] = count
             dd.inflight[seq] = sub

@@ -119,9 +119,11 @@ class StoreKeeper:
         route = self._route_of(durable)
         return route.rule.redelivery_limit if route is not None else 0
 
-    def dead_letter(self, term: LeaderTerm, realm: Realm, durable: Durable, seq: int, deliveries: int) -> None:
-        """A message reached its redelivery limit: move it (through the log for replicated
-        stores) out of the durable and into the dead-letter destination, if any."""
+    def dead_letter(self, term: LeaderTerm, realm: Realm, durable: Durable, seq: int, deliveries: int,
+                    why: str) -> None:
+        """A message reached its redelivery limit, or its subscriber terminated it (`why` says
+        which): move it (through the log for replicated stores) out of the durable and into the
+        dead-letter destination, if any."""
         route = self._route_of(durable)
         op = rpb.DeadLetterOp(durable_key=durable.key, message_seq=seq, deliveries=deliveries,
                               published_at=time.time())
@@ -143,8 +145,8 @@ class StoreKeeper:
             op.target_store = to.store.name
             op.target_destination = target
             op.target_queue = to.queue
-        log.info("message %d of %r reached %d deliveries on durable %r; dead-lettering to %s",
-                 seq, durable.destination, deliveries, durable.name, target or "(discarded)")
+        log.info("message %d of %r %s on durable %r; dead-lettering to %s",
+                 seq, durable.destination, why, durable.name, target or "(discarded)")
         wrapped = rpb.Operation(dead_letter=op)
         store = realm.store(durable.store)
         if store is not None and not store.replicated:

@@ -46,7 +46,7 @@ from strongroom.persistence.publishing import (
     publish_ops,
     publish_outcome,
 )
-from strongroom.persistence.state import StateMachine, content_durable_key, durable_key
+from strongroom.persistence.state import Durable, StateMachine, content_durable_key, durable_key
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store, TemplateKind
 from strongroom.tracing import traced
@@ -324,6 +324,31 @@ class MessagingFront:
         the commit)."""
         store = self.resolve(destination).store
         await self._ack(store, sub.durable_key, seqs, sub.id, wait=False)
+
+    def nak_subscription(self, sub: Subscription, destination: str, seqs: list[int],
+                         delay: float) -> list[tuple[int, StrongroomError]]:
+        """Give back messages delivered on a subscription, to be delivered again at once or after
+        `delay` seconds; returns the ones refused, with why."""
+        term, durable, state = self._delivered_on(sub, destination)
+        assert term.dispatcher is not None
+        return term.dispatcher.nak(durable, state, seqs, sub.id, delay)
+
+    def term_subscription(self, sub: Subscription, destination: str,
+                          seqs: list[int]) -> list[tuple[int, StrongroomError]]:
+        """Terminate messages delivered on a subscription: never delivered again (dead-lettered,
+        or dropped); returns the ones refused, with why."""
+        term, durable, state = self._delivered_on(sub, destination)
+        assert term.dispatcher is not None
+        return term.dispatcher.terminate(durable, state, seqs, sub.id)
+
+    def _delivered_on(self, sub: Subscription, destination: str) -> tuple[LeaderTerm, Durable, StateMachine]:
+        term = self._routes.require_leader()
+        store = self.resolve(destination).store
+        state = term.state_for(store.replicated)
+        durable = state.durables.get(sub.durable_key)
+        if durable is None:
+            raise InvalidArgument(f"no durable {sub.durable_key.split(chr(0))[-1]!r} in store {store.name!r}")
+        return term, durable, state
 
     async def _ack(self, store: Store, key: str, seqs: list[int], sub_id: str, wait: bool) -> int:
         term = self._routes.require_leader()

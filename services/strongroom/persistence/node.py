@@ -249,8 +249,8 @@ class PersistenceNode:
         term.run(self.keeper.expire(term), "expirer")
         self.replica.set_synced(True)
         term.serve(Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.keeper.redelivery_limit,
-                              dead_letter=lambda durable, seq, count: self.keeper.dead_letter(
-                                  term, self.realm, durable, seq, count)))
+                              dead_letter=lambda durable, seq, count, why: self.keeper.dead_letter(
+                                  term, self.realm, durable, seq, count, why)))
         self._serving.set()
         self._notify_leadership(True)
         log.info("leader of %s serving at epoch %d, commit index %d", self.cluster_name, epoch,

@@ -59,6 +59,12 @@ class Messaging(Protocol):
 
     async def ack_subscription(self, sub: Subscription, destination: str, seqs: list[int]) -> None: ...
 
+    def nak_subscription(self, sub: Subscription, destination: str, seqs: list[int],
+                         delay: float) -> list[tuple[int, StrongroomError]]: ...
+
+    def term_subscription(self, sub: Subscription, destination: str,
+                          seqs: list[int]) -> list[tuple[int, StrongroomError]]: ...
+
 
 class MessagingServicer(mgrpc.MessagingServiceServicer):
     """The client API."""
@@ -158,6 +164,18 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                         await self.front.ack_subscription(sub, destination, list(req.ack.message_seqs))
                     except StrongroomError as err:
                         log.info("async ack rejected: %s", err)
+                elif which in ("nak", "term"):
+                    try:
+                        if which == "nak":
+                            refused = self.front.nak_subscription(sub, destination, list(req.nak.message_seqs),
+                                                                  req.nak.delay_seconds)
+                        else:
+                            refused = self.front.term_subscription(sub, destination, list(req.term.message_seqs))
+                    except StrongroomError as err:
+                        log.info("%s rejected: %s", which, err)
+                        continue
+                    for seq, why in refused:
+                        log.info("%s of message %d rejected: %s", which, seq, why)
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
         except Exception:  # noqa: BLE001 - logged; the subscription ends and the client reopens

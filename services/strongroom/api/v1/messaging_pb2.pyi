@@ -101,16 +101,34 @@ class ReplayFrom(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., time: _Optional[float] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("open", "credit", "ack")
+    __slots__ = ("open", "credit", "ack", "nak", "term")
     OPEN_FIELD_NUMBER: _ClassVar[int]
     CREDIT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    NAK_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
     open: OpenSubscription
     credit: int
     ack: AckBatch
-    def __init__(self, open: _Optional[_Union[OpenSubscription, _Mapping]] = ..., credit: _Optional[int] = ..., ack: _Optional[_Union[AckBatch, _Mapping]] = ...) -> None: ...
+    nak: NakBatch
+    term: TermBatch
+    def __init__(self, open: _Optional[_Union[OpenSubscription, _Mapping]] = ..., credit: _Optional[int] = ..., ack: _Optional[_Union[AckBatch, _Mapping]] = ..., nak: _Optional[_Union[NakBatch, _Mapping]] = ..., term: _Optional[_Union[TermBatch, _Mapping]] = ...) -> None: ...
 
 class AckBatch(_message.Message):
+    __slots__ = ("message_seqs",)
+    MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    message_seqs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class NakBatch(_message.Message):
+    __slots__ = ("message_seqs", "delay_seconds")
+    MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    message_seqs: _containers.RepeatedScalarFieldContainer[int]
+    delay_seconds: float
+    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ..., delay_seconds: _Optional[float] = ...) -> None: ...
+
+class TermBatch(_message.Message):
     __slots__ = ("message_seqs",)
     MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
     message_seqs: _containers.RepeatedScalarFieldContainer[int]
