@@ -174,10 +174,18 @@ def test_server_option_reaches_the_cluster_and_the_realm_service(data_dir: Path,
                             env={**env, "STRONGROOM_ENDPOINTS": f"{members},{realm_address}"})
     assert by_env.returncode == 0, by_env.stderr
     assert json.loads(by_env.stdout)["version"] == current["version"]
-    # Members of no local cluster, and no realm service among them: said plainly, exit 1.
-    lost = strongroom("realm", "get", "-s", members, "--data-dir", str(nowhere))
+    # Members of no local cluster (no state file names them): they say in their status where
+    # the realm service registered.
+    remote = strongroom("realm", "get", "--json", "-s", members, "--data-dir", str(nowhere))
+    assert remote.returncode == 0, remote.stderr
+    assert json.loads(remote.stdout)["version"] == current["version"]
+    assert {r["realm_service"] for r in json.loads(status.stdout)} == {realm_address}
+    # Nothing that answers: said plainly, exit 1.
+    from strongroom.local.etcdproc import free_port
+
+    lost = strongroom("realm", "get", "-s", f"127.0.0.1:{free_port()}", "--data-dir", str(nowhere))
     assert lost.returncode == 1
-    assert "cannot find the realm service" in lost.stderr and "not the realm service" in lost.stderr
+    assert "cannot find the realm service" in lost.stderr and "did not answer" in lost.stderr
 
 
 def test_a_refusal_exits_1_and_a_usage_error_2_from_every_command_kind(data_dir: Path, tmp_path: Path) -> None:

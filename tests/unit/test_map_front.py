@@ -79,7 +79,7 @@ class FakeNode:
         self.election = _Election()
         cluster = realm.cluster("c1")
         assert cluster is not None
-        self.replica = Replica(cluster, "m1", data_dir, self._record_stored)
+        self.replica = Replica(lambda: cluster, "m1", data_dir, self._record_stored)
         # The member watch (the one user of etcd) is never started here.
         self.membership = Membership(None, cluster, "m1", "127.0.0.1:1")  # type: ignore[arg-type]
         self.term: LeaderTerm | None = None
@@ -126,10 +126,11 @@ class FakeNode:
     def lease_valid(self) -> bool:
         return self.election.lease_valid()
 
-    async def step_down(self, reason: str, err: Exception | None = None) -> None:
+    async def step_down(self, reason: str, err: Exception | None = None, term: LeaderTerm | None = None) -> None:
         self.leading = False
 
-    async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0) -> None:
+    async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0,
+                        term: LeaderTerm | None = None) -> None:
         self.leading = False
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:

@@ -117,6 +117,20 @@ def _local_realm(args: argparse.Namespace, members: Sequence[str] | None = None)
     return None
 
 
+def _from_members(servers: Sequence[str]) -> str | None:
+    """The realm service as members among `servers` report it (their etcd registration of it)."""
+    from strongroom.local.leader import member_status
+
+    async def ask() -> str | None:
+        for address in servers:
+            status = await member_status(address)
+            if status is not None and status.realm_service:
+                return str(status.realm_service)
+        return None
+
+    return asyncio.run(ask())
+
+
 def _among(servers: list[str], source: str, args: argparse.Namespace, etcd: str | None) -> str:
     """The realm service among `servers`, else the one of the cluster they are members of."""
     notes = []
@@ -125,7 +139,7 @@ def _among(servers: list[str], source: str, args: argparse.Namespace, etcd: str 
         if note is None:
             return address
         notes.append(note)
-    found = _local_realm(args, servers)
+    found = _local_realm(args, servers) or _from_members(servers)
     if found:
         return found
     if etcd:

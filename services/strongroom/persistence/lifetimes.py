@@ -32,6 +32,7 @@ DEAD_LETTER_RETRY = 5.0
 stays pending, is not delivered, and is offered to the dead-letter destination again after this
 long (seconds)."""
 EXPIRY_POLL_SECONDS = 0.25
+"""The leader looks for ended time-to-lives and retentions at least this often (seconds)."""
 
 
 def store_config(store: Store) -> rpb.ConfigureStoreOp:

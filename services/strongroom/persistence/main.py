@@ -75,7 +75,7 @@ async def serve(config: MemberConfig) -> int:
     version, realm = await _load_realm(etcd)
     try:
         member, _ = await create_server(config, realm, version)
-    except (UnknownMember, ValueError) as err:
+    except (UnknownMember, ValueError, OSError) as err:
         why = f"{err.reason}: {err.message}" if isinstance(err, StrongroomError) else str(err)
         print(f"strongroom-persistence: {why}", file=sys.stderr)
         await etcd.close()

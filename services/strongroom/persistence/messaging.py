@@ -286,7 +286,10 @@ class MessagingFront:
             else:
                 op.time = replay.time or 0.0
             await _apply_or_commit(term, store, rpb.Operation(replay=op))
-        term = self._routes.require_leader()
+        if self._routes.require_leader() is not term:
+            # Leadership changed while the durable was created: the state read belongs to the
+            # term that ended.
+            raise PersistenceUnavailable("leadership changed while the subscription was opened; retry")
         assert term.dispatcher is not None
         return term.dispatcher.open(durable, state, client_name, credit, slot=slot,
                                     match=compile_matcher(sub_matcher), ack_sync_mode=ack_sync_mode)

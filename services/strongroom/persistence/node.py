@@ -27,7 +27,7 @@ from strongroom.aio import wait_event
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import NoLeaderError, NotLeaderError, PersistenceUnavailable, UnknownMember
 from strongroom.etcd import EtcdClient
-from strongroom.keys import leader_key, stored_key
+from strongroom.keys import REALM_SERVICE, leader_key, stored_key
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.election import Election, LeaderInfo
@@ -69,7 +69,7 @@ class PersistenceNode:
         self.realm_version = realm_version
         self.etcd = EtcdClient(config.etcd_endpoints)
         self.membership = Membership(self.etcd, cluster, config.member, config.address)
-        self.replica = Replica(cluster, config.member, config.data_dir, self._record_stored)
+        self.replica = Replica(lambda: self.membership.cluster, config.member, config.data_dir, self._record_stored)
         self.replica.on_apply_stopped = self._apply_stopped
         self.peers: PeerCalls = peers if peers is not None else PeerClient()
         self.recovery = Recovery(self.replica, self.membership, self.peers)
@@ -81,6 +81,8 @@ class PersistenceNode:
         """This member's leadership, while it leads (recovering or serving)."""
         self.leader: LeaderInfo | None = None
         """Who leads, as far as this member knows."""
+        self.realm_service = ""
+        """The realm service's address as it registered in etcd ("" while none is)."""
         self._serving = asyncio.Event()
         self._background: list[asyncio.Future[None]] = []
         self._prepared = False
@@ -131,7 +133,8 @@ class PersistenceNode:
         """This member's view of its cluster."""
         leader = self.leader
         return cluster_status(self.replica, self.membership, self.term, self.realm, self.realm_version,
-                              (leader.member, leader.address, leader.epoch) if leader else None)
+                              (leader.member, leader.address, leader.epoch) if leader else None,
+                              self.realm_service)
 
     async def wait_serving(self, timeout: float) -> bool:
         """Wait until this member serves as leader."""
@@ -171,6 +174,7 @@ class PersistenceNode:
         if not self._prepared:
             await self.prepare()
         self._background.append(asyncio.create_task(self.membership.watch(), name="members"))
+        self._background.append(asyncio.create_task(self._follow_realm_service(), name="realm-service"))
         self.election.start()
 
     async def stop(self) -> None:
@@ -180,9 +184,7 @@ class PersistenceNode:
         await self.step_down("member stopping")
         await self.election.stop(resign=True)
         await self.etcd.close()
-        close = getattr(self.peers, "close", None)
-        if close is not None:
-            await close()
+        await self.peers.close()
         self.replica.close()
 
     def update_realm(self, realm: Realm, version: int) -> None:
@@ -197,8 +199,6 @@ class PersistenceNode:
             log.error("realm version %d changes the members of cluster %s; membership changes are "
                       "not applied to a running member (restart the cluster to change them)",
                       version, self.cluster_name)
-        else:
-            self.replica.settings = cluster
         self.realm = realm
         self.realm_version = version
         self.messaging.realm_changed()
@@ -206,6 +206,22 @@ class PersistenceNode:
         term = self.term
         if term is not None and self.election.is_leader:
             self.in_background(self.keeper.reconfigure(term, realm))
+
+    async def _follow_realm_service(self) -> None:
+        """Keep `realm_service` current (status tells tools that know only the members where
+        the realm service is)."""
+        while True:
+            try:
+                kvs, revision = await self.etcd.get_prefix_at(REALM_SERVICE)
+                self.realm_service = next((kv.value.decode() for kv in kvs if kv.key == REALM_SERVICE), "")
+                async for events in self.etcd.watch(REALM_SERVICE, start_revision=revision + 1):
+                    for kind, kv in events:
+                        self.realm_service = kv.value.decode() if kind == "PUT" else ""
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - etcd away: retry
+                log.debug("realm service watch broke: %s", exc)
+                await asyncio.sleep(0.5)
 
     async def _record_stored(self) -> None:
         await self.etcd.put(stored_key(self.cluster_name, self.member), b"1")
@@ -235,19 +251,21 @@ class PersistenceNode:
             await term.commit(rpb.Operation(noop=rpb.Noop(leader=self.member)))
             # Store limits from the realm, in the log before the first client operation.
             await self.keeper.configure_stores(term, self.realm)
+            if not term.alive():
+                return
+            # A storage that cannot record this fails the recovery like any other write.
+            self.replica.set_synced(True)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
             log.warning("recovery for epoch %d failed: %s", epoch, exc)
-            if self.election.is_leader and self.term is term:
-                # Let another member try before we campaign again.
+            # Still elected for this epoch (even if the term was closed meanwhile, e.g. by a
+            # newer epoch seen): let another member try before we campaign again.
+            if self.election.is_leader and self.election.epoch == epoch:
                 self.election.pause(time.monotonic() + self.cluster.lease_ttl_seconds)
                 await self.election.resign()
             return
-        if not term.alive():
-            return
         term.run(self.keeper.expire(term), "expirer")
-        self.replica.set_synced(True)
         term.serve(Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.keeper.redelivery_limit,
                               dead_letter=lambda durable, seq, count, why: self.keeper.dead_letter(
                                   term, self.realm, durable, seq, count, why)))
@@ -275,13 +293,15 @@ class PersistenceNode:
         """Run `work` in a task the member owns (cancelled when it stops)."""
         self._background.append(asyncio.create_task(work))
 
-    async def step_down(self, reason: str, err: Exception | None = None) -> None:
-        """Stop leading. The part that decides (nothing pending is answered) happens at once; the
-        clean-up (leader tasks, replicators, subscriptions) runs in its own task, shielded, so a
-        caller cancelled half-way (the election task on lease loss) cannot leave it undone."""
-        term = self.term
-        if term is None:
+    async def step_down(self, reason: str, err: Exception | None = None, term: LeaderTerm | None = None) -> None:
+        """Stop leading (only if `term`, when given, is still this member's term). The part that
+        decides (nothing pending is answered) happens at once; the clean-up (leader tasks,
+        replicators, subscriptions) runs in its own task, shielded, so a caller cancelled
+        half-way (the election task on lease loss) cannot leave it undone."""
+        current = self.term
+        if current is None or (term is not None and term is not current):
             return
+        term = current
         self.term = None
         log.info("leaving role %s: %s", term.role.value, reason)
         if term.serving:
@@ -291,11 +311,16 @@ class PersistenceNode:
         self._background.append(cleanup)
         await asyncio.shield(cleanup)
 
-    async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0) -> None:
-        """Stop leading, release the leader key and sit out elections for `pause` seconds."""
+    async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0,
+                        term: LeaderTerm | None = None) -> None:
+        """Stop leading, release the leader key and sit out elections for `pause` seconds (only
+        if `term`, when given, is still this member's term: a late call of an ended term must
+        not end the next one)."""
+        if term is not None and term is not self.term:
+            return
         if pause:
             self.election.pause(time.monotonic() + pause)
-        await self.step_down(reason, err)
+        await self.step_down(reason, err, term)
         await self.election.resign()
 
     async def step_down_and_resign(self, pause: float = 3.0) -> None:

@@ -38,6 +38,8 @@ class PeerCalls(Protocol):
 
     async def fetch(self, address: str, epoch: int, from_index: int, max_entries: int) -> rpb.FetchResponse: ...
 
+    async def close(self) -> None: ...
+
 
 class Recovery:
     """Brings a new term's log up to the most advanced log of a majority."""

@@ -35,11 +35,13 @@ AppliedListener = Callable[[int, int, list[object]], None]
 class Replica:
     """The log, the replicated state machine and the promises of this member."""
 
-    def __init__(self, cluster: Cluster, member: str, data_dir: Path,
+    def __init__(self, settings: Callable[[], Cluster], member: str, data_dir: Path,
                  record_stored: Callable[[], Awaitable[None]]) -> None:
         self.member = member
-        self.settings = cluster
-        """The cluster's realm settings in force (compaction threshold)."""
+        # The cluster's realm settings in force (the compaction threshold follows realm
+        # versions); storage mode, indexes on disk and the memory budget are fixed at start.
+        self._settings = settings
+        cluster = settings()
         self.storage_mode = StorageMode(cluster.storage)
         # Indexes on disk: the replicated state lives in column families of this storage.
         self.indexes_on_disk = cluster.indexes_on_disk
@@ -148,7 +150,7 @@ class Replica:
 
     def _maybe_compact(self) -> None:
         applied = self.state.applied_index
-        every = self.settings.compact_after_entries
+        every = self._settings().compact_after_entries
         if applied - self.log.snapshot_index < every:
             return
         if self.compaction_floor is not None:

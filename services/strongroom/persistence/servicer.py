@@ -292,7 +292,7 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         applied_index=st.applied_index, snapshot_index=st.snapshot_index, storage=st.storage,
         realm_version=st.realm_version, synced=st.synced, indexes_on_disk=st.indexes_on_disk,
         memory_budget_bytes=st.memory_budget_bytes, memory_payload_bytes=st.memory_payload_bytes,
-        apply_stopped=st.apply_stopped)
+        apply_stopped=st.apply_stopped, realm_service=st.realm_service)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
                           replication=m.replication)

@@ -91,6 +91,8 @@ class ClusterStatus:
     memory_budget_bytes: int
     memory_payload_bytes: int
     apply_stopped: str
+    realm_service: str = ""
+    """The realm service's address as registered in etcd ("" while none is)."""
     members: list[MemberStatus] = field(default_factory=list)
     stores: list[StoreStatus] = field(default_factory=list)
 
@@ -111,7 +113,7 @@ def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None) ->
 
 
 def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | None, realm: Realm,
-                   realm_version: int, leader: tuple[str, str, int] | None) -> ClusterStatus:
+                   realm_version: int, leader: tuple[str, str, int] | None, realm_service: str = "") -> ClusterStatus:
     """This member's view: its replica, its term (if it leads) and the realm in force.
     `leader`: (member, address, epoch) of the leader it knows of."""
     me = membership.member
@@ -155,4 +157,4 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         storage=storage, realm_version=realm_version, synced=replica.synced,
         indexes_on_disk=membership.cluster.indexes_on_disk, memory_budget_bytes=replica.swap.budget_bytes,
         memory_payload_bytes=replica.swap.resident_bytes, apply_stopped=replica.apply_stopped or "",
-        members=members, stores=stores)
+        realm_service=realm_service, members=members, stores=stores)

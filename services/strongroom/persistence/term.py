@@ -40,6 +40,7 @@ log = logging.getLogger("strongroom.term")
 STORAGE_FAILURE_PAUSE = 30.0
 """A member whose storage failed while leading sits out elections this long (seconds)."""
 QUORUM_CHECK_SECONDS = 0.25
+"""How often a serving leader checks that a majority answered within a lease TTL (seconds)."""
 
 
 class CommitResult(NamedTuple):
@@ -59,11 +60,13 @@ class Leadership(Protocol):
     def lease_valid(self) -> bool:
         """The lease is certainly alive: no other member can have been elected."""
 
-    async def step_down(self, reason: str, err: Exception | None = None) -> None:
-        """Stop leading now (closes the term)."""
+    async def step_down(self, reason: str, err: Exception | None = None, term: LeaderTerm | None = None) -> None:
+        """Stop leading now (closes the term), if `term` (when given) is still the current one."""
 
-    async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0) -> None:
-        """Stop leading, release the leader key and sit out elections for `pause` seconds."""
+    async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0,
+                        term: LeaderTerm | None = None) -> None:
+        """Stop leading, release the leader key and sit out elections for `pause` seconds, if
+        `term` (when given) is still the current one."""
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` in a task the member owns (not one of the term's)."""
@@ -225,7 +228,7 @@ class LeaderTerm:
         except Exception as exc:  # noqa: BLE001 - storage failure: hand over
             log.error("storage failed while leading (%s); stepping down", exc)
             await self._leadership.hand_over("storage failed", PersistenceUnavailable(
-                f"member {self.member} cannot write its storage: {exc}"), STORAGE_FAILURE_PAUSE)
+                f"member {self.member} cannot write its storage: {exc}"), STORAGE_FAILURE_PAUSE, self)
 
     async def _rounds(self) -> None:
         """Group commit: everything queued during the previous round goes out as one entry, one
@@ -250,7 +253,7 @@ class LeaderTerm:
                 for _, fut, _ in batch:
                     if fut is not None and not fut.done():
                         fut.set_exception(NotLeaderError("leader lease expired"))
-                await self._leadership.step_down("lease could not be renewed in time")
+                await self._leadership.step_down("lease could not be renewed in time", None, self)
                 return
             # The entry is made as bytes (its head, then every operation as it was queued) and
             # parsed once for the log and this member's apply.
@@ -298,7 +301,8 @@ class LeaderTerm:
         if candidate > replica.commit_index and replica.log.epoch_at(candidate) == self.epoch:
             if not self._leadership.lease_valid():
                 # Never confirm after the lease may have expired: another leader may exist.
-                self._leadership.in_background(self._leadership.step_down("lease could not be renewed in time"))
+                self._leadership.in_background(
+                    self._leadership.step_down("lease could not be renewed in time", None, self))
                 return
             replica.commit_index = candidate
             replica.apply_committed()
@@ -330,7 +334,7 @@ class LeaderTerm:
         if epoch > self.epoch and not self._closed:
             log.warning("stepping down: %s (epoch %d > %d)", reason, epoch, self.epoch)
             self.fail_pending(NotLeaderError(f"member {self.member} stepped down: {reason}"))
-            self._leadership.in_background(self._leadership.hand_over(reason))
+            self._leadership.in_background(self._leadership.hand_over(reason, None, 0.0, self))
 
     def majority_contact(self) -> float:
         """When a majority (counting ourselves) last answered us (monotonic time)."""
@@ -352,7 +356,7 @@ class LeaderTerm:
             if silent > ttl:
                 log.warning("no majority answered for %.1fs; stepping down", silent)
                 await self._leadership.hand_over("no quorum", NoQuorumError(
-                    f"leader {self.member} cannot reach a majority of cluster {self.membership.cluster.name}"), ttl)
+                    f"leader {self.member} cannot reach a majority of cluster {self.membership.cluster.name}"), ttl, self)
                 return
 
     # --- the end ------------------------------------------------------------------------------

@@ -67,6 +67,17 @@ def encoded_append(epoch: int, leader: str, prev_index: int, prev_epoch: int, co
     return wire
 
 
+# Channels being closed: kept referenced until their close finished.
+_closing: set[asyncio.Task[None]] = set()
+
+
+def _close_later(channel: grpc.aio.Channel) -> None:
+    """Close a channel no one uses any more, without waiting for it."""
+    task = asyncio.ensure_future(channel.close())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
+
+
 def _why(exc: grpc.aio.AioRpcError) -> str:
     return exc.code().name
 
@@ -86,7 +97,7 @@ class PeerClient:
     def _drop(self, address: str) -> None:
         channel = self._channels.pop(address, None)
         if channel is not None:
-            asyncio.ensure_future(channel.close())
+            _close_later(channel)
 
     async def promise(self, address: str, epoch: int, leader: str) -> rpb.PromiseResponse | None:
         """Ask the member at `address` to promise `epoch`; None if it did not answer in time."""
@@ -143,7 +154,7 @@ class FollowerConnection:
             return False
         if address != self._address or self._stub is None:
             if self._channel is not None:
-                asyncio.ensure_future(self._channel.close())
+                _close_later(self._channel)
             self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
             self._stub = rgrpc.ReplicationServiceStub(self._channel)
             # Appends go already serialised: entries are serialised once, when the leader

@@ -100,7 +100,7 @@ class StoreStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role")
+    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +121,7 @@ class ClusterStatus(_message.Message):
     MEMORY_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     APPLY_STOPPED_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ROLE_FIELD_NUMBER: _ClassVar[int]
+    REALM_SERVICE_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     member: str
     role: str
@@ -141,7 +142,8 @@ class ClusterStatus(_message.Message):
     memory_payload_bytes: int
     apply_stopped: str
     member_role: MemberRole
-    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ...) -> None: ...
+    realm_service: str
+    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ...) -> None: ...
 
 class StepDownRequest(_message.Message):
     __slots__ = ()
