@@ -1,4 +1,4 @@
-"""The gRPC options of every channel and server of a Strongroom member, written once.
+"""The gRPC options of every channel and server of Strongroom (members, peers, clients), written once.
 
 Messages between members carry whole log entries and snapshot chunks, so the size limits are
 well above the gRPC default of 4 MiB. A channel whose peer went away reconnects within a second
@@ -25,4 +25,4 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
-"""Options of a channel from a member (or a client) to a member."""
+"""Options of a channel to a member: from a peer, a client or a tool."""

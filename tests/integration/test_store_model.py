@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import Cluster, drain, realm_yaml, running_cluster
-from strongroom.api.v1 import common_pb2
+from strongroom.api.v1 import admin_pb2, common_pb2
 from strongroom.client import ABSENT, PRESENT, Client, DurableKind, Received, Subscription
 from strongroom.errors import DurableMismatch, InvalidArgument, InvalidMatcher, StoreLimitExceeded
 
@@ -476,6 +476,13 @@ async def test_last_value_limits_and_replay_hold_across_failover(tmp_path: Path)
 # --- nak and term ------------------------------------------------------------------------------------
 
 
+async def _durable_on_leader(client: Client, destination: str) -> admin_pb2.DurableStatus:
+    """The leader's status of the one durable of `destination`."""
+    st = await client.status()
+    leader = next(s for s in st if s.role == "leader")
+    return next(d for s in leader.stores for d in s.durables if d.destination == destination)
+
+
 async def test_nak_delivers_again_at_once_and_after_a_delay(client: Client) -> None:
     sub = await client.subscribe("settle.nak", "w")
     await client.publish("settle.nak", b"first")
@@ -504,10 +511,7 @@ async def test_a_nak_counts_toward_the_redelivery_limit(client: Client) -> None:
     msg = await sub.next(timeout=5)
     await msg.nak()
     assert await quiet(sub, 1.0) is None  # a second delivery would pass the limit: dropped
-    st = await client.status()
-    leader = next(s for s in st if s.role == "leader")
-    w = next(d for s in leader.stores for d in s.durables if d.destination == "drop.nak")
-    assert w.pending_messages == 0
+    assert (await _durable_on_leader(client, "drop.nak")).pending_messages == 0
     await sub.close()
 
 
@@ -546,10 +550,7 @@ async def test_term_without_a_dead_letter_destination_drops_the_message(client: 
     await sub.close()
     sub = await client.subscribe("settle.term", "w")
     assert await quiet(sub, 1.0) is None
-    st = await client.status()
-    leader = next(s for s in st if s.role == "leader")
-    w = next(d for s in leader.stores for d in s.durables if d.destination == "settle.term")
-    assert w.pending_messages == 0
+    assert (await _durable_on_leader(client, "settle.term")).pending_messages == 0
     await sub.close()
 
 

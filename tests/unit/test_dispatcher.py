@@ -40,18 +40,7 @@ async def _running() -> AsyncIterator[tuple[StateMachine, Dispatcher]]:
 
 async def _received(sub: Subscription, wait: float = 0.2) -> list[int]:
     """Sequences delivered to `sub` within `wait` seconds (its `opened` answer skipped)."""
-    seqs: list[int] = []
-    deadline = asyncio.get_running_loop().time() + wait
-    while True:
-        left = deadline - asyncio.get_running_loop().time()
-        if left <= 0:
-            return seqs
-        try:
-            item = await asyncio.wait_for(sub.outbox.get(), left)
-        except TimeoutError:
-            return seqs
-        if isinstance(item, list):  # a batch of deliveries
-            seqs += [d.message_seq for d in item]
+    return [seq for seq, _ in await _delivered(sub, wait)]
 
 
 async def test_message_acked_before_this_leader_handed_it_out_is_not_delivered_while_the_ack_commits() -> None:

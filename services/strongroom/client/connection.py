@@ -14,6 +14,7 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2_grpc
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
+from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
 from strongroom.errors import (
     ConnectionFailed,
@@ -23,15 +24,9 @@ from strongroom.errors import (
     StrongroomError,
 )
 
-__all__ = ["CHANNEL_OPTIONS", "Connection", "parse_endpoints"]
+__all__ = ["Connection", "parse_endpoints"]
 
 T = TypeVar("T")
-
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-    ("grpc.max_send_message_length", 256 * 1024 * 1024),
-]
-
 
 def parse_endpoints(endpoints: str | Sequence[str]) -> list[str]:
     """Member addresses from "host:port,host:port" or a list; blanks dropped."""

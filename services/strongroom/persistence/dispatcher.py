@@ -313,57 +313,58 @@ class Dispatcher:
             return ForeignMessage(f"message {seq} was delivered to another subscription of this durable")
         return None
 
-    def _take_back(self, dd: _DurableDelivery, seq: int) -> None:
-        holder = dd.inflight.pop(seq, None)
-        if holder is not None:
-            holder.inflight.discard(seq)
+    def _settle(self, durable: Durable, state: StateMachine, seqs: list[int], sub_id: str,
+                settle: Callable[[_DurableDelivery, int], None]) -> list[tuple[int, StrongroomError]]:
+        """Take back each message `sub_id` may settle and `settle` it; the others are refused,
+        with why (each message on its own)."""
+        dd = self._track(durable, state)
+        refused: list[tuple[int, StrongroomError]] = []
+        for seq in seqs:
+            why = self._refusal(durable, seq, sub_id)
+            if why is not None:
+                refused.append((seq, why))
+                continue
+            holder = dd.inflight.pop(seq, None)
+            if holder is not None:
+                holder.inflight.discard(seq)
+            settle(dd, seq)
+        self._mark(durable.key)
+        return refused
 
     def nak(self, durable: Durable, state: StateMachine, seqs: list[int], sub_id: str,
             delay: float) -> list[tuple[int, StrongroomError]]:
         """A subscriber gives messages back: each is delivered again (to it or another
         subscriber of the durable), at once or after `delay` seconds; the redelivery counts
-        toward the redelivery limit. Each message is taken on its own: the ones refused come
-        back with the reason, the others are given back."""
+        toward the redelivery limit. Returns the messages refused, with why."""
         self._settle_check(durable, seqs, "negative acknowledgment")
         if not (math.isfinite(delay) and delay >= 0):
             raise InvalidArgument(f"nak delay {delay} is not a number of seconds >= 0")
-        dd = self._track(durable, state)
-        refused: list[tuple[int, StrongroomError]] = []
-        for seq in seqs:
-            why = self._refusal(durable, seq, sub_id)
-            if why is not None:
-                refused.append((seq, why))
-                continue
-            self._take_back(dd, seq)
+
+        def give_back(dd: _DurableDelivery, seq: int) -> None:
             if delay > 0:
                 dd.parked.add(seq)
                 self.unpark(durable.key, seq, delay)
             else:
                 heapq.heappush(dd.again, seq)
-        self._mark(durable.key)
-        return refused
+
+        return self._settle(durable, state, seqs, sub_id, give_back)
 
     def terminate(self, durable: Durable, state: StateMachine, seqs: list[int],
                   sub_id: str) -> list[tuple[int, StrongroomError]]:
         """A subscriber says these messages must never be delivered again: each leaves the
         durable the way a message past its redelivery limit does (dead-lettered, or dropped when
-        its destination names no dead-letter destination). Each message is taken on its own:
-        the ones refused come back with the reason."""
+        its destination names no dead-letter destination). Returns the messages refused, with
+        why."""
         self._settle_check(durable, seqs, "termination")
-        if self._dead_letter is None:
+        dead_letter = self._dead_letter
+        if dead_letter is None:
             raise InvalidArgument("this member does not terminate messages")
-        dd = self._track(durable, state)
-        refused: list[tuple[int, StrongroomError]] = []
-        for seq in seqs:
-            why = self._refusal(durable, seq, sub_id)
-            if why is not None:
-                refused.append((seq, why))
-                continue
-            self._take_back(dd, seq)
+
+        def end(dd: _DurableDelivery, seq: int) -> None:
             dd.parked.add(seq)
-            self._dead_letter(durable, seq, dd.counts.get(seq, 0), "was terminated by its subscriber")
-        self._mark(durable.key)
-        return refused
+            dead_letter(durable, seq, dd.counts.get(seq, 0), "was terminated by its subscriber")
+
+        return self._settle(durable, state, seqs, sub_id, end)
 
     def acking(self, durable: Durable, state: StateMachine, seqs: list[int]) -> None:
         """Acknowledgments accepted and on their way to the log: hold these messages back until
