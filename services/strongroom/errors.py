@@ -112,6 +112,14 @@ class StoreLimitExceeded(StrongroomError):
     code = "RESOURCE_EXHAUSTED"
 
 
+class NoInterest(StrongroomError):
+    """No durable wants the message and its destination's rule refuses such publishes
+    (`require_interest`): nothing was stored."""
+
+    reason = "NO_INTEREST"
+    code = "FAILED_PRECONDITION"
+
+
 class MessageTooLarge(StrongroomError):
     """The message is larger than the store's maximum message size."""
 

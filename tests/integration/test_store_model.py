@@ -69,6 +69,9 @@ DESTINATIONS = """\
     dead_letter: full.x
   - name: "full.*"
     store: tiny
+  - name: "strict.*"
+    store: default
+    require_interest: true
 """
 SECTIONS = """\
 durable_templates:
@@ -561,4 +564,53 @@ async def test_the_client_refuses_a_nak_delay_that_is_not_seconds(client: Client
     with pytest.raises(InvalidArgument, match="nak delay"):
         await msg.nak(delay=-1)
     await sub.ack(msg)
+    await sub.close()
+
+
+# --- publishes nothing wants ----------------------------------------------------------------------------
+
+
+async def test_a_publish_nothing_wants_says_it_was_not_stored(client: Client) -> None:
+    res = await client.publish("nobody.t", b"lost")
+    assert res.confirmed and res.no_interest and not res.stored and res.message_seq == 0
+    sub = await client.subscribe("nobody.t", "late")
+    assert await quiet(sub, 0.5) is None  # it was not stored: a durable made after it never sees it
+    kept = await client.publish("nobody.t", b"kept")
+    assert kept.stored and not kept.no_interest and kept.message_seq > 0
+    got = await sub.next(timeout=5)
+    assert got.body == b"kept"
+    await sub.ack(got)
+    await sub.close()
+    queued = await client.publish("nobody.queue", b"q")  # a queue stores without subscribers
+    assert queued.stored and queued.message_seq > 0
+    sub = await client.subscribe("nobody.queue")
+    await sub.ack(await sub.next(timeout=5))
+    await sub.close()
+
+
+async def test_require_interest_refuses_a_publish_nothing_wants_and_changes_nothing(client: Client) -> None:
+    from strongroom.api.v1 import messaging_pb2 as mpb
+    from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
+    from strongroom.errors import NoInterest
+
+    with pytest.raises(NoInterest, match="no durable wants topic 'strict.orders'") as info:
+        await client.publish("strict.orders", b"typo?")
+    assert not info.value.retriable
+    # Through the generated stub with a fixed message id: refused with FAILED_PRECONDITION and
+    # the NO_INTEREST reason, and the id is not used up: once a durable exists the same id is
+    # stored as a new message, not answered as a duplicate.
+    request = mpb.PublishRequest(destination="strict.orders", mode=mpb.PUBLISH_MODE_STORE_CONFIRM_SEND,
+                                 message=common_pb2.Message(body=b"x", producer_id="strict-producer", sequence=1))
+
+    async def publish(address: str) -> mpb.PublishResponse:
+        return await mgrpc.MessagingServiceStub(client.channel(address)).Publish(request, timeout=5)
+
+    with pytest.raises(NoInterest):
+        await client.retrying(publish)
+    sub = await client.subscribe("strict.orders", "billing")
+    stored = await client.retrying(publish)
+    assert stored.confirmed and not stored.duplicate and not stored.no_interest and stored.message_seq > 0
+    got = await sub.next(timeout=5)
+    assert got.body == b"x" and got.seq == stored.message_seq
+    await sub.ack(got)
     await sub.close()

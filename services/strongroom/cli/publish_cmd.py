@@ -71,7 +71,7 @@ async def _publish(args: argparse.Namespace, fields: dict[str, object] | None) -
 
     client = Client(resolve_endpoints(args), client_name=CLIENT_NAME)
     progress = _Progress()
-    sent = confirmed = duplicates = 0
+    sent = confirmed = duplicates = unwanted = 0
     errors: list[BaseException] = []
     last: PublishResult | None = None
     start = time.monotonic()
@@ -84,10 +84,11 @@ async def _publish(args: argparse.Namespace, fields: dict[str, object] | None) -
             progress.show(f"{sent}/{args.count} sent, {confirmed} confirmed, {confirmed / elapsed:,.0f} msgs/s")
 
     def record(result: PublishResult) -> None:
-        nonlocal confirmed, duplicates, last
+        nonlocal confirmed, duplicates, unwanted, last
         last = result
         confirmed += int(result.confirmed)
         duplicates += int(result.duplicate)
+        unwanted += int(result.no_interest)
 
     pending: set[asyncio.Future[PublishResult]] = set()
 
@@ -133,27 +134,35 @@ async def _publish(args: argparse.Namespace, fields: dict[str, object] | None) -
         await client.close()
     if errors:
         raise errors[0]
-    _print_summary(args, sent, confirmed, duplicates, last, time.monotonic() - start)
+    _print_summary(args, sent, confirmed, duplicates, unwanted, last, time.monotonic() - start)
     return ExitCode.OK
 
 
-def _print_summary(args: argparse.Namespace, sent: int, confirmed: int, duplicates: int, last: Any,
-                   seconds: float) -> None:
+def _print_summary(args: argparse.Namespace, sent: int, confirmed: int, duplicates: int, unwanted: int,
+                   last: Any, seconds: float) -> None:
     rate = sent / seconds if seconds > 0 else 0.0
     if args.json:
         summary: dict[str, Any] = {"destination": args.destination, "count": sent, "confirmed": confirmed,
-                                   "duplicates": duplicates, "seconds": round(seconds, 3),
+                                   "not_stored": unwanted, "duplicates": duplicates, "seconds": round(seconds, 3),
                                    "msgs_per_s": round(rate, 1)}
         if args.count == 1 and last is not None:
             summary["message_seq"] = int(last.message_seq)
         print(json.dumps(summary))
-    elif args.count == 1 and last is not None:
+        return
+    if args.count == 1 and last is not None:
         state = "confirmed" if last.confirmed else "not confirmed"
         dup = ", duplicate" if last.duplicate else ""
-        print(f"published to {args.destination}: message seq {last.message_seq} ({state}{dup})")
+        if last.no_interest:
+            print(f"published to {args.destination}: not stored: no durable wants {args.destination!r} "
+                  f"(subscribe with a durable first, or publish to a queue)")
+        else:
+            print(f"published to {args.destination}: message seq {last.message_seq} ({state}{dup})")
     else:
         print(f"published {sent} messages to {args.destination} in {seconds:.2f} s ({rate:,.0f} msgs/s), "
               f"{confirmed} confirmed" + (f", {duplicates} duplicates" if duplicates else ""))
+        if unwanted:
+            print(f"not stored: {unwanted} of them: no durable wants {args.destination!r} "
+                  f"(subscribe with a durable first, or publish to a queue)")
 
 
 def add_parsers(sub: Any) -> None:

@@ -92,6 +92,13 @@ class PublishResult(NamedTuple):
     message_seq: int
     duplicate: bool
     confirmed: bool
+    no_interest: bool = False
+    """Confirmed, but not stored: no durable wants the topic (or endpoint) it went to."""
+
+    @property
+    def stored(self) -> bool:
+        """Confirmed and stored (False when not confirmed: the outcome is unknown)."""
+        return self.confirmed and not self.no_interest
 
 
 class _Acknowledger(Protocol):

@@ -210,6 +210,6 @@ class Publisher:
             fut = self._settle(item.correlation_id)
             outage.progress()
             if not fut.done():
-                fut.set_result(PublishResult(item.message_seq, item.duplicate, item.confirmed))
+                fut.set_result(PublishResult(item.message_seq, item.duplicate, item.confirmed, item.no_interest))
         if retry is not None:
             raise retry

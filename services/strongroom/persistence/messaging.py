@@ -21,6 +21,7 @@ from strongroom.errors import (
     InvalidArgument,
     InvalidMatcher,
     MessageTooLarge,
+    NoInterest,
     PersistenceUnavailable,
     StrongroomError,
     UnknownDestination,
@@ -158,8 +159,9 @@ class MessagingFront:
         run: list[bytes] = []
         # The leader's clock stamps the batch; members never read their own clocks to decide.
         now = time.time()
-        # Per destination of this batch: its route and the encoded PublishOp without the message.
-        heads: dict[str, tuple[Route, bytes]] = {}
+        # Per destination of this batch: its route, the encoded PublishOp without the message, and
+        # whether a message no durable wants is refused (require_interest).
+        heads: dict[str, tuple[Route, bytes, bool]] = {}
         for i, item in enumerate(items):
             try:
                 check_publish(item)
@@ -167,10 +169,16 @@ class MessagingFront:
                 known = heads.get(destination)
                 if known is None:
                     route = self.resolve(destination)
-                    known = heads[destination] = (route, _publish_head(route, destination, now))
-                route, head = known
+                    guard = route.rule.require_interest and not route.queue and not route.rule.retain_seconds
+                    known = heads[destination] = (route, _publish_head(route, destination, now), guard)
+                route, head, guard = known
                 store = route.store
                 message = item.message
+                if guard and not term.state_for(store.replicated).wants(store.name, destination, route.endpoint,
+                                                                        message):
+                    raise NoInterest(f"no durable wants {'endpoint' if route.endpoint else 'topic'} "
+                                     f"{destination!r} and its rule sets require_interest; the message was not "
+                                     f"stored")
                 body = message.SerializeToString()
                 if len(body) > store.max_message_bytes:
                     raise MessageTooLarge(f"message of {len(body)} bytes exceeds store {store.name!r} limit of "

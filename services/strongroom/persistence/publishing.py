@@ -92,6 +92,8 @@ class PublishOutcome(NamedTuple):
     duplicate: bool
     confirmed: bool
     log_index: int
+    no_interest: bool = False
+    """Applied, but nothing stored it: no durable wanted it (message_seq is 0)."""
 
 
 _MODES = frozenset(PublishMode)
@@ -125,7 +127,7 @@ def publish_outcome(result: object, message: cpb.Message, index: int) -> Publish
             f"deduplication window; it was not stored")
     if result.rejected:
         return StoreLimitExceeded(f"{result.limit}; the message was not stored")
-    return PublishOutcome(result.message_seq, result.duplicate, True, index)
+    return PublishOutcome(result.message_seq, result.duplicate, True, index, result.message_seq == 0)
 
 
 def publish_op(head: bytes, body: bytes) -> bytes:

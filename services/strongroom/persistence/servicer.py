@@ -78,7 +78,8 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         except StrongroomError as err:
             await abort_with(context, err)
         return mpb.PublishResponse(correlation_id=request.correlation_id, message_seq=out.message_seq,
-                                   duplicate=out.duplicate, confirmed=out.confirmed, log_index=out.log_index)
+                                   duplicate=out.duplicate, confirmed=out.confirmed, log_index=out.log_index,
+                                   no_interest=out.no_interest)
 
     async def PublishStream(self, request_iterator: AsyncIterator[mpb.PublishBatch],
                             context: Context) -> AsyncIterator[mpb.PublishResponseBatch]:
@@ -117,7 +118,8 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 for req, res in zip(requests, outcomes):
                     if isinstance(res, PublishOutcome):
                         add(correlation_id=req.correlation_id, message_seq=res.message_seq,
-                            duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index)
+                            duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index,
+                            no_interest=res.no_interest)
                     else:
                         status = to_status(res)
                         add(correlation_id=req.correlation_id, error_code=status.code.value[0],

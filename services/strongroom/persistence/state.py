@@ -336,6 +336,12 @@ class StateMachine:
             holders.extend(self.content_durables.get(stored.store, ()))
         return holders
 
+    def wants(self, store: str, destination: str, content: bool, msg: cpb.Message) -> bool:
+        """Whether some durable of this state would take the message now (a read: nothing
+        changes). A queue's own durable exists once its first message is stored."""
+        return any(d.wants(msg) for d in self.by_destination.get(destination, ())) or (
+            content and any(d.wants(msg) for d in self.content_durables.get(store, ())))
+
     def _wanting(self, store: str, destination: str, content: bool, msg: cpb.Message) -> list[Durable]:
         wanting = [d for d in self.by_destination.get(destination, ()) if d.wants(msg)]
         if content:

@@ -205,6 +205,10 @@ class _DeliveryOptions(_Model):
     dead_letter: str | None = None
     """Destination that receives messages past the redelivery limit (default: none, the message
     is discarded from the durable). Must be a name the realm maps to a store of the same cluster."""
+    require_interest: bool = False
+    """Refuse a publish that no durable wants (NO_INTEREST) instead of answering that it was not
+    stored: a guard against misspelled topic names (default: false). Queues always store; a rule
+    with `retain_seconds` stores for replay."""
 
 
 class Destination(_DeliveryOptions):

@@ -51,7 +51,7 @@ class PublishResponseBatch(_message.Message):
     def __init__(self, responses: _Optional[_Iterable[_Union[PublishResponse, _Mapping]]] = ...) -> None: ...
 
 class PublishResponse(_message.Message):
-    __slots__ = ("correlation_id", "message_seq", "duplicate", "confirmed", "error_code", "error_reason", "error_message", "log_index")
+    __slots__ = ("correlation_id", "message_seq", "duplicate", "confirmed", "error_code", "error_reason", "error_message", "log_index", "no_interest")
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class PublishResponse(_message.Message):
     ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NO_INTEREST_FIELD_NUMBER: _ClassVar[int]
     correlation_id: int
     message_seq: int
     duplicate: bool
@@ -68,7 +69,8 @@ class PublishResponse(_message.Message):
     error_reason: str
     error_message: str
     log_index: int
-    def __init__(self, correlation_id: _Optional[int] = ..., message_seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., confirmed: _Optional[bool] = ..., error_code: _Optional[int] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
+    no_interest: bool
+    def __init__(self, correlation_id: _Optional[int] = ..., message_seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., confirmed: _Optional[bool] = ..., error_code: _Optional[int] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ..., log_index: _Optional[int] = ..., no_interest: _Optional[bool] = ...) -> None: ...
 
 class OpenSubscription(_message.Message):
     __slots__ = ("destination", "durable", "kind", "ack_mode", "credit", "client_name", "matcher", "ack_sync_mode", "replay")
