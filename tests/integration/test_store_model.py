@@ -614,3 +614,45 @@ async def test_require_interest_refuses_a_publish_nothing_wants_and_changes_noth
     assert got.body == b"x" and got.seq == stored.message_seq
     await sub.ack(got)
     await sub.close()
+
+
+# --- refused acks --------------------------------------------------------------------------------------
+
+
+async def test_an_ack_batch_with_one_unknown_sequence_acks_the_others_and_names_the_refused_one(
+        client: Client) -> None:
+    sub = await client.subscribe("refuse.t", "w")
+    for body in (b"a", b"b"):
+        await client.publish("refuse.t", body)
+    a = await sub.next(timeout=5)
+    b = await sub.next(timeout=5)
+    unknown = b.seq + 1_000_000
+    await sub.ack_many([a.seq, b.seq, unknown])
+    # The refusal comes back on the stream; reading it needs a read (next() times out meanwhile).
+    deadline = time.monotonic() + 5
+    while not sub.refusals and time.monotonic() < deadline:
+        assert await quiet(sub, 0.2) is None
+    assert [(r.message_seq, r.operation, r.error.reason) for r in sub.refusals] == [(unknown, "ack", "UNKNOWN_MESSAGE")]
+    assert f"message {unknown} is not pending" in sub.refusals[0].error.message
+    await sub.close()
+    # The two valid acks took effect: nothing is redelivered, nothing is pending.
+    sub = await client.subscribe("refuse.t", "w")
+    assert await quiet(sub, 1.0) is None
+    durable = await _durable_on_leader(client, "refuse.t")
+    assert durable.pending_messages == 0 and durable.refused >= 1
+    await sub.close()
+
+
+async def test_a_nak_of_an_unknown_message_is_refused_to_the_subscriber(client: Client) -> None:
+    sub = await client.subscribe("refuse.nak", "w")
+    await client.publish("refuse.nak", b"m")
+    msg = await sub.next(timeout=5)
+    await sub.nak(msg.seq + 1_000_000)
+    await sub.term(msg.seq + 2_000_000)
+    deadline = time.monotonic() + 5
+    while len(sub.refusals) < 2 and time.monotonic() < deadline:
+        assert await quiet(sub, 0.2) is None
+    assert [(r.operation, r.error.reason) for r in sub.refusals] == [("nak", "UNKNOWN_MESSAGE"),
+                                                                      ("term", "UNKNOWN_MESSAGE")]
+    await sub.ack(msg)
+    await sub.close()

@@ -37,7 +37,7 @@ from strongroom.client.messages import (
 )
 from strongroom.client.publisher import Publisher
 from strongroom.client.retry import RetryPolicy
-from strongroom.client.subscription import AckMode, DurableKind, Subscription
+from strongroom.client.subscription import AckMode, DurableKind, Refusal, Subscription
 
 __all__ = [
     "ABSENT",
@@ -51,6 +51,7 @@ __all__ = [
     "PublishResult",
     "Publisher",
     "Received",
+    "Refusal",
     "RetryPolicy",
     "Subscription",
     "build_matcher",

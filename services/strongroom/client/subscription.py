@@ -5,9 +5,11 @@ ack modes as enums."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections import deque
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 
@@ -24,7 +26,22 @@ from strongroom.errors import (
     error_for_reason,
 )
 
-__all__ = ["AckMode", "DurableKind", "Subscription", "ack_sync"]
+__all__ = ["AckMode", "DurableKind", "MAX_REFUSALS", "Refusal", "Subscription", "ack_sync"]
+
+log = logging.getLogger("strongroom.client")
+
+MAX_REFUSALS = 1000
+"""How many refused acks, naks and terms a subscription remembers."""
+
+
+class Refusal(NamedTuple):
+    """An ack, nak or term the leader refused (the others of its batch took effect)."""
+
+    message_seq: int
+    operation: str
+    """"ack", "nak" or "term"."""
+    error: StrongroomError
+    """Why, as the error the server named (e.g. `UnknownMessage`, `ForeignMessage`)."""
 
 
 class DurableKind(str, Enum):
@@ -136,6 +153,8 @@ class Subscription:
         self.reopened = 0
         self.closed_reason = ""
         """Why the server closed the subscription (e.g. REPLACED), if it did."""
+        self.refusals: deque[Refusal] = deque(maxlen=MAX_REFUSALS)
+        """The acks, naks and terms the leader refused, newest last (at most MAX_REFUSALS)."""
 
     @property
     def closed(self) -> bool:
@@ -262,6 +281,13 @@ class Subscription:
                 self._closed = err if isinstance(err, SubscriptionClosed) else SubscriptionClosed(err.message)
                 return False
             return True
+        if which == "refusals":
+            for r in resp.refusals.refusals:
+                refusal = Refusal(r.message_seq, r.operation, error_for_reason(r.reason, r.message))
+                log.warning("%s of message %d on %r refused: %s: %s", r.operation, r.message_seq,
+                            self.destination, r.reason, r.message)
+                self.refusals.append(refusal)
+            return False
         if which == "deliveries":
             for d in resp.deliveries.deliveries:
                 m = d.message

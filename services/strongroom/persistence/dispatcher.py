@@ -26,7 +26,7 @@ from strongroom.errors import ForeignMessage, InvalidArgument, StrongroomError, 
 from strongroom.persistence.matcher import Match, key_of
 from strongroom.persistence.state import Durable, StateMachine
 
-__all__ = ["Closed", "Delivered", "Dispatcher", "Opened", "Outgoing", "Subscription"]
+__all__ = ["Closed", "Delivered", "Dispatcher", "Opened", "Outgoing", "Refusal", "Subscription"]
 
 _ids = itertools.count(1)
 
@@ -65,8 +65,18 @@ class Closed:
     message: str
 
 
-Outgoing = Opened | list[Delivered] | Closed
-"""What a subscription's outbox carries, in order; None ends it."""
+class Refusal(NamedTuple):
+    """An ack, nak or term of one message that was refused."""
+
+    message_seq: int
+    operation: str
+    """"ack", "nak" or "term"."""
+    error: StrongroomError
+
+
+Outgoing = Opened | list[Delivered] | Closed | list[Refusal]
+"""What a subscription's outbox carries, in order (a list of deliveries or of refusals); None
+ends it."""
 
 
 @dataclass(eq=False)
@@ -107,6 +117,8 @@ class _DurableDelivery:
     # subscriber may ack a message this leader never handed out, e.g. after a failover).
     acking: set[int] = field(default_factory=set)
     rr: int = 0
+    # Acks, naks and terms of its subscribers refused by this leader (status).
+    refusals: int = 0
     # Indexes on disk: `fresh` is filled in pages read from the pending set after `cursor`
     # (the highest sequence read so far) instead of holding every pending sequence; -1: not paged.
     cursor: int = -1
@@ -296,6 +308,36 @@ class Dispatcher:
             holder = dd.inflight.get(seq) if dd else None
             if holder is not None and sub_id and holder.id != sub_id:
                 raise ForeignMessage(f"message {seq} was delivered to another subscription of this durable")
+
+    def split_ack(self, durable: Durable, seqs: list[int],
+                  sub_id: str) -> tuple[list[int], list[tuple[int, StrongroomError]]]:
+        """An acknowledgment on a subscription's stream, each message on its own: the ones it
+        may acknowledge, and the ones refused with why (`check_ack`'s reasons). Nothing
+        changes here."""
+        self._settle_check(durable, seqs, "acknowledgment")
+        valid: list[int] = []
+        refused: list[tuple[int, StrongroomError]] = []
+        for seq in seqs:
+            why = self._refusal(durable, seq, sub_id)
+            if why is None:
+                valid.append(seq)
+            else:
+                refused.append((seq, why))
+        return valid, refused
+
+    def refused(self, sub: Subscription, operation: str, refusals: list[tuple[int, StrongroomError]]) -> None:
+        """Tell a subscriber which of its acks, naks or terms were refused, and count them."""
+        if not refusals or sub.closed:
+            return
+        dd = self._durables.get(sub.durable_key)
+        if dd is not None:
+            dd.refusals += len(refusals)
+        sub.outbox.put_nowait([Refusal(seq, operation, err) for seq, err in refusals])
+
+    def refusals(self, key: str) -> int:
+        """How many acks, naks and terms of a durable's subscribers were refused (this leader)."""
+        dd = self._durables.get(key)
+        return dd.refusals if dd else 0
 
     def _settle_check(self, durable: Durable, seqs: list[int], what: str) -> None:
         if durable.kind == cpb.DURABLE_KIND_LASTVALUE:

@@ -330,11 +330,29 @@ class MessagingFront:
             durable_name = ""
         return await self._ack(route.store, _durable_key(route, durable_name), seqs, sub_id, wait=True)
 
-    async def ack_subscription(self, sub: Subscription, destination: str, seqs: list[int]) -> None:
+    def ack_subscription(self, sub: Subscription, destination: str,
+                         seqs: list[int]) -> list[tuple[int, StrongroomError]]:
         """Acknowledge messages delivered on a subscription, asynchronously (not waiting for
-        the commit)."""
-        store = self.resolve(destination).store
-        await self._ack(store, sub.durable_key, seqs, sub.id, wait=False)
+        the commit), each on its own: returns the ones refused, with why; the others are
+        acknowledged."""
+        term, durable, state = self._delivered_on(sub, destination)
+        dispatcher = term.dispatcher
+        assert dispatcher is not None
+        valid, refused = dispatcher.split_ack(durable, seqs, sub.id)
+        if valid:
+            op = rpb.Operation(ack=rpb.AckOp(store=durable.store, durable_key=durable.key, message_seqs=valid))
+            if state is term.local_state:
+                state.apply_op(op)
+            else:
+                dispatcher.acking(durable, state, valid)
+                term.submit([op], want_result=False)
+        return refused
+
+    def refused(self, sub: Subscription, operation: str, refusals: list[tuple[int, StrongroomError]]) -> None:
+        """Tell a subscriber which of its acks, naks or terms were refused."""
+        term = self._routes.term
+        if term is not None and term.dispatcher is not None:
+            term.dispatcher.refused(sub, operation, refusals)
 
     def nak_subscription(self, sub: Subscription, destination: str, seqs: list[int],
                          delay: float) -> list[tuple[int, StrongroomError]]:

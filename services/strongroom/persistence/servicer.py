@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 import grpc
 
@@ -24,7 +24,7 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.errors import InvalidArgument, StrongroomError
 from strongroom.grpcerrors import abort_with, to_status
 from strongroom.persistence.config import Role
-from strongroom.persistence.dispatcher import Opened, Outgoing, Subscription
+from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
 from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
 from strongroom.persistence.publishing import PendingPublishes, PublishItem, PublishOutcome
@@ -57,7 +57,10 @@ class Messaging(Protocol):
 
     async def ack(self, destination: str, durable_name: str, seqs: list[int], sub_id: str) -> int: ...
 
-    async def ack_subscription(self, sub: Subscription, destination: str, seqs: list[int]) -> None: ...
+    def ack_subscription(self, sub: Subscription, destination: str,
+                         seqs: list[int]) -> list[tuple[int, StrongroomError]]: ...
+
+    def refused(self, sub: Subscription, operation: str, refusals: list[tuple[int, StrongroomError]]) -> None: ...
 
     def nak_subscription(self, sub: Subscription, destination: str, seqs: list[int],
                          delay: float) -> list[tuple[int, StrongroomError]]: ...
@@ -161,23 +164,8 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 which = req.WhichOneof("request")
                 if which == "credit":
                     self.front.grant(sub, req.credit)
-                elif which == "ack":
-                    try:
-                        await self.front.ack_subscription(sub, destination, list(req.ack.message_seqs))
-                    except StrongroomError as err:
-                        log.info("async ack rejected: %s", err)
-                elif which in ("nak", "term"):
-                    try:
-                        if which == "nak":
-                            refused = self.front.nak_subscription(sub, destination, list(req.nak.message_seqs),
-                                                                  req.nak.delay_seconds)
-                        else:
-                            refused = self.front.term_subscription(sub, destination, list(req.term.message_seqs))
-                    except StrongroomError as err:
-                        log.info("%s rejected: %s", which, err)
-                        continue
-                    for seq, why in refused:
-                        log.info("%s of message %d rejected: %s", which, seq, why)
+                elif which in ("ack", "nak", "term"):
+                    self._settle(sub, destination, which, req)
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
         except Exception:  # noqa: BLE001 - logged; the subscription ends and the client reopens
@@ -185,6 +173,25 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         finally:
             self.front.close_subscription(sub)
             sub.outbox.put_nowait(None)
+
+    def _settle(self, sub: Subscription, destination: str, which: str, req: mpb.SubscribeRequest) -> None:
+        """An ack, nak or term on the stream: what is refused goes back to the subscriber."""
+        seqs = list(req.ack.message_seqs if which == "ack" else req.nak.message_seqs if which == "nak"
+                    else req.term.message_seqs)
+        try:
+            if which == "ack":
+                refused = self.front.ack_subscription(sub, destination, seqs)
+            elif which == "nak":
+                refused = self.front.nak_subscription(sub, destination, seqs, req.nak.delay_seconds)
+            else:
+                refused = self.front.term_subscription(sub, destination, seqs)
+        except StrongroomError as err:
+            # The whole batch (a last-value durable, a bad delay, this member no longer leads).
+            refused = [(seq, err) for seq in seqs]
+        if refused:
+            log.info("%s of %d message(s) of subscription %s refused: %s", which, len(refused), sub.id,
+                     refused[0][1])
+            self.front.refused(sub, which, refused)
 
     async def Ack(self, request: mpb.AckRequest, context: Context) -> mpb.AckResponse:
         try:
@@ -199,16 +206,22 @@ def subscribe_response(item: Outgoing) -> mpb.SubscribeResponse:
     """The Subscribe stream's message for what the dispatcher put in a subscription's outbox."""
     if isinstance(item, list):
         reply = mpb.SubscribeResponse()
+        if item and isinstance(item[0], Refusal):
+            refuse = reply.refusals.refusals.add
+            for r in cast(list[Refusal], item):
+                refuse(message_seq=r.message_seq, operation=r.operation, reason=r.error.reason,
+                       message=r.error.message)
+            return reply
         add = reply.deliveries.deliveries.add
-        for d in item:
+        for d in cast(list[Delivered], item):
             add(message_seq=d.message_seq, message=d.message, delivery_count=d.delivery_count,
                 destination=d.destination, published_at=d.published_at)
         return reply
-    if isinstance(item, Opened):
-        return mpb.SubscribeResponse(opened=mpb.SubscriptionOpened(
-            subscription_id=item.subscription_id, durable=item.durable, kind=item.kind, key_field=item.key_field,
-            ack_sync_mode=item.ack_sync_mode))
-    return mpb.SubscribeResponse(closed=mpb.SubscriptionClosed(reason=item.reason, message=item.message))
+    if isinstance(item, Closed):
+        return mpb.SubscribeResponse(closed=mpb.SubscriptionClosed(reason=item.reason, message=item.message))
+    return mpb.SubscribeResponse(opened=mpb.SubscriptionOpened(
+        subscription_id=item.subscription_id, durable=item.durable, kind=item.kind, key_field=item.key_field,
+        ack_sync_mode=item.ack_sync_mode))
 
 
 class Replicating(Protocol):
@@ -308,7 +321,8 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
             store.durables.add(name=d.name, destination=d.destination, kind=d.kind,
                                pending_messages=d.pending_messages, pending_bytes=d.pending_bytes,
                                unacked=d.unacked, subscribers=d.subscribers, matcher=d.matcher,
-                               key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content)
+                               key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content,
+                               refused=d.refused)
     return reply
 
 

@@ -46,6 +46,8 @@ class DurableStatus:
     key_field: str
     ack_sync_mode: int
     content: bool
+    refused: int = 0
+    """Acks, naks and terms of its subscribers this leader refused."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None) ->
             unacked=dispatcher.unacked(d.key) if dispatcher else 0,
             subscribers=dispatcher.subscribers(d.key) if dispatcher else 0,
             matcher=matcher_text(d.matcher), key_field=d.key_field, ack_sync_mode=d.ack_sync_mode,
-            content=d.content))
+            content=d.content, refused=dispatcher.refusals(d.key) if dispatcher else 0))
     return durables
 
 

@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from strongroom.api.v1 import common_pb2 as strongroom_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dstrongroom/v1/messaging.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"\x90\x01\n\x0ePublishRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.PublishMode\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x04\"?\n\x0cPublishBatch\x12/\n\x08requests\x18\x01 \x03(\x0b\x32\x1d.strongroom.v1.PublishRequest\"I\n\x14PublishResponseBatch\x12\x31\n\tresponses\x18\x01 \x03(\x0b\x32\x1e.strongroom.v1.PublishResponse\"\xcd\x01\n\x0fPublishResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x04\x12\x13\n\x0bmessage_seq\x18\x02 \x01(\x04\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12\x11\n\tconfirmed\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\x05\x12\x14\n\x0c\x65rror_reason\x18\x06 \x01(\t\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\x11\n\tlog_index\x18\x08 \x01(\x04\x12\x13\n\x0bno_interest\x18\t \x01(\x08\"\xbf\x02\n\x10OpenSubscription\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12(\n\x08\x61\x63k_mode\x18\x04 \x01(\x0e\x32\x16.strongroom.v1.AckMode\x12\x0e\n\x06\x63redit\x18\x05 \x01(\r\x12\x13\n\x0b\x63lient_name\x18\x06 \x01(\t\x12.\n\x07matcher\x18\x07 \x01(\x0b\x32\x1d.strongroom.v1.ContentMatcher\x12\x31\n\rack_sync_mode\x18\x08 \x01(\x0e\x32\x1a.strongroom.v1.AckSyncMode\x12)\n\x06replay\x18\t \x01(\x0b\x32\x19.strongroom.v1.ReplayFrom\"9\n\nReplayFrom\x12\x12\n\x08sequence\x18\x01 \x01(\x04H\x00\x12\x0e\n\x04time\x18\x02 \x01(\x01H\x00\x42\x07\n\x05start\"\xda\x01\n\x10SubscribeRequest\x12/\n\x04open\x18\x01 \x01(\x0b\x32\x1f.strongroom.v1.OpenSubscriptionH\x00\x12\x10\n\x06\x63redit\x18\x02 \x01(\rH\x00\x12&\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x17.strongroom.v1.AckBatchH\x00\x12&\n\x03nak\x18\x04 \x01(\x0b\x32\x17.strongroom.v1.NakBatchH\x00\x12(\n\x04term\x18\x05 \x01(\x0b\x32\x18.strongroom.v1.TermBatchH\x00\x42\t\n\x07request\" \n\x08\x41\x63kBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\"7\n\x08NakBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\x12\x15\n\rdelay_seconds\x18\x02 \x01(\x01\"!\n\tTermBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\"\x8b\x01\n\x08\x44\x65livery\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12\x16\n\x0e\x64\x65livery_count\x18\x03 \x01(\r\x12\x13\n\x0b\x64\x65stination\x18\x04 \x01(\t\x12\x14\n\x0cpublished_at\x18\x05 \x01(\x01\"\xae\x01\n\x12SubscriptionOpened\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12\x31\n\rack_sync_mode\x18\x04 \x01(\x0e\x32\x1a.strongroom.v1.AckSyncMode\x12\x11\n\tkey_field\x18\x05 \x01(\t\"5\n\x12SubscriptionClosed\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xbd\x01\n\x11SubscribeResponse\x12\x33\n\x06opened\x18\x01 \x01(\x0b\x32!.strongroom.v1.SubscriptionOpenedH\x00\x12\x32\n\ndeliveries\x18\x02 \x01(\x0b\x32\x1c.strongroom.v1.DeliveryBatchH\x00\x12\x33\n\x06\x63losed\x18\x03 \x01(\x0b\x32!.strongroom.v1.SubscriptionClosedH\x00\x42\n\n\x08response\"<\n\rDeliveryBatch\x12+\n\ndeliveries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.Delivery\"a\n\nAckRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\x12\x17\n\x0fsubscription_id\x18\x04 \x01(\t\" \n\x0b\x41\x63kResponse\x12\x11\n\tlog_index\x18\x01 \x01(\x04\"G\n\rMapPutRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\r\n\x05value\x18\x04 \x01(\x0c\"8\n\rMapGetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\";\n\x10MapDeleteRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\"`\n\x0eMapListRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0e\n\x06prefix\x18\x03 \x01(\t\x12\x13\n\x0bstart_after\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\r\"{\n\x17MapCompareAndSetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x04 \x01(\x04\x12\r\n\x05value\x18\x05 \x01(\x0c\x12\x0e\n\x06\x64\x65lete\x18\x06 \x01(\x08\"7\n\x08MapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x04\"m\n\x10MapWriteResponse\x12\x0f\n\x07swapped\x18\x01 \x01(\x08\x12\r\n\x05\x66ound\x18\x02 \x01(\x08\x12&\n\x05\x65ntry\x18\x03 \x01(\x0b\x32\x17.strongroom.v1.MapEntry\x12\x11\n\tlog_index\x18\x04 \x01(\x04\"G\n\x0eMapGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12&\n\x05\x65ntry\x18\x02 \x01(\x0b\x32\x17.strongroom.v1.MapEntry\"I\n\x0fMapListResponse\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.MapEntry\x12\x0c\n\x04more\x18\x02 \x01(\x08*y\n\x0bPublishMode\x12\x1e\n\x1aPUBLISH_MODE_STORE_DEFAULT\x10\x00\x12#\n\x1fPUBLISH_MODE_STORE_CONFIRM_SEND\x10\x01\x12%\n!PUBLISH_MODE_STORE_SEND_NOCONFIRM\x10\x02*M\n\x07\x41\x63kMode\x12\x18\n\x14\x41\x43K_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43K_MODE_EXPLICIT\x10\x01\x12\x11\n\rACK_MODE_AUTO\x10\x02\x32\xc5\x02\n\x10MessagingService\x12H\n\x07Publish\x12\x1d.strongroom.v1.PublishRequest\x1a\x1e.strongroom.v1.PublishResponse\x12U\n\rPublishStream\x12\x1b.strongroom.v1.PublishBatch\x1a#.strongroom.v1.PublishResponseBatch(\x01\x30\x01\x12R\n\tSubscribe\x12\x1f.strongroom.v1.SubscribeRequest\x1a .strongroom.v1.SubscribeResponse(\x01\x30\x01\x12<\n\x03\x41\x63k\x12\x19.strongroom.v1.AckRequest\x1a\x1a.strongroom.v1.AckResponse2\x83\x03\n\nMapService\x12\x44\n\x03Put\x12\x1c.strongroom.v1.MapPutRequest\x1a\x1f.strongroom.v1.MapWriteResponse\x12\x42\n\x03Get\x12\x1c.strongroom.v1.MapGetRequest\x1a\x1d.strongroom.v1.MapGetResponse\x12J\n\x06\x44\x65lete\x12\x1f.strongroom.v1.MapDeleteRequest\x1a\x1f.strongroom.v1.MapWriteResponse\x12\x45\n\x04List\x12\x1d.strongroom.v1.MapListRequest\x1a\x1e.strongroom.v1.MapListResponse\x12X\n\rCompareAndSet\x12&.strongroom.v1.MapCompareAndSetRequest\x1a\x1f.strongroom.v1.MapWriteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dstrongroom/v1/messaging.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"\x90\x01\n\x0ePublishRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12(\n\x04mode\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.PublishMode\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x04\"?\n\x0cPublishBatch\x12/\n\x08requests\x18\x01 \x03(\x0b\x32\x1d.strongroom.v1.PublishRequest\"I\n\x14PublishResponseBatch\x12\x31\n\tresponses\x18\x01 \x03(\x0b\x32\x1e.strongroom.v1.PublishResponse\"\xcd\x01\n\x0fPublishResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x04\x12\x13\n\x0bmessage_seq\x18\x02 \x01(\x04\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12\x11\n\tconfirmed\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\x05\x12\x14\n\x0c\x65rror_reason\x18\x06 \x01(\t\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\x11\n\tlog_index\x18\x08 \x01(\x04\x12\x13\n\x0bno_interest\x18\t \x01(\x08\"\xbf\x02\n\x10OpenSubscription\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12(\n\x08\x61\x63k_mode\x18\x04 \x01(\x0e\x32\x16.strongroom.v1.AckMode\x12\x0e\n\x06\x63redit\x18\x05 \x01(\r\x12\x13\n\x0b\x63lient_name\x18\x06 \x01(\t\x12.\n\x07matcher\x18\x07 \x01(\x0b\x32\x1d.strongroom.v1.ContentMatcher\x12\x31\n\rack_sync_mode\x18\x08 \x01(\x0e\x32\x1a.strongroom.v1.AckSyncMode\x12)\n\x06replay\x18\t \x01(\x0b\x32\x19.strongroom.v1.ReplayFrom\"9\n\nReplayFrom\x12\x12\n\x08sequence\x18\x01 \x01(\x04H\x00\x12\x0e\n\x04time\x18\x02 \x01(\x01H\x00\x42\x07\n\x05start\"\xda\x01\n\x10SubscribeRequest\x12/\n\x04open\x18\x01 \x01(\x0b\x32\x1f.strongroom.v1.OpenSubscriptionH\x00\x12\x10\n\x06\x63redit\x18\x02 \x01(\rH\x00\x12&\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x17.strongroom.v1.AckBatchH\x00\x12&\n\x03nak\x18\x04 \x01(\x0b\x32\x17.strongroom.v1.NakBatchH\x00\x12(\n\x04term\x18\x05 \x01(\x0b\x32\x18.strongroom.v1.TermBatchH\x00\x42\t\n\x07request\" \n\x08\x41\x63kBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\"7\n\x08NakBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\x12\x15\n\rdelay_seconds\x18\x02 \x01(\x01\"!\n\tTermBatch\x12\x14\n\x0cmessage_seqs\x18\x01 \x03(\x04\"\x8b\x01\n\x08\x44\x65livery\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\'\n\x07message\x18\x02 \x01(\x0b\x32\x16.strongroom.v1.Message\x12\x16\n\x0e\x64\x65livery_count\x18\x03 \x01(\r\x12\x13\n\x0b\x64\x65stination\x18\x04 \x01(\t\x12\x14\n\x0cpublished_at\x18\x05 \x01(\x01\"\xae\x01\n\x12SubscriptionOpened\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12\x31\n\rack_sync_mode\x18\x04 \x01(\x0e\x32\x1a.strongroom.v1.AckSyncMode\x12\x11\n\tkey_field\x18\x05 \x01(\t\"5\n\x12SubscriptionClosed\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xf0\x01\n\x11SubscribeResponse\x12\x33\n\x06opened\x18\x01 \x01(\x0b\x32!.strongroom.v1.SubscriptionOpenedH\x00\x12\x32\n\ndeliveries\x18\x02 \x01(\x0b\x32\x1c.strongroom.v1.DeliveryBatchH\x00\x12\x33\n\x06\x63losed\x18\x03 \x01(\x0b\x32!.strongroom.v1.SubscriptionClosedH\x00\x12\x31\n\x08refusals\x18\x04 \x01(\x0b\x32\x1d.strongroom.v1.SettleRefusalsH\x00\x42\n\n\x08response\"@\n\x0eSettleRefusals\x12.\n\x08refusals\x18\x01 \x03(\x0b\x32\x1c.strongroom.v1.SettleRefusal\"X\n\rSettleRefusal\x12\x13\n\x0bmessage_seq\x18\x01 \x01(\x04\x12\x11\n\toperation\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"<\n\rDeliveryBatch\x12+\n\ndeliveries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.Delivery\"a\n\nAckRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12\x14\n\x0cmessage_seqs\x18\x03 \x03(\x04\x12\x17\n\x0fsubscription_id\x18\x04 \x01(\t\" \n\x0b\x41\x63kResponse\x12\x11\n\tlog_index\x18\x01 \x01(\x04\"G\n\rMapPutRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\r\n\x05value\x18\x04 \x01(\x0c\"8\n\rMapGetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\";\n\x10MapDeleteRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\"`\n\x0eMapListRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0e\n\x06prefix\x18\x03 \x01(\t\x12\x13\n\x0bstart_after\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\r\"{\n\x17MapCompareAndSetRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x0b\n\x03map\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x04 \x01(\x04\x12\r\n\x05value\x18\x05 \x01(\x0c\x12\x0e\n\x06\x64\x65lete\x18\x06 \x01(\x08\"7\n\x08MapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x04\"m\n\x10MapWriteResponse\x12\x0f\n\x07swapped\x18\x01 \x01(\x08\x12\r\n\x05\x66ound\x18\x02 \x01(\x08\x12&\n\x05\x65ntry\x18\x03 \x01(\x0b\x32\x17.strongroom.v1.MapEntry\x12\x11\n\tlog_index\x18\x04 \x01(\x04\"G\n\x0eMapGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12&\n\x05\x65ntry\x18\x02 \x01(\x0b\x32\x17.strongroom.v1.MapEntry\"I\n\x0fMapListResponse\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.strongroom.v1.MapEntry\x12\x0c\n\x04more\x18\x02 \x01(\x08*y\n\x0bPublishMode\x12\x1e\n\x1aPUBLISH_MODE_STORE_DEFAULT\x10\x00\x12#\n\x1fPUBLISH_MODE_STORE_CONFIRM_SEND\x10\x01\x12%\n!PUBLISH_MODE_STORE_SEND_NOCONFIRM\x10\x02*M\n\x07\x41\x63kMode\x12\x18\n\x14\x41\x43K_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x41\x43K_MODE_EXPLICIT\x10\x01\x12\x11\n\rACK_MODE_AUTO\x10\x02\x32\xc5\x02\n\x10MessagingService\x12H\n\x07Publish\x12\x1d.strongroom.v1.PublishRequest\x1a\x1e.strongroom.v1.PublishResponse\x12U\n\rPublishStream\x12\x1b.strongroom.v1.PublishBatch\x1a#.strongroom.v1.PublishResponseBatch(\x01\x30\x01\x12R\n\tSubscribe\x12\x1f.strongroom.v1.SubscribeRequest\x1a .strongroom.v1.SubscribeResponse(\x01\x30\x01\x12<\n\x03\x41\x63k\x12\x19.strongroom.v1.AckRequest\x1a\x1a.strongroom.v1.AckResponse2\x83\x03\n\nMapService\x12\x44\n\x03Put\x12\x1c.strongroom.v1.MapPutRequest\x1a\x1f.strongroom.v1.MapWriteResponse\x12\x42\n\x03Get\x12\x1c.strongroom.v1.MapGetRequest\x1a\x1d.strongroom.v1.MapGetResponse\x12J\n\x06\x44\x65lete\x12\x1f.strongroom.v1.MapDeleteRequest\x1a\x1f.strongroom.v1.MapWriteResponse\x12\x45\n\x04List\x12\x1d.strongroom.v1.MapListRequest\x1a\x1e.strongroom.v1.MapListResponse\x12X\n\rCompareAndSet\x12&.strongroom.v1.MapCompareAndSetRequest\x1a\x1f.strongroom.v1.MapWriteResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strongroom.v1.messaging_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PUBLISHMODE']._serialized_start=2791
-  _globals['_PUBLISHMODE']._serialized_end=2912
-  _globals['_ACKMODE']._serialized_start=2914
-  _globals['_ACKMODE']._serialized_end=2991
+  _globals['_PUBLISHMODE']._serialized_start=2998
+  _globals['_PUBLISHMODE']._serialized_end=3119
+  _globals['_ACKMODE']._serialized_start=3121
+  _globals['_ACKMODE']._serialized_end=3198
   _globals['_PUBLISHREQUEST']._serialized_start=77
   _globals['_PUBLISHREQUEST']._serialized_end=221
   _globals['_PUBLISHBATCH']._serialized_start=223
@@ -63,33 +63,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBSCRIPTIONCLOSED']._serialized_start=1618
   _globals['_SUBSCRIPTIONCLOSED']._serialized_end=1671
   _globals['_SUBSCRIBERESPONSE']._serialized_start=1674
-  _globals['_SUBSCRIBERESPONSE']._serialized_end=1863
-  _globals['_DELIVERYBATCH']._serialized_start=1865
-  _globals['_DELIVERYBATCH']._serialized_end=1925
-  _globals['_ACKREQUEST']._serialized_start=1927
-  _globals['_ACKREQUEST']._serialized_end=2024
-  _globals['_ACKRESPONSE']._serialized_start=2026
-  _globals['_ACKRESPONSE']._serialized_end=2058
-  _globals['_MAPPUTREQUEST']._serialized_start=2060
-  _globals['_MAPPUTREQUEST']._serialized_end=2131
-  _globals['_MAPGETREQUEST']._serialized_start=2133
-  _globals['_MAPGETREQUEST']._serialized_end=2189
-  _globals['_MAPDELETEREQUEST']._serialized_start=2191
-  _globals['_MAPDELETEREQUEST']._serialized_end=2250
-  _globals['_MAPLISTREQUEST']._serialized_start=2252
-  _globals['_MAPLISTREQUEST']._serialized_end=2348
-  _globals['_MAPCOMPAREANDSETREQUEST']._serialized_start=2350
-  _globals['_MAPCOMPAREANDSETREQUEST']._serialized_end=2473
-  _globals['_MAPENTRY']._serialized_start=2475
-  _globals['_MAPENTRY']._serialized_end=2530
-  _globals['_MAPWRITERESPONSE']._serialized_start=2532
-  _globals['_MAPWRITERESPONSE']._serialized_end=2641
-  _globals['_MAPGETRESPONSE']._serialized_start=2643
-  _globals['_MAPGETRESPONSE']._serialized_end=2714
-  _globals['_MAPLISTRESPONSE']._serialized_start=2716
-  _globals['_MAPLISTRESPONSE']._serialized_end=2789
-  _globals['_MESSAGINGSERVICE']._serialized_start=2994
-  _globals['_MESSAGINGSERVICE']._serialized_end=3319
-  _globals['_MAPSERVICE']._serialized_start=3322
-  _globals['_MAPSERVICE']._serialized_end=3709
+  _globals['_SUBSCRIBERESPONSE']._serialized_end=1914
+  _globals['_SETTLEREFUSALS']._serialized_start=1916
+  _globals['_SETTLEREFUSALS']._serialized_end=1980
+  _globals['_SETTLEREFUSAL']._serialized_start=1982
+  _globals['_SETTLEREFUSAL']._serialized_end=2070
+  _globals['_DELIVERYBATCH']._serialized_start=2072
+  _globals['_DELIVERYBATCH']._serialized_end=2132
+  _globals['_ACKREQUEST']._serialized_start=2134
+  _globals['_ACKREQUEST']._serialized_end=2231
+  _globals['_ACKRESPONSE']._serialized_start=2233
+  _globals['_ACKRESPONSE']._serialized_end=2265
+  _globals['_MAPPUTREQUEST']._serialized_start=2267
+  _globals['_MAPPUTREQUEST']._serialized_end=2338
+  _globals['_MAPGETREQUEST']._serialized_start=2340
+  _globals['_MAPGETREQUEST']._serialized_end=2396
+  _globals['_MAPDELETEREQUEST']._serialized_start=2398
+  _globals['_MAPDELETEREQUEST']._serialized_end=2457
+  _globals['_MAPLISTREQUEST']._serialized_start=2459
+  _globals['_MAPLISTREQUEST']._serialized_end=2555
+  _globals['_MAPCOMPAREANDSETREQUEST']._serialized_start=2557
+  _globals['_MAPCOMPAREANDSETREQUEST']._serialized_end=2680
+  _globals['_MAPENTRY']._serialized_start=2682
+  _globals['_MAPENTRY']._serialized_end=2737
+  _globals['_MAPWRITERESPONSE']._serialized_start=2739
+  _globals['_MAPWRITERESPONSE']._serialized_end=2848
+  _globals['_MAPGETRESPONSE']._serialized_start=2850
+  _globals['_MAPGETRESPONSE']._serialized_end=2921
+  _globals['_MAPLISTRESPONSE']._serialized_start=2923
+  _globals['_MAPLISTRESPONSE']._serialized_end=2996
+  _globals['_MESSAGINGSERVICE']._serialized_start=3201
+  _globals['_MESSAGINGSERVICE']._serialized_end=3526
+  _globals['_MAPSERVICE']._serialized_start=3529
+  _globals['_MAPSERVICE']._serialized_end=3916
 # @@protoc_insertion_point(module_scope)

@@ -173,14 +173,34 @@ class SubscriptionClosed(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
-    __slots__ = ("opened", "deliveries", "closed")
+    __slots__ = ("opened", "deliveries", "closed", "refusals")
     OPENED_FIELD_NUMBER: _ClassVar[int]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
+    REFUSALS_FIELD_NUMBER: _ClassVar[int]
     opened: SubscriptionOpened
     deliveries: DeliveryBatch
     closed: SubscriptionClosed
-    def __init__(self, opened: _Optional[_Union[SubscriptionOpened, _Mapping]] = ..., deliveries: _Optional[_Union[DeliveryBatch, _Mapping]] = ..., closed: _Optional[_Union[SubscriptionClosed, _Mapping]] = ...) -> None: ...
+    refusals: SettleRefusals
+    def __init__(self, opened: _Optional[_Union[SubscriptionOpened, _Mapping]] = ..., deliveries: _Optional[_Union[DeliveryBatch, _Mapping]] = ..., closed: _Optional[_Union[SubscriptionClosed, _Mapping]] = ..., refusals: _Optional[_Union[SettleRefusals, _Mapping]] = ...) -> None: ...
+
+class SettleRefusals(_message.Message):
+    __slots__ = ("refusals",)
+    REFUSALS_FIELD_NUMBER: _ClassVar[int]
+    refusals: _containers.RepeatedCompositeFieldContainer[SettleRefusal]
+    def __init__(self, refusals: _Optional[_Iterable[_Union[SettleRefusal, _Mapping]]] = ...) -> None: ...
+
+class SettleRefusal(_message.Message):
+    __slots__ = ("message_seq", "operation", "reason", "message")
+    MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    message_seq: int
+    operation: str
+    reason: str
+    message: str
+    def __init__(self, message_seq: _Optional[int] = ..., operation: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class DeliveryBatch(_message.Message):
     __slots__ = ("deliveries",)
