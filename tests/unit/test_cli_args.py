@@ -105,6 +105,33 @@ def test_publish_rejects_bad_numbers(capsys: pytest.CaptureFixture[str], bad: li
     assert bad[0] in err
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["publish", "x", "--count", "abc"], "argument --count: 'abc' is not a positive integer"),
+    (["publish", "x", "--count", "0"], "argument --count: '0' is not a positive integer"),
+    (["publish", "x", "--size", "-1"], "argument --size: '-1' is not an integer of 0 or more"),
+    (["map", "list", "st", "m", "--limit", "x"], "argument --limit: 'x' is not an integer of 0 or more"),
+    (["subscribe", "x", "--timeout", "soon"], "argument --timeout: 'soon' is not a number of seconds above 0"),
+    (["subscribe", "x", "--timeout", "nan"], "argument --timeout: 'nan' is not a number of seconds above 0"),
+])
+def test_a_bad_number_is_named_in_words(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    err = usage_error(capsys, *argv)
+    assert err.rstrip().endswith(f"error: {message}")
+    assert "invalid" not in err and "_positive" not in err
+
+
+@pytest.mark.parametrize("argv,command,unknown", [
+    (["publish", "x", "--cnt", "3"], "publish", "--cnt 3"),
+    (["subscribe", "x", "--durable", "d", "--bogus"], "subscribe", "--bogus"),
+    (["realm", "get", "--bogus"], "realm get", "--bogus"),
+    (["map", "get", "st", "m", "k", "--bogus"], "map get", "--bogus"),
+])
+def test_an_unknown_option_shows_the_usage_of_its_command(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                          command: str, unknown: str) -> None:
+    err = usage_error(capsys, *argv)
+    assert err.startswith(f"usage: strongroom {command} ")
+    assert err.rstrip().endswith(f"strongroom {command}: error: unrecognized arguments: {unknown}")
+
+
 def test_publish_needs_a_destination(capsys: pytest.CaptureFixture[str]) -> None:
     assert "DEST" in usage_error(capsys, "publish")
 
@@ -330,6 +357,34 @@ def test_an_empty_server_list_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(CliError, match="names no address") as info:
         resolve_endpoints(parse("-s", " , ", "status"))
     assert info.value.code == ExitCode.USAGE
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["-s", "nonsense", "status"], "-s/--server: 'nonsense' is not HOST:PORT"),
+    (["--endpoints", "127.0.0.1:7101,nonsense", "publish", "x"], "-s/--server: 'nonsense' is not HOST:PORT"),
+    (["subscribe", "x", "--durable", "d", "-s", "h:"], "-s/--server: 'h:' is not HOST:PORT"),
+    (["map", "get", "st", "m", "k", "-s", "h:70000"], "-s/--server: 'h:70000' has a port outside 1-65535"),
+    (["realm", "get", "-s", "nonsense"], "-s/--server: 'nonsense' is not HOST:PORT"),
+])
+def test_a_server_that_is_not_host_port_is_a_usage_error_naming_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str) -> None:
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    assert cli.run(argv) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
+def test_the_environment_variable_is_checked_the_same_way(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("STRONGROOM_ENDPOINTS", "127.0.0.1:1,bad")
+    assert cli.run(["status"]) == 2
+    assert capsys.readouterr().err == "error: $STRONGROOM_ENDPOINTS: 'bad' is not HOST:PORT\n"
+
+
+@pytest.mark.parametrize("good", ["127.0.0.1:7101", "[::1]:7101", "m1.peers.ns.svc.cluster.local:7101",
+                                  "localhost:1", "h_2:65535"])
+def test_host_port_forms_that_are_accepted(monkeypatch: pytest.MonkeyPatch, good: str) -> None:
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    assert resolve_endpoints(parse("-s", f"{good}, {good}", "status")) == [good, good]
 
 
 def test_one_exit_code_policy(capsys: pytest.CaptureFixture[str]) -> None:

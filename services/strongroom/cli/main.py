@@ -44,12 +44,25 @@ __all__ = ["build_parser", "main", "run"]
 INTERRUPTED = 130
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """The parser of a subcommand: an argument it does not know is refused here, with this
+    command's usage, instead of being handed up to the top-level parser (whose usage would
+    not show the command's options)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line."""
     parser = argparse.ArgumentParser(
         prog="strongroom", description="Strongroom: a replicated, persistent message store.")
     add_where(parser, servers=True, default=None)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, drill_cmd, bench_cmd):
         module.add_parsers(sub)
     try:
