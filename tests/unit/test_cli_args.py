@@ -387,6 +387,25 @@ def test_host_port_forms_that_are_accepted(monkeypatch: pytest.MonkeyPatch, good
     assert resolve_endpoints(parse("-s", f"{good}, {good}", "status")) == [good, good]
 
 
+def test_a_closed_output_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from strongroom.realm.model import DEFAULT_REALM_YAML
+
+    realm = tmp_path / "realm.yaml"
+    realm.write_text(DEFAULT_REALM_YAML)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away before the first line (`| head -0`)
+    try:
+        out = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "realm", "validate", str(realm)],
+                             stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    finally:
+        os.close(write_end)
+    assert (out.returncode, out.stderr) == (cli.OUTPUT_CLOSED, "")
+    assert cli.OUTPUT_CLOSED == 141  # what a shell reports for a tool SIGPIPE ended
+
+
 def test_one_exit_code_policy(capsys: pytest.CaptureFixture[str]) -> None:
     from strongroom.errors import ConnectionFailed, KeyNotFound, StoreLimitExceeded
 
