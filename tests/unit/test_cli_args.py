@@ -387,6 +387,27 @@ def test_host_port_forms_that_are_accepted(monkeypatch: pytest.MonkeyPatch, good
     assert resolve_endpoints(parse("-s", f"{good}, {good}", "status")) == [good, good]
 
 
+def test_a_store_without_limits_says_no_limit() -> None:
+    from types import SimpleNamespace
+
+    from strongroom.api.v1 import common_pb2
+    from strongroom.cli.status_cmd import _store_settings
+
+    def store(max_messages: int, max_bytes: int) -> SimpleNamespace:
+        return SimpleNamespace(storage="disk-sync", publisher_mode="store_confirm_send", max_messages=max_messages,
+                               max_bytes=max_bytes, limit_policy=common_pb2.LIMIT_POLICY_DISCARD_OLDEST,
+                               max_message_bytes=1 << 20, maps=True, map_count=0, routed=False, swapped_messages=0)
+
+    assert _store_settings(store(0, 0)) == ("storage disk-sync, publisher store_confirm_send, no limit, "
+                                            "max message 1.0 MiB, maps true (0), routed false")
+    assert "limit 1000 messages, policy discard_oldest," in _store_settings(store(1000, 0))
+    assert "limit 2.0 GiB, policy discard_oldest," in _store_settings(store(0, 2 << 30))
+    assert "limit 1000 messages / 2.0 GiB, policy discard_oldest," in _store_settings(store(1000, 2 << 30))
+    unspecified = store(5, 0)
+    unspecified.limit_policy = common_pb2.LIMIT_POLICY_UNSPECIFIED
+    assert "limit 5 messages, policy reject," in _store_settings(unspecified)
+
+
 def test_a_closed_output_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     import subprocess
     import sys
