@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from strongroom.cli import local_cmd, publish_cmd
+from strongroom.cli import local_cmd, publish_cmd, subscribe_cmd
 from strongroom.cli import main as cli
 from strongroom.cli.common import CliError, ExitCode, exit_code, resolve_endpoints
 from strongroom.cli.main import build_parser
 from strongroom.cli.publish_cmd import make_body
-from strongroom.client import Received, message_json
+from strongroom.client import AckMode, DurableKind, Received, Subscription, message_json
 from strongroom.local.launcher import member_endpoints
 
 
@@ -141,8 +141,46 @@ def test_publish_needs_a_destination(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_subscribe_defaults() -> None:
     args = parse("subscribe", "orders", "--durable", "d1")
-    assert (args.destination, args.durable, args.kind, args.ack) == ("orders", "d1", None, "explicit")  # the server picks: standard on a topic, shared on a queue
+    # The server picks the kind (standard on a topic, shared on a queue); the ack mode follows
+    # the kind the leader opened (`acks_for`): explicit, or none on a last-value durable.
+    assert (args.destination, args.durable, args.kind, args.ack) == ("orders", "d1", None, None)
     assert args.count is None and args.timeout is None and args.json is False
+
+
+def _opened(kind: DurableKind, durable: str = "board") -> Subscription:
+    """A subscription as the leader opened it (no network: nothing is called)."""
+    from strongroom.client.connection import Connection
+    from strongroom.client.retry import RetryPolicy
+
+    sub = Subscription(Connection("127.0.0.1:1", RetryPolicy()), "quotes", durable, None, AckMode.EXPLICIT, 1,
+                       None)
+    sub.kind = kind
+    return sub
+
+
+@pytest.mark.parametrize("kind", [DurableKind.STANDARD, DurableKind.SHARED])
+def test_subscribe_acks_explicitly_by_default_where_the_durable_takes_acks(kind: DurableKind) -> None:
+    assert subscribe_cmd.acks_for(_opened(kind), None) is AckMode.EXPLICIT
+    assert subscribe_cmd.acks_for(_opened(kind), "explicit") is AckMode.EXPLICIT
+    assert subscribe_cmd.acks_for(_opened(kind), "auto") is AckMode.AUTO
+
+
+def test_subscribe_makes_no_acks_on_a_last_value_durable_and_refuses_explicit_ones() -> None:
+    assert subscribe_cmd.acks_for(_opened(DurableKind.LAST_VALUE), None) is None
+    assert subscribe_cmd.acks_for(_opened(DurableKind.LAST_VALUE), "auto") is None  # the client makes none
+    with pytest.raises(CliError) as info:
+        subscribe_cmd.acks_for(_opened(DurableKind.LAST_VALUE), "explicit")
+    assert info.value.code == ExitCode.USAGE
+    assert str(info.value) == ("--ack explicit: durable 'board' on 'quotes' is last-value, whose messages are "
+                               "not acknowledged; leave out --ack")
+
+
+def test_subscribe_refuses_explicit_acks_with_kind_lastvalue_before_reaching_the_cluster(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Nothing listens on port 1: reaching for the cluster would fail with 1, not 2.
+    argv = ["-s", "127.0.0.1:1", "subscribe", "quotes", "--durable", "b", "--kind", "lastvalue", "--ack", "explicit"]
+    assert cli.run(argv) == 2
+    assert capsys.readouterr().err.startswith("error: --ack explicit: a last-value durable's messages are not")
 
 
 def test_subscribe_all_options() -> None:
@@ -151,8 +189,22 @@ def test_subscribe_all_options() -> None:
     assert (args.kind, args.count, args.ack, args.timeout, args.json) == ("lastvalue", 5, "auto", 2.5, True)
 
 
-def test_subscribe_requires_durable(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "--durable" in usage_error(capsys, "subscribe", "orders")
+def test_subscribe_takes_no_durable_name_for_a_queue() -> None:
+    # A queue needs none; a topic or an endpoint does, which only the cluster knows: its refusal
+    # becomes a usage error naming --durable (tests/integration/test_local_cluster.py runs it).
+    assert parse("subscribe", "jobs.queue").durable is None
+
+
+def test_a_refusal_for_want_of_a_durable_name_is_a_usage_error_naming_the_option() -> None:
+    from strongroom.errors import InvalidArgument, UnknownDestination
+
+    err = InvalidArgument("a topic subscription needs a durable name")
+    usage = subscribe_cmd.durable_refusal(err, None)
+    assert usage is not None and usage.code == ExitCode.USAGE
+    assert str(usage) == "--durable NAME is required here: a topic subscription needs a durable name"
+    assert subscribe_cmd.durable_refusal(err, "given") is None  # not for want of one
+    assert subscribe_cmd.durable_refusal(InvalidArgument("unknown ack sync mode 7"), None) is None
+    assert subscribe_cmd.durable_refusal(UnknownDestination("no destination matches"), None) is None
 
 
 def test_subscribe_rejects_unknown_kind(capsys: pytest.CaptureFixture[str]) -> None:

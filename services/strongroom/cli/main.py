@@ -4,7 +4,7 @@
     strongroom down [--data-dir DIR]
     strongroom status [--json]
     strongroom publish DEST [--count N] [--size B] [--body TEXT] [--no-confirm] [--json]
-    strongroom subscribe DEST --durable NAME [--kind standard|shared|lastvalue] [--count N]
+    strongroom subscribe DEST [--durable NAME] [--kind standard|shared|lastvalue] [--count N]
                          [--ack explicit|auto] [--timeout S] [--json]
     strongroom map put|create|update|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
     strongroom realm apply|get|validate|history ...
