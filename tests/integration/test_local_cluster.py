@@ -50,15 +50,6 @@ def all_pids(state: dict[str, Any]) -> list[int]:
     return pids
 
 
-def wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if pid_alive(p)]
-        time.sleep(0.05)
-    return alive
-
-
 def statuses(data_dir: Path) -> list[dict[str, Any]]:
     result = strongroom("status", "--json", "--data-dir", str(data_dir))
     assert result.returncode == 0, result.stderr
@@ -201,6 +192,34 @@ def test_subscribe_acks_as_the_durable_kind_takes_them(data_dir: Path, tmp_path:
         assert strongroom("realm", "apply", str(original), *dd).returncode == 0
 
 
+def test_a_closed_output_pipe_ends_a_command_quietly(data_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR")}
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `strongroom realm get | head -0`
+    try:
+        out = subprocess.run([*STRONGROOM, "realm", "get", "--data-dir", str(data_dir)], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=60, env=env, check=False)
+    finally:
+        os.close(write_end)
+    assert out.returncode == 141, out.stderr
+    assert "Broken pipe" not in out.stderr and "Traceback" not in out.stderr and "error" not in out.stderr
+
+
+def test_a_stale_state_file_fails_fast_naming_the_addresses(tmp_path: Path) -> None:
+    from strongroom.local.etcdproc import free_port
+
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    members = {f"m{i}": {"address": a, "pid": 999_999_990 + i} for i, a in enumerate(addresses, 1)}
+    (tmp_path / "state.json").write_text(json.dumps({"clusters": {"default": {"members": members}}}))
+    started = time.monotonic()
+    result = strongroom("publish", "orders", "--data-dir", str(tmp_path))
+    assert time.monotonic() - started < 20  # the retry policy's 5 s, not its 30
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: CONNECTION_FAILED: no member could be reached for "), result.stderr
+    for address in addresses:
+        assert f"{address} (connection refused)" in result.stderr
+
+
 def test_unknown_destination_is_a_domain_error(data_dir: Path) -> None:
     # The default realm maps every name; an invalid name must still be refused precisely.
     result = strongroom("publish", "bad name!", "--data-dir", str(data_dir))
@@ -280,6 +299,8 @@ def test_a_refusal_exits_1_and_a_usage_error_2_from_every_command_kind(data_dir:
         "map": ["map", "cas", "default", "m", "k", "--expected-version", "0", *dd],
         "realm": ["realm", "apply", *dd],
         "status": ["status", "--bogus", *dd],
+        "server": ["status", "-s", "nonsense"],
+        "count": ["publish", "x", "--count", "abc", *dd],
     }
     for kind, argv in usage.items():
         result = strongroom(*argv)
@@ -320,7 +341,8 @@ def test_down_leaves_no_process_alive(data_dir: Path) -> None:
     pids = all_pids(state)
     result = strongroom("down", "--data-dir", str(data_dir), timeout=60)
     assert result.returncode == 0, result.stderr
-    assert wait_dead(pids, timeout=2.0) == []
+    # "stopped" means stopped: no thread of any of them runs once `down` has said it.
+    assert [pid for pid in pids if pid_alive(pid)] == []
     assert not (data_dir / "state.json").exists()
     # A second `down` has nothing to do.
     again = strongroom("down", "--data-dir", str(data_dir))
@@ -343,7 +365,7 @@ def test_up_over_a_stale_state_file_reuses_the_data(data_dir: Path) -> None:
     assert state is not None
     pids = all_pids(state)
     assert strongroom("down", "--data-dir", str(data_dir), timeout=60).returncode == 0
-    assert wait_dead(pids, timeout=2.0) == []
+    assert [pid for pid in pids if pid_alive(pid)] == []
 
 
 @pytest.mark.slow

@@ -147,13 +147,13 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_an_indentation_error_is_a_located_sentence_not_parser_text() -> None:
     text = MINIMAL.replace("    members:\n", "   members:\n")  # line 3: one space short
-    assert problems_of(text, "r.yaml") == [
+    assert problems_of(text, "r.yaml") == [(
         "r.yaml:3:4: the indentation is wrong: this line lines up with no level above it (the keys of one "
-        "mapping, and the items of one list, start in one column; indent with spaces)"]
+        "mapping, and the items of one list, start in one column; indent with spaces)")]
     deeper = MINIMAL.replace("    cluster: c1\n", "      cluster: c1\n")  # line 7: under name's value
-    assert problems_of(deeper) == [
+    assert problems_of(deeper) == [(
         "realm.yaml:7:7: a key is not allowed here: this line is indented deeper than the key above it, or a "
-        "value holds ': ' and needs quotes"]
+        "value holds ': ' and needs quotes")]
     [tab] = problems_of(MINIMAL.replace("    cluster: c1\n", "\tcluster: c1\n"))
     assert tab == "realm.yaml:7:1: a tab character: YAML indents with spaces only"
     [colon] = problems_of(MINIMAL.replace("    cluster: c1\n", "    cluster c1\n"))
@@ -169,8 +169,8 @@ def test_an_indentation_error_is_a_located_sentence_not_parser_text() -> None:
 def test_a_misspelled_key_gets_the_closest_known_one() -> None:
     text = MINIMAL.replace("    cluster: c1\n", "    cluster: c1\n    max_mesage_bytes: 10\n    flavour: x\n")
     assert problems_of(text) == [
-        "realm.yaml:8:5: stores[0].max_mesage_bytes: unknown key 'max_mesage_bytes'; did you mean "
-        "'max_message_bytes'?",
+        ("realm.yaml:8:5: stores[0].max_mesage_bytes: unknown key 'max_mesage_bytes'; did you mean "
+         "'max_message_bytes'?"),
         "realm.yaml:9:5: stores[0].flavour: unknown key 'flavour'",  # nothing close: no guess
     ]
     [top] = problems_of(MINIMAL + "destination:\n  - name: x\n    store: s1\n")
