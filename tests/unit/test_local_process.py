@@ -39,14 +39,23 @@ while True:
 """
 
 
-def test_a_pid_is_stopped_only_once_its_last_thread_is_gone(tmp_path: Path) -> None:
+def _lingering(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """The helper started and ready; the path it writes once its last thread is done."""
     done, ready = tmp_path / "done", tmp_path / "ready"
     proc = subprocess.Popen([sys.executable, "-c", LINGERING, str(done), str(ready)])
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the helper did not start")
+        time.sleep(0.02)
+    return proc, done
+
+
+def test_a_pid_is_stopped_only_once_its_last_thread_is_gone(tmp_path: Path) -> None:
+    proc, done = _lingering(tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the helper did not start"
-            time.sleep(0.02)
         # Its parent reaps it, as `up --detach`'s processes are reaped by init, not by `down`.
         threading.Thread(target=proc.wait, daemon=True).start()
         stop_processes([proc.pid], grace=10)
@@ -60,13 +69,8 @@ def test_a_pid_is_stopped_only_once_its_last_thread_is_gone(tmp_path: Path) -> N
 
 
 def test_a_zombie_main_thread_with_threads_still_running_is_alive(tmp_path: Path) -> None:
-    done, ready = tmp_path / "done", tmp_path / "ready"
-    proc = subprocess.Popen([sys.executable, "-c", LINGERING, str(done), str(ready)])
+    proc, done = _lingering(tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the helper did not start"
-            time.sleep(0.02)
         proc.terminate()
         time.sleep(0.3)  # the main thread has exited, the other sleeps on
         assert Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -104,18 +104,26 @@ def spawn(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None 
         )
 
 
-def pid_alive(pid: int) -> bool:
-    """True while any thread of the process runs.
-
-    A process whose main thread has exited shows as a zombie while its other threads still
-    close their files and sockets (gRPC's, RocksDB's): it is alive until the last one is gone.
-    A zombie with no thread left has exited (only its exit status waits for its parent)."""
+def pid_exists(pid: int) -> bool:
+    """True while the pid is in the process table (running, or a zombie its parent has not
+    reaped yet)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """True while any thread of the process runs.
+
+    A process whose main thread has exited shows as a zombie while its other threads still
+    close their files and sockets (gRPC's, RocksDB's): it is alive until the last one is gone.
+    A zombie with no thread left has exited (only its exit status waits for its parent)."""
+    if not pid_exists(pid):
+        return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
@@ -129,18 +137,6 @@ def pid_alive(pid: int) -> bool:
         return len(os.listdir(f"/proc/{pid}/task")) > 1
     except OSError:
         return False
-
-
-def pid_exists(pid: int) -> bool:
-    """True while the pid is in the process table (running, or a zombie its parent has not
-    reaped yet)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _gone(target: subprocess.Popen[bytes] | int) -> bool:
