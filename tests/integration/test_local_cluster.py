@@ -50,15 +50,6 @@ def all_pids(state: dict[str, Any]) -> list[int]:
     return pids
 
 
-def wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if pid_alive(p)]
-        time.sleep(0.05)
-    return alive
-
-
 def statuses(data_dir: Path) -> list[dict[str, Any]]:
     result = strongroom("status", "--json", "--data-dir", str(data_dir))
     assert result.returncode == 0, result.stderr
@@ -135,6 +126,98 @@ def test_publish_100_then_subscribe_returns_them_in_order(data_dir: Path) -> Non
     seqs = [m["seq"] for m in lines]
     assert seqs == sorted(seqs) and len(set(seqs)) == 100
     assert all(m["delivery_count"] == 1 for m in lines)
+
+
+def test_a_queue_needs_no_durable_name_and_a_topic_does(data_dir: Path) -> None:
+    dd = ["--data-dir", str(data_dir)]
+    assert strongroom("publish", "it.jobs.queue", "--body", "job 1", *dd).returncode == 0
+    plain = strongroom("subscribe", "it.jobs.queue", "--count", "1", "--timeout", "20", *dd)
+    assert (plain.returncode, plain.stdout.split(": ", 1)[-1], plain.stderr) == (0, "job 1\n", "")
+    assert strongroom("publish", "it.jobs.queue", "--body", "job 2", *dd).returncode == 0
+    named = strongroom("subscribe", "it.jobs.queue", "--durable", "billing", "--count", "1", "--timeout", "20", *dd)
+    assert (named.returncode, named.stdout.split(": ", 1)[-1]) == (0, "job 2\n"), named.stderr
+    assert named.stderr == ("note: 'it.jobs.queue' is a queue: its subscribers share it, so --durable 'billing' "
+                            "is not used\n")
+    topic = strongroom("subscribe", "it.orders", "--timeout", "1", *dd)
+    assert topic.returncode == 2  # a usage error, as when argparse required --durable
+    assert topic.stderr == "error: --durable NAME is required here: a topic subscription needs a durable name\n"
+
+
+def test_subscribe_acks_as_the_durable_kind_takes_them(data_dir: Path, tmp_path: Path) -> None:
+    """A last-value durable takes no acks: subscribe makes none by default (it used to ack each
+    message and, with sync acks, fail after printing it), and refuses an explicit --ack explicit;
+    the kind comes from --kind or, without it, from what the leader opened (an endpoint's
+    template). DURABLE_MISMATCH names kinds in the realm's words."""
+    import yaml
+
+    dd = ["--data-dir", str(data_dir)]
+    before = strongroom("realm", "get", *dd)
+    assert before.returncode == 0, before.stderr
+    realm = yaml.safe_load(before.stdout)
+    realm["destinations"].insert(0, {"name": "it.prices", "kind": "topic", "store": "default", "ack_mode": "sync"})
+    realm.setdefault("durable_templates", []).append(
+        {"name": "it-latest", "kind": "last-value", "key_field": "sym", "ack_mode": "sync"})
+    realm.setdefault("endpoints", []).append({"name": "it.board", "store": "default", "template": "it-latest"})
+    changed, original = tmp_path / "realm.yaml", tmp_path / "original.yaml"
+    changed.write_text(yaml.safe_dump(realm, sort_keys=False))
+    original.write_text(before.stdout)
+    assert strongroom("realm", "apply", str(changed), *dd).returncode == 0
+    try:
+        lv = ["subscribe", "it.prices", "--durable", "board", "--kind", "lastvalue", *dd]
+        assert strongroom(*lv, "--timeout", "1").returncode == 0  # creates the durable
+        for body in ("p1", "p2"):
+            assert strongroom("publish", "it.prices", "--body", body, *dd).returncode == 0
+        latest = strongroom(*lv, "--count", "1", "--timeout", "20")
+        assert (latest.returncode, latest.stdout.split(": ", 1)[-1], latest.stderr) == (0, "p2\n", "")
+        explicit = strongroom(*lv, "--count", "1", "--ack", "explicit")
+        assert explicit.returncode == 2 and explicit.stderr.startswith("error: --ack explicit: ")
+        auto = strongroom(*lv, "--count", "1", "--timeout", "20", "--ack", "auto")  # worked before, works on
+        assert (auto.returncode, auto.stdout.split(": ", 1)[-1]) == (0, "p2\n"), auto.stderr
+
+        board = ["subscribe", "it.board", "--durable", "b", "--match", "sym=A", *dd]  # no --kind
+        assert strongroom(*board, "--timeout", "1").returncode == 0
+        assert strongroom("publish", "it.board", "--field", "sym=A", "--body", "a1", *dd).returncode == 0
+        got = strongroom(*board, "--count", "1", "--timeout", "20")
+        assert (got.returncode, got.stdout.split(": ", 1)[-1], got.stderr) == (0, "a1\n", "")
+        refused = strongroom(*board, "--count", "1", "--timeout", "20", "--ack", "explicit")
+        assert refused.returncode == 2
+        assert refused.stderr == ("error: --ack explicit: durable 'b' on 'it.board' is last-value, whose messages "
+                                  "are not acknowledged; leave out --ack\n")
+
+        mismatch = strongroom("subscribe", "it.prices", "--durable", "board", "--timeout", "1", *dd)
+        assert mismatch.returncode == 1
+        assert mismatch.stderr == ("error: DURABLE_MISMATCH: durable 'board' on 'it.prices' exists with kind "
+                                   "last-value, not standard\n")
+    finally:
+        assert strongroom("realm", "apply", str(original), *dd).returncode == 0
+
+
+def test_a_closed_output_pipe_ends_a_command_quietly(data_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR")}
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `strongroom realm get | head -0`
+    try:
+        out = subprocess.run([*STRONGROOM, "realm", "get", "--data-dir", str(data_dir)], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=60, env=env, check=False)
+    finally:
+        os.close(write_end)
+    assert out.returncode == 141, out.stderr
+    assert "Broken pipe" not in out.stderr and "Traceback" not in out.stderr and "error" not in out.stderr
+
+
+def test_a_stale_state_file_fails_fast_naming_the_addresses(tmp_path: Path) -> None:
+    from strongroom.local.etcdproc import free_port
+
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    members = {f"m{i}": {"address": a, "pid": 999_999_990 + i} for i, a in enumerate(addresses, 1)}
+    (tmp_path / "state.json").write_text(json.dumps({"clusters": {"default": {"members": members}}}))
+    started = time.monotonic()
+    result = strongroom("publish", "orders", "--data-dir", str(tmp_path))
+    assert time.monotonic() - started < 20  # the retry policy's 5 s, not its 30
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: CONNECTION_FAILED: no member could be reached for "), result.stderr
+    for address in addresses:
+        assert f"{address} (connection refused)" in result.stderr
 
 
 def test_unknown_destination_is_a_domain_error(data_dir: Path) -> None:
@@ -216,6 +299,8 @@ def test_a_refusal_exits_1_and_a_usage_error_2_from_every_command_kind(data_dir:
         "map": ["map", "cas", "default", "m", "k", "--expected-version", "0", *dd],
         "realm": ["realm", "apply", *dd],
         "status": ["status", "--bogus", *dd],
+        "server": ["status", "-s", "nonsense"],
+        "count": ["publish", "x", "--count", "abc", *dd],
     }
     for kind, argv in usage.items():
         result = strongroom(*argv)
@@ -256,7 +341,8 @@ def test_down_leaves_no_process_alive(data_dir: Path) -> None:
     pids = all_pids(state)
     result = strongroom("down", "--data-dir", str(data_dir), timeout=60)
     assert result.returncode == 0, result.stderr
-    assert wait_dead(pids, timeout=2.0) == []
+    # "stopped" means stopped: no thread of any of them runs once `down` has said it.
+    assert [pid for pid in pids if pid_alive(pid)] == []
     assert not (data_dir / "state.json").exists()
     # A second `down` has nothing to do.
     again = strongroom("down", "--data-dir", str(data_dir))
@@ -279,7 +365,7 @@ def test_up_over_a_stale_state_file_reuses_the_data(data_dir: Path) -> None:
     assert state is not None
     pids = all_pids(state)
     assert strongroom("down", "--data-dir", str(data_dir), timeout=60).returncode == 0
-    assert wait_dead(pids, timeout=2.0) == []
+    assert [pid for pid in pids if pid_alive(pid)] == []
 
 
 @pytest.mark.slow

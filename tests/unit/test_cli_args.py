@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from strongroom.cli import local_cmd, publish_cmd
+from strongroom.cli import local_cmd, publish_cmd, subscribe_cmd
 from strongroom.cli import main as cli
 from strongroom.cli.common import CliError, ExitCode, exit_code, resolve_endpoints
 from strongroom.cli.main import build_parser
 from strongroom.cli.publish_cmd import make_body
-from strongroom.client import Received, message_json
+from strongroom.client import AckMode, DurableKind, Received, Subscription, message_json
 from strongroom.local.launcher import member_endpoints
 
 
@@ -105,6 +105,33 @@ def test_publish_rejects_bad_numbers(capsys: pytest.CaptureFixture[str], bad: li
     assert bad[0] in err
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["publish", "x", "--count", "abc"], "argument --count: 'abc' is not a positive integer"),
+    (["publish", "x", "--count", "0"], "argument --count: '0' is not a positive integer"),
+    (["publish", "x", "--size", "-1"], "argument --size: '-1' is not an integer of 0 or more"),
+    (["map", "list", "st", "m", "--limit", "x"], "argument --limit: 'x' is not an integer of 0 or more"),
+    (["subscribe", "x", "--timeout", "soon"], "argument --timeout: 'soon' is not a number of seconds above 0"),
+    (["subscribe", "x", "--timeout", "nan"], "argument --timeout: 'nan' is not a number of seconds above 0"),
+])
+def test_a_bad_number_is_named_in_words(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    err = usage_error(capsys, *argv)
+    assert err.rstrip().endswith(f"error: {message}")
+    assert "invalid" not in err and "_positive" not in err
+
+
+@pytest.mark.parametrize("argv,command,unknown", [
+    (["publish", "x", "--cnt", "3"], "publish", "--cnt 3"),
+    (["subscribe", "x", "--durable", "d", "--bogus"], "subscribe", "--bogus"),
+    (["realm", "get", "--bogus"], "realm get", "--bogus"),
+    (["map", "get", "st", "m", "k", "--bogus"], "map get", "--bogus"),
+])
+def test_an_unknown_option_shows_the_usage_of_its_command(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                          command: str, unknown: str) -> None:
+    err = usage_error(capsys, *argv)
+    assert err.startswith(f"usage: strongroom {command} ")
+    assert err.rstrip().endswith(f"strongroom {command}: error: unrecognized arguments: {unknown}")
+
+
 def test_publish_needs_a_destination(capsys: pytest.CaptureFixture[str]) -> None:
     assert "DEST" in usage_error(capsys, "publish")
 
@@ -114,8 +141,46 @@ def test_publish_needs_a_destination(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_subscribe_defaults() -> None:
     args = parse("subscribe", "orders", "--durable", "d1")
-    assert (args.destination, args.durable, args.kind, args.ack) == ("orders", "d1", None, "explicit")  # the server picks: standard on a topic, shared on a queue
+    # The server picks the kind (standard on a topic, shared on a queue); the ack mode follows
+    # the kind the leader opened (`acks_for`): explicit, or none on a last-value durable.
+    assert (args.destination, args.durable, args.kind, args.ack) == ("orders", "d1", None, None)
     assert args.count is None and args.timeout is None and args.json is False
+
+
+def _opened(kind: DurableKind, durable: str = "board") -> Subscription:
+    """A subscription as the leader opened it (no network: nothing is called)."""
+    from strongroom.client.connection import Connection
+    from strongroom.client.retry import RetryPolicy
+
+    sub = Subscription(Connection("127.0.0.1:1", RetryPolicy()), "quotes", durable, None, AckMode.EXPLICIT, 1,
+                       None)
+    sub.kind = kind
+    return sub
+
+
+@pytest.mark.parametrize("kind", [DurableKind.STANDARD, DurableKind.SHARED])
+def test_subscribe_acks_explicitly_by_default_where_the_durable_takes_acks(kind: DurableKind) -> None:
+    assert subscribe_cmd.acks_for(_opened(kind), None) is AckMode.EXPLICIT
+    assert subscribe_cmd.acks_for(_opened(kind), "explicit") is AckMode.EXPLICIT
+    assert subscribe_cmd.acks_for(_opened(kind), "auto") is AckMode.AUTO
+
+
+def test_subscribe_makes_no_acks_on_a_last_value_durable_and_refuses_explicit_ones() -> None:
+    assert subscribe_cmd.acks_for(_opened(DurableKind.LAST_VALUE), None) is None
+    assert subscribe_cmd.acks_for(_opened(DurableKind.LAST_VALUE), "auto") is None  # the client makes none
+    with pytest.raises(CliError) as info:
+        subscribe_cmd.acks_for(_opened(DurableKind.LAST_VALUE), "explicit")
+    assert info.value.code == ExitCode.USAGE
+    assert str(info.value) == ("--ack explicit: durable 'board' on 'quotes' is last-value, whose messages are "
+                               "not acknowledged; leave out --ack")
+
+
+def test_subscribe_refuses_explicit_acks_with_kind_lastvalue_before_reaching_the_cluster(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Nothing listens on port 1: reaching for the cluster would fail with 1, not 2.
+    argv = ["-s", "127.0.0.1:1", "subscribe", "quotes", "--durable", "b", "--kind", "lastvalue", "--ack", "explicit"]
+    assert cli.run(argv) == 2
+    assert capsys.readouterr().err.startswith("error: --ack explicit: a last-value durable's messages are not")
 
 
 def test_subscribe_all_options() -> None:
@@ -124,8 +189,22 @@ def test_subscribe_all_options() -> None:
     assert (args.kind, args.count, args.ack, args.timeout, args.json) == ("lastvalue", 5, "auto", 2.5, True)
 
 
-def test_subscribe_requires_durable(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "--durable" in usage_error(capsys, "subscribe", "orders")
+def test_subscribe_takes_no_durable_name_for_a_queue() -> None:
+    # A queue needs none; a topic or an endpoint does, which only the cluster knows: its refusal
+    # becomes a usage error naming --durable (tests/integration/test_local_cluster.py runs it).
+    assert parse("subscribe", "jobs.queue").durable is None
+
+
+def test_a_refusal_for_want_of_a_durable_name_is_a_usage_error_naming_the_option() -> None:
+    from strongroom.errors import InvalidArgument, UnknownDestination
+
+    err = InvalidArgument("a topic subscription needs a durable name")
+    usage = subscribe_cmd.durable_refusal(err, None)
+    assert usage is not None and usage.code == ExitCode.USAGE
+    assert str(usage) == "--durable NAME is required here: a topic subscription needs a durable name"
+    assert subscribe_cmd.durable_refusal(err, "given") is None  # not for want of one
+    assert subscribe_cmd.durable_refusal(InvalidArgument("unknown ack sync mode 7"), None) is None
+    assert subscribe_cmd.durable_refusal(UnknownDestination("no destination matches"), None) is None
 
 
 def test_subscribe_rejects_unknown_kind(capsys: pytest.CaptureFixture[str]) -> None:
@@ -330,6 +409,74 @@ def test_an_empty_server_list_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(CliError, match="names no address") as info:
         resolve_endpoints(parse("-s", " , ", "status"))
     assert info.value.code == ExitCode.USAGE
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["-s", "nonsense", "status"], "-s/--server: 'nonsense' is not HOST:PORT"),
+    (["--endpoints", "127.0.0.1:7101,nonsense", "publish", "x"], "-s/--server: 'nonsense' is not HOST:PORT"),
+    (["subscribe", "x", "--durable", "d", "-s", "h:"], "-s/--server: 'h:' is not HOST:PORT"),
+    (["map", "get", "st", "m", "k", "-s", "h:70000"], "-s/--server: 'h:70000' has a port outside 1-65535"),
+    (["realm", "get", "-s", "nonsense"], "-s/--server: 'nonsense' is not HOST:PORT"),
+])
+def test_a_server_that_is_not_host_port_is_a_usage_error_naming_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str) -> None:
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    assert cli.run(argv) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
+def test_the_environment_variable_is_checked_the_same_way(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("STRONGROOM_ENDPOINTS", "127.0.0.1:1,bad")
+    assert cli.run(["status"]) == 2
+    assert capsys.readouterr().err == "error: $STRONGROOM_ENDPOINTS: 'bad' is not HOST:PORT\n"
+
+
+@pytest.mark.parametrize("good", ["127.0.0.1:7101", "[::1]:7101", "m1.peers.ns.svc.cluster.local:7101",
+                                  "localhost:1", "h_2:65535"])
+def test_host_port_forms_that_are_accepted(monkeypatch: pytest.MonkeyPatch, good: str) -> None:
+    monkeypatch.delenv("STRONGROOM_ENDPOINTS", raising=False)
+    assert resolve_endpoints(parse("-s", f"{good}, {good}", "status")) == [good, good]
+
+
+def test_a_store_without_limits_says_no_limit() -> None:
+    from types import SimpleNamespace
+
+    from strongroom.api.v1 import common_pb2
+    from strongroom.cli.status_cmd import _store_settings
+
+    def store(max_messages: int, max_bytes: int) -> SimpleNamespace:
+        return SimpleNamespace(storage="disk-sync", publisher_mode="store_confirm_send", max_messages=max_messages,
+                               max_bytes=max_bytes, limit_policy=common_pb2.LIMIT_POLICY_DISCARD_OLDEST,
+                               max_message_bytes=1 << 20, maps=True, map_count=0, routed=False, swapped_messages=0)
+
+    assert _store_settings(store(0, 0)) == ("storage disk-sync, publisher store_confirm_send, no limit, "
+                                            "max message 1.0 MiB, maps true (0), routed false")
+    assert "limit 1000 messages, policy discard_oldest," in _store_settings(store(1000, 0))
+    assert "limit 2.0 GiB, policy discard_oldest," in _store_settings(store(0, 2 << 30))
+    assert "limit 1000 messages / 2.0 GiB, policy discard_oldest," in _store_settings(store(1000, 2 << 30))
+    unspecified = store(5, 0)
+    unspecified.limit_policy = common_pb2.LIMIT_POLICY_UNSPECIFIED
+    assert "limit 5 messages, policy reject," in _store_settings(unspecified)
+
+
+def test_a_closed_output_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from strongroom.realm.model import DEFAULT_REALM_YAML
+
+    realm = tmp_path / "realm.yaml"
+    realm.write_text(DEFAULT_REALM_YAML)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away before the first line (`| head -0`)
+    try:
+        out = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "realm", "validate", str(realm)],
+                             stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    finally:
+        os.close(write_end)
+    assert (out.returncode, out.stderr) == (cli.OUTPUT_CLOSED, "")
+    assert cli.OUTPUT_CLOSED == 141  # what a shell reports for a tool SIGPIPE ended
 
 
 def test_one_exit_code_policy(capsys: pytest.CaptureFixture[str]) -> None:

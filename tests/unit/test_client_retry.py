@@ -10,7 +10,7 @@ import pytest
 
 from strongroom.client import AckMode, DurableKind, RetryPolicy
 from strongroom.client.connection import Connection
-from strongroom.client.retry import error_from_rpc
+from strongroom.client.retry import error_from_rpc, unreachable
 from strongroom.errors import (
     ConnectionFailed,
     InvalidArgument,
@@ -224,6 +224,115 @@ async def test_call_leader_gives_up_with_no_leader_and_never_leaks_a_grpc_error(
         await conn.call_leader(attempt)
     assert 0.1 < asyncio.get_running_loop().time() - started < 2.0
     assert not isinstance(info.value, grpc.RpcError) and "UNAVAILABLE" in info.value.message
+
+
+# --- a cluster nobody can reach ---------------------------------------------------------------------
+
+REFUSED = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:{0}: Failed to connect to remote "
+           "host: connect: Connection refused (111)")
+
+
+def not_reached(address: str) -> FakeRpcError:
+    """The failed call of a member whose port refuses the connection, as grpc raises it."""
+    return FakeRpcError(grpc.StatusCode.UNAVAILABLE, REFUSED.format(address))
+
+
+def test_what_counts_as_unreachable() -> None:
+    assert unreachable(error_from_rpc(not_reached("127.0.0.1:1"), "127.0.0.1:1")) == "connection refused"
+    dns = FakeRpcError(grpc.StatusCode.UNAVAILABLE, "errors resolving m1.gone:7101: Domain name not found")
+    assert unreachable(error_from_rpc(dns, "m1.gone:7101")) == "name not resolved"
+    # Reached, then lost, or an answer: not "unreachable".
+    assert unreachable(error_from_rpc(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "Socket closed"))) is None
+    assert unreachable(error_from_rpc(FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Connection refused"))) is None
+    assert unreachable(error_from_rpc(refused(NoLeaderError("no leader")))) is None
+
+
+def test_the_unreachable_clock_runs_only_while_no_member_answers() -> None:
+    clock = Clock()
+    policy = RetryPolicy(timeout=30.0, unreachable_timeout=5.0)
+    outage = policy.outage(clock=clock)
+    members = ["a:1", "b:2"]
+    down = {a: error_from_rpc(not_reached(a), a) for a in members}
+    outage.failed("a:1", down["a:1"])
+    clock.now += 6
+    assert outage.unreachable_error(members) is None  # b:2 not tried yet
+    outage.failed("b:2", down["b:2"])
+    err = outage.unreachable_error(members)
+    assert isinstance(err, ConnectionFailed) and err.retriable
+    assert err.message == "no member could be reached for 6.0 s: a:1 (connection refused), b:2 (connection refused)"
+    assert err.metadata == {"addresses": "a:1,b:2", "unreachable": "true"}
+    outage.failed("a:1", error_from_rpc(refused(NoLeaderError("no leader")), "a:1"))  # a member answered
+    outage.failed("a:1", down["a:1"])
+    clock.now += 4.9
+    assert outage.unreachable_error(members) is None  # silent for 4.9 s only
+    assert outage.unreachable_error(members, final=True) is not None  # giving up anyway: say why
+    clock.now += 0.1
+    assert outage.unreachable_error(members) is not None
+    outage.progress()
+    assert outage.unreachable_error(members) is None
+
+
+async def test_no_member_reachable_fails_fast_naming_every_address() -> None:
+    conn = Connection("127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+                      RetryPolicy(timeout=30.0, unreachable_timeout=0.3, initial_delay=0.01))
+
+    async def attempt(address: str) -> None:
+        raise not_reached(address)
+
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ConnectionFailed) as info:
+        await conn.call_leader(attempt)
+    assert 0.3 <= asyncio.get_running_loop().time() - started < 3.0
+    assert info.value.retriable
+    assert info.value.message.startswith("no member could be reached for 0.")
+    assert info.value.message.endswith(": 127.0.0.1:1 (connection refused), 127.0.0.1:2 (connection refused), "
+                                       "127.0.0.1:3 (connection refused)")
+
+
+async def test_a_member_that_answers_keeps_waiting_for_a_leader() -> None:
+    conn = Connection("127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+                      RetryPolicy(timeout=1.0, unreachable_timeout=0.1, initial_delay=0.01, max_delay=0.05))
+
+    async def attempt(address: str) -> None:
+        if address == "127.0.0.1:2":
+            raise refused(NoLeaderError("cluster c has no leader at the moment"))  # up, electing
+        raise not_reached(address)
+
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(NoLeaderError):
+        await conn.call_leader(attempt)
+    assert asyncio.get_running_loop().time() - started >= 0.9  # the whole timeout, not 0.1 s
+
+
+async def test_every_member_down_for_a_moment_is_ridden_out() -> None:
+    conn = Connection("127.0.0.1:1,127.0.0.1:2", RetryPolicy(timeout=30.0, unreachable_timeout=1.0,
+                                                             initial_delay=0.01, max_delay=0.05))
+    loop = asyncio.get_running_loop()
+    back = loop.time() + 0.4
+
+    async def attempt(address: str) -> str:
+        if loop.time() < back:
+            raise not_reached(address)
+        return address
+
+    assert await conn.call_leader(attempt) in conn.endpoints
+
+
+async def test_a_publish_to_a_cluster_nobody_can_reach_says_where_it_looked() -> None:
+    import socket
+
+    from strongroom.client import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    client = Client(address, retry=RetryPolicy(timeout=30.0, unreachable_timeout=0.3))
+    try:
+        with pytest.raises(ConnectionFailed) as info:
+            await asyncio.wait_for(client.publish("orders", b"x"), timeout=10)
+    finally:
+        await client.close()
+    assert f"{address} (connection refused)" in info.value.message and info.value.retriable
 
 
 # --- enums ------------------------------------------------------------------------------------------

@@ -145,6 +145,53 @@ def test_every_problem_is_reported_at_once() -> None:
     assert "realm.yaml:4:5: clusters[0].colour: unknown key 'colour'" in found
 
 
+def test_an_indentation_error_is_a_located_sentence_not_parser_text() -> None:
+    text = MINIMAL.replace("    members:\n", "   members:\n")  # line 3: one space short
+    assert problems_of(text, "r.yaml") == [(
+        "r.yaml:3:4: the indentation is wrong: this line lines up with no level above it (the keys of one "
+        "mapping, and the items of one list, start in one column; indent with spaces)")]
+    deeper = MINIMAL.replace("    cluster: c1\n", "      cluster: c1\n")  # line 7: under name's value
+    assert problems_of(deeper) == [(
+        "realm.yaml:7:7: a key is not allowed here: this line is indented deeper than the key above it, or a "
+        "value holds ': ' and needs quotes")]
+    [tab] = problems_of(MINIMAL.replace("    cluster: c1\n", "\tcluster: c1\n"))
+    assert tab == "realm.yaml:7:1: a tab character: YAML indents with spaces only"
+    [colon] = problems_of(MINIMAL.replace("    cluster: c1\n", "    cluster c1\n"))
+    assert colon == "realm.yaml:7:5: this key has no ':' (write 'key: value')"
+    [unclosed] = problems_of("clusters: [\n")
+    assert unclosed == "realm.yaml:2:1: the document ends inside a '[' list or '{' mapping that is not closed"
+    [unclosed_list] = problems_of("clusters: [a, b\nstores: []\n")
+    assert unclosed_list == "realm.yaml:2:7: the list opened at line 1, column 11 is not closed with ']'"
+    for problem in (tab, colon, unclosed, unclosed_list):
+        assert "<block" not in problem and "token" not in problem and "expected" not in problem
+
+
+def test_a_misspelled_key_gets_the_closest_known_one() -> None:
+    text = MINIMAL.replace("    cluster: c1\n", "    cluster: c1\n    max_mesage_bytes: 10\n    flavour: x\n")
+    assert problems_of(text) == [
+        ("realm.yaml:8:5: stores[0].max_mesage_bytes: unknown key 'max_mesage_bytes'; did you mean "
+         "'max_message_bytes'?"),
+        "realm.yaml:9:5: stores[0].flavour: unknown key 'flavour'",  # nothing close: no guess
+    ]
+    [top] = problems_of(MINIMAL + "destination:\n  - name: x\n    store: s1\n")
+    assert top == "realm.yaml:11:1: destination: unknown key 'destination'; did you mean 'destinations'?"
+    [nested] = problems_of(MINIMAL.replace("      - name: m1\n", "      - name: m1\n        adress: h:1\n"))
+    assert nested == "realm.yaml:5:9: clusters[0].members[0].adress: unknown key 'adress'; did you mean 'address'?"
+
+
+def test_problems_come_in_the_order_of_the_document() -> None:
+    # Sections in another order than the model's fields: the problems follow the file.
+    text = ("destinations:\n  - name: orders\n    store: s1\n    colour: red\n"
+            "stores:\n  - name: s1\n    cluster: c1\n    replicatd: true\n"
+            "clusters:\n  - name: c1\n    storage: tape\n    members:\n      - name: m1\n")
+    found = problems_of(text)
+    assert [p.split(": ", 1)[0] for p in found] == ["realm.yaml:4:5", "realm.yaml:8:5", "realm.yaml:11:5"]
+    crossed = ("destinations:\n  - name: orders\n    store: missing\n"
+               "stores:\n  - name: s1\n    cluster: nowhere\n"
+               "clusters:\n  - name: c1\n    members:\n      - name: m1\n")
+    assert [p.split(": ", 1)[0] for p in problems_of(crossed)] == ["realm.yaml:3:5", "realm.yaml:6:5"]
+
+
 # --- resolve ------------------------------------------------------------------------------------
 
 ROUTING = """\

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from enum import IntEnum
@@ -28,6 +29,7 @@ __all__ = [
     "CliError",
     "ExitCode",
     "add_where",
+    "address_problem",
     "data_dir",
     "exit_code",
     "explicit_servers",
@@ -92,27 +94,35 @@ def exit_code(exc: BaseException) -> ExitCode | None:
 # --- arguments -----------------------------------------------------------------------------------
 
 
-def positive(value: str) -> int:
-    """An argument type: an integer of at least 1."""
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+def _integer(value: str, least: int, what: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = least - 1
+    if n < least:
+        raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
     return n
+
+
+def positive(value: str) -> int:
+    """An argument type: an integer of at least 1 (argparse says "argument --count: 'abc' is not
+    a positive integer")."""
+    return _integer(value, 1, "a positive integer")
 
 
 def non_negative(value: str) -> int:
     """An argument type: an integer of at least 0."""
-    n = int(value)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
-    return n
+    return _integer(value, 0, "an integer of 0 or more")
 
 
 def seconds(value: str) -> float:
-    """An argument type: more than 0 seconds."""
-    s = float(value)
-    if s <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {value}")
+    """An argument type: a number of seconds, more than 0."""
+    try:
+        s = float(value)
+    except ValueError:
+        s = 0.0
+    if not 0 < s < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds above 0")
     return s
 
 
@@ -151,10 +161,24 @@ def _split(raw: str) -> list[str]:
     return [e.strip() for e in raw.split(",") if e.strip()]
 
 
+_ADDRESS = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is not HOST:PORT (a name or IPv4 address, or an [IPv6] address, and a
+    port 1-65535), or None when it is."""
+    m = _ADDRESS.match(address)
+    if m is None:
+        return "is not HOST:PORT"
+    if not 1 <= int(m.group(1)) <= 65535:
+        return "has a port outside 1-65535"
+    return None
+
+
 def explicit_servers(args: argparse.Namespace, *env: str) -> tuple[list[str], str] | None:
     """The servers named by `-s/--server`, else by the first of the environment variables `env`
     (then $STRONGROOM_ENDPOINTS) that is set, with where they came from; None when nothing names
-    any. A named but empty list is a usage error."""
+    any. A named but empty list, or an item that is not HOST:PORT, is a usage error."""
     given = getattr(args, "endpoints", None)
     sources = [("-s/--server", given)] + [(f"${name}", os.environ.get(name)) for name in (*env, ENDPOINTS_ENV)]
     for source, raw in sources:
@@ -162,6 +186,9 @@ def explicit_servers(args: argparse.Namespace, *env: str) -> tuple[list[str], st
             servers = _split(raw)
             if not servers:
                 raise CliError.usage(f"{source} names no address")
+            for server in servers:
+                if (problem := address_problem(server)) is not None:
+                    raise CliError.usage(f"{source}: {server!r} {problem}")
             return servers, source
     return None
 

@@ -4,7 +4,7 @@
     strongroom down [--data-dir DIR]
     strongroom status [--json]
     strongroom publish DEST [--count N] [--size B] [--body TEXT] [--no-confirm] [--json]
-    strongroom subscribe DEST --durable NAME [--kind standard|shared|lastvalue] [--count N]
+    strongroom subscribe DEST [--durable NAME] [--kind standard|shared|lastvalue] [--count N]
                          [--ack explicit|auto] [--timeout S] [--json]
     strongroom map put|create|update|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
     strongroom realm apply|get|validate|history ...
@@ -16,7 +16,8 @@
 Every command finds the cluster the same way (`strongroom.cli.common`): `-s/--server
 HOST:PORT,...` (also `--endpoints`), else $STRONGROOM_ENDPOINTS, else the local launcher's state
 file in `--data-dir`; the realm commands find the realm service from the same. Exit status:
-0 done, 1 the cluster refused or failed (`error: REASON: message`), 2 a usage error.
+0 done, 1 the cluster refused or failed (`error: REASON: message`), 2 a usage error; 141 when
+the output pipe closed early (`| head`), quietly, as for a tool SIGPIPE ended.
 
 Each command lives in a module of its own (`*_cmd.py`), which adds its parser; this module only
 assembles them and runs one, with the one error handler.
@@ -25,6 +26,9 @@ assembles them and runs one, with the one error handler.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -39,9 +43,24 @@ from strongroom.cli import (
 )
 from strongroom.cli.common import add_where, exit_code, say_error
 
-__all__ = ["build_parser", "main", "run"]
+__all__ = ["OUTPUT_CLOSED", "build_parser", "main", "run"]
 
 INTERRUPTED = 130
+OUTPUT_CLOSED = 128 + signal.SIGPIPE
+"""Exit status when the output pipe closed early: what a shell reports for a tool SIGPIPE ended."""
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """The parser of a subcommand: an argument it does not know is refused here, with this
+    command's usage, instead of being handed up to the top-level parser (whose usage would
+    not show the command's options)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="strongroom", description="Strongroom: a replicated, persistent message store.")
     add_where(parser, servers=True, default=None)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, drill_cmd, bench_cmd):
         module.add_parsers(sub)
     try:
@@ -69,6 +88,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return int(func(args))
+    except BrokenPipeError:
+        return _output_closed()
     except KeyboardInterrupt:
         say_error("interrupted")
         return INTERRUPTED
@@ -79,9 +100,28 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(code)
 
 
+def _output_closed() -> int:
+    """The reader of our output went away (`strongroom realm get | head -2`): stop quietly, as a
+    command-line tool killed by SIGPIPE does. What is still buffered for stdout goes nowhere,
+    so Python's own flush at exit cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return OUTPUT_CLOSED
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point of `strongroom`."""
-    sys.exit(run(argv))
+    try:
+        try:
+            code = run(argv)
+        finally:
+            # Flushed here, where a closed pipe is still ours to handle (also after --help).
+            sys.stdout.flush()
+    except BrokenPipeError:
+        code = _output_closed()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

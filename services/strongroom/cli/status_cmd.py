@@ -106,9 +106,12 @@ def _print_status(replies: Sequence[Any]) -> None:
 
 def _store_settings(store: Any) -> str:
     """A store's realm settings on one line (the stores grid)."""
-    policy = common_pb2.LimitPolicy.Name(store.limit_policy).removeprefix("LIMIT_POLICY_").lower() or "reject"
-    limits = (f"max {store.max_messages or '-'} messages / "
-              f"{human_bytes(store.max_bytes) if store.max_bytes else '-'}, policy {policy}")
+    policy = ("reject" if store.limit_policy == common_pb2.LIMIT_POLICY_UNSPECIFIED else
+              common_pb2.LimitPolicy.Name(store.limit_policy).removeprefix("LIMIT_POLICY_").lower())
+    bounds = [f"{store.max_messages} messages"] if store.max_messages else []
+    bounds += [human_bytes(store.max_bytes)] if store.max_bytes else []
+    # A policy says what happens at the limit, so it is shown only with one.
+    limits = f"limit {' / '.join(bounds)}, policy {policy}" if bounds else "no limit"
     extra = f", {store.swapped_messages} swapped" if store.swapped_messages else ""
     return (f"storage {store.storage}, publisher {store.publisher_mode}, {limits}, "
             f"max message {human_bytes(store.max_message_bytes)}, maps {str(store.maps).lower()} "

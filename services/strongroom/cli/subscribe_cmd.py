@@ -1,15 +1,16 @@
-"""`strongroom subscribe DEST --durable NAME`: receive (and acknowledge) messages of a durable,
-one line each (`--json`: the client's `message_json`)."""
+"""`strongroom subscribe DEST [--durable NAME]`: receive (and acknowledge) messages of a durable
+or a queue, one line each (`--json`: the client's `message_json`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strongroom.cli.common import (
     CLIENT_NAME,
+    CliError,
     ExitCode,
     parse_match,
     positive,
@@ -19,19 +20,51 @@ from strongroom.cli.common import (
     where_options,
 )
 
-__all__ = ["add_parsers", "cmd_subscribe"]
+if TYPE_CHECKING:
+    from strongroom.client import AckMode, Subscription
+    from strongroom.errors import StrongroomError
+
+__all__ = ["acks_for", "add_parsers", "cmd_subscribe", "durable_refusal"]
+
+LAST_VALUE = "lastvalue"
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """Print messages until `--count` arrived, `--timeout` passed without one, or the
     subscription is closed; exit 1 if fewer than `--count` arrived."""
     matcher = parse_match(args.match)
+    if args.kind == LAST_VALUE and args.ack == "explicit":
+        raise CliError.usage("--ack explicit: a last-value durable's messages are not acknowledged; leave out --ack")
     return asyncio.run(_subscribe(args, matcher))
+
+
+def acks_for(sub: Subscription, chosen: str | None) -> AckMode | None:
+    """Who acknowledges on `sub`, now that the leader said what it opened: nobody on a last-value
+    durable (it takes no acks), else `--ack` (default explicit: this command acks each message
+    once printed). `--ack explicit` on a last-value durable cannot apply: a usage error."""
+    from strongroom.client import AckMode, DurableKind
+
+    if sub.kind is DurableKind.LAST_VALUE:
+        if chosen == AckMode.EXPLICIT:
+            raise CliError.usage(f"--ack explicit: durable {sub.durable!r} on {sub.destination!r} is last-value, "
+                                 f"whose messages are not acknowledged; leave out --ack")
+        return None
+    return AckMode(chosen or AckMode.EXPLICIT)
+
+
+def durable_refusal(err: StrongroomError, durable: str | None) -> CliError | None:
+    """The usage error a refused subscription stands for when no `--durable` was given and the
+    destination needs one (a topic or an endpoint; a queue needs none); None otherwise."""
+    from strongroom.errors import InvalidArgument
+
+    if durable or not isinstance(err, InvalidArgument) or "durable name" not in err.message:
+        return None
+    return CliError.usage(f"--durable NAME is required here: {err.message}")
 
 
 async def _subscribe(args: argparse.Namespace, matcher: dict[str, object]) -> int:
     from strongroom.client import AckMode, Client, message_json
-    from strongroom.errors import SubscriptionClosed
+    from strongroom.errors import StrongroomError, SubscriptionClosed
 
     client = Client(resolve_endpoints(args), client_name=CLIENT_NAME)
     received = 0
@@ -39,10 +72,18 @@ async def _subscribe(args: argparse.Namespace, matcher: dict[str, object]) -> in
     try:
         # No more credit than messages wanted: extra deliveries would only come back as redeliveries.
         credit = min(256, args.count) if args.count else 256
-        sub = await client.subscribe(args.destination, args.durable, kind=args.kind, ack=args.ack,
-                                     credit=credit, matcher=matcher,
-                                     replay_from_seq=args.replay_from_seq, replay_from_time=args.replay_from_time)
         try:
+            sub = await client.subscribe(args.destination, args.durable or "", kind=args.kind,
+                                         ack=args.ack or AckMode.EXPLICIT, credit=credit, matcher=matcher,
+                                         replay_from_seq=args.replay_from_seq,
+                                         replay_from_time=args.replay_from_time)
+        except StrongroomError as err:
+            raise durable_refusal(err, args.durable) or err from None
+        try:
+            acks = acks_for(sub, args.ack)
+            if sub.queue and args.durable:
+                say_error(f"note: {args.destination!r} is a queue: its subscribers share it, "
+                          f"so --durable {args.durable!r} is not used")
             while args.count is None or received < args.count:
                 try:
                     m = await sub.next(timeout=args.timeout)
@@ -60,7 +101,7 @@ async def _subscribe(args: argparse.Namespace, matcher: dict[str, object]) -> in
                     body = data["body"] if data["body_encoding"] == "utf-8" else f"(base64) {data['body']}"
                     redelivered = f" (delivery {m.delivery_count})" if m.delivery_count > 1 else ""
                     print(f"{m.seq}: {body}{redelivered}", flush=True)
-                if args.ack == AckMode.EXPLICIT:
+                if acks is AckMode.EXPLICIT:
                     await sub.ack(m)
                 received += 1
         finally:
@@ -77,14 +118,17 @@ def add_parsers(sub: Any) -> None:
     """Add `subscribe`."""
     from strongroom.client.subscription import AckMode, DurableKind
 
-    p = sub.add_parser("subscribe", parents=[where_options()], help="receive messages of a durable")
+    p = sub.add_parser("subscribe", parents=[where_options()], help="receive messages of a durable or a queue")
     p.add_argument("destination", metavar="DEST")
-    p.add_argument("--durable", required=True, metavar="NAME", help="durable name")
+    p.add_argument("--durable", default=None, metavar="NAME",
+                   help="durable name: required on a topic or an endpoint; a queue needs none (its "
+                        "subscribers share it), and one given there is not used (a note says so)")
     p.add_argument("--kind", choices=[k.value for k in DurableKind], default=None,
                    help="durable kind (default: standard on a topic; a queue is always shared)")
     p.add_argument("--count", type=positive, default=None, metavar="N", help="stop after N messages")
-    p.add_argument("--ack", choices=[a.value for a in AckMode], default=AckMode.EXPLICIT.value,
-                   help="acknowledgment (default explicit)")
+    p.add_argument("--ack", choices=[a.value for a in AckMode], default=None,
+                   help="acknowledgment (default: explicit, each message acked once printed; none on a "
+                        "last-value durable, which takes no acks, where explicit is refused)")
     p.add_argument("--timeout", type=seconds, default=None, metavar="S",
                    help="stop after S seconds without a message")
     p.add_argument("--match", action="append", default=[], metavar="FIELD=VALUE",

@@ -92,7 +92,10 @@ class Connection:
 
         `attempt` fails by raising a `grpc.RpcError` or a `StrongroomError`. A failure that is
         not retriable is raised at once; one that outlasts the policy's timeout is raised then
-        (a connection failure as `NoLeaderError`). Nothing but `StrongroomError` comes out."""
+        (a connection failure as `NoLeaderError`). When no member can be reached at all (every
+        endpoint refused the connection) for the policy's `unreachable_timeout`, a retriable
+        `ConnectionFailed` naming the addresses and why is raised instead, sooner. Nothing but
+        `StrongroomError` comes out."""
         outage = outage or self.policy.outage()
         while True:
             address = self.candidate()
@@ -107,12 +110,16 @@ class Connection:
                 return result
             if not err.retriable:
                 raise err
+            outage.failed(address, err)
             if self.note_failure(address, err):
                 outage.redirected()
                 continue
+            unreachable = outage.unreachable_error(self.endpoints)
+            if unreachable is not None:
+                raise unreachable
             delay = outage.next_delay()
             if delay is None:
-                raise self._gave_up(err)
+                raise outage.unreachable_error(self.endpoints, final=True) or self._gave_up(err)
             await asyncio.sleep(delay)
 
     def _gave_up(self, err: StrongroomError) -> StrongroomError:

@@ -128,7 +128,12 @@ class Publisher:
         try:
             await self.connection.call_leader(lambda address: self._stream(address, outage), outage)
         except StrongroomError as err:
-            if err.retriable:
+            if isinstance(err, ConnectionFailed) and err.metadata.get("unreachable"):
+                # No member could be reached at all: say where it looked (and, as below, that
+                # what went before the outage may have been stored).
+                err = ConnectionFailed(f"{err.message}; the outcome of the unconfirmed messages is unknown",
+                                       err.metadata)
+            elif err.retriable:
                 # These messages may or may not have been stored: re-sending them under new ids
                 # could duplicate them. Say so.
                 err = NoLeaderError(f"no leader reachable within {self.connection.policy.timeout:.0f}s; "

@@ -10,7 +10,7 @@ retriable, how long to wait before the next attempt (`Outage.next_delay`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -18,7 +18,7 @@ import grpc
 from strongroom.errors import ConnectionFailed, RpcFailed, StrongroomError
 from strongroom.grpcerrors import from_rpc_error
 
-__all__ = ["TRANSIENT_CODES", "Outage", "RetryPolicy", "error_from_rpc"]
+__all__ = ["TRANSIENT_CODES", "Outage", "RetryPolicy", "error_from_rpc", "unreachable"]
 
 TRANSIENT_CODES = frozenset({
     grpc.StatusCode.UNAVAILABLE,
@@ -51,6 +51,21 @@ def error_from_rpc(exc: grpc.RpcError, address: str = "") -> StrongroomError:
     return cls(f"{code.name}{where}: {details}", meta)
 
 
+_UNREACHABLE = (("connection refused", "connection refused"),
+                ("errors resolving", "name not resolved"),
+                ("dns resolution failed", "name not resolved"))
+
+
+def unreachable(err: StrongroomError) -> str | None:
+    """Why a failed call never reached its member, in a few words ("connection refused", "name
+    not resolved"), or None when the member answered or the connection broke after it was made
+    (a member that is up but does not lead, or one going down under the call)."""
+    if not isinstance(err, ConnectionFailed) or err.metadata.get("grpc_code") != grpc.StatusCode.UNAVAILABLE.name:
+        return None
+    text = err.message.lower()
+    return next((why for needle, why in _UNREACHABLE if needle in text), None)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long the client rides out an outage and how often it tries again meanwhile.
@@ -61,6 +76,12 @@ class RetryPolicy:
 
     timeout: float = 30.0
     """Seconds an outage may last before the operation fails."""
+    unreachable_timeout: float = 5.0
+    """Seconds an outage may last while no member can be reached at all (each one tried refused
+    the connection, or its name did not resolve: a cluster that is down, or addresses that are
+    wrong) before the operation fails with `ConnectionFailed` naming them. A member that answers,
+    even to say that none leads, makes it an ordinary outage again (a failover), waited for up to
+    `timeout`."""
     initial_delay: float = 0.02
     """Seconds before the first retry of an outage."""
     max_delay: float = 0.5
@@ -83,6 +104,35 @@ class Outage:
         self._clock = clock
         self._deadline = None if started_at is None else started_at + policy.timeout
         self._delay = policy.initial_delay
+        # Since when no member has answered, and what each address said last if it was unreachable.
+        self._silent_since = started_at
+        self._unreachable: dict[str, str] = {}
+
+    def failed(self, address: str, err: StrongroomError) -> None:
+        """An attempt at `address` failed with `err`: note whether the member could be reached."""
+        why = unreachable(err)
+        if why is None:
+            self._unreachable.pop(address, None)
+            self._silent_since = self._clock()
+        else:
+            self._unreachable[address] = why
+            if self._silent_since is None:
+                self._silent_since = self._clock()
+
+    def unreachable_error(self, addresses: Sequence[str], final: bool = False) -> ConnectionFailed | None:
+        """The error to give up with when none of `addresses` could be reached the last time each
+        was tried and no member has answered for the policy's `unreachable_timeout` (or at all
+        in this outage, when `final`: the operation is giving up anyway); else None."""
+        if self._silent_since is None or not addresses:
+            return None
+        if any(a not in self._unreachable for a in addresses):
+            return None
+        silent = self._clock() - self._silent_since
+        if silent < self.policy.unreachable_timeout and not final:
+            return None
+        tried = ", ".join(f"{a} ({self._unreachable[a]})" for a in dict.fromkeys(addresses))
+        return ConnectionFailed(f"no member could be reached for {silent:.1f} s: {tried}",
+                                {"addresses": ",".join(dict.fromkeys(addresses)), "unreachable": "true"})
 
     def redirected(self) -> None:
         """A member named the leader: the next attempt goes there at once, and the waits start
@@ -94,6 +144,8 @@ class Outage:
         the next failure starts a new one with its own clock."""
         self._deadline = None
         self._delay = self.policy.initial_delay
+        self._silent_since = None
+        self._unreachable.clear()
 
     def next_delay(self) -> float | None:
         """Seconds to wait before the next attempt, or None when waiting them would pass the

@@ -127,6 +127,9 @@ class Subscription:
         self.durable = durable
         self.kind = kind
         """The durable's kind: as asked, then as the leader opened it."""
+        self.queue = False
+        """True once the leader opened the subscription on a queue: its subscribers share the
+        queue's one durable, and a durable name given for it is not used."""
         self.ack_mode = ack_mode
         self.credit = max(1, credit)
         self.client_name = client_name
@@ -192,6 +195,7 @@ class Subscription:
         if opened.kind:
             self.kind = _PROTO_KIND.get(opened.kind, self.kind)
         self.key_field = opened.key_field
+        self.queue = not opened.durable  # a topic's or an endpoint's durable always has a name
         self.sync_ack = opened.ack_sync_mode == cpb.ACK_SYNC_MODE_SYNC
         self._consumed_since_grant = 0
         if self._unsent_acks:

@@ -11,23 +11,26 @@ finding the leader is `strongroom.local.leader`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 __all__ = [
+    "REAP_WAIT",
     "STOP_GRACE",
     "ProcessGroup",
     "ServiceProcess",
     "kill",
     "member_argv",
     "pid_alive",
+    "pid_exists",
     "realm_argv",
     "spawn",
     "stop_pid",
@@ -36,6 +39,9 @@ __all__ = [
 
 STOP_GRACE = 10.0
 """Seconds between SIGTERM and SIGKILL unless the caller says otherwise."""
+REAP_WAIT = 5.0
+"""Seconds `stop_processes` waits, after a process another run started has exited, for its
+parent to reap it (at once under a usual init; some container inits reap every second or two)."""
 
 PERSISTENCE_MODULE = "strongroom.persistence.main"
 REALM_MODULE = "strongroom.realm.main"
@@ -98,20 +104,39 @@ def spawn(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None 
         )
 
 
-def pid_alive(pid: int) -> bool:
-    """True if the process exists and is not a zombie."""
+def pid_exists(pid: int) -> bool:
+    """True while the pid is in the process table (running, or a zombie its parent has not
+    reaped yet)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """True while any thread of the process runs.
+
+    A process whose main thread has exited shows as a zombie while its other threads still
+    close their files and sockets (gRPC's, RocksDB's): it is alive until the last one is gone.
+    A zombie with no thread left has exited (only its exit status waits for its parent)."""
+    if not pid_exists(pid):
+        return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False  # gone between the two looks
     except OSError:
         return True  # no /proc (not Linux): kill(0) is all we know
     # Field 3, after the parenthesised command name (which may contain spaces).
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    if stat.rsplit(")", 1)[-1].split()[0] != "Z":
+        return True
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def _gone(target: subprocess.Popen[bytes] | int) -> bool:
@@ -124,11 +149,22 @@ def _pid(target: subprocess.Popen[bytes] | int) -> int:
     return target.pid if isinstance(target, subprocess.Popen) else target
 
 
+def _wait_until(done: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def stop_processes(targets: Sequence[subprocess.Popen[bytes] | int], grace: float = STOP_GRACE) -> None:
     """Stop several processes at once: SIGTERM to all, wait up to `grace` s, SIGKILL the rest.
+    Returns once every one has exited: all its threads, not only the main one.
 
     A target is our child (`Popen`, reaped here) or a bare pid (a process another run started,
-    e.g. from a state file)."""
+    e.g. from a state file). A bare pid's parent reaps it, not us: up to `REAP_WAIT` s more
+    are given for that, so that a process said to be stopped is no longer listed either."""
     pending = []
     for target in targets:
         if _gone(target):
@@ -136,20 +172,18 @@ def stop_processes(targets: Sequence[subprocess.Popen[bytes] | int], grace: floa
         with contextlib.suppress(ProcessLookupError):
             os.kill(_pid(target), signal.SIGTERM)
         pending.append(target)
-    deadline = time.monotonic() + grace
-    while pending and time.monotonic() < deadline:
-        pending = [target for target in pending if not _gone(target)]
-        if pending:
-            time.sleep(0.05)
+    _wait_until(lambda: all(_gone(t) for t in pending), grace)
     for target in pending:
+        if _gone(target):
+            continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(_pid(target), signal.SIGKILL)
         if isinstance(target, subprocess.Popen):
             target.wait()
         else:
-            kill_deadline = time.monotonic() + 5.0
-            while pid_alive(target) and time.monotonic() < kill_deadline:
-                time.sleep(0.05)
+            _wait_until(functools.partial(_gone, target), 5.0)
+    pids = [t for t in pending if not isinstance(t, subprocess.Popen)]
+    _wait_until(lambda: not any(pid_exists(pid) for pid in pids), REAP_WAIT)
 
 
 def stop_pid(pid: int, grace: float = STOP_GRACE, process: subprocess.Popen[bytes] | None = None) -> None:

@@ -59,6 +59,11 @@ _TEMPLATE_KINDS = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD, TemplateKin
                    TemplateKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE}
 
 
+def _kind_word(kind: int) -> str:
+    """A durable kind in the realm's words (standard, shared, last-value), for messages."""
+    return next((t.value for t, k in _TEMPLATE_KINDS.items() if k == kind), str(kind))
+
+
 @dataclass(frozen=True)
 class Replay:
     """Reposition a durable before subscribing: from a store sequence, or from a time."""
@@ -227,7 +232,7 @@ class MessagingFront:
         if route.queue:
             if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_SHARED):
                 raise InvalidArgument(f"queue {destination!r} is shared; durable kind "
-                                      f"{cpb.DurableKind.Name(kind)} does not apply")
+                                      f"{_kind_word(kind)} does not apply")
             if matcher.fields:
                 raise InvalidMatcher(f"queue {destination!r} delivers every message; a matcher does not apply")
             durable_name = ""
@@ -239,7 +244,7 @@ class MessagingFront:
             template_kind = _TEMPLATE_KINDS[template.kind]
             if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, template_kind):
                 raise DurableMismatch(f"endpoint {destination!r} creates {template.kind.value} durables "
-                                      f"(template {template.name!r}), not {cpb.DurableKind.Name(kind)}")
+                                      f"(template {template.name!r}), not {_kind_word(kind)}")
             kind = template_kind
             key_field = template.key_field or ""
         else:
@@ -281,7 +286,7 @@ class MessagingFront:
         # Checked after a create too: another subscriber may have created it first, otherwise.
         if durable.kind != kind:
             raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with kind "
-                                  f"{cpb.DurableKind.Name(durable.kind)}, not {cpb.DurableKind.Name(kind)}")
+                                  f"{_kind_word(durable.kind)}, not {_kind_word(kind)}")
         if not key_field and not same_matcher(durable.matcher, durable_matcher):
             raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with matcher "
                                   f"[{matcher_text(durable.matcher)}], not [{matcher_text(durable_matcher)}]")

@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import re
+import typing
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any
@@ -26,24 +28,9 @@ from pydantic import (
 
 from strongroom.errors import RealmInvalid, UnknownDestination
 
-__all__ = [
-    "StorageMode",
-    "PublisherMode",
-    "DestinationKind",
-    "Member",
-    "Cluster",
-    "Store",
-    "Destination",
-    "Endpoint",
-    "DurableTemplate",
-    "TemplateKind",
-    "AckSync",
-    "LimitPolicyName",
-    "Realm",
-    "Route",
-    "parse_realm",
-    "DEFAULT_REALM_YAML",
-]
+__all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "Destination",
+    "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
+    "parse_realm", "DEFAULT_REALM_YAML"]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 DEST_RE = re.compile(r"^[A-Za-z0-9_.*?\[\]-][A-Za-z0-9_.*?\[\]/-]{0,254}$")
@@ -503,15 +490,61 @@ def _check_unique(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _check_unique)  # type: ignore[arg-type]
 
 
+def _yaml_problem(exc: yaml.MarkedYAMLError, text: str) -> tuple[int, int, str]:
+    """Line, column and a plain sentence for a YAML syntax error (the parser's own words, which
+    speak of tokens and block ends, only when no sentence fits)."""
+    mark, start = exc.problem_mark or exc.context_mark, exc.context_mark
+    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    problem, context = exc.problem or str(exc), exc.context or ""
+    opened = f"line {start.line + 1}, column {start.column + 1}" if start else "above"
+    if problem.startswith("expected <block end>"):
+        return line, col, ("the indentation is wrong: this line lines up with no level above it (the keys of one "
+                           "mapping, and the items of one list, start in one column; indent with spaces)")
+    if problem == "mapping values are not allowed here":
+        at = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
+        return line, len(at) - len(at.lstrip(" ")) + 1, ("a key is not allowed here: this line is indented deeper "
+                                                         "than the key above it, or a value holds ': ' and needs "
+                                                         "quotes")
+    if "'\\t'" in problem:
+        return line, col, "a tab character: YAML indents with spaces only"
+    if problem == "could not find expected ':'" and start:
+        return start.line + 1, start.column + 1, "this key has no ':' (write 'key: value')"
+    if context in ("while parsing a flow sequence", "while parsing a flow mapping"):
+        what, closing = ("list", "]") if "sequence" in context else ("mapping", "}")
+        return line, col, f"the {what} opened at {opened} is not closed with '{closing}'"
+    if context == "while parsing a flow node" and "<stream end>" in problem:
+        return line, col, "the document ends inside a '[' list or '{' mapping that is not closed"
+    if context.startswith("while scanning a quoted scalar"):
+        return line, col, f"the quoted value that starts at {opened} is not closed"
+    if problem.startswith("duplicate key"):
+        return line, col, problem
+    return line, col, f"the YAML cannot be read here: {problem}" + (f" ({context} at {opened})" if start else "")
+
+
+def _known_keys(loc: Path) -> list[str]:
+    """The keys the model accepts in the mapping at `loc` (the realm itself for ())."""
+    model: Any = Realm
+    for part in (p for p in loc if not isinstance(p, int)):
+        field = model.model_fields.get(part) if model else None
+        kinds = [field.annotation, *typing.get_args(field.annotation)] if field else []
+        model = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+    return list(model.model_fields) if model else []
+
+
+def _unknown_key(loc: Path) -> str:
+    close = difflib.get_close_matches(str(loc[-1]), _known_keys(loc[:-1]), n=1, cutoff=0.8)
+    return f"unknown key {loc[-1]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+
+
 def parse_realm(text: str, source: str = "realm.yaml") -> Realm:
-    """Parse and validate a realm document; raise RealmInvalid with file:line:column problems."""
+    """Parse and validate a realm document; raise RealmInvalid with file:line:column problems,
+    in the order of the document."""
     try:
         node = yaml.compose(text, Loader=_UniqueKeyLoader)
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise RealmInvalid([f"{source}:{line}:{col}: {exc.problem or exc}"]) from None
+        line, col, sentence = _yaml_problem(exc, text)
+        raise RealmInvalid([f"{source}:{line}:{col}: {sentence}"]) from None
     except yaml.YAMLError as exc:
         raise RealmInvalid([f"{source}:1:1: {exc}"]) from None
     if node is None or data is None:
@@ -523,26 +556,25 @@ def parse_realm(text: str, source: str = "realm.yaml") -> Realm:
     try:
         return Realm.model_validate(data)
     except ValidationError as exc:
-        problems = []
+        problems: list[tuple[int, int, str]] = []
         for err in exc.errors():
             ctx_err = (err.get("ctx") or {}).get("error")
             if isinstance(ctx_err, _CrossRefError):
                 for loc, msg in ctx_err.problems:
-                    line, col = _locate(positions, loc)
-                    problems.append(f"{source}:{line}:{col}: {_path_text(loc)}: {msg}")
+                    problems.append((*_locate(positions, loc), f"{_path_text(loc)}: {msg}"))
                 continue
             loc = tuple(err["loc"])
-            line, col = _locate(positions, loc)
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
-                msg = f"unknown key {loc[-1]!r}"
+                msg = _unknown_key(loc)
             elif err["type"] == "missing":
                 msg = f"required key {loc[-1]!r} is missing"
             elif err["type"] == "enum":
                 expected = (err.get("ctx") or {}).get("expected", "")
                 msg = f"{err['input']!r} is not one of {expected}"
-            problems.append(f"{source}:{line}:{col}: {_path_text(loc)}: {msg}")
-        raise RealmInvalid(problems) from None
+            problems.append((*_locate(positions, loc), f"{_path_text(loc)}: {msg}"))
+        # By line, then column: the order the operator reads and fixes them in.
+        raise RealmInvalid([f"{source}:{line}:{col}: {msg}" for line, col, msg in sorted(problems)]) from None
 
 
 DEFAULT_REALM_YAML = """\

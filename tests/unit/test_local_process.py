@@ -1,0 +1,83 @@
+"""Stopping processes by pid (`strongroom down`): a process counts as stopped only once all of
+its threads are gone, not when its main thread is."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from strongroom.local.process import pid_alive, pid_exists, stop_processes
+
+# On SIGTERM its main thread exits (pthread_exit) while another thread goes on for a second and
+# then writes `done`: how a member looks while its gRPC and RocksDB threads close after `main`
+# returned (the main thread shows as a zombie, the process still runs).
+LINGERING = """
+import ctypes, os, signal, sys, threading, time
+from pathlib import Path
+
+done, ready = Path(sys.argv[1]), Path(sys.argv[2])
+stopping = threading.Event()
+
+def linger():
+    stopping.wait()
+    time.sleep(1.0)
+    done.write_text("finished")
+    os._exit(0)
+
+def on_term(signum, frame):
+    stopping.set()
+    ctypes.CDLL(None).pthread_exit(None)  # ctypes lets go of the GIL for the call, for good
+
+threading.Thread(target=linger).start()
+signal.signal(signal.SIGTERM, on_term)
+ready.write_text("ready")
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _lingering(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """The helper started and ready; the path it writes once its last thread is done."""
+    done, ready = tmp_path / "done", tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", LINGERING, str(done), str(ready)])
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the helper did not start")
+        time.sleep(0.02)
+    return proc, done
+
+
+def test_a_pid_is_stopped_only_once_its_last_thread_is_gone(tmp_path: Path) -> None:
+    proc, done = _lingering(tmp_path)
+    try:
+        # Its parent reaps it, as `up --detach`'s processes are reaped by init, not by `down`.
+        threading.Thread(target=proc.wait, daemon=True).start()
+        stop_processes([proc.pid], grace=10)
+        assert done.read_text() == "finished"  # the last thread had finished its work
+        assert not pid_alive(proc.pid)
+        assert not pid_exists(proc.pid)  # and the process had left the table
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_zombie_main_thread_with_threads_still_running_is_alive(tmp_path: Path) -> None:
+    proc, done = _lingering(tmp_path)
+    try:
+        proc.terminate()
+        time.sleep(0.3)  # the main thread has exited, the other sleeps on
+        assert Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        assert pid_alive(proc.pid) and not done.exists()
+        proc.wait(timeout=10)
+        assert not pid_alive(proc.pid) and done.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
