@@ -6,11 +6,9 @@
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import json
 import re
-import typing
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any
@@ -27,6 +25,15 @@ from pydantic import (
 )
 
 from strongroom.errors import RealmInvalid, UnknownDestination
+from strongroom.realm.locations import (
+    Path,
+    UniqueKeyLoader,
+    locate,
+    path_text,
+    positions,
+    unknown_key,
+    yaml_problem,
+)
 
 __all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "Destination",
     "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
@@ -436,114 +443,14 @@ class _CrossRefError(ValueError):
         self.problems = problems
 
 
-# --- YAML with positions ---------------------------------------------------------------------
-
-Path = tuple[Any, ...]
-
-
-def _positions(node: yaml.Node, path: Path, out: dict[Path, tuple[int, int]]) -> None:
-    out[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            # Point a field at its key, where the operator looks for it.
-            out[path + (key, "__key__")] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            _positions(value_node, path + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _positions(item, path + (i,), out)
-
-
-def _locate(positions: dict[Path, tuple[int, int]], loc: Path) -> tuple[int, int]:
-    loc = tuple(loc)
-    for n in range(len(loc), -1, -1):
-        prefix = loc[:n]
-        if n == len(loc) and prefix + ("__key__",) in positions:
-            return positions[prefix + ("__key__",)]
-        if prefix in positions:
-            return positions[prefix]
-    return (1, 1)
-
-
-def _path_text(loc: Path) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(document)"
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    pass
-
-
-def _check_unique(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen[key] = key_node
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _check_unique)  # type: ignore[arg-type]
-
-
-def _yaml_problem(exc: yaml.MarkedYAMLError, text: str) -> tuple[int, int, str]:
-    """Line, column and a plain sentence for a YAML syntax error (the parser's own words, which
-    speak of tokens and block ends, only when no sentence fits)."""
-    mark, start = exc.problem_mark or exc.context_mark, exc.context_mark
-    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-    problem, context = exc.problem or str(exc), exc.context or ""
-    opened = f"line {start.line + 1}, column {start.column + 1}" if start else "above"
-    if problem.startswith("expected <block end>"):
-        return line, col, ("the indentation is wrong: this line lines up with no level above it (the keys of one "
-                           "mapping, and the items of one list, start in one column; indent with spaces)")
-    if problem == "mapping values are not allowed here":
-        at = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
-        return line, len(at) - len(at.lstrip(" ")) + 1, ("a key is not allowed here: this line is indented deeper "
-                                                         "than the key above it, or a value holds ': ' and needs "
-                                                         "quotes")
-    if "'\\t'" in problem:
-        return line, col, "a tab character: YAML indents with spaces only"
-    if problem == "could not find expected ':'" and start:
-        return start.line + 1, start.column + 1, "this key has no ':' (write 'key: value')"
-    if context in ("while parsing a flow sequence", "while parsing a flow mapping"):
-        what, closing = ("list", "]") if "sequence" in context else ("mapping", "}")
-        return line, col, f"the {what} opened at {opened} is not closed with '{closing}'"
-    if context == "while parsing a flow node" and "<stream end>" in problem:
-        return line, col, "the document ends inside a '[' list or '{' mapping that is not closed"
-    if context.startswith("while scanning a quoted scalar"):
-        return line, col, f"the quoted value that starts at {opened} is not closed"
-    if problem.startswith("duplicate key"):
-        return line, col, problem
-    return line, col, f"the YAML cannot be read here: {problem}" + (f" ({context} at {opened})" if start else "")
-
-
-def _known_keys(loc: Path) -> list[str]:
-    """The keys the model accepts in the mapping at `loc` (the realm itself for ())."""
-    model: Any = Realm
-    for part in (p for p in loc if not isinstance(p, int)):
-        field = model.model_fields.get(part) if model else None
-        kinds = [field.annotation, *typing.get_args(field.annotation)] if field else []
-        model = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
-    return list(model.model_fields) if model else []
-
-
-def _unknown_key(loc: Path) -> str:
-    close = difflib.get_close_matches(str(loc[-1]), _known_keys(loc[:-1]), n=1, cutoff=0.8)
-    return f"unknown key {loc[-1]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-
-
 def parse_realm(text: str, source: str = "realm.yaml") -> Realm:
     """Parse and validate a realm document; raise RealmInvalid with file:line:column problems,
     in the order of the document."""
     try:
-        node = yaml.compose(text, Loader=_UniqueKeyLoader)
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        node = yaml.compose(text, Loader=UniqueKeyLoader)
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
-        line, col, sentence = _yaml_problem(exc, text)
+        line, col, sentence = yaml_problem(exc, text)
         raise RealmInvalid([f"{source}:{line}:{col}: {sentence}"]) from None
     except yaml.YAMLError as exc:
         raise RealmInvalid([f"{source}:1:1: {exc}"]) from None
@@ -551,8 +458,8 @@ def parse_realm(text: str, source: str = "realm.yaml") -> Realm:
         raise RealmInvalid([f"{source}:1:1: the realm document is empty"])
     if not isinstance(data, dict):
         raise RealmInvalid([f"{source}:1:1: the realm must be a mapping with clusters, stores and destinations"])
-    positions: dict[Path, tuple[int, int]] = {}
-    _positions(node, (), positions)
+    known: dict[Path, tuple[int, int]] = {}
+    positions(node, (), known)
     try:
         return Realm.model_validate(data)
     except ValidationError as exc:
@@ -561,18 +468,18 @@ def parse_realm(text: str, source: str = "realm.yaml") -> Realm:
             ctx_err = (err.get("ctx") or {}).get("error")
             if isinstance(ctx_err, _CrossRefError):
                 for loc, msg in ctx_err.problems:
-                    problems.append((*_locate(positions, loc), f"{_path_text(loc)}: {msg}"))
+                    problems.append((*locate(known, loc), f"{path_text(loc)}: {msg}"))
                 continue
             loc = tuple(err["loc"])
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
-                msg = _unknown_key(loc)
+                msg = unknown_key(Realm, loc)
             elif err["type"] == "missing":
                 msg = f"required key {loc[-1]!r} is missing"
             elif err["type"] == "enum":
                 expected = (err.get("ctx") or {}).get("expected", "")
                 msg = f"{err['input']!r} is not one of {expected}"
-            problems.append((*_locate(positions, loc), f"{_path_text(loc)}: {msg}"))
+            problems.append((*locate(known, loc), f"{path_text(loc)}: {msg}"))
         # By line, then column: the order the operator reads and fixes them in.
         raise RealmInvalid([f"{source}:{line}:{col}: {msg}" for line, col, msg in sorted(problems)]) from None
 
