@@ -227,6 +227,20 @@ def test_unknown_destination_is_a_domain_error(data_dir: Path) -> None:
     assert result.stderr.startswith("error: UNKNOWN_DESTINATION: ")
 
 
+def test_a_publish_nothing_wants_is_reported_as_not_stored(data_dir: Path) -> None:
+    """On the default realm a topic stores a message only for the durables that want it: the
+    CLI says so instead of printing a message sequence of 0."""
+    one = strongroom("publish", "it.nobody.wants", "--data-dir", str(data_dir))
+    assert one.returncode == 0, one.stderr
+    assert "not stored: no durable wants 'it.nobody.wants'" in one.stdout
+    many = strongroom("publish", "it.nobody.wants", "--count", "3", "--json", "--data-dir", str(data_dir))
+    assert many.returncode == 0, many.stderr
+    summary = json.loads(many.stdout)
+    assert (summary["confirmed"], summary["not_stored"]) == (3, 3)
+    queued = strongroom("publish", "it.stored.queue", "--json", "--data-dir", str(data_dir))
+    assert json.loads(queued.stdout)["not_stored"] == 0
+
+
 def test_server_option_reaches_the_cluster_and_the_realm_service(data_dir: Path, tmp_path: Path) -> None:
     """-s names the members for the client commands; the realm commands find the realm service
     from the same -s (members of the local cluster: its state file; the realm service itself:
@@ -381,16 +395,3 @@ def test_failover_drill_loses_nothing() -> None:
     assert report["ok"] is True, (report, result.stderr)
     assert result.returncode == 0
 
-
-def test_a_publish_nothing_wants_is_reported_as_not_stored(data_dir: Path) -> None:
-    """On the default realm a topic stores a message only for the durables that want it: the
-    CLI says so instead of printing a message sequence of 0."""
-    one = strongroom("publish", "it.nobody.wants", "--data-dir", str(data_dir))
-    assert one.returncode == 0, one.stderr
-    assert "not stored: no durable wants 'it.nobody.wants'" in one.stdout
-    many = strongroom("publish", "it.nobody.wants", "--count", "3", "--json", "--data-dir", str(data_dir))
-    assert many.returncode == 0, many.stderr
-    summary = json.loads(many.stdout)
-    assert (summary["confirmed"], summary["not_stored"]) == (3, 3)
-    queued = strongroom("publish", "it.stored.queue", "--json", "--data-dir", str(data_dir))
-    assert json.loads(queued.stdout)["not_stored"] == 0
