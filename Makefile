@@ -20,9 +20,11 @@ protos: venv
 check-protos: venv
 	$(PY) scripts/gen_protos.py --check
 
-# The whole suite: unit, integration (real etcd, real processes), slow failover tests.
+# The whole suite: unit, integration (real etcd, real processes), slow failover tests, and the
+# README's shell and Python examples against a real local cluster (tests/docs). Prints the 15
+# slowest tests and every skipped one with its reason.
 test: venv check-protos
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -rfEs
 
 up: venv
 	$(VENV)/bin/strongroom up
