@@ -45,9 +45,9 @@ $(VENV)/.bench-installed: pyproject.toml | venv
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $@
 
-# Fault injection (issue 6): every fault against a fresh cluster under a checked workload, then a
-# table; exit status 1 on any failure. CHAOS_SECONDS=fault time per scenario (default 15),
-# CHAOS_FAULTS=name,name (default all), CHAOS_SEED; CHAOS_ARGS passes options (e.g. --out DIR).
+# Fault injection (services/strongroom/chaos/): every fault against a fresh cluster under a checked
+# workload, then a table; exit status 1 on any failure. CHAOS_SECONDS=fault time per scenario
+# (default 15), CHAOS_FAULTS=name,name (default all), CHAOS_SEED; CHAOS_ARGS passes options (e.g. --out DIR).
 .PHONY: chaos
 chaos: venv
 	$(PY) -m strongroom.chaos $(CHAOS_ARGS)
