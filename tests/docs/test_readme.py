@@ -23,6 +23,7 @@ Whatever the blocks left running in the data dir is stopped by pid at the end.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -44,7 +45,7 @@ README = ROOT / "README.md"
 RUNNERS = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python"}
 """Fence languages the test runs, and how."""
 BLOCK_TIMEOUT = 180.0
-"""Seconds one block may take (the slowest, the local failover drill, takes about 10)."""
+"""Seconds one block may take (the slowest, the local failover drill, takes under 10)."""
 ENVIRONMENT_OF_OTHERS = ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR", "STRONGROOM_REALM", "STRONGROOM_ETCD")
 """Variables of the caller's environment that would point the blocks at another cluster."""
 
@@ -111,8 +112,8 @@ def parse_blocks(markdown: str) -> list[Block]:
 
 
 BLOCKS = parse_blocks(README.read_text())
-RUN = [b for b in BLOCKS if b.not_run is not None or b.runner is not None]
-RUN = [b for b in RUN if not b.run_last] + [b for b in RUN if b.run_last]
+_TESTED = [b for b in BLOCKS if b.not_run is not None or b.runner is not None]
+RUN = [b for b in _TESTED if not b.run_last] + [b for b in _TESTED if b.run_last]
 """The blocks of `test_block`, in the order they run (skipped ones where they stand)."""
 
 
@@ -165,7 +166,8 @@ def run(block: Block, reader: Reader) -> subprocess.CompletedProcess[str]:
     try:
         out, err = proc.communicate(timeout=BLOCK_TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         reader.note_state()
         pytest.fail(f"{block.where}: the {block.language} block did not finish in {BLOCK_TIMEOUT:g} s\n"
