@@ -20,9 +20,11 @@ protos: venv
 check-protos: venv
 	$(PY) scripts/gen_protos.py --check
 
-# The whole suite: unit, integration (real etcd, real processes), slow failover tests.
+# The whole suite: unit, integration (real etcd, real processes), slow failover tests, and the
+# README's shell and Python examples against a real local cluster (tests/docs). Prints the 15
+# slowest tests and every skipped one with its reason.
 test: venv check-protos
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -rfEs
 
 up: venv
 	$(VENV)/bin/strongroom up
@@ -43,9 +45,9 @@ $(VENV)/.bench-installed: pyproject.toml | venv
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $@
 
-# Fault injection (issue 6): every fault against a fresh cluster under a checked workload, then a
-# table; exit status 1 on any failure. CHAOS_SECONDS=fault time per scenario (default 15),
-# CHAOS_FAULTS=name,name (default all), CHAOS_SEED; CHAOS_ARGS passes options (e.g. --out DIR).
+# Fault injection (services/strongroom/chaos/): every fault against a fresh cluster under a checked
+# workload, then a table; exit status 1 on any failure. CHAOS_SECONDS=fault time per scenario
+# (default 15), CHAOS_FAULTS=name,name (default all), CHAOS_SEED; CHAOS_ARGS passes options (e.g. --out DIR).
 .PHONY: chaos
 chaos: venv
 	$(PY) -m strongroom.chaos $(CHAOS_ARGS)

@@ -93,7 +93,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     for r in doc["ratios"]:
         pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
     figs = [f for f in FIGURES if any(f in p for p in pairs.values())]
-    out += ["", "Ratio ours / peer of the medians, against the issue's targets (throughput: higher is",
+    out += ["", "Ratio ours / peer of the medians, against Strongroom's goals: at least level with the peer",
+            "(≥ 1.0 on throughput, ≤ 1.0 on latency) where a cell names one (throughput: higher is",
             "better; latency: lower is better):", "",
             "| figure | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |",
             "|---|" + "---:|" * len(pairs)]

@@ -1,6 +1,7 @@
 """The Python client of Strongroom: leader discovery, transparent failover, publish, subscribe.
 
     client = Client("127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103")
+    client = Client(endpoints_from_environment())           # $STRONGROOM_ENDPOINTS, else `strongroom up`'s
     await client.publish("orders", b"...")                  # returns once committed
     pub = client.publisher("orders", window=256)             # pipelined, every one confirmed
     fut = await pub.send(b"...")
@@ -17,7 +18,8 @@ id, and the leader stores it once. Every error the client raises is a
 `strongroom.errors.StrongroomError` (with `retriable`), except `TimeoutError` from
 `Subscription.next(timeout)`.
 
-Modules: `connection` (channels, the leader, the retry loop), `retry` (the retry policy and
+Modules: `connection` (channels, the leader, the retry loop), `endpoints` (where the cluster
+is, from the environment or the local cluster's state file), `retry` (the retry policy and
 what a failed call means), `messages` (fields, matchers, `Received`), `publisher`,
 `subscription`, `maps`, and `client` (the facade).
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from strongroom.client.client import Client
 from strongroom.client.connection import Connection
+from strongroom.client.endpoints import endpoints_from_environment
 from strongroom.client.maps import Map, MapEntry
 from strongroom.client.messages import (
     ABSENT,
@@ -55,5 +58,6 @@ __all__ = [
     "RetryPolicy",
     "Subscription",
     "build_matcher",
+    "endpoints_from_environment",
     "message_json",
 ]

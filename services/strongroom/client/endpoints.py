@@ -1,0 +1,44 @@
+"""Where the cluster is, found as the `strongroom` commands find it when `-s` names nothing: the
+`STRONGROOM_ENDPOINTS` environment variable, else every member of the local cluster's state file
+(the one `strongroom up` writes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from strongroom.client.connection import parse_endpoints
+from strongroom.errors import InvalidArgument
+
+__all__ = ["ENDPOINTS_ENV", "endpoints_from_environment"]
+
+ENDPOINTS_ENV = "STRONGROOM_ENDPOINTS"
+"""The environment variable naming the cluster's members, HOST:PORT,..."""
+
+
+def endpoints_from_environment(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """The member addresses to give `Client`: `$STRONGROOM_ENDPOINTS` (HOST:PORT,...) when set,
+    else every member of the state file of the local cluster in `data_dir` (default:
+    `$STRONGROOM_DATA_DIR`, else `./.strongroom`, as for `strongroom up`).
+
+    Raises `InvalidArgument` when the variable names no address, or when it is unset and there
+    is no state file (no local cluster was started there) or the file lists no member."""
+    # The launcher owns the data dir's default and the state file's format; imported here so
+    # that importing the client does not load it.
+    from strongroom.local.launcher import default_data_dir, load_state, member_endpoints, state_path
+
+    raw = os.environ.get(ENDPOINTS_ENV)
+    if raw:
+        named = parse_endpoints(raw)
+        if not named:
+            raise InvalidArgument(f"${ENDPOINTS_ENV} names no address: {raw!r}")
+        return named
+    where = Path(data_dir).absolute() if data_dir is not None else default_data_dir()
+    state = load_state(where)
+    if state is None:
+        raise InvalidArgument(f"no endpoints: set {ENDPOINTS_ENV}=HOST:PORT,... or start a local cluster "
+                              f"with `strongroom up` (no state file at {state_path(where)})")
+    endpoints = member_endpoints(state)
+    if not endpoints:
+        raise InvalidArgument(f"the state file {state_path(where)} lists no members")
+    return endpoints
