@@ -196,20 +196,17 @@ def explicit_servers(args: argparse.Namespace, *env: str) -> tuple[list[str], st
 def resolve_endpoints(args: argparse.Namespace) -> list[str]:
     """The member addresses to reach: `-s/--server`, else $STRONGROOM_ENDPOINTS, else every
     member of the local state file."""
-    from strongroom.local.launcher import load_state, member_endpoints
+    from strongroom.client import endpoints_from_environment
+    from strongroom.errors import InvalidArgument
 
     named = explicit_servers(args)
     if named is not None:
         return named[0]
-    where = data_dir(args)
-    state = load_state(where)
-    if state is None:
-        raise CliError(f"no endpoints: pass -s/--server HOST:PORT,... or set {ENDPOINTS_ENV}, "
-                       f"or start a local cluster with `strongroom up` (no state file in {where})")
-    endpoints = member_endpoints(state)
-    if not endpoints:
-        raise CliError(f"the state file in {where} lists no members")
-    return endpoints
+    # Neither -s nor the variable: the local cluster's state file, as the client finds it.
+    try:
+        return endpoints_from_environment(data_dir(args))
+    except InvalidArgument as err:
+        raise CliError(f"{err.message}; or pass -s/--server HOST:PORT,...") from None
 
 
 def parse_match(conditions: Sequence[str], option: str = "--match") -> dict[str, object]:
