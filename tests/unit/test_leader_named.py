@@ -33,7 +33,7 @@ def _node(tmp_path: Path) -> PersistenceNode:
     return PersistenceNode(config, parse_realm(REALM, "test realm"), 1)
 
 
-def test_a_not_leader_names_the_leader_the_member_knows_of_and_never_itself(tmp_path: Path) -> None:
+async def test_a_not_leader_names_the_leader_the_member_knows_of_and_never_itself(tmp_path: Path) -> None:
     node = _node(tmp_path)
     stepped_down = NotLeaderError("member m1 stepped down: asked to")
     node.leader = None
@@ -52,7 +52,7 @@ def test_a_not_leader_names_the_leader_the_member_knows_of_and_never_itself(tmp_
     node.replica.close()
 
 
-def test_subscribe_stream_messages_carry_the_leader(tmp_path: Path) -> None:
+async def test_subscribe_stream_messages_carry_the_leader(tmp_path: Path) -> None:
     node = _node(tmp_path)
     node.leader = LeaderInfo("m2", "127.0.0.1:2", 5)
     closed = subscribe_response(Closed("NOT_LEADER", "member m1 is no longer the leader"), node.name_leader).closed
