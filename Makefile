@@ -20,10 +20,37 @@ protos: venv
 check-protos: venv
 	$(PY) scripts/gen_protos.py --check
 
-# The whole suite: unit, integration (real etcd, real processes), slow failover tests, and the
-# README's shell and Python examples against a real local cluster (tests/docs). Prints the 15
-# slowest tests and every skipped one with its reason.
-test: venv check-protos
+# buf, from the npm registry (@bufbuild/buf), into .tools/buf: lint of protos/ (buf.yaml says
+# which rules and why) and breaking-change check against protos/ of the previous commit (on
+# main: the commit before the merge). Each says in one line when it is skipped.
+BUF_VERSION := 1.75.0
+BUF_DIR := .tools/buf
+BUF := $(BUF_DIR)/node_modules/.bin/buf
+BUF_AGAINST ?= HEAD~1
+BUF_SKIP := skipped: npm is not installed (the buf CLI comes from the npm registry as @bufbuild/buf)
+
+.PHONY: buf buf-lint buf-breaking
+buf:
+	@command -v npm >/dev/null 2>&1 || exit 0; \
+	if ! { [ -x $(BUF) ] && [ "$$($(BUF) --version)" = "$(BUF_VERSION)" ]; }; then \
+	  npm install --silent --no-audit --no-fund --prefix $(BUF_DIR) @bufbuild/buf@$(BUF_VERSION); fi
+
+buf-lint: buf
+	@if ! command -v npm >/dev/null 2>&1 || [ ! -x $(BUF) ]; then echo "buf lint $(BUF_SKIP)"; \
+	else $(BUF) lint && echo "buf lint: protos/ clean"; fi
+
+buf-breaking: buf
+	@if ! command -v npm >/dev/null 2>&1 || [ ! -x $(BUF) ]; then echo "buf breaking $(BUF_SKIP)"; \
+	elif ! git rev-parse -q --verify "$(BUF_AGAINST)^{commit}" >/dev/null; then \
+	  echo "buf breaking skipped: no commit $(BUF_AGAINST) to compare protos/ with (a shallow clone?)"; \
+	else rm -rf .tools/against && mkdir -p .tools/against && git archive "$(BUF_AGAINST)" protos | tar -x -C .tools/against && \
+	  $(BUF) breaking --against .tools/against/protos && echo "buf breaking: protos/ compatible with $(BUF_AGAINST)"; fi
+
+# The whole suite: buf lint and breaking-change check of protos/, then unit, integration (real
+# etcd, real processes), slow failover tests, and the README's shell and Python examples against
+# a real local cluster (tests/docs). Prints the 15 slowest tests and every skipped one with its
+# reason.
+test: venv check-protos buf-lint buf-breaking
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -rfEs
 
 up: venv

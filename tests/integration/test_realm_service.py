@@ -347,6 +347,20 @@ def test_health_reports_serving_and_reflection_lists_the_service(realm: RealmPro
         assert {"strongroom.v1.RealmService", "grpc.health.v1.Health"} <= names
 
 
+def test_reflection_is_served_as_v1_too(realm: RealmProcess) -> None:
+    """grpcurl and newer tools ask grpc.reflection.v1 first (its messages encode as v1alpha's)."""
+    with grpc.insecure_channel(realm.address) as channel:
+        info = channel.stream_stream("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                     request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                                     response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+        listed, described = list(info(iter([
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol="strongroom.v1.RealmService")]), timeout=10))
+    names = {s.name for s in listed.list_services_response.service}
+    assert {"strongroom.v1.RealmService", "grpc.reflection.v1.ServerReflection"} <= names
+    assert described.file_descriptor_response.file_descriptor_proto
+
+
 # --- process lifecycle ---------------------------------------------------------------------------
 
 

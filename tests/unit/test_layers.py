@@ -23,6 +23,8 @@ GRPC_ADAPTERS = {
     "strongroom.persistence.transport",
     # The realm service's servicer and server.
     "strongroom.realm.service",
+    # Server reflection (v1 and v1alpha) that both servers serve.
+    "strongroom.reflection",
     # The error table at the gRPC boundary, and the etcd client (etcd speaks gRPC).
     "strongroom.grpcerrors",
     "strongroom.etcd",

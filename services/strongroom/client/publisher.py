@@ -204,7 +204,7 @@ class Publisher:
             if item.correlation_id not in self._unconfirmed:
                 continue
             if item.error_reason:
-                err = error_for_reason(item.error_reason, item.error_message)
+                err = error_for_reason(item.error_reason, item.error_message, dict(item.error_metadata))
                 if err.retriable:
                     retry = retry or err
                     continue

@@ -258,8 +258,11 @@ class Subscription:
                     await self._reopen()
                 continue
             if self._take(resp):
-                # The leader ended the subscription (it stepped down): find the new one.
-                self.connection.note_failure(self._address, None)
+                # The leader ended the subscription (it stepped down): find the new one, at once
+                # when the close names it.
+                closed = resp.closed
+                self.connection.note_failure(self._address, error_for_reason(closed.reason, closed.message,
+                                                                             dict(closed.metadata)))
                 await self._reopen()
         msg = self._buffer.pop(0)
         self._consumed_since_grant += 1
@@ -287,7 +290,7 @@ class Subscription:
             return True
         if which == "refusals":
             for r in resp.refusals.refusals:
-                refusal = Refusal(r.message_seq, r.operation, error_for_reason(r.reason, r.message))
+                refusal = Refusal(r.message_seq, r.operation, error_for_reason(r.reason, r.message, dict(r.metadata)))
                 log.warning("%s of message %d on %r refused: %s: %s", r.operation, r.message_seq,
                             self.destination, r.reason, r.message)
                 self.refusals.append(refusal)

@@ -289,6 +289,11 @@ class Dispatcher:
         dd = self._durables.get(key)
         return len(dd.subs) if dd else 0
 
+    def ack_sync_mode(self, key: str) -> int:
+        """The acknowledgment mode of a durable's newest open subscription (0: none open)."""
+        dd = self._durables.get(key)
+        return dd.subs[-1].ack_sync_mode if dd and dd.subs else 0
+
     def unacked(self, key: str) -> int:
         """How many of a durable's messages are delivered and not yet acknowledged."""
         dd = self._durables.get(key)

@@ -40,14 +40,14 @@ class MapServicer(mgrpc.MapServiceServicer):
         try:
             out = await self.front.put(request.store, request.map, request.key, request.value)
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         return _write_reply(out)
 
     async def Get(self, request: mpb.MapGetRequest, context: Context) -> mpb.MapGetResponse:
         try:
             entry = await self.front.get(request.store, request.map, request.key)
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         if entry is None:
             return mpb.MapGetResponse(found=False)
         return mpb.MapGetResponse(found=True, entry=_entry(entry))
@@ -56,7 +56,7 @@ class MapServicer(mgrpc.MapServiceServicer):
         try:
             out = await self.front.delete(request.store, request.map, request.key)
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         return _write_reply(out)
 
     async def List(self, request: mpb.MapListRequest, context: Context) -> mpb.MapListResponse:
@@ -64,7 +64,7 @@ class MapServicer(mgrpc.MapServiceServicer):
             entries, more = await self.front.list(request.store, request.map, request.prefix,
                                                   request.start_after, request.limit)
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         return mpb.MapListResponse(entries=[_entry(e) for e in entries], more=more)
 
     async def CompareAndSet(self, request: mpb.MapCompareAndSetRequest, context: Context) -> mpb.MapWriteResponse:
@@ -72,5 +72,5 @@ class MapServicer(mgrpc.MapServiceServicer):
             out = await self.front.compare_and_set(request.store, request.map, request.key,
                                                    request.expected_version, request.value, request.delete)
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         return _write_reply(out)

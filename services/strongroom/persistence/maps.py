@@ -27,6 +27,7 @@ from strongroom.errors import (
     MapsNotAllowed,
     MessageTooLarge,
     NoLeaderError,
+    StrongroomError,
     UnknownStore,
 )
 from strongroom.persistence.state import MapResult, StateMachine
@@ -108,6 +109,8 @@ class Leading(Protocol):
 
     def require_leader(self) -> LeaderTerm: ...
 
+    def name_leader(self, err: StrongroomError) -> StrongroomError: ...
+
 
 class MapFront:
     """Put, get, delete, list and compare-and-set on the maps of this member's cluster."""
@@ -119,6 +122,10 @@ class MapFront:
         # where both get the entry's index as version, and a client holding the first one's
         # version could compare-and-set over the second one's value.
         self._writing = _KeyLocks()
+
+    def named(self, err: StrongroomError) -> StrongroomError:
+        """`err` as the client is told it: a NOT_LEADER names the leader, if this member knows it."""
+        return self.node.name_leader(err)
 
     # --- writes --------------------------------------------------------------------------------
 

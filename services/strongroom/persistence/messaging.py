@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
     DurableMismatch,
@@ -37,7 +38,6 @@ from strongroom.persistence.matcher import (
 )
 from strongroom.persistence.publishing import (
     PendingPublishes,
-    Publish,
     PublishItem,
     PublishMode,
     PublishOutcome,
@@ -55,6 +55,7 @@ from strongroom.tracing import traced
 __all__ = ["MessagingFront", "Replay", "Routes"]
 
 _KINDS = (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_STANDARD, cpb.DURABLE_KIND_SHARED, cpb.DURABLE_KIND_LASTVALUE)
+_ACK_MODES = (mpb.ACK_MODE_UNSPECIFIED, mpb.ACK_MODE_EXPLICIT, mpb.ACK_MODE_AUTO)
 _TEMPLATE_KINDS = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD, TemplateKind.SHARED: cpb.DURABLE_KIND_SHARED,
                    TemplateKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE}
 
@@ -83,6 +84,8 @@ class Routes(Protocol):
 
     def require_leader(self) -> LeaderTerm: ...
 
+    def name_leader(self, err: StrongroomError) -> StrongroomError: ...
+
 
 class MessagingFront:
     """Publish, subscribe and acknowledge."""
@@ -95,6 +98,10 @@ class MessagingFront:
         """Raise what a client should be told (NOT_LEADER with the leader's address, recovering,
         no leader) unless this member serves as leader."""
         self._routes.require_leader()
+
+    def named(self, err: StrongroomError) -> StrongroomError:
+        """`err` as the client is told it: a NOT_LEADER names the leader, if this member knows it."""
+        return self._routes.name_leader(err)
 
     def realm_changed(self) -> None:
         """A new realm version: routes are resolved afresh."""
@@ -118,9 +125,10 @@ class MessagingFront:
 
     # --- publish ------------------------------------------------------------------------------
 
-    async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome:
-        """Store one message; with confirm-send, return once committed."""
-        (outcome,) = await self.submit_publishes([Publish(destination, message, mode)], None, []).outcomes()
+    async def publish(self, item: PublishItem) -> PublishOutcome:
+        """Store one message (a `Publish`, or a `PublishRequest` as it came); with confirm-send,
+        return once committed."""
+        (outcome,) = await self.submit_publishes([item], None, []).outcomes()
         if isinstance(outcome, StrongroomError):
             raise outcome
         return outcome
@@ -216,13 +224,16 @@ class MessagingFront:
 
     async def open_subscription(self, destination: str, durable_name: str, kind: int, client_name: str,
                                 credit: int, matcher: cpb.ContentMatcher | None = None, ack_sync_mode: int = 0,
-                                replay: Replay | None = None) -> Subscription:
+                                replay: Replay | None = None, ack_mode: int = 0) -> Subscription:
         """Open a subscription; the durable is created (through the log) if it does not exist,
-        repositioned first when `replay` is given."""
+        repositioned first when `replay` is given. `ack_mode` (explicit or automatic acks) is
+        the client library's business: only an unknown value is refused."""
         if kind not in _KINDS:
             raise UnknownDurableKind(f"unknown durable kind {kind}; use STANDARD, SHARED or LASTVALUE")
         if not destination:
             raise InvalidArgument("destination is required")
+        if ack_mode not in _ACK_MODES:
+            raise InvalidArgument(f"unknown ack mode {ack_mode}; use EXPLICIT or AUTO")
         term = self._routes.require_leader()
         route = self.resolve(destination)
         store = route.store

@@ -25,7 +25,13 @@ from typing import Any
 
 from strongroom.aio import wait_event
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.errors import NoLeaderError, NotLeaderError, PersistenceUnavailable, UnknownMember
+from strongroom.errors import (
+    NoLeaderError,
+    NotLeaderError,
+    PersistenceUnavailable,
+    StrongroomError,
+    UnknownMember,
+)
 from strongroom.etcd import EtcdClient
 from strongroom.keys import REALM_SERVICE, leader_key, stored_key
 from strongroom.persistence.config import MemberConfig, Role
@@ -128,6 +134,17 @@ class PersistenceNode:
         if term is not None:
             raise PersistenceUnavailable(f"member {self.member} is recovering leadership")
         raise NoLeaderError(f"cluster {self.cluster_name} has no leader at the moment")
+
+    def name_leader(self, err: StrongroomError) -> StrongroomError:
+        """`err` as a client gets it: a NOT_LEADER that names no leader (raised when this member
+        stepped down, before it knew who follows) names the leader this member knows of now,
+        if it knows one other than itself; anything else unchanged."""
+        if not isinstance(err, NotLeaderError) or err.leader_address:
+            return err
+        leader = self.leader
+        if leader is None or leader.member == self.member or not leader.address:
+            return err
+        return NotLeaderError(err.message, leader.member, leader.address)
 
     def status(self) -> ClusterStatus:
         """This member's view of its cluster."""

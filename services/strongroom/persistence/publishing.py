@@ -16,6 +16,7 @@ from enum import IntEnum
 from typing import NamedTuple, Protocol
 
 from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.errors import (
     InvalidArgument,
     SequenceOutsideWindow,
@@ -100,13 +101,35 @@ _MODES = frozenset(PublishMode)
 
 
 def check_publish(item: PublishItem) -> None:
-    """Refuse a malformed publish (InvalidArgument) before it reaches the log."""
+    """Refuse a publish that cannot be meant (InvalidArgument) before it reaches the log: no
+    destination, an unknown mode, no message at all (a request whose `message` is unset, as
+    opposed to an empty one), half a message id (a sequence without a producer id, or a
+    producer id with sequence 0: proto3's default, so every message of a publisher that forgot
+    to number them would be taken for a retry of the first), a field without a name or a value.
+
+    An empty producer id with sequence 0 is a message without an id: never deduplicated. A
+    reused id with another body is a retry as far as the store can tell: it answers
+    `duplicate` with the first message's sequence and does not compare bodies (messaging.proto
+    says so to users)."""
     if not item.destination:
         raise InvalidArgument("destination is required")
     if item.mode not in _MODES:
         raise InvalidArgument(f"unknown publish mode {item.mode}")
-    if item.message.sequence and not item.message.producer_id:
+    if type(item) is mpb.PublishRequest and not item.HasField("message"):
+        raise InvalidArgument("message is required (send an empty Message for an empty body)")
+    message = item.message
+    if message.producer_id:
+        if not message.sequence:
+            raise InvalidArgument(f"producer {message.producer_id!r} needs a sequence of 1 or more: "
+                                  f"(producer_id, sequence) is the message id")
+    elif message.sequence:
         raise InvalidArgument("a message sequence needs a producer_id")
+    if message.fields:
+        for name, value in message.fields.items():
+            if not name:
+                raise InvalidArgument("a message field needs a name")
+            if value.WhichOneof("value") is None:
+                raise InvalidArgument(f"message field {name!r} has no value")
 
 
 def invalid(item: PublishItem) -> StrongroomError | None:

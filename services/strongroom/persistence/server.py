@@ -1,5 +1,5 @@
 """A persistence member's servers: gRPC (client API, maps, replication, admin, health,
-reflection) and the replication link, wired to one `PersistenceNode`.
+reflection v1 and v1alpha) and the replication link, wired to one `PersistenceNode`.
 
     server, port = await create_server(config, realm, version)
     ...
@@ -19,7 +19,6 @@ from dataclasses import replace
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from strongroom.api.v1 import (
     admin_pb2,
@@ -37,6 +36,7 @@ from strongroom.persistence.map_servicer import MapServicer
 from strongroom.persistence.node import PersistenceNode
 from strongroom.persistence.servicer import AdminServicer, MessagingServicer, ReplicationServicer
 from strongroom.realm.model import Realm
+from strongroom.reflection import enable_reflection
 
 __all__ = ["MemberServer", "create_server", "link_host"]
 
@@ -132,7 +132,7 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection([*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    enable_reflection([*SERVICES, health.SERVICE_NAME], server)
     # In a pod (the chart sets POD_NAME/POD_NAMESPACE) the leader labels itself for the leader Service.
     install_leader_label(node)
     await server.start()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol, cast
 
 import grpc
@@ -21,7 +21,7 @@ from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.errors import InvalidArgument, StrongroomError
+from strongroom.errors import InvalidArgument, StrongroomError, error_for_reason
 from strongroom.grpcerrors import abort_with, to_status
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
@@ -40,16 +40,18 @@ Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
 class Messaging(Protocol):
     """The messaging front (`MessagingFront`)."""
 
-    async def publish(self, destination: str, message: cpb.Message, mode: int) -> PublishOutcome: ...
+    async def publish(self, item: PublishItem) -> PublishOutcome: ...
 
     def submit_publishes(self, items: Sequence[PublishItem], pin: list[int] | None,
                          broken: list[StrongroomError]) -> PendingPublishes: ...
 
     def check_leader(self) -> None: ...
 
+    def named(self, err: StrongroomError) -> StrongroomError: ...
+
     async def open_subscription(self, destination: str, durable_name: str, kind: int, client_name: str,
                                 credit: int, matcher: cpb.ContentMatcher | None = None, ack_sync_mode: int = 0,
-                                replay: Replay | None = None) -> Subscription: ...
+                                replay: Replay | None = None, ack_mode: int = 0) -> Subscription: ...
 
     def grant(self, sub: Subscription, credit: int) -> None: ...
 
@@ -77,9 +79,10 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
 
     async def Publish(self, request: mpb.PublishRequest, context: Context) -> mpb.PublishResponse:
         try:
-            out = await self.front.publish(request.destination, request.message, request.mode)
+            # The request is a PublishItem as it is (publishing.PublishItem), presence of `message` included.
+            out = await self.front.publish(request)
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         return mpb.PublishResponse(correlation_id=request.correlation_id, message_seq=out.message_seq,
                                    duplicate=out.duplicate, confirmed=out.confirmed, log_index=out.log_index,
                                    no_interest=out.no_interest)
@@ -93,7 +96,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             # the leader's address, as a unary call would, so the client follows it directly.
             self.front.check_leader()
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         # Per batch read: its requests, submitted (each batch as it arrives, no task per batch).
         out: asyncio.Queue[tuple[list[mpb.PublishRequest], PendingPublishes] | None] = asyncio.Queue()
         pin: list[int] = []
@@ -124,9 +127,10 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                             duplicate=res.duplicate, confirmed=res.confirmed, log_index=res.log_index,
                             no_interest=res.no_interest)
                     else:
+                        res = self.front.named(res)
                         status = to_status(res)
                         add(correlation_id=req.correlation_id, error_code=status.code.value[0],
-                            error_reason=res.reason, error_message=res.message)
+                            error_reason=res.reason, error_message=res.message, error_metadata=res.metadata)
                 yield reply
         finally:
             task.cancel()
@@ -143,22 +147,26 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         try:
             sub = await self.front.open_subscription(
                 o.destination, o.durable, o.kind, o.client_name, o.credit or 256, matcher=o.matcher,
-                ack_sync_mode=o.ack_sync_mode, replay=replay)
+                ack_sync_mode=o.ack_sync_mode, replay=replay, ack_mode=o.ack_mode)
         except StrongroomError as err:
-            await abort_with(context, err)
-        control = asyncio.create_task(self._control(sub, o.destination, request_iterator))
+            await abort_with(context, self.front.named(err))
+        # A later request that breaks the protocol ends the stream with its error.
+        broken: list[StrongroomError] = []
+        control = asyncio.create_task(self._control(sub, o.destination, request_iterator, broken))
         try:
             while True:
                 item = await sub.outbox.get()
                 if item is None:
                     break
-                yield subscribe_response(item)
+                yield subscribe_response(item, self.front.named)
         finally:
             control.cancel()
             self.front.close_subscription(sub)
+        if broken:
+            await abort_with(context, broken[0])
 
     async def _control(self, sub: Subscription, destination: str,
-                       requests: AsyncIterator[mpb.SubscribeRequest]) -> None:
+                       requests: AsyncIterator[mpb.SubscribeRequest], broken: list[StrongroomError]) -> None:
         try:
             async for req in requests:
                 which = req.WhichOneof("request")
@@ -166,6 +174,14 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                     self.front.grant(sub, req.credit)
                 elif which in ("ack", "nak", "term"):
                     self._settle(sub, destination, which, req)
+                else:
+                    # A second open, or a request with nothing set (or a kind this version does
+                    # not know): nothing it could mean is done silently.
+                    broken.append(InvalidArgument(
+                        "a subscribe stream opens one subscription, with its first request; later requests "
+                        "carry credit, ack, nak or term" if which == "open" else
+                        "subscribe request carries nothing this member knows (credit, ack, nak or term)"))
+                    return
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
         except Exception:  # noqa: BLE001 - logged; the subscription ends and the client reopens
@@ -198,19 +214,23 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             index = await self.front.ack(request.destination, request.durable, list(request.message_seqs),
                                          request.subscription_id)
         except StrongroomError as err:
-            await abort_with(context, err)
+            await abort_with(context, self.front.named(err))
         return mpb.AckResponse(log_index=index)
 
 
-def subscribe_response(item: Outgoing) -> mpb.SubscribeResponse:
-    """The Subscribe stream's message for what the dispatcher put in a subscription's outbox."""
+def subscribe_response(item: Outgoing, named: Callable[[StrongroomError], StrongroomError] = lambda err: err
+                       ) -> mpb.SubscribeResponse:
+    """The Subscribe stream's message for what the dispatcher put in a subscription's outbox.
+    `named` completes an error as the client is told it (a NOT_LEADER names the leader this
+    member knows of when the message is written)."""
     if isinstance(item, list):
         reply = mpb.SubscribeResponse()
         if item and isinstance(item[0], Refusal):
             refuse = reply.refusals.refusals.add
             for r in cast(list[Refusal], item):
-                refuse(message_seq=r.message_seq, operation=r.operation, reason=r.error.reason,
-                       message=r.error.message)
+                err = named(r.error)
+                refuse(message_seq=r.message_seq, operation=r.operation, reason=err.reason, message=err.message,
+                       metadata=err.metadata)
             return reply
         add = reply.deliveries.deliveries.add
         for d in cast(list[Delivered], item):
@@ -218,7 +238,10 @@ def subscribe_response(item: Outgoing) -> mpb.SubscribeResponse:
                 destination=d.destination, published_at=d.published_at)
         return reply
     if isinstance(item, Closed):
-        return mpb.SubscribeResponse(closed=mpb.SubscriptionClosed(reason=item.reason, message=item.message))
+        # The metadata of the reason's error: NOT_LEADER's names the leader (empty when unknown).
+        err = named(error_for_reason(item.reason, item.message))
+        return mpb.SubscribeResponse(closed=mpb.SubscriptionClosed(reason=item.reason, message=item.message,
+                                                                   metadata=err.metadata))
     return mpb.SubscribeResponse(opened=mpb.SubscriptionOpened(
         subscription_id=item.subscription_id, durable=item.durable, kind=item.kind, key_field=item.key_field,
         ack_sync_mode=item.ack_sync_mode))

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.errors import StrongroomError
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.lifetimes import store_config
 from strongroom.persistence.matcher import matcher_text
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
-from strongroom.persistence.state import StateMachine
+from strongroom.persistence.state import Durable, StateMachine
 from strongroom.persistence.term import LeaderTerm
-from strongroom.realm.model import Realm
+from strongroom.realm.model import AckSync, Realm
 
 __all__ = ["ClusterStatus", "DurableStatus", "MemberStatus", "StoreStatus", "cluster_status"]
 
@@ -99,7 +100,21 @@ class ClusterStatus:
     stores: list[StoreStatus] = field(default_factory=list)
 
 
-def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None) -> list[DurableStatus]:
+def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:
+    """The acknowledgment mode in effect for a durable: its newest open subscription's; with none
+    open, the one it was created with; a durable created without one (a queue's own, made by its
+    first publish) takes its destination's default, as a subscriber that does not choose does."""
+    mode = dispatcher.ack_sync_mode(durable.key) if dispatcher is not None else 0
+    if mode or durable.ack_sync_mode:
+        return mode or durable.ack_sync_mode
+    try:
+        default = realm.route(durable.destination).ack_mode
+    except StrongroomError:  # the realm no longer routes it
+        return cpb.ACK_SYNC_MODE_UNSPECIFIED
+    return cpb.ACK_SYNC_MODE_SYNC if default == AckSync.SYNC else cpb.ACK_SYNC_MODE_ASYNC
+
+
+def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None, realm: Realm) -> list[DurableStatus]:
     durables = []
     for d in state.durables_of_store(store):
         held = (1 if d.last_value_seq else 0) + len(d.last_values)
@@ -109,7 +124,7 @@ def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None) ->
             pending_bytes=d.pending_bytes,
             unacked=dispatcher.unacked(d.key) if dispatcher else 0,
             subscribers=dispatcher.subscribers(d.key) if dispatcher else 0,
-            matcher=matcher_text(d.matcher), key_field=d.key_field, ack_sync_mode=d.ack_sync_mode,
+            matcher=matcher_text(d.matcher), key_field=d.key_field, ack_sync_mode=_ack_sync_mode(d, dispatcher, realm),
             content=d.content, refused=dispatcher.refusals(d.key) if dispatcher else 0))
     return durables
 
@@ -144,7 +159,7 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
             name=store.name, replicated=store.replicated,
             messages=state.store_count.get(store.name, 0) if state else 0,
             bytes=state.store_bytes.get(store.name, 0) if state else 0,
-            durables=_durables(state, store.name, dispatcher) if state else [],
+            durables=_durables(state, store.name, dispatcher, realm) if state else [],
             cluster=store.cluster, storage=storage, publisher_mode=store.publisher_mode.value,
             max_messages=config.max_messages, max_bytes=config.max_bytes, limit_policy=config.policy,
             maps=bool(store.maps), routed=store.routed, max_message_bytes=store.max_message_bytes,

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
 from strongroom.errors import RealmInvalid, StrongroomError
@@ -16,6 +15,7 @@ from strongroom.etcd import EtcdClient
 from strongroom.grpcerrors import abort_with
 from strongroom.realm.model import parse_realm
 from strongroom.realm.store import DEFAULT_SOURCE, RealmStore, RealmVersion
+from strongroom.reflection import enable_reflection
 
 __all__ = [
     "SERVICE_NAME",
@@ -166,9 +166,7 @@ async def create_server(etcd_endpoints: str, listen: str,
         RealmServicer(RealmStore(client)), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-        server)
+    enable_reflection((SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server)
     port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")

@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class AdminServiceStub:
-    """Operator API of a persistence member.
+    """Operator API of a persistence member. Every member answers for itself (no redirect): it is
+    also how a client finds the leader (ClusterStatus.leader_address).
     """
 
     def __init__(self, channel):
@@ -48,7 +49,8 @@ class AdminServiceStub:
 
 
 class AdminServiceServicer:
-    """Operator API of a persistence member.
+    """Operator API of a persistence member. Every member answers for itself (no redirect): it is
+    also how a client finds the leader (ClusterStatus.leader_address).
     """
 
     def Status(self, request, context):
@@ -59,7 +61,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StepDown(self, request, context):
-        """Ask the leader to step down (for a clean hand-off before shutdown).
+        """Ask this member to step down if it leads (for a clean hand-off before shutdown): it stops
+        serving, releases the leader key and stays out of the next election for a few seconds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -87,7 +90,8 @@ def add_AdminServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AdminService:
-    """Operator API of a persistence member.
+    """Operator API of a persistence member. Every member answers for itself (no redirect): it is
+    also how a client finds the leader (ClusterStatus.leader_address).
     """
 
     @staticmethod

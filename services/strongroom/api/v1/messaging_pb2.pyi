@@ -51,7 +51,14 @@ class PublishResponseBatch(_message.Message):
     def __init__(self, responses: _Optional[_Iterable[_Union[PublishResponse, _Mapping]]] = ...) -> None: ...
 
 class PublishResponse(_message.Message):
-    __slots__ = ("correlation_id", "message_seq", "duplicate", "confirmed", "error_code", "error_reason", "error_message", "log_index", "no_interest")
+    __slots__ = ("correlation_id", "message_seq", "duplicate", "confirmed", "error_code", "error_reason", "error_message", "log_index", "no_interest", "error_metadata")
+    class ErrorMetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +68,7 @@ class PublishResponse(_message.Message):
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     NO_INTEREST_FIELD_NUMBER: _ClassVar[int]
+    ERROR_METADATA_FIELD_NUMBER: _ClassVar[int]
     correlation_id: int
     message_seq: int
     duplicate: bool
@@ -70,7 +78,8 @@ class PublishResponse(_message.Message):
     error_message: str
     log_index: int
     no_interest: bool
-    def __init__(self, correlation_id: _Optional[int] = ..., message_seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., confirmed: _Optional[bool] = ..., error_code: _Optional[int] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ..., log_index: _Optional[int] = ..., no_interest: _Optional[bool] = ...) -> None: ...
+    error_metadata: _containers.ScalarMap[str, str]
+    def __init__(self, correlation_id: _Optional[int] = ..., message_seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., confirmed: _Optional[bool] = ..., error_code: _Optional[int] = ..., error_reason: _Optional[str] = ..., error_message: _Optional[str] = ..., log_index: _Optional[int] = ..., no_interest: _Optional[bool] = ..., error_metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class OpenSubscription(_message.Message):
     __slots__ = ("destination", "durable", "kind", "ack_mode", "credit", "client_name", "matcher", "ack_sync_mode", "replay")
@@ -165,12 +174,21 @@ class SubscriptionOpened(_message.Message):
     def __init__(self, subscription_id: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., key_field: _Optional[str] = ...) -> None: ...
 
 class SubscriptionClosed(_message.Message):
-    __slots__ = ("reason", "message")
+    __slots__ = ("reason", "message", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     reason: str
     message: str
-    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
     __slots__ = ("opened", "deliveries", "closed", "refusals")
@@ -191,16 +209,25 @@ class SettleRefusals(_message.Message):
     def __init__(self, refusals: _Optional[_Iterable[_Union[SettleRefusal, _Mapping]]] = ...) -> None: ...
 
 class SettleRefusal(_message.Message):
-    __slots__ = ("message_seq", "operation", "reason", "message")
+    __slots__ = ("message_seq", "operation", "reason", "message", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     OPERATION_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     message_seq: int
     operation: str
     reason: str
     message: str
-    def __init__(self, message_seq: _Optional[int] = ..., operation: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, message_seq: _Optional[int] = ..., operation: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class DeliveryBatch(_message.Message):
     __slots__ = ("deliveries",)

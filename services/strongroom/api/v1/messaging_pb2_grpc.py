@@ -26,9 +26,22 @@ if _version_not_supported:
 
 
 class MessagingServiceStub:
-    """The client API of a persistence cluster. Any member answers; a non-leader returns
-    FAILED_PRECONDITION with ErrorInfo reason NOT_LEADER and the leader's address in the
-    trailing metadata key "strongroom-leader".
+    """The client API of a persistence cluster (protos/README.md is the contract on one page).
+
+    Any member answers, but only the leader serves: another member fails the call (or, on a
+    stream, each message) with FAILED_PRECONDITION, ErrorInfo reason NOT_LEADER and the
+    leader in the ErrorInfo metadata keys "leader" (member name) and "leader_address"
+    (host:port), each empty when the member does not know the leader. Unary calls and the
+    opening of a stream also carry the address in the trailing metadata key "strongroom-leader"
+    (kept for earlier clients). Errors are google.rpc.Status details in "grpc-status-details-bin"
+    holding one google.rpc.ErrorInfo (domain "strongroom.io"); on a stream, per-message errors
+    carry the same reason and metadata in fields of their own.
+
+    Names: a destination (topic or queue) name is 1 to 255 characters from A-Z a-z 0-9 _ . - ] /,
+    not starting with "/"; "*", "?" and "[" make a realm pattern and are never a destination. An
+    endpoint name is 1 to 63 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit.
+    A name no destination rule or endpoint of the realm matches is refused with NOT_FOUND,
+    reason UNKNOWN_DESTINATION.
     """
 
     def __init__(self, channel):
@@ -60,14 +73,30 @@ class MessagingServiceStub:
 
 
 class MessagingServiceServicer:
-    """The client API of a persistence cluster. Any member answers; a non-leader returns
-    FAILED_PRECONDITION with ErrorInfo reason NOT_LEADER and the leader's address in the
-    trailing metadata key "strongroom-leader".
+    """The client API of a persistence cluster (protos/README.md is the contract on one page).
+
+    Any member answers, but only the leader serves: another member fails the call (or, on a
+    stream, each message) with FAILED_PRECONDITION, ErrorInfo reason NOT_LEADER and the
+    leader in the ErrorInfo metadata keys "leader" (member name) and "leader_address"
+    (host:port), each empty when the member does not know the leader. Unary calls and the
+    opening of a stream also carry the address in the trailing metadata key "strongroom-leader"
+    (kept for earlier clients). Errors are google.rpc.Status details in "grpc-status-details-bin"
+    holding one google.rpc.ErrorInfo (domain "strongroom.io"); on a stream, per-message errors
+    carry the same reason and metadata in fields of their own.
+
+    Names: a destination (topic or queue) name is 1 to 255 characters from A-Z a-z 0-9 _ . - ] /,
+    not starting with "/"; "*", "?" and "[" make a realm pattern and are never a destination. An
+    endpoint name is 1 to 63 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit.
+    A name no destination rule or endpoint of the realm matches is refused with NOT_FOUND,
+    reason UNKNOWN_DESTINATION.
     """
 
     def Publish(self, request, context):
-        """Store one message. With the store's publisher mode store_confirm_send the call returns
-        after the message is committed (majority stored it, per the storage mode).
+        """Store one message. With the store's publisher mode store_confirm_send (or mode
+        PUBLISH_MODE_STORE_CONFIRM_SEND) the call returns after the message is committed (a
+        majority stored it, per the storage mode); with store_send_noconfirm once the leader
+        queued it. A retry with the same message id (producer_id, sequence) is answered
+        `duplicate: true` and stores nothing more.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -76,24 +105,28 @@ class MessagingServiceServicer:
     def PublishStream(self, request_iterator, context):
         """Pipelined publishing: batches of requests flow in, batches of confirmations flow out as
         group-commit rounds commit, in request order, each carrying its request's correlation id.
-        An error for one message does not end the stream, but every later message of the stream
-        then fails too (so a client re-sends them in order on a new stream). A stream is pinned
-        to the leadership epoch it started in.
+        An error for one message does not end the stream, but after a retriable one (NOT_LEADER,
+        NO_QUORUM, ...) every later message of the stream fails too, so a client re-sends them in
+        order on a new stream. A stream is pinned to the leadership epoch it started in. A stream
+        opened on a member that does not lead ends at once with NOT_LEADER, like a unary call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Subscribe(self, request_iterator, context):
-        """Subscribe: the first request opens the subscription; later requests grant credit and
-        carry asynchronous acknowledgments. The server sends deliveries only while credit lasts.
+        """Subscribe: the first request must be `open` (else INVALID_ARGUMENT); later requests grant
+        credit and carry acks, naks and terms. The first response is `opened`, or the stream fails
+        with the error. The server sends deliveries only while the subscription has credit.
+        A later `open`, or a request with nothing set, ends the stream with INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Ack(self, request, context):
-        """Synchronous acknowledgment: returns once the acknowledgment is committed.
+        """Synchronous acknowledgment: returns once the acknowledgment is committed. All or nothing:
+        one message that may not be acknowledged fails the call and acknowledges none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -131,9 +164,22 @@ def add_MessagingServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class MessagingService:
-    """The client API of a persistence cluster. Any member answers; a non-leader returns
-    FAILED_PRECONDITION with ErrorInfo reason NOT_LEADER and the leader's address in the
-    trailing metadata key "strongroom-leader".
+    """The client API of a persistence cluster (protos/README.md is the contract on one page).
+
+    Any member answers, but only the leader serves: another member fails the call (or, on a
+    stream, each message) with FAILED_PRECONDITION, ErrorInfo reason NOT_LEADER and the
+    leader in the ErrorInfo metadata keys "leader" (member name) and "leader_address"
+    (host:port), each empty when the member does not know the leader. Unary calls and the
+    opening of a stream also carry the address in the trailing metadata key "strongroom-leader"
+    (kept for earlier clients). Errors are google.rpc.Status details in "grpc-status-details-bin"
+    holding one google.rpc.ErrorInfo (domain "strongroom.io"); on a stream, per-message errors
+    carry the same reason and metadata in fields of their own.
+
+    Names: a destination (topic or queue) name is 1 to 255 characters from A-Z a-z 0-9 _ . - ] /,
+    not starting with "/"; "*", "?" and "[" make a realm pattern and are never a destination. An
+    endpoint name is 1 to 63 characters from A-Z a-z 0-9 _ . -, starting with a letter or digit.
+    A name no destination rule or endpoint of the realm matches is refused with NOT_FOUND,
+    reason UNKNOWN_DESTINATION.
     """
 
     @staticmethod
@@ -247,8 +293,13 @@ class MessagingService:
 
 class MapServiceStub:
     """Replicated key-value maps inside a store. Writes go through the log (committed on a majority
-    before they return); reads are served by the leader from its committed state. Maps are not
-    allowed in routed stores or in stores whose realm entry sets maps: false.
+    before they return); reads are served by the leader from its committed state, only while its
+    lease is certainly valid (else UNAVAILABLE, NO_LEADER). Maps are not allowed in routed stores
+    or in stores whose realm entry sets maps: false (FAILED_PRECONDITION, MAPS_NOT_ALLOWED). A
+    map exists from its first write. In every request: `store` is required and must be a store of
+    this cluster (NOT_FOUND, UNKNOWN_STORE); `map` is required, at most 255 characters; `key` is
+    required, at most 1024 characters (INVALID_ARGUMENT otherwise); a value is at most the
+    store's max_message_bytes (MESSAGE_TOO_LARGE).
     """
 
     def __init__(self, channel):
@@ -286,30 +337,39 @@ class MapServiceStub:
 
 class MapServiceServicer:
     """Replicated key-value maps inside a store. Writes go through the log (committed on a majority
-    before they return); reads are served by the leader from its committed state. Maps are not
-    allowed in routed stores or in stores whose realm entry sets maps: false.
+    before they return); reads are served by the leader from its committed state, only while its
+    lease is certainly valid (else UNAVAILABLE, NO_LEADER). Maps are not allowed in routed stores
+    or in stores whose realm entry sets maps: false (FAILED_PRECONDITION, MAPS_NOT_ALLOWED). A
+    map exists from its first write. In every request: `store` is required and must be a store of
+    this cluster (NOT_FOUND, UNKNOWN_STORE); `map` is required, at most 255 characters; `key` is
+    required, at most 1024 characters (INVALID_ARGUMENT otherwise); a value is at most the
+    store's max_message_bytes (MESSAGE_TOO_LARGE).
     """
 
     def Put(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Write a key's value (created or replaced).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Read a key: found false when the map does not hold it.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Delete(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Delete a key: swapped false when it did not exist.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def List(self, request, context):
-        """Entries whose key starts with prefix, in key order, a page at a time.
+        """Entries whose key starts with prefix, in key order, a page at a time. Each page is read
+        when it is asked for: pages are not one snapshot.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -361,8 +421,13 @@ def add_MapServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class MapService:
     """Replicated key-value maps inside a store. Writes go through the log (committed on a majority
-    before they return); reads are served by the leader from its committed state. Maps are not
-    allowed in routed stores or in stores whose realm entry sets maps: false.
+    before they return); reads are served by the leader from its committed state, only while its
+    lease is certainly valid (else UNAVAILABLE, NO_LEADER). Maps are not allowed in routed stores
+    or in stores whose realm entry sets maps: false (FAILED_PRECONDITION, MAPS_NOT_ALLOWED). A
+    map exists from its first write. In every request: `store` is required and must be a store of
+    this cluster (NOT_FOUND, UNKNOWN_STORE); `map` is required, at most 255 characters; `key` is
+    required, at most 1024 characters (INVALID_ARGUMENT otherwise); a value is at most the
+    store's max_message_bytes (MESSAGE_TOO_LARGE).
     """
 
     @staticmethod

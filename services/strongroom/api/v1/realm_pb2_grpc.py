@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class RealmServiceStub:
-    """The realm service owns the realm definition: validates, versions and stores it in etcd.
+    """The realm service owns the realm definition: validates, versions and stores it in etcd. It
+    is one process (not a persistence member): no leader, no redirects.
     """
 
     def __init__(self, channel):
@@ -63,7 +64,8 @@ class RealmServiceStub:
 
 
 class RealmServiceServicer:
-    """The realm service owns the realm definition: validates, versions and stores it in etcd.
+    """The realm service owns the realm definition: validates, versions and stores it in etcd. It
+    is one process (not a persistence member): no leader, no redirects.
     """
 
     def Apply(self, request, context):
@@ -75,14 +77,15 @@ class RealmServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
-        """The current realm, or a given version.
+        """The current realm, or a given version (NOT_FOUND, REALM_VERSION_NOT_FOUND, when there is
+        none).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Validate(self, request, context):
-        """Validate without storing.
+        """Validate without storing (problems are in the response, not an error).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -139,7 +142,8 @@ def add_RealmServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RealmService:
-    """The realm service owns the realm definition: validates, versions and stores it in etcd.
+    """The realm service owns the realm definition: validates, versions and stores it in etcd. It
+    is one process (not a persistence member): no leader, no redirects.
     """
 
     @staticmethod

@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class ReplicationServiceStub:
-    """Member-to-member API of a persistence cluster. Every call carries the caller's epoch
+    """Member-to-member API of a persistence cluster: not for clients (its messages are also the
+    log and snapshot formats on disk). Every call carries the caller's epoch
     (the etcd create_revision of its leader key); a member rejects anything older than the
     highest epoch it has promised.
     """
@@ -65,7 +66,8 @@ class ReplicationServiceStub:
 
 
 class ReplicationServiceServicer:
-    """Member-to-member API of a persistence cluster. Every call carries the caller's epoch
+    """Member-to-member API of a persistence cluster: not for clients (its messages are also the
+    log and snapshot formats on disk). Every call carries the caller's epoch
     (the etcd create_revision of its leader key); a member rejects anything older than the
     highest epoch it has promised.
     """
@@ -143,7 +145,8 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ReplicationService:
-    """Member-to-member API of a persistence cluster. Every call carries the caller's epoch
+    """Member-to-member API of a persistence cluster: not for clients (its messages are also the
+    log and snapshot formats on disk). Every call carries the caller's epoch
     (the etcd create_revision of its leader key); a member rejects anything older than the
     highest epoch it has promised.
     """
