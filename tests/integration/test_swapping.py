@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from harness import Cluster
+from harness import Cluster, wait_for
 from strongroom.client import Client
 
 KIB = 1024
@@ -57,11 +57,20 @@ async def test_memory_cluster_swaps_and_new_leader_delivers_swapped_payloads_int
     assert st is not None and st.memory_budget_bytes == 1024 * 1024
     assert st.memory_payload_bytes <= st.memory_budget_bytes
     assert swapped(st, "default") > total // 2, st
-    # Followers apply the same entries and swap on their own disk.
+    # Followers apply the same entries and swap on their own disk. They apply a little after the
+    # leader (the commit index travels with the next append), and a follower that registered
+    # after the publishes were committed by the other two catches up first: wait until each one
+    # applied everything the leader had committed.
+    committed = st.commit_index
     for name in cluster.names:
         if name != leader:
+            async def caught_up(member: str = name) -> bool:
+                st_f = await cluster.status(member)
+                return st_f is not None and st_f.applied_index >= committed
+
+            await wait_for(caught_up, timeout=20)
             st_f = await cluster.status(name)
-            assert st_f is not None and st_f.applied_index > 0
+            assert st_f is not None and swapped(st_f, "default") > total // 2, st_f
     cluster.kill(leader, signal.SIGKILL)
     new = await cluster.leader(exclude=leader)
     st_new = await cluster.status(new)
