@@ -8,6 +8,7 @@ grpc.aio using the same generated stubs.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from pyetcd.etcdrpc import rpc_pb2 as rpc
 from pyetcd.etcdrpc import rpc_pb2_grpc as rpc_grpc
 
 __all__ = ["EtcdClient", "KeyValue", "prefix_end", "parse_endpoints", "EtcdUnavailable"]
+
+log = logging.getLogger("strongroom.etcd")
 
 
 class EtcdUnavailable(Exception):
@@ -239,6 +242,30 @@ class EtcdClient:
                 raise
 
     # --- watches -----------------------------------------------------------------------------
+
+    async def follow(self, key: str, prefix: bool = False,
+                     retry_delay: float = 0.5) -> AsyncIterator[tuple[str, KeyValue]]:
+        """`key` (every key under it, with `prefix`) as it is, then every change, until the caller
+        stops: ("PUT", kv) for each key read, then the watch's events. After a broken watch
+        (etcd away, a compacted revision) the keys are read and watched again, `retry_delay`
+        seconds later; a single key found absent then is reported as a "DELETE" (with an empty
+        value), so a follower of it never keeps a value etcd no longer holds."""
+        while True:
+            try:
+                kvs, revision = await self.get_prefix_at(key)
+                found = [kv for kv in kvs if prefix or kv.key == key]
+                for kv in found:
+                    yield "PUT", kv
+                if not prefix and not found:
+                    yield "DELETE", KeyValue(key, b"", 0, revision, 0)
+                async for events in self.watch(key, prefix=prefix, start_revision=revision + 1):
+                    for event in events:
+                        yield event
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - etcd away: read and watch again
+                log.debug("following %s broke: %s", key, exc)
+                await asyncio.sleep(retry_delay)
 
     async def watch(self, key: str, prefix: bool = False, start_revision: int = 0) -> AsyncIterator[list[tuple[str, KeyValue]]]:
         """Yield batches of (event type "PUT"/"DELETE", key value) until the caller stops."""

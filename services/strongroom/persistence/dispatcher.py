@@ -301,18 +301,12 @@ class Dispatcher:
 
     def check_ack(self, durable: Durable, seqs: list[int], sub_id: str) -> None:
         """Reject an acknowledgment of a message the durable does not hold or another
-        subscription holds in flight. Nothing changes when this raises."""
-        if durable.kind == cpb.DURABLE_KIND_LASTVALUE:
-            raise InvalidArgument(f"durable {durable.name!r} is last-value: its messages are not acknowledged")
-        if not seqs:
-            raise InvalidArgument("acknowledgment names no message")
-        dd = self._durables.get(durable.key)
+        subscription holds in flight, whole (the unary Ack). Nothing changes when this raises."""
+        self._settle_check(durable, seqs, "acknowledgment")
         for seq in seqs:
-            if seq not in durable.pending:
-                raise UnknownMessage(f"message {seq} is not pending on durable {durable.name or durable.destination!r}")
-            holder = dd.inflight.get(seq) if dd else None
-            if holder is not None and sub_id and holder.id != sub_id:
-                raise ForeignMessage(f"message {seq} was delivered to another subscription of this durable")
+            why = self._refusal(durable, seq, sub_id)
+            if why is not None:
+                raise why
 
     def split_ack(self, durable: Durable, seqs: list[int],
                   sub_id: str) -> tuple[list[int], list[tuple[int, StrongroomError]]]:

@@ -13,7 +13,6 @@ needs agreement on when it changes).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -126,20 +125,9 @@ class Membership:
         """Follow the members' registrations in etcd (runs until cancelled; retries while etcd is
         away)."""
         prefix = members_prefix(self.cluster.name)
-        while True:
-            try:
-                kvs, revision = await self._etcd.get_prefix_at(prefix)
-                for kv in kvs:
-                    self.note(kv.key[len(prefix):], kv.value)
-                async for events in self._etcd.watch(prefix, prefix=True, start_revision=revision + 1):
-                    for kind, kv in events:
-                        if kind == "PUT":
-                            self.note(kv.key[len(prefix):], kv.value)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - etcd away: retry
-                log.debug("member watch broke: %s", exc)
-                await asyncio.sleep(0.5)
+        async for kind, kv in self._etcd.follow(prefix, prefix=True):
+            if kind == "PUT":
+                self.note(kv.key[len(prefix):], kv.value)
 
     def note(self, name: str, raw: bytes) -> None:
         """A member's registration record, as read from etcd."""

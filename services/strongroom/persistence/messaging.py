@@ -9,6 +9,7 @@ stores straight into its leader-local state. Store limits, expiry and dead-lette
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from strongroom.persistence.publishing import (
     publish_outcome,
 )
 from strongroom.persistence.state import Durable, StateMachine, content_durable_key, durable_key
-from strongroom.persistence.term import LeaderTerm
+from strongroom.persistence.term import CommitResult, LeaderTerm
 from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store, TemplateKind
 from strongroom.tracing import traced
 
@@ -344,7 +345,12 @@ class MessagingFront:
         route = self.resolve(destination)
         if route.queue:
             durable_name = ""
-        return await self._ack(route.store, _durable_key(route, durable_name), seqs, sub_id, wait=True)
+        term = self._routes.require_leader()
+        durable, state = _durable_in(term, route.store, _durable_key(route, durable_name))
+        assert term.dispatcher is not None
+        term.dispatcher.check_ack(durable, seqs, sub_id)
+        fut = _acknowledge(term, durable, state, seqs, wait=True)
+        return (await fut).log_index if fut is not None else 0
 
     def ack_subscription(self, sub: Subscription, destination: str,
                          seqs: list[int]) -> list[tuple[int, StrongroomError]]:
@@ -352,16 +358,10 @@ class MessagingFront:
         the commit), each on its own: returns the ones refused, with why; the others are
         acknowledged."""
         term, durable, state = self._delivered_on(sub, destination)
-        dispatcher = term.dispatcher
-        assert dispatcher is not None
-        valid, refused = dispatcher.split_ack(durable, seqs, sub.id)
+        assert term.dispatcher is not None
+        valid, refused = term.dispatcher.split_ack(durable, seqs, sub.id)
         if valid:
-            op = rpb.Operation(ack=rpb.AckOp(store=durable.store, durable_key=durable.key, message_seqs=valid))
-            if state is term.local_state:
-                state.apply_op(op)
-            else:
-                dispatcher.acking(durable, state, valid)
-                term.submit([op], want_result=False)
+            _acknowledge(term, durable, state, valid, wait=False)
         return refused
 
     def refused(self, sub: Subscription, operation: str, refusals: list[tuple[int, StrongroomError]]) -> None:
@@ -388,32 +388,32 @@ class MessagingFront:
 
     def _delivered_on(self, sub: Subscription, destination: str) -> tuple[LeaderTerm, Durable, StateMachine]:
         term = self._routes.require_leader()
-        store = self.resolve(destination).store
-        state = term.state_for(store.replicated)
-        durable = state.durables.get(sub.durable_key)
-        if durable is None:
-            raise InvalidArgument(f"no durable {sub.durable_key.split(chr(0))[-1]!r} in store {store.name!r}")
+        durable, state = _durable_in(term, self.resolve(destination).store, sub.durable_key)
         return term, durable, state
 
-    async def _ack(self, store: Store, key: str, seqs: list[int], sub_id: str, wait: bool) -> int:
-        term = self._routes.require_leader()
-        state = term.state_for(store.replicated)
-        durable = state.durables.get(key)
-        if durable is None:
-            raise InvalidArgument(f"no durable {key.split(chr(0))[-1]!r} in store {store.name!r}")
-        dispatcher = term.dispatcher
-        assert dispatcher is not None
-        dispatcher.check_ack(durable, seqs, sub_id)
-        op = rpb.Operation(ack=rpb.AckOp(store=store.name, durable_key=durable.key, message_seqs=seqs))
-        if not store.replicated:
-            state.apply_op(op)
-            return 0
-        dispatcher.acking(durable, state, seqs)
-        if not wait:
-            term.submit([op], want_result=False)
-            return 0
-        _, index = await term.commit(op)
-        return index
+
+def _durable_in(term: LeaderTerm, store: Store, key: str) -> tuple[Durable, StateMachine]:
+    """The durable with this key in the state of `store`, and that state (InvalidArgument if
+    there is none)."""
+    state = term.state_for(store.replicated)
+    durable = state.durables.get(key)
+    if durable is None:
+        raise InvalidArgument(f"no durable {key.split(chr(0))[-1]!r} in store {store.name!r}")
+    return durable, state
+
+
+def _acknowledge(term: LeaderTerm, durable: Durable, state: StateMachine, seqs: list[int],
+                 wait: bool) -> asyncio.Future[CommitResult] | None:
+    """Acknowledgments the dispatcher accepted: applied at once in a non-replicated store, else
+    into the next round, the dispatcher holding the messages back until they commit; with
+    `wait`, the future of their round."""
+    op = rpb.Operation(ack=rpb.AckOp(store=durable.store, durable_key=durable.key, message_seqs=seqs))
+    if state is term.local_state:
+        state.apply_op(op)
+        return None
+    assert term.dispatcher is not None
+    term.dispatcher.acking(durable, state, seqs)
+    return term.submit([op], want_result=wait)
 
 
 def _publish_head(route: Route, destination: str, now: float) -> bytes:

@@ -90,7 +90,8 @@ class PersistenceNode:
         self.realm_service = ""
         """The realm service's address as it registered in etcd ("" while none is)."""
         self._serving = asyncio.Event()
-        self._background: list[asyncio.Future[None]] = []
+        # Tasks the member owns (watches, clean-ups, listener calls), each dropped once done.
+        self._background: set[asyncio.Future[None]] = set()
         self._prepared = False
         # Called with True when this member starts serving as leader and False when it stops
         # (e.g. the Kubernetes pod label). Exceptions are logged, never raised into the node.
@@ -190,13 +191,13 @@ class PersistenceNode:
         """Join the election (after `prepare` and once the server is up)."""
         if not self._prepared:
             await self.prepare()
-        self._background.append(asyncio.create_task(self.membership.watch(), name="members"))
-        self._background.append(asyncio.create_task(self._follow_realm_service(), name="realm-service"))
+        self._own(asyncio.create_task(self.membership.watch(), name="members"))
+        self._own(asyncio.create_task(self._follow_realm_service(), name="realm-service"))
         self.election.start()
 
     async def stop(self) -> None:
         """Leave cleanly: step down, resign, close storage."""
-        for task in self._background:
+        for task in list(self._background):
             task.cancel()
         await self.step_down("member stopping")
         await self.election.stop(resign=True)
@@ -227,18 +228,8 @@ class PersistenceNode:
     async def _follow_realm_service(self) -> None:
         """Keep `realm_service` current (status tells tools that know only the members where
         the realm service is)."""
-        while True:
-            try:
-                kvs, revision = await self.etcd.get_prefix_at(REALM_SERVICE)
-                self.realm_service = next((kv.value.decode() for kv in kvs if kv.key == REALM_SERVICE), "")
-                async for events in self.etcd.watch(REALM_SERVICE, start_revision=revision + 1):
-                    for kind, kv in events:
-                        self.realm_service = kv.value.decode() if kind == "PUT" else ""
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - etcd away: retry
-                log.debug("realm service watch broke: %s", exc)
-                await asyncio.sleep(0.5)
+        async for kind, kv in self.etcd.follow(REALM_SERVICE):
+            self.realm_service = kv.value.decode() if kind == "PUT" else ""
 
     async def _record_stored(self) -> None:
         await self.etcd.put(stored_key(self.cluster_name, self.member), b"1")
@@ -308,7 +299,11 @@ class PersistenceNode:
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` in a task the member owns (cancelled when it stops)."""
-        self._background.append(asyncio.create_task(work))
+        self._own(asyncio.create_task(work))
+
+    def _own(self, task: asyncio.Future[None]) -> None:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def step_down(self, reason: str, err: Exception | None = None, term: LeaderTerm | None = None) -> None:
         """Stop leading (only if `term`, when given, is still this member's term). The part that
@@ -325,7 +320,7 @@ class PersistenceNode:
             self._notify_leadership(False)
         self._serving.clear()
         cleanup = term.close(err or NotLeaderError(f"member {self.member} stepped down: {reason}"))
-        self._background.append(cleanup)
+        self._own(cleanup)
         await asyncio.shield(cleanup)
 
     async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0,
