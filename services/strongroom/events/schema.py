@@ -1,0 +1,135 @@
+"""The store event log's schema and file layout: the one contract between the members that
+write events and the jobs (`spark_jobs/`, `strongroom metrics`) that read them.
+
+Every change a store goes through is one row. Rows are written as Parquet files:
+
+    <root>/cluster=<cluster>/hour=<YYYY-MM-DDTHH>/events-<first index:020d>-<last index:020d>-<epoch>.parquet
+
+- `root` is the event-log directory of the cluster (the realm or the member names it);
+- `hour` is the UTC hour of the rows' `time` when the file was cut (a file holds rows of one hour);
+- a file is published atomically: written under a name starting with `.` (which readers skip)
+  and renamed to its final name once complete, so a reader never sees half a file.
+
+The key of an event is (cluster, log_index, position): the log entry whose apply made the
+change and the event's position among that entry's events. Entries are applied in the same order
+on every member, so every member would derive the same rows from the same entry; the leader
+writes them, and a new leader continues after the last `log_index` of the newest published
+file. Events that do not come from a log entry (deliveries, which only the leader's dispatcher
+sees) carry the applied index at the time and positions from `NON_LOG_POSITION` up, with the
+leader's `epoch`, so their key (cluster, epoch, log_index, position) is unique too.
+
+Schema versions: `SCHEMA_VERSION` is stored in each file's metadata (`strongroom.events.version`).
+A reader refuses files of another version by name. Adding a kind or a nullable column is not a
+new version; renaming, removing or changing the meaning of a column is.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import pyarrow as pa
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "VERSION_KEY",
+    "EventKind",
+    "SCHEMA",
+    "NON_LOG_POSITION",
+    "KEY_COLUMNS",
+    "HIDDEN_PREFIX",
+    "partition_dir",
+    "file_name",
+]
+
+SCHEMA_VERSION = 1
+VERSION_KEY = b"strongroom.events.version"
+"""Parquet key-value metadata holding the schema version of a file."""
+
+NON_LOG_POSITION = 1 << 31
+"""Positions from here up are events not made by a log entry's apply (deliveries)."""
+
+HIDDEN_PREFIX = "."
+"""Files being written start with this; readers skip them."""
+
+KEY_COLUMNS = ("cluster", "epoch", "log_index", "position")
+
+
+class EventKind(str, Enum):
+    """What happened. Later services add kinds (not a new schema version)."""
+
+    MESSAGE_STORED = "message_stored"
+    """A message was stored (seq, size, published_at, producer; destination: where it was sent)."""
+    MESSAGE_DELIVERED = "message_delivered"
+    """The leader sent a message to a subscriber of a durable (deliveries: the count so far)."""
+    MESSAGE_ACKED = "message_acked"
+    """A durable's subscriber acknowledged a message (durable set)."""
+    MESSAGE_EXPIRED = "message_expired"
+    """A message's time-to-live or retention ended; it left the store and every durable."""
+    MESSAGE_DISCARDED = "message_discarded"
+    """A store limit with `discard_oldest` removed the message (reason: the limit)."""
+    MESSAGE_DEAD_LETTERED = "message_dead_lettered"
+    """A message left a durable past its redelivery limit or terminated by its subscriber
+    (target: the dead-letter destination, empty when discarded; reason: why)."""
+    DURABLE_CREATED = "durable_created"
+    DURABLE_DELETED = "durable_deleted"
+    DURABLE_EXPIRED = "durable_expired"
+    DURABLE_SUSPENDED = "durable_suspended"
+    """A realm change left the durable unreachable: it takes no new messages, keeps its backlog."""
+    DURABLE_RESUMED = "durable_resumed"
+    # Kinds of the services still to come (reserved names: readers must accept them).
+    MESSAGE_FORWARDED = "message_forwarded"
+    """Routing: a message was forwarded to another cluster (target: the cluster)."""
+    MESSAGE_SHIPPED = "message_shipped"
+    """DR: a log entry reached a standby site (target: the site)."""
+    UOW_STATE = "uow_state"
+    """Units of work: a unit of work changed state (detail: its id and state)."""
+    RECORDS_LOADED = "records_loaded"
+    RECORDS_UNLOADED = "records_unloaded"
+
+
+_TS = pa.timestamp("us", tz="UTC")
+_DICT = pa.dictionary(pa.int32(), pa.string())
+
+SCHEMA = pa.schema(
+    [
+        pa.field("cluster", _DICT, nullable=False),
+        pa.field("epoch", pa.uint64(), nullable=False),
+        pa.field("log_index", pa.uint64(), nullable=False),
+        pa.field("position", pa.uint32(), nullable=False),
+        pa.field("kind", _DICT, nullable=False),
+        # The leader's clock when the change was decided (a publish: its publish time).
+        pa.field("time", _TS, nullable=False),
+        pa.field("store", _DICT),
+        # The destination or endpoint (a durable's: the one it was created on).
+        pa.field("destination", _DICT),
+        # The durable's name ("" for a queue's own durable); null for store-wide events.
+        pa.field("durable", _DICT),
+        # The message's store sequence (0: not about one message).
+        pa.field("seq", pa.uint64()),
+        # The message's size in bytes.
+        pa.field("size", pa.uint32()),
+        pa.field("published_at", _TS),
+        pa.field("producer", _DICT),
+        # Deliveries of the message to the durable so far (delivered, dead-lettered).
+        pa.field("deliveries", pa.uint32()),
+        # Why (discarded: the limit; dead-lettered: limit or terminated; deleted: by whom).
+        pa.field("reason", _DICT),
+        # Where to (dead letters: the destination; later: a cluster or a DR site).
+        pa.field("target", _DICT),
+        # Kind-specific text for later kinds (units of work: id and state).
+        pa.field("detail", _DICT),
+    ],
+    metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
+)
+
+
+def partition_dir(cluster: str, hour: str) -> str:
+    """The directory (relative to the event-log root) of a cluster's files of one UTC hour
+    (`YYYY-MM-DDTHH`)."""
+    return f"cluster={cluster}/hour={hour}"
+
+
+def file_name(first_index: int, last_index: int, epoch: int) -> str:
+    """The published name of a file holding the events of log entries first..last, written by
+    the leader of `epoch`."""
+    return f"events-{first_index:020d}-{last_index:020d}-{epoch}.parquet"
