@@ -58,7 +58,12 @@ class EventKind(str, Enum):
     """What happened. Later services add kinds (not a new schema version)."""
 
     MESSAGE_STORED = "message_stored"
-    """A message was stored (seq, size, published_at, producer; destination: where it was sent)."""
+    """A message was stored (seq, size, published_at, producer; destination: where it was sent;
+    durable null: which durables want it follows as `message_pending` rows)."""
+    MESSAGE_PENDING = "message_pending"
+    """A stored message became pending for a durable (durable set; one row per durable that
+    wants it, after its `message_stored` row, and again for each message a replay makes pending;
+    for a last-value durable: it now holds the message in its slot, replacing the previous one)."""
     MESSAGE_DELIVERED = "message_delivered"
     """The leader sent a message to a subscriber of a durable (deliveries: the count so far)."""
     MESSAGE_ACKED = "message_acked"
