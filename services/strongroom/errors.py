@@ -31,7 +31,11 @@ __all__ = [
     "PersistenceUnavailable",
     "SubscriptionClosed",
     "SubscriptionReplaced",
+    "DurableUnreachable",
+    "DurableDeleted",
     "DurableMismatch",
+    "UnknownDurable",
+    "LogFormatPending",
     "InvalidMatcher",
     "MapsNotAllowed",
     "UnknownStore",
@@ -233,11 +237,42 @@ class SubscriptionReplaced(SubscriptionClosed):
     code = "ABORTED"
 
 
+class DurableUnreachable(SubscriptionClosed):
+    """A subscription's end: a realm version made its durable unreachable (its destination's
+    rule changed kind or went away); the durable keeps its backlog. Reopening would reach
+    another durable, so the client does not."""
+
+    reason = "DURABLE_UNREACHABLE"
+    code = "FAILED_PRECONDITION"
+
+
+class DurableDeleted(SubscriptionClosed):
+    """A subscription's end: an operator deleted its durable."""
+
+    reason = "DURABLE_DELETED"
+    code = "NOT_FOUND"
+
+
 class DurableMismatch(StrongroomError):
     """A subscriber asked for an existing durable with another kind, matcher or template than
     the durable was created with."""
 
     reason = "DURABLE_MISMATCH"
+    code = "FAILED_PRECONDITION"
+
+
+class UnknownDurable(StrongroomError):
+    """A durable an operator named does not exist (delete)."""
+
+    reason = "UNKNOWN_DURABLE"
+    code = "NOT_FOUND"
+
+
+class LogFormatPending(StrongroomError):
+    """The operation needs a log format some member of the cluster does not read yet (an older
+    version is still running): retry once every member runs this version."""
+
+    reason = "LOG_FORMAT_PENDING"
     code = "FAILED_PRECONDITION"
 
 

@@ -14,7 +14,7 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.dispatcher import Dispatcher, Opened
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
-from strongroom.persistence.state import StateMachine, durable_key
+from strongroom.persistence.state import DeleteResult, StateMachine, durable_key
 from strongroom.persistence.storage import RocksStorage
 
 DESTS = ["t", "u", "q"]
@@ -33,11 +33,14 @@ def op_strategy() -> st.SearchStrategy[tuple[object, ...]]:
         st.tuples(st.just("dead_letter"), st.integers(0, 2), st.integers(1, 60)),
         st.tuples(st.just("replay"), st.integers(0, 1), st.integers(0, 40)),
         st.tuples(st.just("map"), st.sampled_from(["k1", "k2"]), st.booleans(), st.binary(max_size=4)),
+        st.tuples(st.just("suspend"), st.lists(st.integers(0, len(ALL_KEYS) - 1), max_size=3), st.booleans()),
+        st.tuples(st.just("delete"), st.integers(0, len(ALL_KEYS) - 1)),
         st.tuples(st.just("restart")),
     )
 
 
 ACK_KEYS = [durable_key("t", "a"), durable_key("t", "b"), durable_key("q", "")]
+ALL_KEYS = [*ACK_KEYS, durable_key("u", "lv"), durable_key("u", "k")]
 
 
 def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
@@ -66,6 +69,11 @@ def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
                                                           target_queue=True))
     if kind == "replay":
         return rpb.Operation(replay=rpb.ReplayOp(durable_key=ACK_KEYS[spec[1]], sequence=spec[2]))  # type: ignore[index,arg-type]
+    if kind == "suspend":
+        keys = [ALL_KEYS[i] for i in spec[1]]  # type: ignore[attr-defined]
+        return rpb.Operation(suspend_durables=rpb.SuspendDurablesOp(durable_keys=keys, suspended=bool(spec[2])))
+    if kind == "delete":
+        return rpb.Operation(delete_durable=rpb.DeleteDurableOp(durable_key=ALL_KEYS[spec[1]]))  # type: ignore[index]
     if kind == "map":
         _, key, delete, value = spec
         op = rpb.MapOp(store="s", map="m", key=str(key))
@@ -81,12 +89,14 @@ def observe(sm: StateMachine) -> dict[str, object]:
     """Everything a client or the dispatcher can see of a state machine."""
     messages = {m.seq: (m.store, m.destination, m.refs, m.size, m.queue, m.retained, m.expires_at,
                         m.message.SerializeToString(deterministic=True)) for m in sm.messages.values()}
-    durables = {k: (d.kind, list(d.pending), len(d.pending), d.pending_bytes, d.last_value_seq, dict(d.last_values))
-                for k, d in sm.durables.items()}
+    durables = {k: (d.kind, list(d.pending), len(d.pending), d.pending_bytes, d.last_value_seq, dict(d.last_values),
+                    d.suspended, d.wants_all) for k, d in sm.durables.items()}
+    indexed = {k: sorted(d.key for d in ds) for k, ds in (*sm.by_destination.items(), *sm.content_durables.items())
+               if ds}
     producers = {p: (list(w.order), dict(w.seqs), w.max_seq) for p, w in sm.producers.items()}
     return {
         "applied": (sm.applied_index, sm.applied_epoch, sm.next_seq),
-        "messages": messages, "durables": durables, "producers": producers,
+        "messages": messages, "durables": durables, "indexed": indexed, "producers": producers,
         "counts": ({k: v for k, v in sm.store_count.items() if v}, {k: v for k, v in sm.store_bytes.items() if v}),
         "store_seqs": {k: list(v) for k, v in sm.store_seqs.items() if len(list(v))},
         "configs": {k: v.SerializeToString() for k, v in sm.store_configs.items()},
@@ -99,6 +109,8 @@ def result_of(r: object) -> object:
     """An operation's result, comparable across the two variants (a durable by its key)."""
     if hasattr(r, "key") and hasattr(r, "pending"):
         return ("durable", r.key)
+    if isinstance(r, DeleteResult):
+        return tuple(r)
     return r
 
 

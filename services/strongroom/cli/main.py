@@ -6,6 +6,7 @@
     strongroom publish DEST [--count N] [--size B] [--body TEXT] [--no-confirm] [--json]
     strongroom subscribe DEST [--durable NAME] [--kind standard|shared|lastvalue] [--count N]
                          [--ack explicit|auto] [--timeout S] [--json]
+    strongroom durable delete DESTINATION [NAME] [--endpoint] [--json]
     strongroom map put|create|update|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
     strongroom realm apply|get|validate|history ...
     strongroom drill failover --platform local [--messages N] [--json]
@@ -35,6 +36,7 @@ from collections.abc import Callable, Sequence
 from strongroom.cli import (
     bench_cmd,
     drill_cmd,
+    durable_cmd,
     local_cmd,
     map_cmd,
     publish_cmd,
@@ -69,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strongroom", description="Strongroom: a replicated, persistent message store.")
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
-    for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, drill_cmd, bench_cmd):
+    for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, drill_cmd, bench_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers

@@ -92,13 +92,18 @@ def _print_status(replies: Sequence[Any]) -> None:
                 dkind = common_pb2.DurableKind.Name(d.kind).removeprefix("DURABLE_KIND_").lower()
                 if d.key_field:
                     dkind += f" by {d.key_field}"
-                label = f"durable {d.name}" if d.name else "queue durable"
+                label = f"{'static ' if d.static else ''}durable {d.name}" if d.name else "queue durable"
                 where = f"endpoint {d.destination}" if d.content else d.destination
                 interest = f" [{d.matcher}]" if d.matcher else ""
                 ack = {common_pb2.ACK_SYNC_MODE_SYNC: ", sync acks", common_pb2.ACK_SYNC_MODE_ASYNC: ""}.get(
                     d.ack_sync_mode, "")
                 print(f"    {label} on {where}{interest} ({dkind}{ack}): {d.pending_messages} pending "
                       f"({human_bytes(d.pending_bytes)}), {d.unacked} unacked, {d.subscribers} subscriber(s)")
+                if d.unreachable:
+                    delete = f"strongroom durable delete {d.destination}{f' {d.name}' if d.name else ''}" + (
+                        " --endpoint" if d.content else "")
+                    print(f"      UNREACHABLE: {d.unreachable_reason}; it takes no new messages and keeps its "
+                          f"backlog until the realm reaches it again, or `{delete}`")
     for r in replies:
         if r.endpoint not in answered and r.endpoint not in listed:
             print(f"unreachable: {r.endpoint} ({r.error})")

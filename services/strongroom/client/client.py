@@ -170,6 +170,24 @@ class Client:
         """A replicated key-value map of a store (created by its first write)."""
         return Map(self.connection, store, name)
 
+    # --- operator calls --------------------------------------------------------------------------
+
+    async def delete_durable(self, destination: str, durable: str = "", content: bool = False) -> tuple[str, int]:
+        """Delete a durable, named as status lists it (destination or endpoint it was created on,
+        name; `content` for one opened through an endpoint; an empty name: a queue's own
+        durable, which holds the queue's messages). Its subscriptions end with DURABLE_DELETED.
+        Returns its store and how many messages it released; UnknownDurable if there is none."""
+        req = admin_pb2.DeleteDurableRequest(destination=destination, durable=durable, content=content)
+        connection = self.connection
+
+        async def call(address: str) -> admin_pb2.DeleteDurableResponse:
+            reply: admin_pb2.DeleteDurableResponse = await connection.admin(address).DeleteDurable(
+                req, timeout=connection.policy.timeout)
+            return reply
+
+        reply = await connection.call_leader(call)
+        return reply.store, reply.released_messages
+
     # --- status ----------------------------------------------------------------------------------
 
     async def status(self, timeout: float = 3.0) -> list[admin_pb2.ClusterStatus]:

@@ -279,13 +279,15 @@ class Subscription:
 
     def _take(self, resp: mpb.SubscribeResponse) -> bool:
         """Buffer a response's deliveries. A `closed` response ends the subscription for good
-        (REPLACED) or asks for it to be reopened on the leader (True)."""
+        when its reason is a `SubscriptionClosed` (REPLACED, DURABLE_UNREACHABLE,
+        DURABLE_DELETED: reopening would take over from the new subscriber or reach another
+        durable), else asks for it to be reopened on the leader (True)."""
         which = resp.WhichOneof("response")
         if which == "closed":
             self.closed_reason = resp.closed.reason
-            if resp.closed.reason == "REPLACED":
-                err = error_for_reason(resp.closed.reason, resp.closed.message or "subscription replaced")
-                self._closed = err if isinstance(err, SubscriptionClosed) else SubscriptionClosed(err.message)
+            err = error_for_reason(resp.closed.reason, resp.closed.message or "subscription closed")
+            if isinstance(err, SubscriptionClosed):
+                self._closed = err
                 return False
             return True
         if which == "refusals":

@@ -416,7 +416,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 ds = rpb.DurableState.FromString(value[_DURABLE.size:])
                 d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name, kind=ds.kind,
                             queue=ds.queue, matcher=ds.matcher, key_field=ds.key_field, content=ds.content,
-                            ack_sync_mode=ds.ack_sync_mode, pending_bytes=pbytes, last_value_seq=lvs)
+                            ack_sync_mode=ds.ack_sync_mode, pending_bytes=pbytes, last_value_seq=lvs,
+                            suspended=ds.suspended)
                 sm._adopt(d, ident, count, slots.get(ident, {}))
                 sm._register(d)
             elif key.startswith(P_STORE):
@@ -509,6 +510,11 @@ class DiskStateMachine(StateMachine, PayloadSource):
     def _add_durable(self, durable: Durable) -> None:
         self._adopt(durable, None, 0, {})
         super()._add_durable(durable)
+
+    def _removed(self, durable: Durable) -> None:
+        # Its pending set and slots were emptied through their write-through; now its record.
+        self._dirty_durables.pop(durable.key, None)
+        self._wb.delete(P_DURABLE + _U32.pack(durable._id), self._handle("sm"))  # type: ignore[attr-defined]
 
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         return _DiskWindow(self, producer_id)
@@ -615,7 +621,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
     def _encode_durable(d: Durable) -> bytes:
         ds = rpb.DurableState(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                               queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
-                              ack_sync_mode=d.ack_sync_mode)
+                              ack_sync_mode=d.ack_sync_mode, suspended=d.suspended)
         return _DURABLE.pack(d._id, len(d.pending), d.pending_bytes, d.last_value_seq) + \
             ds.SerializeToString()  # type: ignore[attr-defined]
 
@@ -649,7 +655,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
         for d in mem.durables.values():
             copy_d = Durable(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                              queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
-                             ack_sync_mode=d.ack_sync_mode, last_value_seq=d.last_value_seq)
+                             ack_sync_mode=d.ack_sync_mode, last_value_seq=d.last_value_seq,
+                             suspended=d.suspended)
             fresh._adopt(copy_d, None, 0, {})
             fresh._register(copy_d)
             for slot, seq in d.last_values.items():
@@ -676,7 +683,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         fresh._in_entry = False
         del mem
         # Take over the fresh state's contents (callers hold this object).
-        hooks = (self.on_pending, self.on_acked, self.on_reset)
+        hooks = (self.on_pending, self.on_acked, self.on_reset, self.on_removed)
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
         for durable in self.durables.values():
@@ -689,7 +696,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self.store_seqs.sm = self  # type: ignore[attr-defined]
         for seqs in self.store_seqs.values():
             seqs.sm = self  # type: ignore[attr-defined]
-        self.on_pending, self.on_acked, self.on_reset = hooks
+        self.on_pending, self.on_acked, self.on_reset, self.on_removed = hooks
 
     def pending_page(self, durable: Durable, after: int, limit: int) -> list[int]:
         """A durable's pending sequences above `after`, at most `limit` (the dispatcher's cursor)."""

@@ -147,6 +147,7 @@ class Dispatcher:
         state.on_pending = lambda durable, seq: self._on_pending(state, durable, seq)
         state.on_acked = self.acked
         state.on_reset = lambda durable: self._reset(state, durable)
+        state.on_removed = self._removed
 
     def start(self) -> None:
         """Start the delivery task."""
@@ -207,6 +208,17 @@ class Dispatcher:
         else:
             dd.fresh = deque(durable.pending)
         self._mark(durable.key)
+
+    def _removed(self, durable: Durable, reason: str) -> None:
+        """A durable was suspended or deleted: its subscriptions end and nothing of it is
+        delivered any more (a resumed durable is tracked afresh by `_reset`)."""
+        dd = self._durables.pop(durable.key, None)
+        if dd is None:
+            return
+        what = ("was deleted" if reason == "DURABLE_DELETED"
+                else "is unreachable under the realm in force (its destination's rule changed)")
+        for sub in list(dd.subs):
+            self._close(sub, reason, f"durable {durable.name!r} on {durable.destination!r} {what}")
 
     def unpark(self, key: str, seq: int, delay: float) -> None:
         """Offer a parked message again after `delay` seconds: one whose dead-lettering failed

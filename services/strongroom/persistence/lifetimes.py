@@ -1,8 +1,9 @@
-"""Store limits, message lifetimes and dead-lettering: what the leader decides for every member.
+"""Store settings, message lifetimes and dead-lettering: what the leader decides for every member.
 
-- Store limits come from the realm; a new term (and a new realm version) puts them into the log
-  as `ConfigureStoreOp`s where they differ from the state's, so every member enforces the same
-  limits from the same log index on.
+- What the realm decides for the stores: a new term (and a new realm version) puts store limits
+  (`ConfigureStoreOp`s where they differ from the state's), static durables and the suspension
+  of durables the realm no longer reaches (see `durables`) into the log, so every member
+  applies them from the same log index on.
 - Time-to-lives and retentions end on the leader's clock: its expiry loop turns due messages
   into `ExpireOp`s, and the log carries the decision to every member.
 - A message delivered more often than its destination's redelivery limit is moved to the
@@ -19,6 +20,7 @@ from typing import Protocol
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import StrongroomError
+from strongroom.persistence.durables import reach_changes, static_durable_ops
 from strongroom.persistence.state import Durable
 from strongroom.persistence.term import CommitResult, LeaderTerm
 from strongroom.realm.model import LimitPolicyName, Realm, Route, Store
@@ -56,33 +58,52 @@ class StoreKeeper:
         self.cluster = cluster
         self._resolver = resolver
 
-    # --- store limits -------------------------------------------------------------------------
+    # --- what a realm version decides -------------------------------------------------------
 
-    async def configure_stores(self, term: LeaderTerm, realm: Realm) -> None:
-        """Put the realm's store limits into the state machines where they differ."""
-        ops = []
-        for store in realm.stores:
-            if store.cluster != self.cluster:
-                continue
-            wanted = store_config(store)
-            state = term.state_for(store.replicated)
-            if state.store_configs.get(store.name) == wanted:
-                continue
-            if store.replicated:
-                ops.append(rpb.Operation(configure_store=wanted))
+    def submit_realm(self, term: LeaderTerm, realm: Realm) -> asyncio.Future[CommitResult] | None:
+        """Put what `realm` decides for this cluster's stores into the log now, ahead of every
+        operation submitted after this call: durables it no longer reaches are suspended (and
+        ones it reaches again resumed), its static durables created, its store limits set.
+        Non-replicated stores: applied to the leader's own state at once. The future resolves
+        once the replicated part is applied (None: nothing to commit)."""
+        replicated_ops: list[rpb.Operation] = []
+        for replicated in (True, False):
+            state = term.state_for(replicated)
+            ops = reach_changes(state.durables.values(), realm, self.cluster)
+            if ops and replicated and not term.membership.all_read(3):
+                # An older member would skip the operation it does not know and diverge.
+                log.warning("the realm leaves %d durable(s) unreachable or reaches them again, but not every member "
+                            "of %s reads log format 3 yet: they are suspended or resumed once every member runs "
+                            "this version", sum(len(op.suspend_durables.durable_keys) for op in ops), self.cluster)
+                ops = []
+            ops += static_durable_ops(realm, self.cluster, state.durables, replicated)
+            for store in realm.stores:
+                if store.cluster == self.cluster and store.replicated == replicated:
+                    wanted = store_config(store)
+                    if state.store_configs.get(store.name) != wanted:
+                        ops.append(rpb.Operation(configure_store=wanted))
+            if replicated:
+                replicated_ops = ops
             else:
-                state.apply_op(rpb.Operation(configure_store=wanted))
-        if ops and term.alive():
-            fut = term.submit(ops)
-            assert fut is not None
+                for op in ops:
+                    state.apply_op(op)
+        if replicated_ops and term.alive():
+            return term.submit(replicated_ops)
+        return None
+
+    async def apply_realm(self, term: LeaderTerm, realm: Realm) -> None:
+        """`submit_realm`, and wait until it is applied."""
+        fut = self.submit_realm(term, realm)
+        if fut is not None:
             await fut
 
-    async def reconfigure(self, term: LeaderTerm, realm: Realm) -> None:
-        """A new realm version while leading: its store limits, if this term can commit them."""
+    async def realm_applied(self, fut: asyncio.Future[CommitResult]) -> None:
+        """Wait for a new realm version's operations while leading; a term that ends first
+        leaves them to the next leader, which submits them when it starts."""
         try:
-            await self.configure_stores(term, realm)
+            await fut
         except StrongroomError as err:
-            log.info("store limits of the new realm not applied yet (%s); the next leader applies them", err)
+            log.info("the new realm's store settings are not applied yet (%s); the next leader applies them", err)
 
     # --- expiry -------------------------------------------------------------------------------
 

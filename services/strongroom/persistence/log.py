@@ -25,9 +25,10 @@ class AppendOutcome:
         self.needs_snapshot = needs_snapshot
 
 
-# The log format this member reads and writes: 2 adds PublishBatchOp. A member registers it
-# in etcd; a leader writes format-2 operations only once every other member has registered 2.
-LOG_FORMAT = 2
+# The log format this member reads and writes: 2 adds PublishBatchOp, 3 SuspendDurablesOp and
+# DeleteDurableOp. A member registers it in etcd; a leader writes an operation of format N only
+# once every member of its cluster has registered N or later.
+LOG_FORMAT = 3
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

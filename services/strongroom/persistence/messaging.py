@@ -22,14 +22,17 @@ from strongroom.errors import (
     DurableMismatch,
     InvalidArgument,
     InvalidMatcher,
+    LogFormatPending,
     MessageTooLarge,
     NoInterest,
     PersistenceUnavailable,
     StrongroomError,
     UnknownDestination,
+    UnknownDurable,
     UnknownDurableKind,
 )
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
+from strongroom.persistence.durables import TEMPLATE_KINDS, kind_word
 from strongroom.persistence.matcher import (
     compile_matcher,
     key_of,
@@ -48,22 +51,21 @@ from strongroom.persistence.publishing import (
     publish_ops,
     publish_outcome,
 )
-from strongroom.persistence.state import Durable, StateMachine, content_durable_key, durable_key
+from strongroom.persistence.state import (
+    DeleteResult,
+    Durable,
+    StateMachine,
+    content_durable_key,
+    durable_key,
+)
 from strongroom.persistence.term import CommitResult, LeaderTerm
-from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store, TemplateKind
+from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store
 from strongroom.tracing import traced
 
 __all__ = ["MessagingFront", "Replay", "Routes"]
 
 _KINDS = (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_STANDARD, cpb.DURABLE_KIND_SHARED, cpb.DURABLE_KIND_LASTVALUE)
 _ACK_MODES = (mpb.ACK_MODE_UNSPECIFIED, mpb.ACK_MODE_EXPLICIT, mpb.ACK_MODE_AUTO)
-_TEMPLATE_KINDS = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD, TemplateKind.SHARED: cpb.DURABLE_KIND_SHARED,
-                   TemplateKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE}
-
-
-def _kind_word(kind: int) -> str:
-    """A durable kind in the realm's words (standard, shared, last-value), for messages."""
-    return next((t.value for t, k in _TEMPLATE_KINDS.items() if k == kind), str(kind))
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,7 @@ class MessagingFront:
         if route.queue:
             if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_SHARED):
                 raise InvalidArgument(f"queue {destination!r} is shared; durable kind "
-                                      f"{_kind_word(kind)} does not apply")
+                                      f"{kind_word(kind)} does not apply")
             if matcher.fields:
                 raise InvalidMatcher(f"queue {destination!r} delivers every message; a matcher does not apply")
             durable_name = ""
@@ -253,16 +255,22 @@ class MessagingFront:
             if not durable_name:
                 raise InvalidArgument("an endpoint subscription needs a durable name")
             template = route.template
-            template_kind = _TEMPLATE_KINDS[template.kind]
+            template_kind = TEMPLATE_KINDS[template.kind]
             if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, template_kind):
                 raise DurableMismatch(f"endpoint {destination!r} creates {template.kind.value} durables "
-                                      f"(template {template.name!r}), not {_kind_word(kind)}")
+                                      f"(template {template.name!r}), not {kind_word(kind)}")
             kind = template_kind
             key_field = template.key_field or ""
         else:
             if not durable_name:
                 raise InvalidArgument("a topic subscription needs a durable name")
-            if kind == cpb.DURABLE_KIND_UNSPECIFIED:
+            existing = term.state_for(store.replicated).durables.get(_durable_key(route, durable_name))
+            if existing is not None:
+                # A subscriber that names no kind takes the durable as it is (a static durable
+                # of the realm, or one another subscriber made); a keyed one is reached by key.
+                kind = kind or existing.kind
+                key_field = existing.key_field
+            elif kind == cpb.DURABLE_KIND_UNSPECIFIED:
                 kind = cpb.DURABLE_KIND_STANDARD
         slot = ""
         sub_matcher = None
@@ -295,10 +303,13 @@ class MessagingFront:
             durable = state.durables.get(key)
             if durable is None:
                 raise PersistenceUnavailable(f"durable {durable_name!r} was removed while it was created; retry")
+        if durable.suspended:
+            # Reached again under this realm version; its resumption is on its way to the log.
+            raise PersistenceUnavailable(f"durable {durable_name!r} on {destination!r} is being resumed; retry")
         # Checked after a create too: another subscriber may have created it first, otherwise.
         if durable.kind != kind:
             raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with kind "
-                                  f"{_kind_word(durable.kind)}, not {_kind_word(kind)}")
+                                  f"{kind_word(durable.kind)}, not {kind_word(kind)}")
         if not key_field and not same_matcher(durable.matcher, durable_matcher):
             raise DurableMismatch(f"durable {durable_name!r} on {destination!r} exists with matcher "
                                   f"[{matcher_text(durable.matcher)}], not [{matcher_text(durable_matcher)}]")
@@ -318,6 +329,29 @@ class MessagingFront:
         assert term.dispatcher is not None
         return term.dispatcher.open(durable, state, client_name, credit, slot=slot,
                                     match=compile_matcher(sub_matcher), ack_sync_mode=ack_sync_mode)
+
+    async def delete_durable(self, destination: str, name: str, content: bool) -> DeleteResult:
+        """Delete a durable (named as status lists it) and release what it holds."""
+        if not destination:
+            raise InvalidArgument("destination is required (the destination or endpoint the durable was created on)")
+        term = self._routes.require_leader()
+        for replicated in (True, False):
+            state = term.state_for(replicated)
+            durable = next((d for d in state.durables.values()
+                            if d.destination == destination and d.name == name and d.content == content), None)
+            if durable is None:
+                continue
+            if replicated and not term.membership.all_read(3):
+                raise LogFormatPending(f"deleting a durable needs log format 3, and not every member of "
+                                       f"{self._routes.cluster_name} reads it yet; retry once all run this version")
+            op = rpb.Operation(delete_durable=rpb.DeleteDurableOp(durable_key=durable.key))
+            result = (await term.commit(op))[0] if replicated else state.apply_op(op)
+            if not isinstance(result, DeleteResult):
+                raise UnknownDurable(f"durable {name!r} on {destination!r} was deleted meanwhile")
+            return result
+        what = "endpoint durable" if content else ("queue" if not name else "durable")
+        raise UnknownDurable(f"no {what} {name or destination!r}{f' on {destination!r}' if name else ''} in "
+                             f"cluster {self._routes.cluster_name}; `strongroom status` lists the durables")
 
     def grant(self, sub: Subscription, credit: int) -> None:
         """More credit for a subscription."""

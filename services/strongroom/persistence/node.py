@@ -45,6 +45,7 @@ from strongroom.persistence.messaging import MessagingFront
 from strongroom.persistence.recovery import PeerCalls, Recovery
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.replicator import PeerReplicator
+from strongroom.persistence.state import DeleteResult
 from strongroom.persistence.status import ClusterStatus, cluster_status
 from strongroom.persistence.term import LeaderTerm
 from strongroom.persistence.transport import FollowerConnection, PeerClient
@@ -158,7 +159,7 @@ class PersistenceNode:
         """Wait until this member serves as leader."""
         try:
             return await wait_event(self._serving, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -217,13 +218,18 @@ class PersistenceNode:
             log.error("realm version %d changes the members of cluster %s; membership changes are "
                       "not applied to a running member (restart the cluster to change them)",
                       version, self.cluster_name)
+        term = self.term
+        if term is not None and term.serving and self.election.is_leader:
+            # In the log before any publish resolved under the new version: a durable it
+            # suspends takes none of their messages. (A term still recovering applies the
+            # realm in force when it starts serving.)
+            fut = self.keeper.submit_realm(term, realm)
+            if fut is not None:
+                self.in_background(self.keeper.realm_applied(fut))
         self.realm = realm
         self.realm_version = version
         self.messaging.realm_changed()
         log.info("realm version %d in effect", version)
-        term = self.term
-        if term is not None and self.election.is_leader:
-            self.in_background(self.keeper.reconfigure(term, realm))
 
     async def _follow_realm_service(self) -> None:
         """Keep `realm_service` current (status tells tools that know only the members where
@@ -257,8 +263,8 @@ class PersistenceNode:
             await self.recovery.recover(term)
             term.start_replication(self._replicator)
             await term.commit(rpb.Operation(noop=rpb.Noop(leader=self.member)))
-            # Store limits from the realm, in the log before the first client operation.
-            await self.keeper.configure_stores(term, self.realm)
+            # What the realm decides for the stores, in the log before the first client operation.
+            await self.keeper.apply_realm(term, self.realm)
             if not term.alive():
                 return
             # A storage that cannot record this fails the recovery like any other write.
@@ -339,6 +345,13 @@ class PersistenceNode:
         """Hand leadership over on request: stop serving, release the key, stay out of the next
         election."""
         await self.hand_over("asked to step down", None, pause)
+
+    async def delete_durable(self, destination: str, name: str, content: bool) -> DeleteResult:
+        """An operator deletes a durable (the leader does; others say NOT_LEADER, naming it)."""
+        try:
+            return await self.messaging.delete_durable(destination, name, content)
+        except StrongroomError as err:
+            raise self.name_leader(err) from None
 
     async def _on_deposed(self, reason: str) -> None:
         await self.step_down(reason)

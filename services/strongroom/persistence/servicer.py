@@ -28,6 +28,7 @@ from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refus
 from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
 from strongroom.persistence.publishing import PendingPublishes, PublishItem, PublishOutcome
+from strongroom.persistence.state import DeleteResult
 from strongroom.persistence.status import ClusterStatus
 
 __all__ = ["AdminServicer", "MessagingServicer", "ReplicationServicer"]
@@ -317,6 +318,8 @@ class Administered(Protocol):
 
     async def step_down_and_resign(self, pause: float = 3.0) -> None: ...
 
+    async def delete_durable(self, destination: str, name: str, content: bool) -> DeleteResult: ...
+
 
 _ROLES = {Role.FOLLOWER: apb.MEMBER_ROLE_FOLLOWER, Role.RECOVERING: apb.MEMBER_ROLE_RECOVERING,
           Role.LEADER: apb.MEMBER_ROLE_LEADER}
@@ -345,7 +348,8 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
                                pending_messages=d.pending_messages, pending_bytes=d.pending_bytes,
                                unacked=d.unacked, subscribers=d.subscribers, matcher=d.matcher,
                                key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content,
-                               refused=d.refused)
+                               refused=d.refused, unreachable=bool(d.unreachable_reason),
+                               unreachable_reason=d.unreachable_reason, static=d.static)
     return reply
 
 
@@ -363,3 +367,10 @@ class AdminServicer(agrpc.AdminServiceServicer):
         if was:
             await self.member.step_down_and_resign()
         return apb.StepDownResponse(stepped_down=was)
+
+    async def DeleteDurable(self, request: apb.DeleteDurableRequest, context: Context) -> apb.DeleteDurableResponse:
+        try:
+            result = await self.member.delete_durable(request.destination, request.durable, request.content)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return apb.DeleteDurableResponse(store=result.store, released_messages=result.released)

@@ -35,6 +35,7 @@ __all__ = [
     "Durable",
     "PublishResult",
     "MapResult",
+    "DeleteResult",
     "durable_key",
     "content_durable_key",
     "DEDUP_WINDOW",
@@ -144,19 +145,37 @@ class Durable:
     ack_sync_mode: int = 0
     # Keyed last-value slots: key_of(field value) -> message sequence.
     last_values: dict[str, int] = field(default_factory=dict)
+    # Its destination's rule no longer reaches it (SuspendDurablesOp): it takes no new
+    # messages and keeps what it holds. It stays among its destination's durables, so an
+    # expiry or a discard still finds it.
+    suspended: bool = False
     match: Match | None = field(default=None, repr=False)
-    # No key field and no matcher: wants every message of its destination (read per message).
+    # Not suspended, no key field and no matcher: wants every message of its destination
+    # (read per message).
     wants_all: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.match = compile_matcher(self.matcher)
-        self.wants_all = not self.key_field and self.match is None
+        self._set_wants_all()
+
+    def _set_wants_all(self) -> None:
+        self.wants_all = not self.suspended and not self.key_field and self.match is None
+
+    def suspend(self, suspended: bool) -> None:
+        """Stop (or resume) taking new messages."""
+        self.suspended = suspended
+        self._set_wants_all()
 
     def wants(self, message: cpb.Message) -> bool:
         """Whether a message of its destination (or store) is of interest."""
-        if self.key_field and self.key_field not in message.fields:
+        if self.suspended or (self.key_field and self.key_field not in message.fields):
             return False
         return self.match is None or self.match(message)
+
+    def held(self) -> list[int]:
+        """The sequences it holds: pending, or in its last-value slots."""
+        slots = [self.last_value_seq] if self.last_value_seq else []
+        return [*self.pending, *slots, *self.last_values.values()]
 
 
 class PublishResult(NamedTuple):
@@ -169,6 +188,13 @@ class PublishResult(NamedTuple):
     # The store is at its limit and its policy rejects new messages: nothing was stored.
     rejected: bool = False
     limit: str = ""
+
+
+class DeleteResult(NamedTuple):
+    """Outcome of deleting a durable: its store and how many messages it released."""
+
+    store: str
+    released: int
 
 
 @dataclass(frozen=True)
@@ -242,8 +268,11 @@ class StateMachine:
         # leave a durable (acknowledged, expired, discarded, dead-lettered), so delivery
         # state follows without rescanning entries.
         self.on_acked: Callable[[str, list[int]], None] | None = None
-        # Set by the leader's dispatcher: a durable was repositioned (replay).
+        # Set by the leader's dispatcher: a durable was repositioned (replay) or resumed.
         self.on_reset: Callable[[Durable], None] | None = None
+        # Set by the leader's dispatcher: a durable was suspended ("DURABLE_UNREACHABLE") or
+        # deleted ("DURABLE_DELETED"); its subscriptions end with that reason.
+        self.on_removed: Callable[[Durable, str], None] | None = None
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -302,6 +331,10 @@ class StateMachine:
                                 op.replay.time if which_start == "time" else 0.0)
         if which == "map":
             return self._map(op.map)
+        if which == "suspend_durables":
+            return self._suspend(op.suspend_durables)
+        if which == "delete_durable":
+            return self._delete_durable(op.delete_durable.durable_key)
         if which == "noop":
             return None
         raise UnknownOperation(f"operation of a kind this version does not know ({_unknown_field(op)})")
@@ -318,6 +351,51 @@ class StateMachine:
                           content=op.content, ack_sync_mode=op.ack_sync_mode)
         self._add_durable(durable)
         return durable
+
+    def _suspend(self, op: rpb.SuspendDurablesOp) -> int:
+        """Suspend or resume durables; how many changed."""
+        changed = 0
+        for key in op.durable_keys:
+            durable = self.durables.get(key)
+            if durable is None or durable.suspended == op.suspended:
+                continue
+            durable.suspend(op.suspended)
+            changed += 1
+            if op.suspended:
+                if self.on_removed is not None:
+                    self.on_removed(durable, "DURABLE_UNREACHABLE")
+            elif self.on_reset is not None:
+                self.on_reset(durable)
+        return changed
+
+    def _delete_durable(self, key: str) -> DeleteResult | None:
+        """Remove a durable, releasing every message it holds (None: no such durable)."""
+        durable = self.durables.get(key)
+        if durable is None:
+            return None
+        released = self._release(durable, list(durable.pending))
+        slots = [seq for seq in (durable.last_value_seq, *durable.last_values.values()) if seq]
+        durable.last_value_seq = 0
+        for slot in list(durable.last_values):
+            del durable.last_values[slot]
+        for seq in slots:
+            self._unref(seq)
+        released += len(slots)
+        del self.durables[key]
+        index = self.content_durables if durable.content else self.by_destination
+        where = durable.store if durable.content else durable.destination
+        rest = [d for d in index.get(where, ()) if d is not durable]
+        if rest:
+            index[where] = rest
+        else:
+            index.pop(where, None)
+        self._removed(durable)
+        if self.on_removed is not None:
+            self.on_removed(durable, "DURABLE_DELETED")
+        return DeleteResult(durable.store, released)
+
+    def _removed(self, durable: Durable) -> None:
+        """A durable is gone (a state on disk deletes its record)."""
 
     def _add_durable(self, durable: Durable) -> None:
         self.durables[durable.key] = durable
@@ -703,7 +781,7 @@ class StateMachine:
                 key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                 pending=list(d.pending), last_value_seq=d.last_value_seq, queue=d.queue, matcher=d.matcher,
                 key_field=d.key_field, content=d.content, ack_sync_mode=d.ack_sync_mode,
-                last_values=d.last_values))
+                last_values=d.last_values, suspended=d.suspended))
         for pid, window in self.producers.items():
             seqs = list(window.order)
             snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs,
@@ -744,7 +822,7 @@ class StateMachine:
             d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name,
                         kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=ds.matcher,
                         key_field=ds.key_field, content=ds.content, ack_sync_mode=ds.ack_sync_mode,
-                        last_values=dict(ds.last_values))
+                        last_values=dict(ds.last_values), suspended=ds.suspended)
             for seq in ds.pending:
                 d.pending[seq] = None
                 stored = sm.messages.get(seq)

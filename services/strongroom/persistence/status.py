@@ -8,13 +8,14 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.errors import StrongroomError
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
+from strongroom.persistence.durables import unreachable_reason
 from strongroom.persistence.lifetimes import store_config
 from strongroom.persistence.matcher import matcher_text
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.state import Durable, StateMachine
 from strongroom.persistence.term import LeaderTerm
-from strongroom.realm.model import AckSync, Realm
+from strongroom.realm.model import AckSync, Realm, Store
 
 __all__ = ["ClusterStatus", "DurableStatus", "MemberStatus", "StoreStatus", "cluster_status"]
 
@@ -49,6 +50,10 @@ class DurableStatus:
     content: bool
     refused: int = 0
     """Acks, naks and terms of its subscribers this leader refused."""
+    unreachable_reason: str = ""
+    """Why the realm in force no longer reaches it ("": it does)."""
+    static: bool = False
+    """Declared in the realm (a store's `durables`)."""
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,10 @@ def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm
     return cpb.ACK_SYNC_MODE_SYNC if default == AckSync.SYNC else cpb.ACK_SYNC_MODE_ASYNC
 
 
-def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None, realm: Realm) -> list[DurableStatus]:
+def _durables(state: StateMachine, store: Store, dispatcher: Dispatcher | None, realm: Realm) -> list[DurableStatus]:
+    static = {(None if d.endpoint else d.destination, d.name) for d in store.durables}
     durables = []
-    for d in state.durables_of_store(store):
+    for d in state.durables_of_store(store.name):
         held = (1 if d.last_value_seq else 0) + len(d.last_values)
         durables.append(DurableStatus(
             name=d.name, destination=d.destination, kind=d.kind,
@@ -125,7 +131,9 @@ def _durables(state: StateMachine, store: str, dispatcher: Dispatcher | None, re
             unacked=dispatcher.unacked(d.key) if dispatcher else 0,
             subscribers=dispatcher.subscribers(d.key) if dispatcher else 0,
             matcher=matcher_text(d.matcher), key_field=d.key_field, ack_sync_mode=_ack_sync_mode(d, dispatcher, realm),
-            content=d.content, refused=dispatcher.refusals(d.key) if dispatcher else 0))
+            content=d.content, refused=dispatcher.refusals(d.key) if dispatcher else 0,
+            unreachable_reason=unreachable_reason(d, realm, store.cluster),
+            static=(None if d.content else d.destination, d.name) in static))
     return durables
 
 
@@ -159,7 +167,7 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
             name=store.name, replicated=store.replicated,
             messages=state.store_count.get(store.name, 0) if state else 0,
             bytes=state.store_bytes.get(store.name, 0) if state else 0,
-            durables=_durables(state, store.name, dispatcher, realm) if state else [],
+            durables=_durables(state, store, dispatcher, realm) if state else [],
             cluster=store.cluster, storage=storage, publisher_mode=store.publisher_mode.value,
             max_messages=config.max_messages, max_bytes=config.max_bytes, limit_policy=config.policy,
             maps=bool(store.maps), routed=store.routed, max_message_bytes=store.max_message_bytes,

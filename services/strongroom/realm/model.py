@@ -35,7 +35,7 @@ from strongroom.realm.locations import (
     yaml_problem,
 )
 
-__all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "Destination",
+__all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "StaticDurable", "Destination",
     "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
     "parse_realm", "DEFAULT_REALM_YAML"]
 
@@ -153,6 +153,25 @@ class Cluster(_Model):
         return next((m for m in self.members if m.name == name), None)
 
 
+class StaticDurable(_Model):
+    """A durable the realm declares in a store: it exists from the realm version on, whether or
+    not a subscriber ever opened it, so it takes messages from then on. A last-value static
+    durable is how a topic or an endpoint keeps its latest message (per key value) for
+    subscribers that come later: a new subscriber gets the value at once."""
+
+    name: Name
+    destination: str | None = None
+    """A topic of this store (an exact name, not a pattern). Give this or `endpoint`."""
+    endpoint: str | None = None
+    """An endpoint of this store: a store-wide content durable of the endpoint's template."""
+    kind: TemplateKind | None = None
+    """standard (the default for a topic), shared or last_value; an endpoint's durables take
+    its template's kind."""
+    key_field: str | None = None
+    """A last-value durable on a topic: one latest message per value of this field (default:
+    one slot). An endpoint's durables take its template's key field."""
+
+
 class Store(_Model):
     """A persistence store owned by one cluster."""
 
@@ -175,6 +194,8 @@ class Store(_Model):
     not allowed in it."""
     maps: bool | None = None
     """Clients may create key-value maps in the store (default: true, false for routed stores)."""
+    durables: list[StaticDurable] = []
+    """Static durables: created when the realm version takes effect (see StaticDurable)."""
 
     @model_validator(mode="after")
     def _maps_default(self) -> Store:
@@ -332,6 +353,18 @@ class Realm(_Model):
         for section, rules in (("destinations", self.destinations), ("endpoints", self.endpoints)):
             for i, r in enumerate(rules):
                 problems.extend(self._check_dead_letter(section, i, r, stores))
+        for i, s in enumerate(self.stores):
+            seen_durables: set[tuple[str | None, str]] = set()
+            for j, d in enumerate(s.durables):
+                problem = self._check_static_durable(("stores", i, "durables", j), s, d, templates)
+                if problem is not None:
+                    problems.append(problem)
+                # Endpoint durables are store-wide (one name per store), topic durables per topic.
+                ident = (None if d.endpoint else d.destination, d.name)
+                if ident in seen_durables:
+                    problems.append((("stores", i, "durables", j, "name"),
+                                     f"static durable {d.name!r} appears twice"))
+                seen_durables.add(ident)
         if problems:
             raise _CrossRefError(problems)
         return self
@@ -349,9 +382,7 @@ class Realm(_Model):
             return [(where, f"dead_letter {target!r} must be a destination name, not a pattern")]
         if any(e.name == target for e in self.endpoints):
             return [(where, f"dead_letter {target!r} is an endpoint; name a destination")]
-        match = next((d for d in self.destinations if not d.is_pattern and d.name == target), None)
-        if match is None:
-            match = next((d for d in self.destinations if d.is_pattern and fnmatch.fnmatchcase(target, d.name)), None)
+        match = self._rule_for(target)
         if match is None:
             return [(where, f"dead_letter {target!r} matches no destination of the realm")]
         if match is rule:
@@ -366,6 +397,55 @@ class Realm(_Model):
                             f"{'a ' if own.replicated else 'a non-'}replicated store; a message moves "
                             f"between stores of the same kind only")]
         return []
+
+    def _check_static_durable(self, where: tuple[Any, ...], store: Store, d: StaticDurable,
+                              templates: dict[str, DurableTemplate]) -> tuple[tuple[Any, ...], str] | None:
+        if (d.destination is None) == (d.endpoint is None):
+            return where, (f"static durable {d.name!r} needs either destination (a topic) or endpoint, not "
+                           f"{'both' if d.destination is not None else 'neither'}")
+        if d.endpoint is not None:
+            endpoint = self.endpoint(d.endpoint)
+            if endpoint is None:
+                return (*where, "endpoint"), (f"static durable {d.name!r} names endpoint {d.endpoint!r}, "
+                                              f"which the realm does not define")
+            if endpoint.store != store.name:
+                return (*where, "endpoint"), (f"endpoint {d.endpoint!r} maps to store {endpoint.store!r}, "
+                                              f"not {store.name!r}: declare the durable in that store")
+            template = templates.get(endpoint.template)
+            if d.key_field is not None:
+                return (*where, "key_field"), (f"static durable {d.name!r} is opened through endpoint "
+                                               f"{d.endpoint!r}: its key field is its template's")
+            if template is not None and d.kind is not None and d.kind != template.kind:
+                return (*where, "kind"), (f"endpoint {d.endpoint!r} creates {template.kind.value} durables "
+                                          f"(template {template.name!r}), not {d.kind.value}")
+            return None
+        target = d.destination or ""
+        if not DEST_RE.match(target) or any(c in target for c in "*?["):
+            return (*where, "destination"), (f"static durable {d.name!r}: destination {target!r} must be a "
+                                             f"topic name, not a pattern")
+        if self.endpoint(target) is not None:
+            return (*where, "destination"), (f"{target!r} is an endpoint: write endpoint: {target}")
+        match = self._rule_for(target)
+        if match is None:
+            return (*where, "destination"), (f"static durable {d.name!r}: destination {target!r} matches no "
+                                             f"destination of the realm")
+        if match.kind != DestinationKind.TOPIC:
+            return (*where, "destination"), (f"static durable {d.name!r}: {target!r} is a queue, which has "
+                                             f"its own durable; static durables are for topics")
+        if match.store != store.name:
+            return (*where, "destination"), (f"topic {target!r} maps to store {match.store!r}, not "
+                                             f"{store.name!r}: declare the durable in that store")
+        if d.key_field is not None and d.kind != TemplateKind.LAST_VALUE:
+            return (*where, "key_field"), (f"key_field applies only to last-value durables, not "
+                                           f"{(d.kind or TemplateKind.STANDARD).value}")
+        return None
+
+    def _rule_for(self, name: str) -> Destination | None:
+        """The destination rule of a name: an exact rule wins, else the first glob in order."""
+        match = next((d for d in self.destinations if not d.is_pattern and d.name == name), None)
+        if match is None:
+            match = next((d for d in self.destinations if d.is_pattern and fnmatch.fnmatchcase(name, d.name)), None)
+        return match
 
     def endpoint(self, name: str) -> Endpoint | None:
         """The endpoint with this name."""
@@ -387,9 +467,7 @@ class Realm(_Model):
         """The destination rule and store for a name: an exact rule wins, else the first glob in order."""
         if not destination or not DEST_RE.match(destination) or any(c in destination for c in "*?["):
             raise UnknownDestination(f"invalid destination name {destination!r}")
-        match = next((d for d in self.destinations if not d.is_pattern and d.name == destination), None)
-        if match is None:
-            match = next((d for d in self.destinations if d.is_pattern and fnmatch.fnmatchcase(destination, d.name)), None)
+        match = self._rule_for(destination)
         if match is None:
             raise UnknownDestination(f"no destination of the realm matches {destination!r}")
         store = self.store(match.store)

@@ -19,6 +19,24 @@ MEMBER_ROLE_FOLLOWER: MemberRole
 MEMBER_ROLE_RECOVERING: MemberRole
 MEMBER_ROLE_LEADER: MemberRole
 
+class DeleteDurableRequest(_message.Message):
+    __slots__ = ("destination", "durable", "content")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    durable: str
+    content: bool
+    def __init__(self, destination: _Optional[str] = ..., durable: _Optional[str] = ..., content: _Optional[bool] = ...) -> None: ...
+
+class DeleteDurableResponse(_message.Message):
+    __slots__ = ("store", "released_messages")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    released_messages: int
+    def __init__(self, store: _Optional[str] = ..., released_messages: _Optional[int] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -38,7 +56,7 @@ class MemberStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ..., replication: _Optional[str] = ...) -> None: ...
 
 class DurableStatus(_message.Message):
-    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused")
+    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused", "unreachable", "unreachable_reason", "static")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +69,9 @@ class DurableStatus(_message.Message):
     ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_REASON_FIELD_NUMBER: _ClassVar[int]
+    STATIC_FIELD_NUMBER: _ClassVar[int]
     name: str
     destination: str
     kind: _common_pb2.DurableKind
@@ -63,7 +84,10 @@ class DurableStatus(_message.Message):
     ack_sync_mode: _common_pb2.AckSyncMode
     content: bool
     refused: int
-    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ..., refused: _Optional[int] = ...) -> None: ...
+    unreachable: bool
+    unreachable_reason: str
+    static: bool
+    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ..., refused: _Optional[int] = ..., unreachable: _Optional[bool] = ..., unreachable_reason: _Optional[str] = ..., static: _Optional[bool] = ...) -> None: ...
 
 class StoreStatus(_message.Message):
     __slots__ = ("name", "replicated", "messages", "bytes", "durables", "cluster", "storage", "publisher_mode", "max_messages", "max_bytes", "limit_policy", "maps", "routed", "max_message_bytes", "swapped_messages", "map_count")

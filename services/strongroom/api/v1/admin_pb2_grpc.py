@@ -46,6 +46,11 @@ class AdminServiceStub:
                 request_serializer=strongroom_dot_v1_dot_admin__pb2.StepDownRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_admin__pb2.StepDownResponse.FromString,
                 _registered_method=True)
+        self.DeleteDurable = channel.unary_unary(
+                '/strongroom.v1.AdminService/DeleteDurable',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -68,6 +73,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteDurable(self, request, context):
+        """Delete a durable and release the messages it holds (the leader answers; a follower says
+        NOT_LEADER). Its open subscriptions end with DURABLE_DELETED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -80,6 +93,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.StepDown,
                     request_deserializer=strongroom_dot_v1_dot_admin__pb2.StepDownRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_admin__pb2.StepDownResponse.SerializeToString,
+            ),
+            'DeleteDurable': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteDurable,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -138,6 +156,33 @@ class AdminService:
             '/strongroom.v1.AdminService/StepDown',
             strongroom_dot_v1_dot_admin__pb2.StepDownRequest.SerializeToString,
             strongroom_dot_v1_dot_admin__pb2.StepDownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteDurable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/DeleteDurable',
+            strongroom_dot_v1_dot_admin__pb2.DeleteDurableRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.DeleteDurableResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Operation(_message.Message):
-    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch")
+    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable")
     NOOP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,8 @@ class Operation(_message.Message):
     REPLAY_FIELD_NUMBER: _ClassVar[int]
     MAP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_BATCH_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_DURABLES_FIELD_NUMBER: _ClassVar[int]
+    DELETE_DURABLE_FIELD_NUMBER: _ClassVar[int]
     noop: Noop
     publish: PublishOp
     ack: AckOp
@@ -29,7 +31,9 @@ class Operation(_message.Message):
     replay: ReplayOp
     map: MapOp
     publish_batch: PublishBatchOp
-    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ...) -> None: ...
+    suspend_durables: SuspendDurablesOp
+    delete_durable: DeleteDurableOp
+    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ...) -> None: ...
 
 class ConfigureStoreOp(_message.Message):
     __slots__ = ("store", "max_messages", "max_bytes", "policy")
@@ -162,6 +166,20 @@ class CreateDurableOp(_message.Message):
     content: bool
     ack_sync_mode: _common_pb2.AckSyncMode
     def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ...) -> None: ...
+
+class SuspendDurablesOp(_message.Message):
+    __slots__ = ("durable_keys", "suspended")
+    DURABLE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    durable_keys: _containers.RepeatedScalarFieldContainer[str]
+    suspended: bool
+    def __init__(self, durable_keys: _Optional[_Iterable[str]] = ..., suspended: _Optional[bool] = ...) -> None: ...
+
+class DeleteDurableOp(_message.Message):
+    __slots__ = ("durable_key",)
+    DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
+    durable_key: str
+    def __init__(self, durable_key: _Optional[str] = ...) -> None: ...
 
 class LogEntry(_message.Message):
     __slots__ = ("index", "epoch", "ops")
@@ -338,7 +356,7 @@ class StoredMessage(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ...) -> None: ...
 
 class DurableState(_message.Message):
-    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values")
+    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended")
     class LastValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -359,6 +377,7 @@ class DurableState(_message.Message):
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
     LAST_VALUES_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FIELD_NUMBER: _ClassVar[int]
     key: str
     store: str
     destination: str
@@ -372,7 +391,8 @@ class DurableState(_message.Message):
     content: bool
     ack_sync_mode: _common_pb2.AckSyncMode
     last_values: _containers.ScalarMap[str, int]
-    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    suspended: bool
+    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ...) -> None: ...
 
 class MapEntryState(_message.Message):
     __slots__ = ("key", "value", "version")
