@@ -256,11 +256,15 @@ async def test_follower_restarted_behind_is_sent_entries_the_leader_keeps_only_o
     await client.close()
 
 
-async def test_publishes_go_as_one_batch_operation_only_once_every_member_reads_log_format_2(make_cluster) -> None:  # type: ignore[no-untyped-def]
-    """A member of an older version would skip a PublishBatchOp it does not know: while one
+async def test_operations_of_a_log_format_are_written_only_once_every_member_reads_it(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """A member of an older version would skip an operation it does not know: while one
     member's registration names no log format (as an older version's does), the leader writes
-    one PublishOp per message; once it names format 2 again, one PublishBatchOp per run."""
+    one PublishOp per message; once it names format 2, one PublishBatchOp per run, but a durable
+    delete (format 3) is refused with LOG_FORMAT_PENDING, and done once it names format 3."""
     import json
+
+    from strongroom.errors import LogFormatPending
+    from strongroom.persistence.log import LOG_FORMAT
 
     from strongroom.etcd import EtcdClient
     from strongroom.keys import member_key
@@ -275,7 +279,7 @@ async def test_publishes_go_as_one_batch_operation_only_once_every_member_reads_
     kv = await etcd.get(key)
     assert kv is not None
     record = json.loads(kv.value)
-    assert record["log_format"] == 2
+    assert record["log_format"] == LOG_FORMAT == 3
 
     def notices(name: str, fmt: int) -> int:
         return cluster.log_path(leader).read_text().count(f"member {name} reads log format {fmt}")
@@ -295,17 +299,25 @@ async def test_publishes_go_as_one_batch_operation_only_once_every_member_reads_
     try:
         for name in cluster.names:
             if name != leader:
-                await noticed(name, 2)
+                await noticed(name, 3)
+        sub = await client.subscribe("format.topic", "gone")  # a durable to delete
+        await sub.close()
         await publish_run("two")
         await etcd.put(key, json.dumps({k: v for k, v in record.items() if k != "log_format"}).encode())
         await noticed(old, 1)
         await publish_run("one")
-        before = notices(old, 2)
+        await etcd.put(key, json.dumps({**record, "log_format": 2}).encode())
+        await noticed(old, 2)
+        await publish_run("mid")
+        with pytest.raises(LogFormatPending, match="needs log format 3"):
+            await client.delete_durable("format.topic", "gone")
+        before = notices(old, 3)
         await etcd.put(key, json.dumps(record).encode())
-        await noticed(old, 2, more_than=before)
+        await noticed(old, 3, more_than=before)
+        assert await client.delete_durable("format.topic", "gone") == ("default", 0)
         await publish_run("again")
         got = [m.body for m in await drain_all(client, "format.queue")]
-        assert got == [b"%s-%d" % (p, i) for p in (b"two", b"one", b"again") for i in range(20)]
+        assert got == [b"%s-%d" % (p, i) for p in (b"two", b"one", b"mid", b"again") for i in range(20)]
     finally:
         await etcd.close()
         await client.close()
@@ -319,7 +331,8 @@ async def test_publishes_go_as_one_batch_operation_only_once_every_member_reads_
             for m in msgs:
                 kinds.setdefault(m.body.split(b"-")[0], set()).add(which)
     storage.close()
-    assert kinds == {b"two": {"publish_batch"}, b"one": {"publish"}, b"again": {"publish_batch"}}
+    assert kinds == {b"two": {"publish_batch"}, b"one": {"publish"}, b"mid": {"publish_batch"},
+                     b"again": {"publish_batch"}}
 
 
 async def test_an_operation_of_a_kind_this_version_does_not_know_stops_the_apply_and_is_never_skipped(make_cluster) -> None:  # type: ignore[no-untyped-def]

@@ -147,7 +147,7 @@ def test_subscribe_acks_as_the_durable_kind_takes_them(data_dir: Path, tmp_path:
     """A last-value durable takes no acks: subscribe makes none by default (it used to ack each
     message and, with sync acks, fail after printing it), and refuses an explicit --ack explicit;
     the kind comes from --kind or, without it, from what the leader opened (an endpoint's
-    template). DURABLE_MISMATCH names kinds in the realm's words."""
+    template, or the existing durable). DURABLE_MISMATCH names kinds in the realm's words."""
     import yaml
 
     dd = ["--data-dir", str(data_dir)]
@@ -184,7 +184,11 @@ def test_subscribe_acks_as_the_durable_kind_takes_them(data_dir: Path, tmp_path:
         assert refused.stderr == ("error: --ack explicit: durable 'b' on 'it.board' is last-value, whose messages "
                                   "are not acknowledged; leave out --ack\n")
 
-        mismatch = strongroom("subscribe", "it.prices", "--durable", "board", "--timeout", "1", *dd)
+        # Without --kind a subscriber takes the existing durable as it is; naming another kind is refused.
+        as_is = strongroom("subscribe", "it.prices", "--durable", "board", "--count", "1", "--timeout", "20", *dd)
+        assert (as_is.returncode, as_is.stdout.split(": ", 1)[-1], as_is.stderr) == (0, "p2\n", "")
+        mismatch = strongroom("subscribe", "it.prices", "--durable", "board", "--kind", "standard", "--timeout", "1",
+                              *dd)
         assert mismatch.returncode == 1
         assert mismatch.stderr == ("error: DURABLE_MISMATCH: durable 'board' on 'it.prices' exists with kind "
                                    "last-value, not standard\n")
