@@ -25,6 +25,7 @@ new version; renaming, removing or changing the meaning of a column is.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 import pyarrow as pa
@@ -39,6 +40,7 @@ __all__ = [
     "HIDDEN_PREFIX",
     "partition_dir",
     "file_name",
+    "parse_file_name",
 ]
 
 SCHEMA_VERSION = 1
@@ -62,8 +64,13 @@ class EventKind(str, Enum):
     durable null: which durables want it follows as `message_pending` rows)."""
     MESSAGE_PENDING = "message_pending"
     """A stored message became pending for a durable (durable set; one row per durable that
-    wants it, after its `message_stored` row, and again for each message a replay makes pending;
-    for a last-value durable: it now holds the message in its slot, replacing the previous one)."""
+    wants it, after its `message_stored` row (size set), and again for each message a replay makes
+    pending that was not; for a last-value durable: it now holds the message in its slot,
+    replacing the previous one)."""
+    MESSAGE_SKIPPED = "message_skipped"
+    """A replay repositioned a durable past a message that was pending on it: it left the durable
+    unacknowledged (durable set). A replay's newly pending messages are `message_pending` rows;
+    messages pending before and after it get no row."""
     MESSAGE_DELIVERED = "message_delivered"
     """The leader sent a message to a subscriber of a durable (deliveries: the count so far)."""
     MESSAGE_ACKED = "message_acked"
@@ -138,3 +145,13 @@ def file_name(first_index: int, last_index: int, epoch: int) -> str:
     """The published name of a file holding the events of log entries first..last, written by
     the leader of `epoch`."""
     return f"events-{first_index:020d}-{last_index:020d}-{epoch}.parquet"
+
+
+_FILE_NAME = re.compile(r"events-(\d{20})-(\d{20})-(\d+)\.parquet")
+
+
+def parse_file_name(name: str) -> tuple[int, int, int] | None:
+    """(first index, last index, epoch) of a published file's name; None for any other name
+    (hidden files being written included)."""
+    m = _FILE_NAME.fullmatch(name)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None

@@ -46,10 +46,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from strongroom.events.schema import HIDDEN_PREFIX, SCHEMA, file_name, partition_dir
+from strongroom.events.schema import HIDDEN_PREFIX, SCHEMA, file_name, parse_file_name, partition_dir
 
-__all__ = ["EventWriter", "PublishedFile", "to_table", "DEFAULT_MAX_SECONDS", "DEFAULT_MAX_ROWS",
-           "DEFAULT_MAX_BYTES"]
+__all__ = ["EventWriter", "PublishedFile", "NotPublishing", "to_table", "last_published_index", "remove_stale_hidden",
+           "DEFAULT_MAX_SECONDS", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
 
 DEFAULT_MAX_SECONDS = 10.0
 """A file is published at least this often while events flow."""
@@ -64,6 +64,46 @@ _KEY_SORT = [("epoch", "ascending"), ("log_index", "ascending"), ("position", "a
 _DELTA = ("epoch", "log_index", "position", "time", "seq", "published_at")
 _DICTIONARY = [f.name for f in SCHEMA if pa.types.is_dictionary(f.type)]
 _US_PER_HOUR = 3_600_000_000
+
+
+class NotPublishing(Exception):
+    """The writer's `fence` said no just before a file would have been published (a leader
+    whose lease may have expired): the file was not published."""
+
+
+def last_published_index(root: str | Path, cluster: str) -> int:
+    """The last log index of the newest published file of a cluster under `root` (0: none).
+    Every hour directory is listed: a leader with a slower clock may have written to an
+    earlier hour than its predecessor."""
+    base = Path(root) / f"cluster={cluster}"
+    last = 0
+    try:
+        hours = list(base.iterdir())
+    except FileNotFoundError:
+        return 0
+    for hour in hours:
+        if not hour.name.startswith("hour="):
+            continue
+        for f in hour.iterdir():
+            parsed = parse_file_name(f.name)
+            if parsed is not None and parsed[1] > last:
+                last = parsed[1]
+    return last
+
+
+def remove_stale_hidden(root: str | Path, cluster: str, older_than: float) -> int:
+    """Remove files being written (hidden) last touched more than `older_than` seconds ago: left
+    by a writer that died mid-file. How many."""
+    removed = 0
+    now = time.time()
+    for f in (Path(root) / f"cluster={cluster}").glob(f"hour=*/{HIDDEN_PREFIX}events-*"):
+        try:
+            if now - f.stat().st_mtime > older_than:
+                f.unlink()
+                removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
 
 
 class PublishedFile:
@@ -137,7 +177,8 @@ class EventWriter:
     def __init__(self, root: str | Path, cluster: str, *, epoch: int = 0,
                  max_seconds: float = DEFAULT_MAX_SECONDS, max_rows: int = DEFAULT_MAX_ROWS,
                  max_bytes: int = DEFAULT_MAX_BYTES, compression_level: int = 3,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 fence: Callable[[], bool] | None = None) -> None:
         if max_seconds <= 0 or max_rows < 1 or max_bytes < 1:
             raise ValueError("max_seconds, max_rows and max_bytes must be positive")
         self.root = Path(root)
@@ -149,6 +190,8 @@ class EventWriter:
         self.max_bytes = max_bytes
         self.compression_level = compression_level
         self._clock = clock
+        # Asked just before each rename: False stops the publish (NotPublishing).
+        self._fence = fence
         self._buffer: list[pa.Table] = []
         self._rows = 0
         self._bytes = 0
@@ -239,6 +282,9 @@ class EventWriter:
             os.fsync(f.fileno())
             size = f.tell()
         final = directory / name
+        if self._fence is not None and not self._fence():
+            hidden.unlink()
+            raise NotPublishing(f"{name} not published: the writer may no longer publish")
         os.rename(hidden, final)
         _fsync_dir(directory)
         return PublishedFile(final, first, last, table.num_rows, size)
