@@ -3,6 +3,7 @@ which rows an entry makes, their keys, and that two members derive the same rows
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,10 @@ import pyarrow as pa
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.events.journal import EventJournal
+from strongroom.events.publisher import EventPublisher
 from strongroom.events.rows import RowBuilder
 from strongroom.events.schema import NON_LOG_POSITION, SCHEMA
+from strongroom.events.writer import EventWriter, last_published_index
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.state import StateMachine, durable_key
 from strongroom.persistence.storage import RocksStorage
@@ -211,3 +214,45 @@ def test_deliveries_are_keyed_after_the_log_positions() -> None:
     assert [(r["epoch"], r["log_index"], r["position"] - NON_LOG_POSITION, r["deliveries"]) for r in rows] == [
         (7, 12, 0, 1), (7, 12, 1, 2), (7, 12, 2, 1)]
     assert isinstance(table.column("kind").type, pa.DictionaryType)
+
+
+async def test_a_new_leader_resumes_after_the_newest_published_file(tmp_path: Path) -> None:
+    """The publisher reads the directory: what the previous leader published is not written
+    again even when this member was not told (its journal still holds it)."""
+    m = Member()
+    for i in range(6):
+        m.apply(batch("q", [b"a", b"b"], queue=True, first=i * 10 + 1))
+    previous = Member()
+    for i in range(4):
+        previous.apply(batch("q", [b"a", b"b"], queue=True, first=i * 10 + 1))
+    with EventWriter(tmp_path, "c1", epoch=2) as w:  # the previous leader published entries 1-4
+        previous.journal.build(previous.index, previous.log.__getitem__)
+        w.write(previous.journal.rows_after(0))
+    pub = EventPublisher(m.journal, tmp_path, "c1", epoch=5, interval=60, applied_index=lambda: m.index,
+                         entry_of=m.log.__getitem__, fence=lambda: True, tick=30)
+    task = asyncio.create_task(pub.run())
+    try:
+        while not pub._ready:
+            await asyncio.sleep(0.01)
+        (f,) = await pub.flush(force=True)
+    finally:
+        task.cancel()
+    assert (f.first_index, f.last_index) == (5, 6) and pub.published == 6 and pub.missing is None
+    assert last_published_index(tmp_path, "c1") == 6
+
+
+async def test_a_new_leader_reports_events_it_cannot_derive(tmp_path: Path) -> None:
+    m = Member()
+    m.journal = EventJournal("c1", 4)  # started after entries 1-3 were applied elsewhere
+    m.index = 3
+    m.apply(batch("q", [b"a"], queue=True))
+    pub = EventPublisher(m.journal, tmp_path, "c1", epoch=5, interval=60, applied_index=lambda: m.index,
+                         entry_of=m.log.__getitem__, fence=lambda: True, tick=30)
+    task = asyncio.create_task(pub.run())
+    try:
+        while not pub._ready:
+            await asyncio.sleep(0.01)
+        (f,) = await pub.flush(force=True)
+    finally:
+        task.cancel()
+    assert pub.missing == (1, 3) and (f.first_index, f.last_index) == (4, 4)
