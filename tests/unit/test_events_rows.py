@@ -216,6 +216,20 @@ def test_deliveries_are_keyed_after_the_log_positions() -> None:
     assert isinstance(table.column("kind").type, pa.DictionaryType)
 
 
+async def lead(m: Member, root: Path) -> tuple[EventPublisher, Any]:
+    """`m` becomes leader (epoch 5): its publisher resumes from `root` and publishes one file."""
+    pub = EventPublisher(m.journal, root, "c1", epoch=5, interval=60, applied_index=lambda: m.index,
+                         entry_of=m.log.__getitem__, fence=lambda: True, tick=30)
+    task = asyncio.create_task(pub.run())
+    try:
+        while not pub._ready:
+            await asyncio.sleep(0.01)
+        (f,) = await pub.flush(force=True)
+    finally:
+        task.cancel()
+    return pub, f
+
+
 async def test_a_new_leader_resumes_after_the_newest_published_file(tmp_path: Path) -> None:
     """The publisher reads the directory: what the previous leader published is not written
     again even when this member was not told (its journal still holds it)."""
@@ -228,15 +242,7 @@ async def test_a_new_leader_resumes_after_the_newest_published_file(tmp_path: Pa
     with EventWriter(tmp_path, "c1", epoch=2) as w:  # the previous leader published entries 1-4
         previous.journal.build(previous.index, previous.log.__getitem__)
         w.write(previous.journal.rows_after(0))
-    pub = EventPublisher(m.journal, tmp_path, "c1", epoch=5, interval=60, applied_index=lambda: m.index,
-                         entry_of=m.log.__getitem__, fence=lambda: True, tick=30)
-    task = asyncio.create_task(pub.run())
-    try:
-        while not pub._ready:
-            await asyncio.sleep(0.01)
-        (f,) = await pub.flush(force=True)
-    finally:
-        task.cancel()
+    pub, f = await lead(m, tmp_path)
     assert (f.first_index, f.last_index) == (5, 6) and pub.published == 6 and pub.missing is None
     assert last_published_index(tmp_path, "c1") == 6
 
@@ -246,13 +252,31 @@ async def test_a_new_leader_reports_events_it_cannot_derive(tmp_path: Path) -> N
     m.journal = EventJournal("c1", 4)  # started after entries 1-3 were applied elsewhere
     m.index = 3
     m.apply(batch("q", [b"a"], queue=True))
-    pub = EventPublisher(m.journal, tmp_path, "c1", epoch=5, interval=60, applied_index=lambda: m.index,
-                         entry_of=m.log.__getitem__, fence=lambda: True, tick=30)
+    pub, f = await lead(m, tmp_path)
+    assert pub.missing == (1, 3) and (f.first_index, f.last_index) == (4, 4)
+
+
+async def test_a_publish_that_fails_is_retried_with_every_row(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    m = Member()
+    for i in range(3):
+        m.apply(batch("q", [b"a", b"b"], queue=True, first=i * 10 + 1))
+    blocker = tmp_path / "cluster=c1" / "hour=2025-11-23T12"  # a file where the hour's directory goes
+    blocker.parent.mkdir()
+    blocker.write_text("in the way")
+    pub = EventPublisher(m.journal, tmp_path, "c1", epoch=5, interval=0.1, applied_index=lambda: m.index,
+                         entry_of=m.log.__getitem__, fence=lambda: True, tick=0.05)
     task = asyncio.create_task(pub.run())
     try:
-        while not pub._ready:
-            await asyncio.sleep(0.01)
-        (f,) = await pub.flush(force=True)
+        await asyncio.sleep(0.5)
+        assert last_published_index(tmp_path, "c1") == 0
+        blocker.unlink()
+        for _ in range(100):
+            if last_published_index(tmp_path, "c1") == 3:
+                break
+            await asyncio.sleep(0.05)
     finally:
         task.cancel()
-    assert pub.missing == (1, 3) and (f.first_index, f.last_index) == (4, 4)
+    (f,) = [p for p in tmp_path.rglob("*.parquet") if not p.name.startswith(".")]
+    assert pq.read_metadata(f).num_rows == 1 + 3 * 4 and pub.published == 3

@@ -49,6 +49,8 @@ class EventJournal:
 
     def applied(self, entry: Any, results: list[object], records: list[Record]) -> None:
         """An entry was applied (called for every entry, in order)."""
+        if entry.index <= self.published:
+            return  # a lagging member: the leader published its events already
         self._lazy.append(Applied(entry.index, entry.epoch, entry.time, entry if self.keep_entries else None,
                                   results, records))
 

@@ -104,6 +104,18 @@ class EventPublisher:
             except NotPublishing as exc:
                 log.info("event log: %s", exc)
                 return
+            except OSError as exc:
+                # Disk full, directory gone ...: the rows stay in the journal (on every member)
+                # and are handed over again to a fresh writer at the next tick.
+                log.error("event log: cannot publish to %s: %s; retrying", self.root, exc)
+                self._restart_writer()
+
+    def _restart_writer(self) -> None:
+        writer = self.writer
+        self.journal.trim(writer.published_through)
+        self._handed = max(self.journal.published, self.journal.first_index - 1)
+        self.writer = EventWriter(self.root, self.cluster, epoch=self.epoch, max_seconds=writer.max_seconds,
+                                  fence=writer.fence)
 
     def _resume_point(self) -> int:
         removed = remove_stale_hidden(self.root, self.cluster, STALE_HIDDEN_SECONDS)

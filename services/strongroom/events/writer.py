@@ -82,7 +82,7 @@ def last_published_index(root: str | Path, cluster: str) -> int:
     except FileNotFoundError:
         return 0
     for hour in hours:
-        if not hour.name.startswith("hour="):
+        if not hour.name.startswith("hour=") or not hour.is_dir():
             continue
         for f in hour.iterdir():
             parsed = parse_file_name(f.name)
@@ -191,7 +191,7 @@ class EventWriter:
         self.compression_level = compression_level
         self._clock = clock
         # Asked just before each rename: False stops the publish (NotPublishing).
-        self._fence = fence
+        self.fence = fence
         self._buffer: list[pa.Table] = []
         self._rows = 0
         self._bytes = 0
@@ -282,7 +282,7 @@ class EventWriter:
             os.fsync(f.fileno())
             size = f.tell()
         final = directory / name
-        if self._fence is not None and not self._fence():
+        if self.fence is not None and not self.fence():
             hidden.unlink()
             raise NotPublishing(f"{name} not published: the writer may no longer publish")
         os.rename(hidden, final)
