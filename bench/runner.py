@@ -352,6 +352,8 @@ def format_report(doc: dict[str, Any]) -> str:
         lines.append(row)
     lines += ["", "ratio ours/peer, and event log on/off (medians):"]
     for r in doc["ratios"]:
+        if r["ours"] not in doc["summary"] or r["peer"] not in doc["summary"]:
+            continue  # a configuration this run left out (--only)
         label, unit, higher = FIGURES[r["figure"]]
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
         if r["target"] is None:
@@ -359,7 +361,7 @@ def format_report(doc: dict[str, Any]) -> str:
         else:
             sign = ">=" if higher else "<="
             verdict = "met" if r["met"] else "NOT met" if r["met"] is not None else "?"
-            target = f"  target {sign} {r['target']:.1f}x: {verdict}"
+            target = f"  target {sign} {r['target']:g}x: {verdict}"
         lines.append(f"  {r['ours']:>10} / {r['peer']:<12} {label + ' [' + unit + ']':<{width}} {ratio:>8}{target}")
     if doc["errors"]:
         lines += ["", "errors:"] + [f"  {e}" for e in doc["errors"]]

@@ -176,7 +176,7 @@ class EventWriter:
 
     def __init__(self, root: str | Path, cluster: str, *, epoch: int = 0,
                  max_seconds: float = DEFAULT_MAX_SECONDS, max_rows: int = DEFAULT_MAX_ROWS,
-                 max_bytes: int = DEFAULT_MAX_BYTES, compression_level: int = 3,
+                 max_bytes: int = DEFAULT_MAX_BYTES, compression_level: int = 1,
                  clock: Callable[[], float] = time.monotonic,
                  fence: Callable[[], bool] | None = None) -> None:
         if max_seconds <= 0 or max_rows < 1 or max_bytes < 1:

@@ -171,6 +171,8 @@ class PublishResult(NamedTuple):
     # The store is at its limit and its policy rejects new messages: nothing was stored.
     rejected: bool = False
     limit: str = ""
+    # The stored message's size in bytes (the store event log's rows read it here).
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -435,7 +437,7 @@ class StateMachine:
             wanting = [durables[0]]  # the common case (a queue's own durable): no per-message test
         else:
             wanting = self._wanting(store, destination, content, msg)
-        seq = 0
+        seq = size = 0
         if wanting or new_queue or retain_until:
             size = msg.ByteSize()
             why = self._make_room(store, size)
@@ -461,7 +463,7 @@ class StateMachine:
             if window is None:
                 window = self.producers[producer_id] = self._new_window(producer_id)
             window.record(msg.sequence, seq)
-        return PublishResult(seq, False)
+        return PublishResult(seq, False, False, False, "", size)
 
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         """A new producer's deduplication window."""
