@@ -6,7 +6,8 @@ Every change a store goes through is one row. Rows are written as Parquet files:
     <root>/cluster=<cluster>/hour=<YYYY-MM-DDTHH>/events-<first index:020d>-<last index:020d>-<epoch>.parquet
 
 - `root` is the event-log directory of the cluster (the realm or the member names it);
-- `hour` is the UTC hour of the rows' `time` when the file was cut (a file holds rows of one hour);
+- `hour` is the UTC hour of the `time` of each log entry's first row: a file holds whole log
+  entries (the rows of one log index never span two files) of one hour;
 - a file is published atomically: written under a name starting with `.` (which readers skip)
   and renamed to its final name once complete, so a reader never sees half a file.
 
@@ -16,7 +17,9 @@ on every member, so every member would derive the same rows from the same entry;
 writes them, and a new leader continues after the last `log_index` of the newest published
 file. Events that do not come from a log entry (deliveries, which only the leader's dispatcher
 sees) carry the applied index at the time and positions from `NON_LOG_POSITION` up, with the
-leader's `epoch`, so their key (cluster, epoch, log_index, position) is unique too.
+leader's `epoch`, so their key (cluster, epoch, log_index, position) is unique too. The `epoch`
+of a log entry's events is the entry's own epoch (every member derives the same key); the
+`epoch` in a file's name is that of the leader that wrote it.
 
 Schema versions: `SCHEMA_VERSION` is stored in each file's metadata (`strongroom.events.version`).
 A reader refuses files of another version by name. Adding a kind or a nullable column is not a
