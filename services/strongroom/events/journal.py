@@ -102,7 +102,7 @@ class EventJournal:
         while built and built[0][1] <= published:
             built.popleft()
         if built and built[0][0] <= published:
-            first, last, table = built.popleft()
+            _, last, table = built.popleft()
             built.appendleft((published + 1, last,
                               table.filter(pc.greater(table.column("log_index"), published))))
 

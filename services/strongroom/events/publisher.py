@@ -38,7 +38,7 @@ from strongroom.events.writer import (
     remove_stale_hidden,
 )
 
-__all__ = ["EventPublisher", "TICK_SECONDS"]
+__all__ = ["TICK_SECONDS", "EventPublisher"]
 
 log = logging.getLogger("strongroom.events")
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 from strongroom.events.records import Applied, Record, RecordKind
 from strongroom.events.schema import NON_LOG_POSITION, SCHEMA, EventKind
 
-__all__ = ["RowBuilder", "Delivery"]
+__all__ = ["Delivery", "RowBuilder"]
 
 _KINDS = [k.value for k in EventKind]
 _KIND_INDEX = {k: i for i, k in enumerate(EventKind)}

@@ -34,16 +34,16 @@ from enum import Enum
 import pyarrow as pa
 
 __all__ = [
+    "HIDDEN_PREFIX",
+    "KEY_COLUMNS",
+    "NON_LOG_POSITION",
+    "SCHEMA",
     "SCHEMA_VERSION",
     "VERSION_KEY",
     "EventKind",
-    "SCHEMA",
-    "NON_LOG_POSITION",
-    "KEY_COLUMNS",
-    "HIDDEN_PREFIX",
-    "partition_dir",
     "file_name",
     "parse_file_name",
+    "partition_dir",
 ]
 
 SCHEMA_VERSION = 1

@@ -35,6 +35,7 @@ bytes per event).
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,10 +47,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from strongroom.events.schema import HIDDEN_PREFIX, SCHEMA, file_name, parse_file_name, partition_dir
+from strongroom.events.schema import (
+    HIDDEN_PREFIX,
+    SCHEMA,
+    file_name,
+    parse_file_name,
+    partition_dir,
+)
 
-__all__ = ["EventWriter", "PublishedFile", "NotPublishing", "to_table", "last_published_index", "remove_stale_hidden",
-           "DEFAULT_MAX_SECONDS", "DEFAULT_MAX_ROWS", "DEFAULT_MAX_BYTES"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_ROWS",
+    "DEFAULT_MAX_SECONDS",
+    "EventWriter",
+    "NotPublishing",
+    "PublishedFile",
+    "last_published_index",
+    "remove_stale_hidden",
+    "to_table",
+]
 
 DEFAULT_MAX_SECONDS = 10.0
 """A file is published at least this often while events flow."""
@@ -109,7 +125,7 @@ def remove_stale_hidden(root: str | Path, cluster: str, older_than: float) -> in
 class PublishedFile:
     """A file the writer published: where, which log indexes, how many rows and bytes."""
 
-    __slots__ = ("path", "first_index", "last_index", "rows", "bytes")
+    __slots__ = ("bytes", "first_index", "last_index", "path", "rows")
 
     def __init__(self, path: Path, first_index: int, last_index: int, rows: int, size: int) -> None:
         self.path = path
@@ -319,7 +335,7 @@ def _hour_runs(table: pa.Table) -> list[tuple[int, pa.Table]]:
     entry_hours = pc.fill_null_forward(pc.if_else(starts, hours, pa.scalar(None, pa.int64())))
     changes = pc.indices_nonzero(pc.not_equal(entry_hours.slice(1), entry_hours.slice(0, n - 1))).to_pylist()
     bounds = [0, *(i + 1 for i in changes), n]
-    return [(entry_hours[a].as_py(), table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:])]
+    return [(entry_hours[a].as_py(), table.slice(a, b - a)) for a, b in itertools.pairwise(bounds)]
 
 
 def _entry_boundary(table: pa.Table, at: int) -> int:
