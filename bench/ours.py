@@ -25,22 +25,30 @@ __all__ = ["CONFIGS", "StrongroomTarget", "realm_for"]
 CLUSTER = "bench"
 # configuration name -> (cluster storage mode, destination prefix). The non-replicated store
 # lives on a disk-async cluster; its messages never enter the log, so the mode does not matter.
+# `disk-sync-events`: disk-sync with the store event log on (beside disk-sync: the pair the
+# event log must stay within 5 % of).
 CONFIGS: dict[str, tuple[str, str]] = {
     "disk-sync": ("disk-sync", ""),
+    "disk-sync-events": ("disk-sync", ""),
     "disk-async": ("disk-async", ""),
     "non-replicated": ("disk-async", "nr."),
 }
+EVENTS_SUFFIX = "-events"
+EVENT_LOG_INTERVAL = 10.0
+"""The event log's default publish interval (seconds), which the benchmark keeps."""
 
 
-def realm_for(storage: str) -> str:
+def realm_for(storage: str, events_dir: Path | None = None) -> str:
     """The benchmark realm: one 3-member cluster, a replicated store and a non-replicated one.
     `*.queue` destinations are queues (stored without subscribers), the rest topics; the `nr.`
-    prefix selects the non-replicated store."""
+    prefix selects the non-replicated store. `events_dir`: the store event log on, there (the
+    default publish interval, 10 s)."""
+    event_log = f"    event_log:\n      directory: {events_dir}\n" if events_dir is not None else ""
     return f"""\
 clusters:
   - name: {CLUSTER}
     storage: {storage}
-    members:
+{event_log}    members:
       - name: m1
       - name: m2
       - name: m3
@@ -75,6 +83,7 @@ class StrongroomTarget:
         self.config = config
         self.storage, self.prefix = CONFIGS[config]
         self.work_dir = work_dir
+        self.events_dir = work_dir / "events" if config.endswith(EVENTS_SUFFIX) else None
         self.progress = progress
         self.cluster: Any = None
         self.client: Any = None
@@ -90,7 +99,7 @@ class StrongroomTarget:
         from strongroom.local.launcher import LocalCluster
         from strongroom.realm.model import parse_realm
 
-        text = realm_for(self.storage)
+        text = realm_for(self.storage, self.events_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.cluster = LocalCluster(self.work_dir, write_state=False)
         leaders = await self.cluster.start(parse_realm(text, "bench-realm.yaml"), text, "bench-realm.yaml",
@@ -102,6 +111,19 @@ class StrongroomTarget:
         self.leader_pid = self.cluster.member(CLUSTER, self.leader).pid
         self.server_pids = [p.pid for p in self.cluster.members[CLUSTER].values()]
         self.client = Client(self.cluster.endpoints(CLUSTER), client_name="bench", timeout=60.0)
+
+    async def event_log_size(self) -> dict[str, float]:
+        """The event log's files once the last rows are published (one publish interval after
+        the workloads, not timed): rows, bytes on disk, bytes per event."""
+        import pyarrow.parquet as pq
+
+        if self.events_dir is None:
+            return {}
+        await asyncio.sleep(EVENT_LOG_INTERVAL + 1.5)
+        files = [p for p in self.events_dir.rglob("*.parquet") if not p.name.startswith(".")]
+        rows = sum(pq.read_metadata(p).num_rows for p in files)
+        size = sum(p.stat().st_size for p in files)
+        return {"files": len(files), "rows": rows, "bytes": size, "bytes_per_event": size / rows if rows else 0.0}
 
     async def stop(self) -> None:
         try:

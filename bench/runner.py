@@ -2,13 +2,14 @@
 
 One round runs every configuration once, alternating the two systems:
 
-    disk-sync, nats-fsync, disk-async, nats-default, non-replicated
+    disk-sync, disk-sync-events, nats-fsync, disk-async, nats-default, non-replicated
 
 Each configuration gets a fresh 3-member cluster (started, measured, stopped, its data removed)
 and runs, in order: confirm, pipelined (1 publisher), consume (drains the pipelined backlog),
 fanout, pipelined with 4 and with 16 publishers. The report gives every figure as the median
 and range over the rounds, and the ratio ours/peer of the medians: disk-sync against
-nats-fsync, disk-async against nats-default.
+nats-fsync, disk-async against nats-default; and disk-sync with the store event log on against
+disk-sync with it off (`disk-sync-events` / `disk-sync`, target: within 5 %).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ PROGRESS_EVERY = 5.0
 # (system, configuration) in the order of one round: the systems alternate.
 ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync"),
+    ("strongroom", "disk-sync-events"),
     ("nats", "nats-fsync"),
     ("strongroom", "disk-async"),
     ("nats", "nats-default"),
@@ -80,6 +82,8 @@ FIGURES: dict[str, tuple[str, str, bool]] = {
                                                        for k in SCALE_PUBLISHERS if k != 1]]},
     **{f"{w}.client_cpu_s_per_1k": (f"client CPU, {lbl}", "s/1k msgs", False)
        for w, lbl in [("pipelined", "pipelined x1")]},
+    "event_log.bytes_per_event": ("event log on disk", "bytes/event", False),
+    "event_log.rows": ("event log rows published", "events", True),
 }
 
 # (ours, peer, figure, target): target is the least ratio ours/peer wanted (higher-is-better
@@ -101,6 +105,13 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
     ("disk-async", "nats-default", "fanout.deliveries_per_s", None),
     ("disk-async", "nats-default", "pipelined_x4.msgs_per_s", None),
     ("disk-async", "nats-default", "pipelined_x16.msgs_per_s", None),
+    # The store event log on against off, same run: within 5 % (issue 19).
+    ("disk-sync-events", "disk-sync", "confirm.msgs_per_s", 0.95),
+    ("disk-sync-events", "disk-sync", "confirm.p50_ms", None),
+    ("disk-sync-events", "disk-sync", "confirm.p99_ms", None),
+    ("disk-sync-events", "disk-sync", "pipelined.msgs_per_s", 0.95),
+    ("disk-sync-events", "disk-sync", "pipelined_x4.msgs_per_s", None),
+    ("disk-sync-events", "disk-sync", "pipelined_x16.msgs_per_s", None),
 ]
 
 
@@ -186,6 +197,9 @@ async def _run_target(target: Any, params: Params) -> dict[str, Any]:
             if k != 1:
                 results[f"pipelined_x{k}"] = await target.pipelined(params.pipelined, k)
         await target.check_leader()
+        size = await target.event_log_size() if hasattr(target, "event_log_size") else {}
+        if size:
+            results["event_log"] = size
     finally:
         await target.stop()
     return results
@@ -336,8 +350,10 @@ def format_report(doc: dict[str, Any]) -> str:
         row = f"{label + ' [' + unit + ']':<{width}}  " + "  ".join(
             f"{cell(doc['summary'][c].get(key)):>28}" for c in configs)
         lines.append(row)
-    lines += ["", "ratio ours/peer (medians):"]
+    lines += ["", "ratio ours/peer, and event log on/off (medians):"]
     for r in doc["ratios"]:
+        if r["ours"] not in doc["summary"] or r["peer"] not in doc["summary"]:
+            continue  # a configuration this run left out (--only)
         label, unit, higher = FIGURES[r["figure"]]
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
         if r["target"] is None:
@@ -345,7 +361,7 @@ def format_report(doc: dict[str, Any]) -> str:
         else:
             sign = ">=" if higher else "<="
             verdict = "met" if r["met"] else "NOT met" if r["met"] is not None else "?"
-            target = f"  target {sign} {r['target']:.1f}x: {verdict}"
+            target = f"  target {sign} {r['target']:g}x: {verdict}"
         lines.append(f"  {r['ours']:>10} / {r['peer']:<12} {label + ' [' + unit + ']':<{width}} {ratio:>8}{target}")
     if doc["errors"]:
         lines += ["", "errors:"] + [f"  {e}" for e in doc["errors"]]
@@ -374,12 +390,26 @@ def params_for(quick: bool, messages: int | None) -> tuple[Params, int]:
     return (QUICK_PARAMS, 1) if quick else (DEFAULT_PARAMS, DEFAULT_RUNS)
 
 
+def select(only: str | None) -> list[tuple[str, str]]:
+    """The configurations of a round: all (ORDER), or those named in `only` (comma-separated),
+    in ORDER's order. ValueError for an unknown name."""
+    if not only:
+        return ORDER
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in {c for _, c in ORDER}]
+    if unknown:
+        raise ValueError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(c for _, c in ORDER)}")
+    return [(s, c) for s, c in ORDER if c in names]
+
+
 def run_cli(runs: int | None = None, messages: int | None = None, quick: bool = False, as_json: bool = False,
-            results_dir: Path | None = None) -> int:
+            results_dir: Path | None = None, only: str | None = None) -> int:
     """`strongroom bench`: run, write bench/results/<timestamp>.json, print the report."""
-    _check_installed()
+    order = select(only)
+    if any(s == "nats" for s, _ in order):
+        _check_installed()
     params, default_runs = params_for(quick, messages)
-    doc = asyncio.run(run_bench(runs or default_runs, params))
+    doc = asyncio.run(run_bench(runs or default_runs, params, order=order))
     path = write_results(doc, results_dir or RESULTS_DIR)
     doc["results_file"] = str(path)
     if as_json:
@@ -409,8 +439,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="1 round, small counts (smoke test)")
     p.add_argument("--json", action="store_true", help="print the result document as JSON")
     p.add_argument("--results-dir", type=Path, default=None, help=f"where the JSON goes (default {RESULTS_DIR})")
+    p.add_argument("--only", default=None, help="comma-separated configurations (default: all), e.g. "
+                                               "disk-sync,disk-sync-events")
     a = p.parse_args(argv)
-    return run_cli(a.runs, a.messages, a.quick, a.json, a.results_dir)
+    return run_cli(a.runs, a.messages, a.quick, a.json, a.results_dir, a.only)
 
 
 if __name__ == "__main__":

@@ -45,10 +45,16 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
     for _, config in ORDER:
         for figure in FIGURES:
             s = doc["summary"][config].get(figure)
+            if figure.startswith("event_log.") and not config.endswith("-events"):
+                assert s is None, f"{config}: {figure} without the event log"
+                continue
             assert s is not None and s["median"] is not None, f"{config}: {figure} missing"
             assert math.isfinite(s["median"]) and s["median"] >= 0, f"{config}: {figure} = {s['median']}"
             assert s["min"] <= s["median"] <= s["max"]
         assert doc["summary"][config]["confirm.msgs_per_s"]["median"] > 0
+    # The event log on: its files were published and measured.
+    assert doc["summary"]["disk-sync-events"]["event_log.rows"]["median"] > 0
+    assert 0 < doc["summary"]["disk-sync-events"]["event_log.bytes_per_event"]["median"] <= 40
     assert len(doc["ratios"]) == len(RATIOS)
     assert all(r["ratio"] is not None and r["ratio"] > 0 for r in doc["ratios"])
     for key in ("cores", "memory_gib"):

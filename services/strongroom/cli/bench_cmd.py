@@ -24,7 +24,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"the benchmark suite (bench/) is not importable: {exc}; run from a source checkout "
                        f"with `pip install -e '.[bench]'`") from None
-    return int(run_cli(args.runs, args.messages, args.quick, args.json))
+    try:
+        return int(run_cli(args.runs, args.messages, args.quick, args.json, only=args.only))
+    except ValueError as exc:
+        raise CliError.usage(str(exc)) from None
 
 
 def add_parsers(sub: Any) -> None:
@@ -36,4 +39,7 @@ def add_parsers(sub: Any) -> None:
                    help="pipelined messages per run (default 40000); confirm gets N/20, fanout N/4")
     p.add_argument("--quick", action="store_true", help="one round with small counts (smoke test)")
     p.add_argument("--json", action="store_true", help="print the result document as JSON")
+    p.add_argument("--only", default=None, metavar="CONFIGS",
+                   help="run only these configurations, comma-separated (e.g. disk-sync,disk-sync-events: "
+                        "the store event log off and on, side by side)")
     p.set_defaults(func=cmd_bench)

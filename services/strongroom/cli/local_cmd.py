@@ -4,6 +4,7 @@ member as processes on loopback, recorded in `<data dir>/state.json`)."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Start the local cluster (foreground, or `--detach`)."""
     from strongroom.local.launcher import up
 
+    if args.event_log_dir is not None:
+        # The members started here inherit the environment (`MemberConfig.event_log_dir`).
+        os.environ["STRONGROOM_EVENT_LOG_DIR"] = str(args.event_log_dir.resolve())
     return up(args.realm, data_dir(args), args.detach)
 
 
@@ -34,6 +38,9 @@ def add_parsers(sub: Any) -> None:
                    help="realm YAML to run (default: the built-in realm, one cluster of 3 members)")
     p.add_argument("--detach", action="store_true",
                    help="return once every cluster has a committed leader; stop later with `down`")
+    p.add_argument("--event-log-dir", type=Path, default=None, metavar="DIR",
+                   help="turn the store event log on for every cluster, into DIR (each cluster in "
+                        "DIR/cluster=<name>; default: as the realm says, else off; STRONGROOM_EVENT_LOG_DIR)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("down", parents=[local], help="stop the local cluster of the data dir")

@@ -6,7 +6,8 @@ Every change a store goes through is one row. Rows are written as Parquet files:
     <root>/cluster=<cluster>/hour=<YYYY-MM-DDTHH>/events-<first index:020d>-<last index:020d>-<epoch>.parquet
 
 - `root` is the event-log directory of the cluster (the realm or the member names it);
-- `hour` is the UTC hour of the rows' `time` when the file was cut (a file holds rows of one hour);
+- `hour` is the UTC hour of the `time` of each log entry's first row: a file holds whole log
+  entries (the rows of one log index never span two files) of one hour;
 - a file is published atomically: written under a name starting with `.` (which readers skip)
   and renamed to its final name once complete, so a reader never sees half a file.
 
@@ -16,7 +17,9 @@ on every member, so every member would derive the same rows from the same entry;
 writes them, and a new leader continues after the last `log_index` of the newest published
 file. Events that do not come from a log entry (deliveries, which only the leader's dispatcher
 sees) carry the applied index at the time and positions from `NON_LOG_POSITION` up, with the
-leader's `epoch`, so their key (cluster, epoch, log_index, position) is unique too.
+leader's `epoch`, so their key (cluster, epoch, log_index, position) is unique too. The `epoch`
+of a log entry's events is the entry's own epoch (every member derives the same key); the
+`epoch` in a file's name is that of the leader that wrote it.
 
 Schema versions: `SCHEMA_VERSION` is stored in each file's metadata (`strongroom.events.version`).
 A reader refuses files of another version by name. Adding a kind or a nullable column is not a
@@ -25,20 +28,22 @@ new version; renaming, removing or changing the meaning of a column is.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 import pyarrow as pa
 
 __all__ = [
+    "HIDDEN_PREFIX",
+    "KEY_COLUMNS",
+    "NON_LOG_POSITION",
+    "SCHEMA",
     "SCHEMA_VERSION",
     "VERSION_KEY",
     "EventKind",
-    "SCHEMA",
-    "NON_LOG_POSITION",
-    "KEY_COLUMNS",
-    "HIDDEN_PREFIX",
-    "partition_dir",
     "file_name",
+    "parse_file_name",
+    "partition_dir",
 ]
 
 SCHEMA_VERSION = 1
@@ -62,8 +67,13 @@ class EventKind(str, Enum):
     durable null: which durables want it follows as `message_pending` rows)."""
     MESSAGE_PENDING = "message_pending"
     """A stored message became pending for a durable (durable set; one row per durable that
-    wants it, after its `message_stored` row, and again for each message a replay makes pending;
-    for a last-value durable: it now holds the message in its slot, replacing the previous one)."""
+    wants it, after its `message_stored` row (size set), and again for each message a replay makes
+    pending that was not; for a last-value durable: it now holds the message in its slot,
+    replacing the previous one)."""
+    MESSAGE_SKIPPED = "message_skipped"
+    """A replay repositioned a durable past a message that was pending on it: it left the durable
+    unacknowledged (durable set). A replay's newly pending messages are `message_pending` rows;
+    messages pending before and after it get no row."""
     MESSAGE_DELIVERED = "message_delivered"
     """The leader sent a message to a subscriber of a durable (deliveries: the count so far)."""
     MESSAGE_ACKED = "message_acked"
@@ -138,3 +148,13 @@ def file_name(first_index: int, last_index: int, epoch: int) -> str:
     """The published name of a file holding the events of log entries first..last, written by
     the leader of `epoch`."""
     return f"events-{first_index:020d}-{last_index:020d}-{epoch}.parquet"
+
+
+_FILE_NAME = re.compile(r"events-(\d{20})-(\d{20})-(\d+)\.parquet")
+
+
+def parse_file_name(name: str) -> tuple[int, int, int] | None:
+    """(first index, last index, epoch) of a published file's name; None for any other name
+    (hidden files being written included)."""
+    m = _FILE_NAME.fullmatch(name)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None

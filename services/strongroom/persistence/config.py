@@ -87,6 +87,11 @@ class MemberConfig:
     """sys.setswitchinterval (seconds); STRONGROOM_SWITCH_INTERVAL."""
     gc_thresholds: tuple[int, int, int] = field(default=GC_THRESHOLDS)
     """gc.set_threshold; STRONGROOM_GC_THRESHOLDS="700,10,10" restores CPython's default."""
+    event_log_dir: str = ""
+    """The store event log's root directory (`--event-log-dir`, STRONGROOM_EVENT_LOG_DIR): turns
+    the event log on, or overrides the directory the realm's cluster names (`event_log`).
+    Empty: as the realm says (off by default). Every member of a cluster must see the same
+    directory."""
 
     @property
     def replication_link(self) -> bool:
@@ -103,4 +108,5 @@ class MemberConfig:
             raise ValueError(f"STRONGROOM_SWITCH_INTERVAL must be seconds, not {interval!r}") from None
         thresholds = environ.get("STRONGROOM_GC_THRESHOLDS")
         return replace(self, switch_interval=switch,
-                       gc_thresholds=gc_thresholds(thresholds) if thresholds else self.gc_thresholds)
+                       gc_thresholds=gc_thresholds(thresholds) if thresholds else self.gc_thresholds,
+                       event_log_dir=self.event_log_dir or environ.get("STRONGROOM_EVENT_LOG_DIR", ""))

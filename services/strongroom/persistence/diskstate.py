@@ -683,7 +683,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         fresh._in_entry = False
         del mem
         # Take over the fresh state's contents (callers hold this object).
-        hooks = (self.on_pending, self.on_acked, self.on_reset, self.on_removed)
+        hooks = (self.on_pending, self.on_acked, self.on_reset, self.on_removed, self.events)
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
         for durable in self.durables.values():
@@ -696,7 +696,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self.store_seqs.sm = self  # type: ignore[attr-defined]
         for seqs in self.store_seqs.values():
             seqs.sm = self  # type: ignore[attr-defined]
-        self.on_pending, self.on_acked, self.on_reset, self.on_removed = hooks
+        self.on_pending, self.on_acked, self.on_reset, self.on_removed, self.events = hooks
 
     def pending_page(self, durable: Durable, after: int, limit: int) -> list[int]:
         """A durable's pending sequences above `after`, at most `limit` (the dispatcher's cursor)."""

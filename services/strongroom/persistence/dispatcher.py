@@ -24,7 +24,7 @@ from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.errors import ForeignMessage, InvalidArgument, StrongroomError, UnknownMessage
 from strongroom.persistence.matcher import Match, key_of
-from strongroom.persistence.state import Durable, StateMachine
+from strongroom.persistence.state import Durable, StateMachine, StoredMessage
 
 __all__ = ["Closed", "Delivered", "Dispatcher", "Opened", "Outgoing", "Refusal", "Subscription"]
 
@@ -139,6 +139,9 @@ class Dispatcher:
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The store event log: called with (state, durable, stored message, delivery count)
+        # for every delivery (set by the term when the event log is on).
+        self.on_delivered: Callable[[StateMachine, Durable, StoredMessage, int], None] | None = None
 
     def attach(self, state: StateMachine) -> None:
         """Track a state machine's durables; everything pending is (re)delivered."""
@@ -460,6 +463,8 @@ class Dispatcher:
                     stored = state.message(sub.latest)
                     if stored is not None and not (stored.expires_at and stored.expires_at <= time.time()):
                         sub.credit -= 1
+                        if self.on_delivered is not None:
+                            self.on_delivered(state, durable, stored, 1)
                         sub.outbox.put_nowait([Delivered(stored.seq, stored.message, 1, stored.destination,
                                                          stored.published_at)])
                     sub.latest = 0
@@ -487,6 +492,8 @@ class Dispatcher:
                 self._dead_letter(durable, seq, count - 1, f"reached {count - 1} deliveries")
                 continue
             dd.counts[seq] = count
+            if self.on_delivered is not None:
+                self.on_delivered(state, durable, stored, count)
             dd.inflight[seq] = sub
             sub.inflight.add(seq)
             sub.credit -= 1

@@ -118,6 +118,9 @@ class Follower:
                 if not self._apply_soon:
                     self._apply_soon = True
                     asyncio.get_running_loop().call_soon(self._apply_deferred)
+            if req.events_published and replica.events is not None:
+                # The leader published the store events up to there: ours are no longer needed.
+                replica.events.trim(min(req.events_published, replica.state.applied_index))
             if not replica.synced and req.commit_index <= matched:
                 # We hold everything the leader has committed: count toward majorities again.
                 replica.set_synced(True)

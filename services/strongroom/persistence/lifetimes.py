@@ -148,7 +148,7 @@ class StoreKeeper:
         dead-letter destination, if any."""
         route = self._route_of(durable)
         op = rpb.DeadLetterOp(durable_key=durable.key, message_seq=seq, deliveries=deliveries,
-                              published_at=time.time())
+                              published_at=time.time(), reason=why)
         target = route.rule.dead_letter if route is not None else None
         if target:
             assert route is not None

@@ -111,11 +111,15 @@ def main(argv: list[str] | None = None) -> None:
                              "host, else the link's listen host, and the link's port)")
     parser.add_argument("--data-dir", required=True, type=Path, help="where the member keeps its RocksDB files")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--event-log-dir", default="",
+                        help="turn the store event log on, into this directory (shared by the cluster's members; "
+                             "default: as the realm's cluster says, else off; STRONGROOM_EVENT_LOG_DIR)")
     args = parser.parse_args(argv)
     config = MemberConfig(
         cluster=args.cluster, member=args.member, data_dir=args.data_dir, etcd_endpoints=args.etcd,
         listen=args.listen, advertise=args.advertise or "", replication_listen=args.replication_listen or "",
-        replication_advertise=args.replication_advertise or "", log_level=args.log_level)
+        replication_advertise=args.replication_advertise or "", log_level=args.log_level,
+        event_log_dir=args.event_log_dir)
     try:
         config = config.with_environment()
     except ValueError as exc:

@@ -21,6 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 from strongroom.aio import wait_event
@@ -33,6 +34,8 @@ from strongroom.errors import (
     UnknownMember,
 )
 from strongroom.etcd import EtcdClient
+from strongroom.events.publisher import EventPublisher
+from strongroom.events.writer import DEFAULT_MAX_SECONDS
 from strongroom.keys import REALM_SERVICE, leader_key, stored_key
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.dispatcher import Dispatcher
@@ -78,6 +81,9 @@ class PersistenceNode:
         self.membership = Membership(self.etcd, cluster, config.member, config.address)
         self.replica = Replica(lambda: self.membership.cluster, config.member, config.data_dir, self._record_stored)
         self.replica.on_apply_stopped = self._apply_stopped
+        if self._event_log() is not None:
+            # On from the start only: a member derives the events of every entry it applies.
+            self.replica.enable_events(config.cluster)
         self.peers: PeerCalls = peers if peers is not None else PeerClient()
         self.recovery = Recovery(self.replica, self.membership, self.peers)
         self.follower = Follower(self.replica, self.membership, self)
@@ -283,10 +289,28 @@ class PersistenceNode:
         term.serve(Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.keeper.redelivery_limit,
                               dead_letter=lambda durable, seq, count, why: self.keeper.dead_letter(
                                   term, self.realm, durable, seq, count, why)))
+        event_log = self._event_log()
+        if event_log is not None and self.replica.events is not None:
+            root, interval = event_log
+            term.publish_events(EventPublisher(
+                self.replica.events, root, self.cluster_name, epoch, interval,
+                lambda: self.replica.state.applied_index, self.replica.log.entry,
+                fence=lambda: term.alive() and self.lease_valid()))
         self._serving.set()
         self._notify_leadership(True)
         log.info("leader of %s serving at epoch %d, commit index %d", self.cluster_name, epoch,
                  self.replica.commit_index)
+
+    def _event_log(self) -> tuple[Path, float] | None:
+        """The store event log's directory and publish interval (None: off): the member's
+        `event_log_dir` (option or environment) over the realm's cluster `event_log`."""
+        settings = self.membership.cluster.event_log
+        interval = settings.interval_seconds if settings is not None else DEFAULT_MAX_SECONDS
+        if self.config.event_log_dir:
+            return Path(self.config.event_log_dir), interval
+        if settings is not None:
+            return Path(settings.directory), interval
+        return None
 
     def _replicator(self, term: LeaderTerm, peer: str) -> PeerReplicator:
         membership = self.membership

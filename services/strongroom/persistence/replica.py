@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from strongroom.errors import UnknownOperation
+from strongroom.events.journal import EventJournal
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.state import StateMachine
@@ -70,6 +71,16 @@ class Replica:
         self.compaction_floor: Callable[[], int | None] | None = None
         """While leading: the lowest match index of the reachable followers (None: none)."""
         self.on_apply_stopped: Callable[[str], None] | None = None
+        self.events: EventJournal | None = None
+        """The store events derived at apply and not yet published (event log on)."""
+
+    def enable_events(self, cluster: str) -> EventJournal:
+        """Turn the store event log on: from the next applied entry on, every entry's events are
+        derived and kept until the leader has published them."""
+        if self.events is None:
+            self.events = EventJournal(cluster, self.state.applied_index + 1)
+            self.state.events = []
+        return self.events
 
     def new_state(self, replicated: bool, snapshot: bytes | None = None) -> StateMachine:
         """A state machine for the replicated stores or for the non-replicated ones, with its
@@ -120,6 +131,7 @@ class Replica:
             lg.release(self.commit_index)
             return
         listener = self.on_applied
+        journal = self.events
         while state.applied_index < self.commit_index:
             index = state.applied_index + 1
             if index <= lg.snapshot_index:
@@ -130,6 +142,11 @@ class Replica:
             except UnknownOperation as err:
                 self._stop_applying(err)
                 return
+            if journal is not None:
+                noted = state.events
+                if noted:
+                    state.events = []
+                journal.applied(entry, results, noted or [])
             if listener is not None:
                 listener(index, entry.epoch, results)
         lg.release(state.applied_index)
@@ -163,6 +180,9 @@ class Replica:
         # A snapshot is the state at its index, and only the applied state is at hand. With
         # indexes on disk the state itself is on disk at that index: no snapshot is kept.
         snapshot = b"" if self.indexes_on_disk else self.state.to_snapshot()
+        if self.events is not None:
+            # The rows of unpublished entries are built before the log drops the entries.
+            self.events.build(applied, self.log.entry)
         self.log.compact(applied, self.state.applied_epoch, snapshot)
 
     # --- snapshots ----------------------------------------------------------------------------
@@ -184,11 +204,16 @@ class Replica:
             self.state.install(data)
             self.log.install_snapshot(index, epoch, b"")
             self.commit_index = index
+            if self.events is not None:
+                self.events.reset(index)
             return
         self.log.install_snapshot(index, epoch, data)
         self.state.close()
         self.state = self.new_state(replicated=True, snapshot=data)
         self.commit_index = index
+        if self.events is not None:
+            self.events.reset(index)
+            self.state.events = []
 
     def close(self) -> None:
         """Close storage and swap space."""

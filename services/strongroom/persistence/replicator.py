@@ -48,6 +48,9 @@ class Leader(Protocol):
     @property
     def commit_index(self) -> int: ...
 
+    @property
+    def events_published(self) -> int: ...
+
     def alive(self) -> bool: ...
 
     def on_match(self, peer: str) -> None: ...
@@ -176,7 +179,7 @@ class PeerReplicator:
             self._commit_timer.cancel()
             self._commit_timer = None
         resp = await self.connection.append(self.epoch, leader.member, prev_index, prev_epoch, leader.commit_index,
-                                            raws)
+                                            raws, leader.events_published)
         self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             leader.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")

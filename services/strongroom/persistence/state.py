@@ -26,6 +26,8 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import UnknownOperation
+from strongroom.events.records import Record, RecordKind
+from strongroom.events.schema import EventKind
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
 from strongroom.persistence.swap import PayloadSource, PayloadStore
 
@@ -188,6 +190,8 @@ class PublishResult(NamedTuple):
     # The store is at its limit and its policy rejects new messages: nothing was stored.
     rejected: bool = False
     limit: str = ""
+    # The stored message's size in bytes (the store event log's rows read it here).
+    size: int = 0
 
 
 class DeleteResult(NamedTuple):
@@ -273,6 +277,13 @@ class StateMachine:
         # Set by the leader's dispatcher: a durable was suspended ("DURABLE_UNREACHABLE") or
         # deleted ("DURABLE_DELETED"); its subscriptions end with that reason.
         self.on_removed: Callable[[Durable, str], None] | None = None
+        # The store event log (strongroom.events): while set, what an entry's apply decides
+        # that the entry itself does not say (which durables held a publish's messages, what
+        # an ack released, what expired ...) is noted here as small tuples, one per operation
+        # or per message of a rare operation; never per published message. The replica takes
+        # them after each entry; the rows are built later, off the apply.
+        self.events: list[Record] | None = None
+        self._op = 0
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -290,17 +301,30 @@ class StateMachine:
         self._index = entry.index
         results: list[object] = []
         add = results.append
-        for op, which in zip(ops, kinds):
+        events = self.events
+        for op_no, (op, which) in enumerate(zip(ops, kinds)):
+            self._op = op_no
             # Publishes (nearly every operation) go straight to their method.
             if which == "publish_batch":
                 results += self._publish_batch(op.publish_batch)
+                if events is not None:
+                    self._note_holders(events, op.publish_batch.publish)
             elif which == "publish":
                 add(self._publish(op.publish))
+                if events is not None:
+                    self._note_holders(events, op.publish)
             else:
                 add(self.apply_op(op))
         self.applied_index = entry.index
         self.applied_epoch = entry.epoch
         return results
+
+    def _note_holders(self, events: list[Record], head: rpb.PublishOp) -> None:
+        """Event log: the durables that could hold the messages of a publish operation just
+        applied (its destination's, and the store's content durables), as they are now: the
+        message rows are built later from the entry, the results and these."""
+        events.append((self._op, RecordKind.HOLDERS, tuple(self.by_destination.get(head.destination, ())),
+                       tuple(self.content_durables.get(head.store, ())) if head.content else ()))
 
     def apply_op(self, op: rpb.Operation) -> object:
         """Apply one operation (used directly for non-replicated stores)."""
@@ -361,6 +385,8 @@ class StateMachine:
                 continue
             durable.suspend(op.suspended)
             changed += 1
+            self.note_durable(durable, EventKind.DURABLE_SUSPENDED if op.suspended else EventKind.DURABLE_RESUMED,
+                              "the realm no longer reaches it" if op.suspended else "the realm reaches it again")
             if op.suspended:
                 if self.on_removed is not None:
                     self.on_removed(durable, "DURABLE_UNREACHABLE")
@@ -373,7 +399,7 @@ class StateMachine:
         durable = self.durables.get(key)
         if durable is None:
             return None
-        released = self._release(durable, list(durable.pending))
+        released = len(self._release(durable, list(durable.pending)))
         slots = [seq for seq in (durable.last_value_seq, *durable.last_values.values()) if seq]
         durable.last_value_seq = 0
         for slot in list(durable.last_values):
@@ -381,6 +407,8 @@ class StateMachine:
         for seq in slots:
             self._unref(seq)
         released += len(slots)
+        # Its pending messages leave with it: a reader of the event log drops what it held.
+        self.note_durable(durable, EventKind.DURABLE_DELETED, "deleted by an operator")
         del self.durables[key]
         index = self.content_durables if durable.content else self.by_destination
         where = durable.store if durable.content else durable.destination
@@ -405,6 +433,14 @@ class StateMachine:
             self.by_destination.setdefault(durable.destination, []).append(durable)
         if self.on_pending is not None:
             self.on_pending(durable, 0)
+        self.note_durable(durable, EventKind.DURABLE_CREATED)
+
+    def note_durable(self, durable: Durable, kind: EventKind, reason: str = "") -> None:
+        """The one place a change of a durable becomes a store event (created here; deleted,
+        expired, suspended and resumed by the operations that do them): noted for the event
+        log of the entry being applied, when the event log is on."""
+        if self.events is not None:
+            self.events.append((self._op, RecordKind.DURABLE, durable, kind, reason))
 
     def _holders(self, stored: StoredMessage) -> list[Durable]:
         """The durables that may hold a message: its destination's, and the store's content
@@ -449,7 +485,7 @@ class StateMachine:
             return why
         seqs = self.store_seqs.get(store, {})
         while self._over_limit(store, size) and seqs:
-            self._drop(next(iter(seqs)))
+            self._drop(next(iter(seqs)), RecordKind.DISCARDED, why)
         return self._over_limit(store, size)
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
@@ -483,7 +519,7 @@ class StateMachine:
             wanting = [durables[0]]  # the common case (a queue's own durable): no per-message test
         else:
             wanting = self._wanting(store, destination, content, msg)
-        seq = 0
+        seq = size = 0
         if wanting or new_queue or retain_until:
             size = msg.ByteSize()
             why = self._make_room(store, size)
@@ -509,7 +545,7 @@ class StateMachine:
             if window is None:
                 window = self.producers[producer_id] = self._new_window(producer_id)
             window.record(msg.sequence, seq)
-        return PublishResult(seq, False)
+        return PublishResult(seq, False, False, False, "", size)
 
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         """A new producer's deduplication window."""
@@ -551,9 +587,9 @@ class StateMachine:
         if self.on_pending is not None:
             self.on_pending(durable, seq)
 
-    def _release(self, durable: Durable, seqs: list[int]) -> int:
-        """Remove messages from a durable's pending set; how many it held."""
-        released = 0
+    def _release(self, durable: Durable, seqs: list[int]) -> list[int]:
+        """Remove messages from a durable's pending set; the ones it held."""
+        released = []
         for seq in seqs:
             if seq in durable.pending:
                 del durable.pending[seq]
@@ -561,7 +597,7 @@ class StateMachine:
                 if stored is not None:
                     durable.pending_bytes -= stored.size
                 self._unref(seq)
-                released += 1
+                released.append(seq)
         return released
 
     def _ack(self, op: rpb.AckOp) -> int:
@@ -571,7 +607,9 @@ class StateMachine:
         acked = self._release(durable, list(op.message_seqs))
         if self.on_acked is not None:
             self.on_acked(op.durable_key, list(op.message_seqs))
-        return acked
+        if acked and self.events is not None:
+            self.events.append((self._op, RecordKind.ACKED, durable, acked))
+        return len(acked)
 
     def _unref(self, seq: int) -> None:
         stored = self.messages.get(seq)
@@ -595,11 +633,13 @@ class StateMachine:
             heapq.heapify(self._timers)
             self._stale_timers = 0
 
-    def _drop(self, seq: int) -> None:
+    def _drop(self, seq: int, kind: RecordKind, reason: str) -> None:
         """Remove a message from every holder at once (expired, or discarded at a limit)."""
         stored = self.messages.get(seq)
         if stored is None:
             return
+        if self.events is not None:
+            self.events.append((self._op, kind, seq, stored.store, stored.destination, stored.size, reason))
         for durable in self._holders(stored):
             if durable.kind == KIND_LASTVALUE:
                 if durable.last_value_seq == seq:
@@ -623,11 +663,15 @@ class StateMachine:
             if stored is None:
                 continue
             if stored.expires_at and stored.expires_at <= op.now:
-                self._drop(seq)
+                self._drop(seq, RecordKind.EXPIRED, "time-to-live")
                 expired += 1
             elif stored.retained and stored.retain_until <= op.now:
                 stored.retained = False
                 self._unref(seq)
+                if self.events is not None and seq not in self.messages:
+                    # Its retention held it last: it leaves the store.
+                    self.events.append((self._op, RecordKind.EXPIRED, seq, stored.store, stored.destination,
+                                        stored.size, "retention"))
         return expired
 
     def due(self, now: float, limit: int = 10000) -> list[int]:
@@ -676,6 +720,13 @@ class StateMachine:
                                                  published_at=op.published_at))
             if result.rejected:
                 return False
+        if self.events is not None:
+            self.events.append((self._op, RecordKind.DEAD_LETTERED, durable, stored.seq, stored.store,
+                                stored.destination, stored.size))
+            if op.target_destination and result.message_seq and not result.duplicate:
+                self.events.append((self._op, RecordKind.STORED, result.message_seq, op.target_store,
+                                    op.target_destination, copy.ByteSize(), "",
+                                    tuple(self._wanting(op.target_store, op.target_destination, False, copy))))
         self._release(durable, [op.message_seq])
         if self.on_acked is not None:
             self.on_acked(durable.key, [op.message_seq])
@@ -695,10 +746,14 @@ class StateMachine:
             if mine and durable.wants(stored.message):
                 wanted.append(stored)
         new = {stored.seq: stored for stored in wanted}
+        added = []
         for stored in wanted:
             if stored.seq not in durable.pending:
                 stored.refs += 1
-        self._release(durable, [seq for seq in durable.pending if seq not in new])
+                added.append(stored.seq)
+        skipped = self._release(durable, [seq for seq in durable.pending if seq not in new])
+        if self.events is not None and (added or skipped):
+            self.events.append((self._op, RecordKind.REPLAYED, durable, added, skipped))
         durable.pending = dict.fromkeys(new)
         durable.pending_bytes = sum(stored.size for stored in wanted)
         if self.on_reset is not None:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Protocol
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import NoQuorumError, NotLeaderError, PersistenceUnavailable
+from strongroom.events.publisher import EventPublisher
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.log import ReplicatedLog
@@ -107,6 +108,8 @@ class LeaderTerm:
         """When it started serving (monotonic)."""
         self.replicators: dict[str, Replicating] = {}
         self.dispatcher: Dispatcher | None = None
+        self.events: EventPublisher | None = None
+        """The store event log's publisher, while serving with the event log on."""
         self.local_state = replica.new_state(replicated=False)
         """The non-replicated stores: they live on the leader only and go with its term."""
         # Map versions of non-replicated stores continue above anything an earlier term (of any
@@ -188,6 +191,21 @@ class LeaderTerm:
         self.serving = True
         self.run(self._quorum_watchdog(), "quorum")
 
+    def publish_events(self, publisher: EventPublisher) -> None:
+        """Serving with the event log on: publish the store events (and the deliveries)."""
+        self.events = publisher
+        state = self.replica.state
+        if self.dispatcher is not None:
+            self.dispatcher.on_delivered = lambda sm, durable, stored, count: (
+                publisher.delivered(durable, stored, count) if sm is state else None)
+        self.run(publisher.run(), "events")
+
+    @property
+    def events_published(self) -> int:
+        """The last log index whose store events are published (0: none, or no event log)."""
+        journal = self.replica.events
+        return journal.published if journal is not None else 0
+
     # --- submitting ---------------------------------------------------------------------------
 
     def submit(self, ops: list[rpb.Operation], want_result: bool = True) -> asyncio.Future[CommitResult] | None:
@@ -258,7 +276,7 @@ class LeaderTerm:
             # The entry is made as bytes (its head, then every operation as it was queued) and
             # parsed once for the log and this member's apply.
             index = lg.last_index + 1
-            raw = repeated_after(rpb.LogEntry(index=index, epoch=epoch).SerializeToString(), ENTRY_OPS,
+            raw = repeated_after(rpb.LogEntry(index=index, epoch=epoch, time=time.time()).SerializeToString(), ENTRY_OPS,
                                  [op for ops, _, _ in batch for op in ops])
             entry = rpb.LogEntry.FromString(raw)
             self._waiters[index] = (epoch, [(fut, n) for _, fut, n in batch])
@@ -389,6 +407,8 @@ class LeaderTerm:
             replica.compaction_floor = None
         state = replica.state
         state.on_pending = state.on_acked = state.on_reset = None
+        if self.events is not None:
+            self.events.close()
         cleanup = asyncio.ensure_future(self._clean_up(asyncio.current_task()))
         # The non-replicated stores go once the dispatcher that may still read them has stopped.
         local = self.local_state

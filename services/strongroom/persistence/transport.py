@@ -54,14 +54,15 @@ _memo: list[tuple[tuple[object, ...], bytes]] = []
 
 
 def encoded_append(epoch: int, leader: str, prev_index: int, prev_epoch: int, commit_index: int,
-                   raws: list[bytes], framed: bool) -> bytes:
+                   raws: list[bytes], framed: bool, events_published: int = 0) -> bytes:
     """An append of `raws` (serialised entries), encoded; the same bytes for every follower it
     is the same append for."""
-    key = (epoch, leader, prev_index, prev_epoch, commit_index, len(raws), raws[-1] if raws else None, framed)
+    key = (epoch, leader, prev_index, prev_epoch, commit_index, len(raws), raws[-1] if raws else None, framed,
+           events_published)
     if _memo and _memo[0][0] == key:
         return _memo[0][1]
     head = rpb.AppendRequest(epoch=epoch, leader=leader, prev_index=prev_index, prev_epoch=prev_epoch,
-                             commit_index=commit_index)
+                             commit_index=commit_index, events_published=events_published)
     wire = encode_append(head, raws, framed)
     _memo[:] = [(key, wire)]
     return wire
@@ -186,10 +187,11 @@ class FollowerConnection:
             await self._channel.close()
 
     async def append(self, epoch: int, leader: str, prev_index: int, prev_epoch: int, commit_index: int,
-                     raws: list[bytes]) -> rpb.AppendResponse:
+                     raws: list[bytes], events_published: int = 0) -> rpb.AppendResponse:
         """Send one append (after `connect`) and return the follower's answer."""
         link = self._resolve_link(self.peer)
-        request = encoded_append(epoch, leader, prev_index, prev_epoch, commit_index, raws, framed=link is not None)
+        request = encoded_append(epoch, leader, prev_index, prev_epoch, commit_index, raws, framed=link is not None,
+                                 events_published=events_published)
         try:
             if link is not None:
                 return await self._exchange_on_link(link, request)

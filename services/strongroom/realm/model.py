@@ -2,6 +2,11 @@
 
 `parse_realm(text, source)` validates a YAML realm and raises `RealmInvalid` whose problems are
 `file:line:column: path: what is wrong`. Defaults are documented on each field.
+
+Longer than 600 lines: the realm's schema and its cross-reference rules (a dead-letter target,
+a static durable's topic or endpoint, names that must be unique) are one document's contract;
+pydantic runs the rules as validators of the models they read, and keeping them beside the
+fields they check is what lets a reader see every rule a realm file must meet in one place.
 """
 
 from __future__ import annotations
@@ -110,6 +115,19 @@ class Member(_Model):
     """host:port peers and clients use; when absent the member registers its listen address in etcd."""
 
 
+class EventLog(_Model):
+    """Where a cluster's store event log goes (see "Store event log" in the README)."""
+
+    directory: str
+    """The event-log root directory: the leader writes `cluster=<name>/hour=<UTC hour>/` below
+    it. Every member of the cluster must see the same directory (one machine, or a volume all
+    of them mount), since a new leader resumes after the newest file its predecessor published.
+    A relative path is relative to each member's working directory. (An S3-compatible URL is
+    the next step; not supported yet.)"""
+    interval_seconds: float = Field(default=10.0, gt=0, le=3600)
+    """While events flow, a file is published at least this often (seconds)."""
+
+
 class Cluster(_Model):
     """A persistence cluster: an odd number of members electing one leader through etcd."""
 
@@ -133,6 +151,9 @@ class Cluster(_Model):
     """Message swapping: past this many MiB of payloads held in memory by memory-storage and
     non-replicated stores, payloads move to a swap file on disk and are read back on delivery
     (0, the default: no swapping)."""
+    event_log: EventLog | None = None
+    """The store event log: off unless set (a member's `--event-log-dir` or
+    STRONGROOM_EVENT_LOG_DIR also turns it on, with that directory)."""
 
     @field_validator("members")
     @classmethod

@@ -56,7 +56,7 @@ class ExpireOp(_message.Message):
     def __init__(self, message_seqs: _Optional[_Iterable[int]] = ..., now: _Optional[float] = ...) -> None: ...
 
 class DeadLetterOp(_message.Message):
-    __slots__ = ("durable_key", "message_seq", "deliveries", "target_store", "target_destination", "target_queue", "published_at")
+    __slots__ = ("durable_key", "message_seq", "deliveries", "target_store", "target_destination", "target_queue", "published_at", "reason")
     DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class DeadLetterOp(_message.Message):
     TARGET_DESTINATION_FIELD_NUMBER: _ClassVar[int]
     TARGET_QUEUE_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     durable_key: str
     message_seq: int
     deliveries: int
@@ -71,7 +72,8 @@ class DeadLetterOp(_message.Message):
     target_destination: str
     target_queue: bool
     published_at: float
-    def __init__(self, durable_key: _Optional[str] = ..., message_seq: _Optional[int] = ..., deliveries: _Optional[int] = ..., target_store: _Optional[str] = ..., target_destination: _Optional[str] = ..., target_queue: _Optional[bool] = ..., published_at: _Optional[float] = ...) -> None: ...
+    reason: str
+    def __init__(self, durable_key: _Optional[str] = ..., message_seq: _Optional[int] = ..., deliveries: _Optional[int] = ..., target_store: _Optional[str] = ..., target_destination: _Optional[str] = ..., target_queue: _Optional[bool] = ..., published_at: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReplayOp(_message.Message):
     __slots__ = ("durable_key", "sequence", "time")
@@ -182,14 +184,16 @@ class DeleteDurableOp(_message.Message):
     def __init__(self, durable_key: _Optional[str] = ...) -> None: ...
 
 class LogEntry(_message.Message):
-    __slots__ = ("index", "epoch", "ops")
+    __slots__ = ("index", "epoch", "ops", "time")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OPS_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
     index: int
     epoch: int
     ops: _containers.RepeatedCompositeFieldContainer[Operation]
-    def __init__(self, index: _Optional[int] = ..., epoch: _Optional[int] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ...) -> None: ...
+    time: float
+    def __init__(self, index: _Optional[int] = ..., epoch: _Optional[int] = ..., ops: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ..., time: _Optional[float] = ...) -> None: ...
 
 class PromiseRequest(_message.Message):
     __slots__ = ("epoch", "leader")
@@ -218,36 +222,40 @@ class PromiseResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ..., last_epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., synced: _Optional[bool] = ..., member: _Optional[str] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
-    __slots__ = ("epoch", "leader", "prev_index", "prev_epoch", "entries", "commit_index")
+    __slots__ = ("epoch", "leader", "prev_index", "prev_epoch", "entries", "commit_index", "events_published")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     PREV_INDEX_FIELD_NUMBER: _ClassVar[int]
     PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_PUBLISHED_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     leader: str
     prev_index: int
     prev_epoch: int
     entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
     commit_index: int
-    def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., prev_index: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., commit_index: _Optional[int] = ...) -> None: ...
+    events_published: int
+    def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., prev_index: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., commit_index: _Optional[int] = ..., events_published: _Optional[int] = ...) -> None: ...
 
 class AppendRequestRaw(_message.Message):
-    __slots__ = ("epoch", "leader", "prev_index", "prev_epoch", "entries", "commit_index")
+    __slots__ = ("epoch", "leader", "prev_index", "prev_epoch", "entries", "commit_index", "events_published")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     PREV_INDEX_FIELD_NUMBER: _ClassVar[int]
     PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_PUBLISHED_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     leader: str
     prev_index: int
     prev_epoch: int
     entries: _containers.RepeatedScalarFieldContainer[bytes]
     commit_index: int
-    def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., prev_index: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ...) -> None: ...
+    events_published: int
+    def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., prev_index: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., events_published: _Optional[int] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
     __slots__ = ("ok", "promised_epoch", "last_index", "conflict_index", "needs_snapshot")

@@ -1,0 +1,263 @@
+"""Rows of the store event log, built in bulk from applied entries (`Applied`) and deliveries.
+
+Every member would build the same rows from the same entry: they depend only on the entry, the
+apply's results and the notes the state machine took while applying it (`records.py`). The
+columns are collected as Python lists for many entries at once and turned into Arrow arrays
+once per batch; the messages of a publish operation become columns by list repetition, not a
+loop per row.
+
+Positions within an entry: operation by operation, in order. For a publish operation: first
+the events its apply noted (a queue's own durable created, messages discarded to make room),
+then one `message_stored` row per stored message, then, per durable that could hold them, one
+`message_pending` row per stored message it wanted (so a message's pending rows come after its
+stored row). Other operations: their notes in the order the apply made them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from strongroom.events.records import Applied, Record, RecordKind
+from strongroom.events.schema import NON_LOG_POSITION, SCHEMA, EventKind
+
+__all__ = ["Delivery", "RowBuilder"]
+
+_KINDS = [k.value for k in EventKind]
+_KIND_INDEX = {k: i for i, k in enumerate(EventKind)}
+STORED = _KIND_INDEX[EventKind.MESSAGE_STORED]
+PENDING = _KIND_INDEX[EventKind.MESSAGE_PENDING]
+_US = 1_000_000
+
+Delivery = tuple[int, Any, int, str, str, int, float, int, float]
+"""(applied log index, durable, seq, store, destination, size, published_at, deliveries, time)."""
+
+
+def _us(seconds: float) -> int:
+    return int(seconds * _US)
+
+
+class RowBuilder:
+    """Collects rows column by column; `table()` hands them over as one Arrow table. String
+    columns are collected as dictionary indices (a Python int per row costs a tenth of a
+    string to convert)."""
+
+    _COLUMNS = ("epoch", "log_index", "position", "kind", "time", "store", "destination", "durable", "seq",
+                "size", "published_at", "producer", "deliveries", "reason", "target")
+    _STRINGS = ("store", "destination", "durable", "producer", "reason", "target")
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self._clear()
+        self._last_time = 0
+
+    def _clear(self) -> None:
+        self.cols: dict[str, list[Any]] = {name: [] for name in self._COLUMNS}
+        self.dicts: dict[str, dict[str, int]] = {name: {} for name in self._STRINGS}
+
+    def _code(self, column: str, value: str | None) -> int | None:
+        """The dictionary index of a string value of a column (None stays null)."""
+        if value is None:
+            return None
+        d = self.dicts[column]
+        code = d.get(value)
+        if code is None:
+            code = d[value] = len(d)
+        return code
+
+    def __len__(self) -> int:
+        return len(self.cols["kind"])
+
+    # --- one row at a time (rare events) -----------------------------------------------------------
+
+    def _row(self, epoch: int, index: int, position: int, kind: EventKind, time_us: int, store: str | None,
+             destination: str | None, durable: str | None = None, seq: int | None = None,
+             size: int | None = None, published_at: int | None = None, producer: str | None = None,
+             deliveries: int | None = None, reason: str | None = None, target: str | None = None) -> None:
+        c = self.cols
+        code = self._code
+        for name, value in (("epoch", epoch), ("log_index", index), ("position", position),
+                            ("kind", _KIND_INDEX[kind]), ("time", time_us), ("store", code("store", store)),
+                            ("destination", code("destination", destination)),
+                            ("durable", code("durable", durable)), ("seq", seq), ("size", size),
+                            ("published_at", published_at), ("producer", code("producer", producer)),
+                            ("deliveries", deliveries), ("reason", code("reason", reason)),
+                            ("target", code("target", target))):
+            c[name].append(value)
+
+    # --- entries -----------------------------------------------------------------------------------
+
+    def add_entries(self, applied: Iterable[Applied], entry_of: Callable[[int], Any]) -> None:
+        """The rows of applied entries (`entry_of(index)` reads an entry the journal does not hold)."""
+        for a in applied:
+            entry = a.entry if a.entry is not None else entry_of(a.index)
+            self._add_entry(a, entry)
+
+    def _add_entry(self, a: Applied, entry: Any) -> None:
+        if a.time:
+            self._last_time = _us(a.time)
+        # An entry of a leader before the `time` field: the last time seen (deterministic).
+        t = self._last_time
+        by_op: dict[int, list[Record]] = {}
+        for rec in a.records:
+            by_op.setdefault(rec[0], []).append(rec)
+        position = 0
+        at = 0
+        results = a.results
+        for op_no, op in enumerate(entry.ops):
+            which = op.WhichOneof("op")
+            notes = by_op.get(op_no, ())
+            if which == "publish_batch":
+                n = len(op.publish_batch.messages)
+                position = self._add_publish(a, op.publish_batch.publish, op.publish_batch.messages,
+                                             results[at:at + n], notes, position, t)
+                at += n
+                continue
+            if which == "publish":
+                position = self._add_publish(a, op.publish, [op.publish.message], results[at:at + 1], notes,
+                                             position, t)
+            else:
+                for rec in notes:
+                    position = self._add_note(a, op, rec, position, t)
+            at += 1
+
+    def _add_publish(self, a: Applied, head: Any, messages: Any, results: list[Any], notes: Iterable[Record],
+                     position: int, t: int) -> int:
+        holders: tuple[Any, ...] = ()
+        for rec in notes:
+            if rec[1] == RecordKind.HOLDERS:
+                holders = rec[2] + rec[3]
+            else:
+                position = self._add_note(a, None, rec, position, t)
+        kept = [(r, m) for r, m in zip(results, messages) if r.message_seq and not r.duplicate]
+        if not kept:
+            return position
+        seqs = [r.message_seq for r, _ in kept]
+        sizes = [r.size for r, _ in kept]
+        code = self._code
+        producer_codes = self.dicts["producer"]
+        producers = [producer_codes[p] if p in producer_codes else code("producer", p or None)
+                     for p in (m.producer_id for _, m in kept)]
+        n = len(kept)
+        if all(d.wants_all for d in holders) and not head.content:
+            pending = [(d, seqs, sizes) for d in holders]
+        else:
+            pending = []
+            for d in holders:
+                mine = [(r.message_seq, r.size) for r, m in kept if d.wants(m)]
+                if mine:
+                    pending.append((d, [s for s, _ in mine], [z for _, z in mine]))
+        rows = n + sum(len(p[1]) for p in pending)
+        c = self.cols
+        published = _us(head.published_at)
+        c["epoch"] += [a.epoch] * rows
+        c["log_index"] += [a.index] * rows
+        c["position"] += range(position, position + rows)
+        c["time"] += [published] * rows
+        c["store"] += [code("store", head.store)] * rows
+        c["published_at"] += [published] * rows
+        c["kind"] += [STORED] * n
+        c["destination"] += [code("destination", head.destination)] * n
+        c["durable"] += [None] * n
+        c["seq"] += seqs
+        c["size"] += sizes
+        c["producer"] += producers
+        for d, ps, zs in pending:
+            k = len(ps)
+            c["kind"] += [PENDING] * k
+            c["destination"] += [code("destination", d.destination)] * k
+            c["durable"] += [code("durable", d.name)] * k
+            c["seq"] += ps
+            c["size"] += zs
+            c["producer"] += [None] * k
+        for name in ("deliveries", "reason", "target"):
+            c[name] += [None] * rows
+        return position + rows
+
+    def _add_note(self, a: Applied, op: Any, rec: Record, position: int, t: int) -> int:
+        kind = rec[1]
+        e, i = a.epoch, a.index
+        if kind == RecordKind.DURABLE:
+            d = rec[2]
+            self._row(e, i, position, rec[3], t, d.store, d.destination, d.name, reason=rec[4] or None)
+            return position + 1
+        if kind == RecordKind.ACKED:
+            d = rec[2]
+            for seq in rec[3]:
+                self._row(e, i, position, EventKind.MESSAGE_ACKED, t, d.store, d.destination, d.name, seq)
+                position += 1
+            return position
+        if kind in (RecordKind.EXPIRED, RecordKind.DISCARDED):
+            _, _, seq, store, destination, size, reason = rec
+            expired = kind == RecordKind.EXPIRED
+            when = _us(op.expire.now) if expired and op is not None and op.expire.now else t
+            self._row(e, i, position, EventKind.MESSAGE_EXPIRED if expired else EventKind.MESSAGE_DISCARDED, when,
+                      store, destination, None, seq, size, reason=reason)
+            return position + 1
+        if kind == RecordKind.DEAD_LETTERED:
+            _, _, d, seq, store, destination, size = rec
+            dl = op.dead_letter
+            self._row(e, i, position, EventKind.MESSAGE_DEAD_LETTERED, _us(dl.published_at) or t, store,
+                      d.destination, d.name, seq, size, deliveries=dl.deliveries, reason=dl.reason or None,
+                      target=dl.target_destination)
+            return position + 1
+        if kind == RecordKind.STORED:
+            _, _, seq, store, destination, size, producer, wanting = rec
+            when = _us(op.dead_letter.published_at) if op is not None and op.dead_letter.published_at else t
+            self._row(e, i, position, EventKind.MESSAGE_STORED, when, store, destination, None, seq, size, when,
+                      producer or None)
+            position += 1
+            for d in wanting:
+                self._row(e, i, position, EventKind.MESSAGE_PENDING, when, store, d.destination, d.name, seq, size,
+                          when)
+                position += 1
+            return position
+        if kind == RecordKind.REPLAYED:
+            _, _, d, added, skipped = rec
+            for seqs, ev in ((skipped, EventKind.MESSAGE_SKIPPED), (added, EventKind.MESSAGE_PENDING)):
+                for seq in seqs:
+                    self._row(e, i, position, ev, t, d.store, d.destination, d.name, seq)
+                    position += 1
+            return position
+        raise AssertionError(f"unknown event record {rec[:2]}")
+
+    # --- deliveries ----------------------------------------------------------------------------------
+
+    def add_deliveries(self, epoch: int, deliveries: Iterable[Delivery], counters: dict[int, int]) -> None:
+        """Deliveries by the leader of `epoch`: keyed by the log index applied when each was
+        made and positions from NON_LOG_POSITION up (`counters`: the next one per log index,
+        kept by the caller across calls)."""
+        for index, d, seq, store, destination, size, published_at, count, now in deliveries:
+            n = counters.get(index, 0)
+            counters[index] = n + 1
+            self._row(epoch, index, NON_LOG_POSITION + n, EventKind.MESSAGE_DELIVERED, _us(now), store, destination,
+                      d.name, seq, size, _us(published_at), deliveries=count)
+
+    # --- out -------------------------------------------------------------------------------------------
+
+    def table(self) -> pa.Table | None:
+        """The rows collected since the last call, as a table in the event schema (None: none)."""
+        c = self.cols
+        if not c["kind"]:
+            return None
+        dicts = self.dicts
+        self._clear()
+        arrays = []
+        for f in SCHEMA:
+            if f.name == "cluster":
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array([0] * len(c["kind"]), pa.int32()),
+                                                             pa.array([self.cluster])))
+            elif f.name == "kind":
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(c["kind"], pa.int32()), pa.array(_KINDS)))
+            elif f.name == "detail":
+                arrays.append(pa.nulls(len(c["kind"]), f.type))
+            elif pa.types.is_timestamp(f.type):
+                arrays.append(pa.array(c[f.name], pa.int64()).cast(f.type))
+            elif f.name in dicts:
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(c[f.name], pa.int32()),
+                                                             pa.array(list(dicts[f.name]), pa.string())))
+            else:
+                arrays.append(pa.array(c[f.name], f.type))
+        return pa.Table.from_arrays(arrays, schema=SCHEMA)
