@@ -161,6 +161,21 @@ def test_replay_rows_say_what_became_pending_and_what_was_skipped() -> None:
     assert [(r["kind"], r["seq"]) for r in rows] == [("message_skipped", 2)]
 
 
+def test_suspension_resumption_and_delete_of_a_durable_are_events() -> None:
+    m = Member()
+    key = durable_key("t", "a")
+    m.apply(create("t", "a"), batch("t", [b"x"]))
+    m.apply(rpb.Operation(suspend_durables=rpb.SuspendDurablesOp(durable_keys=[key], suspended=True)))
+    m.apply(rpb.Operation(suspend_durables=rpb.SuspendDurablesOp(durable_keys=[key], suspended=True)))  # no change
+    m.apply(rpb.Operation(suspend_durables=rpb.SuspendDurablesOp(durable_keys=[key], suspended=False)))
+    m.apply(rpb.Operation(delete_durable=rpb.DeleteDurableOp(durable_key=key)))
+    rows = [r for r in m.rows() if r["kind"].startswith("durable_")]
+    assert [(r["kind"], r["log_index"], r["durable"], r["destination"]) for r in rows] == [
+        ("durable_created", 1, "a", "t"), ("durable_suspended", 2, "a", "t"), ("durable_resumed", 4, "a", "t"),
+        ("durable_deleted", 5, "a", "t")]
+    assert rows[-1]["reason"] == "deleted by an operator"
+
+
 def test_two_members_derive_identical_rows_one_from_the_log_read_back() -> None:
     leader, follower = Member(), Member()
     follower.journal.keep_entries = False
