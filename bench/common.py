@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import resource
-import socket
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from strongroom.local.etcdproc import free_port
 
 __all__ = [
     "BODY",
@@ -52,13 +53,6 @@ class Params:
 
     def as_dict(self) -> dict[str, int]:
         return {"confirm": self.confirm, "pipelined": self.pipelined, "fanout": self.fanout}
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def proc_cpu_seconds(pid: int) -> float:

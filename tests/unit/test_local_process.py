@@ -81,3 +81,17 @@ def test_a_zombie_main_thread_with_threads_still_running_is_alive(tmp_path: Path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_free_ports_are_below_the_range_outgoing_connections_take_ports_from() -> None:
+    """A port from the kernel's ephemeral range can be taken by an outgoing connection between
+    the pick and the bind (a member then fails to start with 'Failed to bind')."""
+    import socket
+
+    from strongroom.local.etcdproc import LOWEST_PORT, _ephemeral_start, free_port
+
+    top = _ephemeral_start()
+    ports = {free_port() for _ in range(50)}
+    assert all(LOWEST_PORT <= p < top for p in ports) and len(ports) > 40
+    with socket.socket() as s:  # and free
+        s.bind(("127.0.0.1", ports.pop()))

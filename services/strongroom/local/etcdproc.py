@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,8 +26,35 @@ def etcd_binary() -> str:
     return str(path)
 
 
+LOWEST_PORT = 10000
+"""Ports handed out by `free_port` start here."""
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
+    """A free TCP port on 127.0.0.1 for a process started next to listen on.
+
+    Chosen at random below the kernel's range for outgoing connections: a port from that range
+    (what binding to port 0 gives) can be taken by any outgoing connection between this pick
+    and the process's bind, which on a busy machine (a test suite opening thousands of gRPC
+    connections) happens. Falls back to port 0's choice when the low range is exhausted."""
+    top = _ephemeral_start()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(LOWEST_PORT, top) if top > LOWEST_PORT else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
