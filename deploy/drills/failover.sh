@@ -68,8 +68,9 @@ trap 'rm -rf "$work"' EXIT
 
 coproc AGENT { k exec -i "$client" --container realm -- python -m strongroom.drill_k8s agent \
   --endpoints "$endpoints" --destination "$destination" --messages "$MESSAGES"; }
-agent_out=${AGENT[0]}
-agent_in=${AGENT[1]}
+# Our own copies of the coprocess's pipes: bash closes AGENT's descriptors as soon as the
+# agent exits, which can be before this loop has read its last lines (its report).
+exec {agent_out}<&"${AGENT[0]}" {agent_in}>&"${AGENT[1]}"
 
 report=""
 killed_at=""
