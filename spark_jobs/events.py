@@ -1,0 +1,149 @@
+"""Reading a store event log: finding its files, refusing bad ones by name, the Spark session, and
+the events as one deduplicated DataFrame. Shared by every job.
+
+The layout and the columns are `strongroom.events.schema`'s. A file is refused (`BadEventLog`,
+exit status 2 from the command line) when it is not Parquet or is cut short (its footer does not
+read), when its schema version is not ours, or when a column the jobs read is missing. All of
+that is checked on every file's footer before Spark starts, so a bad file stops the job before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from strongroom.events.schema import HIDDEN_PREFIX, KEY_COLUMNS, SCHEMA, SCHEMA_VERSION, VERSION_KEY, EventKind
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["BadEventLog", "EventLog", "find_event_log", "load_events", "parse_time", "spark_session"]
+
+NEEDED_COLUMNS = ("cluster", "epoch", "log_index", "position", "kind", "time", "store", "destination",
+                  "durable", "seq", "size", "published_at", "deliveries")
+"""The columns the jobs read (a file may have more: later nullable columns)."""
+LOG4J = Path(__file__).with_name("log4j2.properties")
+"""Spark's own logging: errors only, so the terminal shows the job's lines."""
+
+
+class BadEventLog(Exception):
+    """The events directory cannot be read as a store event log; the message names the file."""
+
+
+@dataclass(frozen=True)
+class EventLog:
+    """The published files of an event-log directory, checked."""
+
+    root: Path
+    files: list[Path]
+    rows: int
+    """Rows in all files (before deduplication)."""
+    bytes: int
+    """Bytes of the files on disk."""
+
+
+def find_event_log(root: Path | str) -> EventLog:
+    """Every published event file under `root` (hidden files being written are skipped), each
+    one's footer read and its schema version checked. Raises `BadEventLog` naming the problem."""
+    root = Path(root)
+    if not root.is_dir():
+        raise BadEventLog(f"events directory {root} does not exist" if not root.exists()
+                          else f"events directory {root} is not a directory")
+    files = sorted(Path(d) / f for d, dirs, names in os.walk(root)
+                   for f in names if f.endswith(".parquet") and not f.startswith((HIDDEN_PREFIX, "_"))
+                   and not any(part.startswith(HIDDEN_PREFIX) for part in Path(d).relative_to(root).parts))
+    if not files:
+        raise BadEventLog(f"events directory {root} holds no event files (*.parquet under cluster=*/hour=*/)")
+    rows = size = 0
+    for f in files:
+        try:
+            meta = pq.read_metadata(f)
+            schema = pq.read_schema(f)
+        except Exception as exc:  # pyarrow says ArrowInvalid/OSError for a cut or foreign file
+            raise BadEventLog(f"{f}: not a readable Parquet file (truncated or corrupt?): {exc}") from None
+        version = (meta.metadata or {}).get(VERSION_KEY)
+        if version is None:
+            raise BadEventLog(f"{f}: no schema version ({VERSION_KEY.decode()} missing): not a Strongroom event file")
+        if version != str(SCHEMA_VERSION).encode():
+            raise BadEventLog(f"{f}: schema version {version.decode(errors='replace')}, this reader reads "
+                              f"version {SCHEMA_VERSION}")
+        missing = [c for c in NEEDED_COLUMNS if c not in schema.names]
+        if missing:
+            raise BadEventLog(f"{f}: missing column(s) {', '.join(missing)}")
+        rows += meta.num_rows
+        size += f.stat().st_size
+    if rows == 0:
+        raise BadEventLog(f"events directory {root} holds no events ({len(files)} empty file(s), e.g. {files[0]})")
+    return EventLog(root, files, rows, size)
+
+
+def parse_time(text: str) -> datetime:
+    """An as-of time: ISO 8601 (`2026-11-20T10:15`, `...Z`, `...+01:00`); without a zone, UTC."""
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 time such as 2026-11-20T10:15:00Z") from None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def spark_session(app: str, master: str | None = None) -> SparkSession:
+    """The running Spark session, or a new one: local mode on every core unless `master` (or
+    spark-submit's --master) says otherwise; UTC; quiet."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app).config("spark.sql.session.timeZone", "UTC")
+    # Under spark-submit the JVM started first and its --master and --conf hold; here only the
+    # settings of a JVM this process starts itself (local mode, the CLI and the tests).
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        for key, value in {
+            "spark.master": master or "local[*]",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "8",
+            "spark.driver.memory": os.environ.get("STRONGROOM_SPARK_DRIVER_MEMORY", "3g"),
+            "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{LOG4J}",
+        }.items():
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def load_events(spark: SparkSession, log: EventLog, files: Sequence[Path] | None = None) -> DataFrame:
+    """The events as a DataFrame with times in microseconds since the epoch (`t`, `pub`), wide
+    integers as longs, each event once by its key (cluster, epoch, log_index, position)."""
+    from pyspark.sql import functions as F
+
+    paths = [str(p) for p in (files or log.files)]
+    # recursiveFileLookup: no partition discovery (cluster is a column of the files already).
+    raw = spark.read.option("recursiveFileLookup", "true").schema(_spark_schema()).parquet(*paths)
+    return raw.select(
+        F.col("cluster"), F.col("epoch").cast("long").alias("epoch"), F.col("log_index").cast("long").alias("log_index"),
+        F.col("position").cast("long").alias("position"), F.col("kind"),
+        F.unix_micros("time").alias("t"), F.col("store"), F.col("destination"), F.col("durable"),
+        F.col("seq").cast("long").alias("seq"), F.col("size").cast("long").alias("size"),
+        F.unix_micros("published_at").alias("pub"), F.col("deliveries").cast("long").alias("deliveries"),
+    ).dropDuplicates(list(KEY_COLUMNS))
+
+
+def _spark_schema() -> str:
+    """The Spark DDL of the columns read (unsigned Parquet integers read as wider types)."""
+    kinds = {"cluster": "string", "epoch": "decimal(20,0)", "log_index": "decimal(20,0)", "position": "bigint",
+             "kind": "string", "time": "timestamp", "store": "string", "destination": "string", "durable": "string",
+             "seq": "decimal(20,0)", "size": "bigint", "published_at": "timestamp", "deliveries": "bigint"}
+    assert set(kinds) == set(NEEDED_COLUMNS) and set(kinds) <= set(SCHEMA.names)
+    return ", ".join(f"{c} {kinds[c]}" for c in NEEDED_COLUMNS)
+
+
+KIND = {k.name: k.value for k in EventKind}
+"""Kind names as they appear in the files."""
