@@ -66,52 +66,56 @@ def _kind(*names: str) -> Column:
 
 
 def intervals(events: DataFrame) -> Intervals:
-    """Pending intervals of each durable's messages, and stored intervals of each message."""
+    """Pending intervals of each durable's messages, and stored intervals of each message.
+
+    The message events are shuffled once, by message (store, seq); the per-message and
+    per-durable aggregates and their join then run within those partitions."""
     from pyspark.sql import functions as F
 
-    msg_key = ["cluster", "store", "seq"]
-    stored = events.filter(_kind("MESSAGE_STORED")).groupBy(*msg_key).agg(
-        F.min("t").alias("stored_at"), F.max("size").alias("stored_size"), F.min(F.coalesce("pub", "t")).alias("stored_pub"))
-    removed = events.filter(_kind("MESSAGE_EXPIRED", "MESSAGE_DISCARDED")).groupBy(*msg_key).agg(
-        F.min("t").alias("removed_at"))
-    pending = _kind("MESSAGE_PENDING")
-    settle = _kind("MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED")
-    delivered = _kind("MESSAGE_DELIVERED")
-    per = events.filter(_kind("MESSAGE_PENDING", "MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED", "MESSAGE_DELIVERED")) \
-        .groupBy(*DURABLE_KEY, "seq").agg(
-            F.min(F.when(pending, F.col("t"))).alias("start"),
-            F.min(F.when(settle, F.col("t"))).alias("settled_at"),
-            F.max(F.when(pending, F.col("size"))).alias("p_size"),
-            F.min(F.when(pending, F.col("pub"))).alias("p_pub"),
-            F.max(F.when(delivered, F.col("epoch"))).alias("last_epoch"),
-            F.max(F.when(delivered, F.col("deliveries"))).alias("max_deliveries"),
-            # First delivery per epoch is kept as (epoch, t) pairs; the newest epoch's is what counts.
-            F.max(F.when(delivered, F.struct(F.col("epoch").alias("e"), (-F.col("t")).alias("nt")))).alias("newest_delivery"),
-        ).filter(F.col("start").isNotNull())
+    spark = events.sparkSession
+    msg = ["cluster", "store", "seq"]
+    dur = [*DURABLE_KEY, "seq"]
+    stored, pending, delivered = _kind("MESSAGE_STORED"), _kind("MESSAGE_PENDING"), _kind("MESSAGE_DELIVERED")
+    settle, removal = _kind("MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED"), _kind("MESSAGE_EXPIRED", "MESSAGE_DISCARDED")
+    about = events.filter(F.col("seq") > 0).repartition(int(spark.conf.get("spark.sql.shuffle.partitions")), *msg)
+    per_msg = about.groupBy(*msg).agg(
+        F.min(F.when(stored, F.col("t"))).alias("stored_at"), F.max(F.when(stored, F.col("size"))).alias("stored_size"),
+        F.min(F.when(stored, F.coalesce("pub", "t"))).alias("stored_pub"),
+        F.min(F.when(removal, F.col("t"))).alias("removed_at"))
+    per = about.filter(F.col("durable").isNotNull()).groupBy(*dur).agg(
+        F.min(F.when(pending, F.col("t"))).alias("start"),
+        F.min(F.when(settle, F.col("t"))).alias("settled_at"),
+        F.max(F.when(pending, F.col("size"))).alias("p_size"),
+        F.min(F.when(pending, F.col("pub"))).alias("p_pub"),
+        # The newest epoch that delivered it, and its first delivery in that epoch.
+        F.max(F.when(delivered, F.struct(F.col("epoch").alias("e"), (-F.col("t")).alias("nt")))).alias("newest"),
+    ).filter(F.col("start").isNotNull())
     epochs = _epoch_starts(events)
-    d = (per.join(removed, msg_key, "left").join(stored, msg_key, "left")
-         .join(F.broadcast(epochs), (per["cluster"] == epochs["e_cluster"]) & (per["last_epoch"] == epochs["e_epoch"]), "left"))
+    d = (per.join(per_msg, msg, "left")
+         .join(F.broadcast(epochs), (F.col("cluster") == epochs["e_cluster"]) & (F.col("newest.e") == epochs["e_epoch"]), "left"))
     end = F.least(F.col("settled_at"), F.col("removed_at"))
     durables = d.select(
-        *DURABLE_KEY, "seq", "start", end.alias("end"),
+        *dur, "start", end.alias("end"),
         F.coalesce("p_size", "stored_size", F.lit(0)).alias("size"),
         F.coalesce("p_pub", "stored_pub", "start").alias("pub"),
-        (-F.col("newest_delivery.nt")).alias("delivered_from"),
-        F.col("next_start").alias("waiting_from"), "max_deliveries")
+        (-F.col("newest.nt")).alias("delivered_from"),
+        # Waiting only if still pending when the next leader began.
+        F.when(end.isNull() | (F.col("next_start") < end), F.col("next_start")).alias("waiting_from")).persist()
     # Store level: a message is stored until removed, or until the last durable that had it
     # pending settled (a message no durable ever had pending stays: retention).
-    per_msg = durables.groupBy(*msg_key).agg(
+    closed = durables.groupBy(*msg).agg(
         F.count(F.lit(1)).alias("n"), F.count("end").alias("n_closed"), F.max("end").alias("last_end"))
-    stores = stored.join(removed, msg_key, "left").join(per_msg, msg_key, "left").select(
-        *msg_key, F.col("stored_at").alias("start"),
+    stores = per_msg.filter(F.col("stored_at").isNotNull()).join(closed, msg, "left").select(
+        *msg, F.col("stored_at").alias("start"),
         F.least("removed_at", F.when(F.col("n") == F.col("n_closed"), F.col("last_end"))).alias("end"),
         F.coalesce("stored_size", F.lit(0)).alias("size"))
-    named = events.filter(_kind("DURABLE_CREATED", "MESSAGE_PENDING")).select(*DURABLE_KEY).distinct()
-    gone = events.filter(_kind("DURABLE_DELETED", "DURABLE_EXPIRED")).groupBy(*DURABLE_KEY).agg(F.max("t").alias("gone_at"))
-    made = events.filter(_kind("DURABLE_CREATED")).groupBy(*DURABLE_KEY).agg(F.max("t").alias("made_at"))
-    known = (named.join(gone, list(DURABLE_KEY), "left").join(made, list(DURABLE_KEY), "left")
+    lifecycle = events.filter(_kind("DURABLE_CREATED", "DURABLE_DELETED", "DURABLE_EXPIRED")).groupBy(*DURABLE_KEY).agg(
+        F.max(F.when(_kind("DURABLE_CREATED"), F.col("t"))).alias("made_at"),
+        F.max(F.when(~_kind("DURABLE_CREATED"), F.col("t"))).alias("gone_at"))
+    named = lifecycle.select(*DURABLE_KEY).union(durables.select(*DURABLE_KEY)).distinct()
+    known = (named.join(lifecycle, list(DURABLE_KEY), "left")
              .filter(F.col("gone_at").isNull() | (F.col("made_at") > F.col("gone_at"))).select(*DURABLE_KEY))
-    return Intervals(durables.persist(), stores.persist(), known.persist())
+    return Intervals(durables, stores.persist(), known.persist())
 
 
 def _epoch_starts(events: DataFrame) -> DataFrame:
@@ -136,7 +140,7 @@ def _as_of(iv: Intervals, as_of: int) -> tuple[DataFrame, DataFrame]:
         F.min("pub").alias("oldest_published"),
         F.count(F.when(F.col("delivered_from").isNotNull() & ~waiting, 1)).alias("unacked"),
         F.count(F.when(waiting, 1)).alias("redelivery_waiting"))
-    durables = iv.known.join(agg, list(DURABLE_KEY), "full").na.fill(
+    durables = iv.known.join(agg, list(DURABLE_KEY), "left").na.fill(
         0, ["pending_messages", "pending_bytes", "unacked", "redelivery_waiting"]).select(
         *DURABLE_KEY, "pending_messages", "pending_bytes", "unacked", "redelivery_waiting", "oldest_published",
         ((F.lit(as_of) - F.col("oldest_published")) / 1e6).alias("oldest_age_s"))
@@ -150,72 +154,49 @@ def _as_of(iv: Intervals, as_of: int) -> tuple[DataFrame, DataFrame]:
 
 def _series(iv: Intervals, first: int, as_of: int) -> tuple[DataFrame, DataFrame]:
     """Per durable (and per store) and minute, the state at the end of the minute (the last,
-    partial minute: at `as_of`)."""
-    from pyspark.sql import Window
+    partial minute: at `as_of`).
+
+    Intervals are first counted by the minutes they start and end in (and, for unacked and
+    waiting, the minutes those begin and end): a few rows per durable and minute, whatever the
+    message count. Each minute then sums the groups open at its end: an interval that starts in
+    minute a and ends in minute b is open at the end of minutes a..b-1."""
     from pyspark.sql import functions as F
 
     spark = iv.durables.sparkSession
     m0, m1 = first // MINUTE, as_of // MINUTE
-    minutes = spark.range(m0, m1 + 1).select(F.col("id").alias("minute"))
-    minute = lambda c: F.floor(F.col(c) / MINUTE)  # noqa: E731
-    d = iv.durables
-    stop_unacked = F.least("end", "waiting_from")
-    deltas = (
-        d.select(*DURABLE_KEY, minute("start").alias("minute"), F.lit(1).alias("dp"), F.col("size").alias("db"),
-                 F.lit(0).alias("du"), F.lit(0).alias("dw"))
-        .union(d.filter(F.col("end").isNotNull()).select(
-            *DURABLE_KEY, minute("end"), F.lit(-1), -F.col("size"), F.lit(0), F.lit(0)))
-        .union(d.filter(F.col("delivered_from").isNotNull()).select(
-            *DURABLE_KEY, minute("delivered_from"), F.lit(0), F.lit(0), F.lit(1), F.lit(0)))
-        .union(d.filter(F.col("delivered_from").isNotNull() & stop_unacked.isNotNull()).select(
-            *DURABLE_KEY, F.floor(stop_unacked / MINUTE), F.lit(0), F.lit(0), F.lit(-1), F.lit(0)))
-        .union(d.filter(F.col("waiting_from").isNotNull()).select(
-            *DURABLE_KEY, minute("waiting_from"), F.lit(0), F.lit(0), F.lit(0), F.lit(1)))
-        .union(d.filter(F.col("waiting_from").isNotNull() & F.col("end").isNotNull()).select(
-            *DURABLE_KEY, minute("end"), F.lit(0), F.lit(0), F.lit(0), F.lit(-1)))
-    ).groupBy(*DURABLE_KEY, "minute").agg(*(F.sum(c).alias(c) for c in ("dp", "db", "du", "dw")))
-    grid = iv.known.union(d.select(*DURABLE_KEY)).distinct().crossJoin(minutes)
-    w = Window.partitionBy(*DURABLE_KEY).orderBy("minute").rowsBetween(Window.unboundedPreceding, 0)
-    oldest = _oldest(d, list(DURABLE_KEY), m1)
-    at = F.least(F.lit(as_of), (F.col("minute") + 1) * MINUTE)
-    durables = (grid.join(deltas, [*DURABLE_KEY, "minute"], "left").na.fill(0, ["dp", "db", "du", "dw"])
-                .select(*DURABLE_KEY, "minute",
-                        F.sum("dp").over(w).alias("pending_messages"), F.sum("db").over(w).alias("pending_bytes"),
-                        F.sum("du").over(w).alias("unacked"), F.sum("dw").over(w).alias("redelivery_waiting"))
-                .join(oldest, [*DURABLE_KEY, "minute"], "left")
-                .select(*DURABLE_KEY, (F.col("minute") * MINUTE).alias("minute"), "pending_messages", "pending_bytes",
-                        "unacked", "redelivery_waiting", ((at - F.col("oldest_pub")) / 1e6).alias("oldest_age_s")))
-    s = iv.stores
-    sdeltas = (s.select("cluster", "store", minute("start").alias("minute"), F.lit(1).alias("dm"), F.col("size").alias("db"))
-               .union(s.filter(F.col("end").isNotNull()).select("cluster", "store", minute("end"), F.lit(-1), -F.col("size")))
-               ).groupBy("cluster", "store", "minute").agg(F.sum("dm").alias("dm"), F.sum("db").alias("db"))
-    sw = Window.partitionBy("cluster", "store").orderBy("minute").rowsBetween(Window.unboundedPreceding, 0)
-    sgrid = iv.known.select("cluster", "store").union(s.select("cluster", "store")).distinct().crossJoin(minutes)
-    stores = (sgrid.join(sdeltas, ["cluster", "store", "minute"], "left").na.fill(0, ["dm", "db"])
-              .select("cluster", "store", (F.col("minute") * MINUTE).alias("minute"),
-                      F.sum("dm").over(sw).alias("messages"), F.sum("db").over(sw).alias("bytes")))
+    minutes = F.broadcast(spark.range(m0, m1 + 1).select(F.col("id").alias("minute")))
+
+    def minute(c: Column | str) -> Column:
+        return F.coalesce(F.floor((F.col(c) if isinstance(c, str) else c) / MINUTE), F.lit(NEVER))
+
+    groups = iv.durables.groupBy(
+        *DURABLE_KEY, minute("start").alias("sm"), minute("end").alias("em"), minute("delivered_from").alias("dm"),
+        minute(F.least("end", "waiting_from")).alias("um"), minute("waiting_from").alias("wm"),
+    ).agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b"), F.min("pub").alias("p"))
+    m = F.col("minute")
+    is_pending = (F.col("sm") <= m) & (m < F.col("em"))
+    is_unacked = (F.col("dm") <= m) & (m < F.col("um"))
+    is_waiting = (F.col("wm") <= m) & (m < F.col("em"))
+    at = F.least(F.lit(as_of), (m + 1) * MINUTE)
+    grid = iv.known.crossJoin(minutes)
+    counted = groups.join(minutes, is_pending | is_unacked | is_waiting).groupBy(*DURABLE_KEY, "minute").agg(
+        F.sum(F.when(is_pending, F.col("n")).otherwise(0)).alias("pending_messages"),
+        F.sum(F.when(is_pending, F.col("b")).otherwise(0)).alias("pending_bytes"),
+        F.sum(F.when(is_unacked, F.col("n")).otherwise(0)).alias("unacked"),
+        F.sum(F.when(is_waiting, F.col("n")).otherwise(0)).alias("redelivery_waiting"),
+        F.min(F.when(is_pending, F.col("p"))).alias("oldest_pub"))
+    durables = (grid.join(counted, [*DURABLE_KEY, "minute"], "left")
+                .na.fill(0, ["pending_messages", "pending_bytes", "unacked", "redelivery_waiting"])
+                .select(*DURABLE_KEY, (m * MINUTE).alias("minute"), "pending_messages", "pending_bytes", "unacked",
+                        "redelivery_waiting", ((at - F.col("oldest_pub")) / 1e6).alias("oldest_age_s")))
+    sgroups = iv.stores.groupBy("cluster", "store", minute("start").alias("sm"), minute("end").alias("em")).agg(
+        F.count(F.lit(1)).alias("n"), F.sum("size").alias("b"))
+    scounted = sgroups.join(minutes, is_pending).groupBy("cluster", "store", "minute").agg(
+        F.sum("n").alias("messages"), F.sum("b").alias("bytes"))
+    sgrid = iv.known.select("cluster", "store").union(iv.stores.select("cluster", "store")).distinct().crossJoin(minutes)
+    stores = (sgrid.join(scounted, ["cluster", "store", "minute"], "left").na.fill(0, ["messages", "bytes"])
+              .select("cluster", "store", (m * MINUTE).alias("minute"), "messages", "bytes"))
     return durables, stores
-
-
-def _oldest(d: DataFrame, key: list[str], last_minute: int) -> DataFrame:
-    """Per key and minute, the publish time of the oldest message pending at the minute's end.
-
-    A message is the oldest pending one from max(its start, the latest end of every message that
-    started before it) until its own end: those spans do not overlap, so each minute falls in
-    at most one of them and the spans are exploded to the minutes they cover."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    w = Window.partitionBy(*key).orderBy("start", "seq").rowsBetween(Window.unboundedPreceding, -1)
-    end = F.coalesce(F.col("end"), F.lit(NEVER))
-    spans = d.select(*key, "start", "seq", "pub", end.alias("e")).select(
-        *key, "pub", "e", F.greatest(F.col("start"), F.coalesce(F.max("e").over(w), F.lit(0))).alias("b"))
-    # Minute m holds the state after its events: a span [b, e) covers minutes floor(b)..floor(e)-1.
-    first_m = F.floor(F.col("b") / MINUTE)
-    last_m = F.least(F.floor(F.col("e") / MINUTE) - 1, F.lit(last_minute))
-    return (spans.filter(first_m <= last_m)
-            .select(*key, "pub", F.explode(F.sequence(first_m, last_m)).alias("minute"))
-            .groupBy(*key, "minute").agg(F.min("pub").alias("oldest_pub")))
 
 
 def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: datetime | None) -> Result:
