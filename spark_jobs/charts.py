@@ -11,10 +11,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only; before pyplot is imported
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
 
-from spark_jobs.output import Result  # noqa: E402
+from spark_jobs.output import Result
 
 __all__ = ["draw"]
 

@@ -13,18 +13,24 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from strongroom.events.schema import HIDDEN_PREFIX, KEY_COLUMNS, SCHEMA, SCHEMA_VERSION, VERSION_KEY, EventKind
+from strongroom.events.schema import (
+    HIDDEN_PREFIX,
+    KEY_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    VERSION_KEY,
+    EventKind,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["BadEventLog", "EventLog", "find_event_log", "load_events", "parse_time", "spark_session"]
+__all__ = ["BadEventLog", "EventLog", "find_event_log", "load_events", "spark_session"]
 
 NEEDED_COLUMNS = ("cluster", "epoch", "log_index", "position", "kind", "time", "store", "destination",
                   "durable", "seq", "size", "published_at", "deliveries")
@@ -82,15 +88,6 @@ def find_event_log(root: Path | str) -> EventLog:
     if rows == 0:
         raise BadEventLog(f"events directory {root} holds no events ({len(files)} empty file(s), e.g. {files[0]})")
     return EventLog(root, files, rows, size)
-
-
-def parse_time(text: str) -> datetime:
-    """An as-of time: ISO 8601 (`2026-11-20T10:15`, `...Z`, `...+01:00`); without a zone, UTC."""
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 time such as 2026-11-20T10:15:00Z") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def spark_session(app: str, master: str | None = None) -> SparkSession:

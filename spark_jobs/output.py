@@ -8,7 +8,6 @@ leaves `--out` as it was.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -24,7 +23,8 @@ from typing import IO, TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_jobs.events import BadEventLog, EventLog, find_event_log, load_events, parse_time, spark_session
+from spark_jobs.events import BadEventLog, EventLog, find_event_log, load_events, spark_session
+from spark_jobs.options import parser
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -229,31 +229,6 @@ def table_text(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.rjust(w) if numeric[i] else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True))).rstrip()
     return "\n".join([line([h for _, h in columns]), *(line(c) for c in cells)])
-
-
-def parser(job: str, description: str) -> argparse.ArgumentParser:
-    """The options of a job run by spark-submit (the CLI adds the same to `strongroom metrics`)."""
-    p = argparse.ArgumentParser(prog=f"spark-submit spark_jobs/{job}.py", description=description)
-    add_options(p)
-    return p
-
-
-def add_options(p: argparse.ArgumentParser) -> None:
-    """--events, --as-of, --out, --json."""
-    p.add_argument("--events", type=Path, default=None, metavar="DIR",
-                   help="the cluster's event-log directory (env STRONGROOM_EVENTS; default: events/ in the data dir)")
-    p.add_argument("--as-of", type=_time_arg, default=None, metavar="T",
-                   help="answer as of this time, ISO 8601, UTC unless a zone is given (default: the newest event)")
-    p.add_argument("--out", type=Path, default=Path("strongroom-metrics"), metavar="DIR",
-                   help="write tables, summary.json and charts to DIR/<job>/ (default ./strongroom-metrics)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
-
-
-def _time_arg(text: str) -> datetime:
-    try:
-        return parse_time(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run_job(name: str, job: Job, argv: Sequence[str] | None) -> int:

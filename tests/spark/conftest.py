@@ -17,10 +17,10 @@ pytest.importorskip("pyspark", reason="pyspark is a dev dependency (the metrics 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reference import read_events  # noqa: E402
+from reference import read_events
 
-from spark_jobs.events import spark_session  # noqa: E402
-from strongroom.events.synthetic import Scenario, Summary, write_event_log  # noqa: E402
+from spark_jobs.events import spark_session
+from strongroom.events.synthetic import Scenario, Summary, write_event_log
 
 SCENARIO = Scenario(events=40_000, seed=3, rate=15.0, file_events=6_000,
                     start=datetime(2026, 11, 20, 9, 52, tzinfo=UTC))

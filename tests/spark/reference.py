@@ -125,6 +125,6 @@ def replay_minutes(events: list[dict[str, Any]], last: int) -> dict[int, Replay]
         while i < len(events) and events[i]["t"] < end:
             state.apply(events[i])
             i += 1
-        out[minute * MINUTE] = state.durable_rows(end if end <= last else last)
+        out[minute * MINUTE] = state.durable_rows(min(end, last))
         minute += 1
     return out  # type: ignore[return-value]

@@ -17,6 +17,7 @@ renamed on completion, the version in the file metadata). Where they go is the o
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from strongroom.events.schema import (
     partition_dir,
 )
 
-__all__ = ["DESTINATIONS", "WRITER_EPOCH_KEY", "EventSink", "ParquetFiles", "SINK", "Scenario", "Summary", "event_tables", "write_event_log"]
+__all__ = ["DESTINATIONS", "SINK", "WRITER_EPOCH_KEY", "EventSink", "ParquetFiles", "Scenario", "Summary", "event_tables", "write_event_log"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ DESTINATIONS = (
     Destination("orders.eu", "orders", ("billing", "audit"), 0.30, 900),
     Destination("orders.us", "orders", ("billing", "audit"), 0.20, 1100, ttl_s=10.0, slow_ack_s=3.0),
     Destination("payments.queue", "payments", ("",), 0.25, 400),
-    Destination("telemetry", "telemetry", ("dashboard",), 0.25, 200, consumer_stops=0.6, store_limit=1000),
+    Destination("telemetry", "telemetry", ("dashboard",), 0.25, 200, consumer_stops=0.6, store_limit=500),
 )
 """The synthetic realm. Messages dead-lettered (redelivery limit 3) go to DEAD_LETTER."""
 DEAD_LETTER = Destination("orders.dlq", "orders", ("ops",), 0.0, 0, consumer_stops=0.0)
@@ -360,7 +361,7 @@ def event_tables(s: Scenario) -> Iterator[pa.Table]:
     hours = time // 3_600_000_000
     cut = np.r_[0, np.flatnonzero((hours[1:] != hours[:-1]) | (epoch[1:] != epoch[:-1])) + 1, len(kind)]
     bounds: list[tuple[int, int]] = []
-    for a, b in zip(cut[:-1], cut[1:], strict=True):
+    for a, b in itertools.pairwise(cut):
         bounds.extend((x, min(x + s.file_events, b)) for x in range(a, b, s.file_events))
     overlap_from = None
     if s.overlap_entries and t_fail < (1 << 62):
