@@ -36,7 +36,7 @@ from spark_jobs.output import Result, iso_time, micros, run_job
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["DURABLE_KEY", "backlog", "intervals", "main"]
+__all__ = ["DURABLE_KEY", "backlog", "intervals", "main", "time_bounds"]
 
 DURABLE_KEY = ("cluster", "store", "destination", "durable")
 """A durable: its store, the destination it was created on, its name ("" for a queue's)."""
@@ -199,13 +199,23 @@ def _series(iv: Intervals, first: int, as_of: int) -> tuple[DataFrame, DataFrame
     return durables, stores
 
 
-def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: datetime | None) -> Result:
-    """The job: as-of rows and per-minute series, collected (they are small)."""
+def time_bounds(events: DataFrame) -> tuple[int, int]:
+    """The first and newest event's time (duplicates change neither)."""
     from pyspark.sql import functions as F
 
     bounds = events.agg(F.min("t"), F.max("t")).first()
-    assert bounds is not None
-    first, newest = int(bounds[0]), int(bounds[1])
+    assert bounds is not None and bounds[0] is not None
+    return int(bounds[0]), int(bounds[1])
+
+
+def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: datetime | None) -> Result:
+    """The job: as-of rows and per-minute series, collected (they are small).
+
+    It needs no deduplication: every interval is built from minima and maxima of the events of
+    one message and durable, which an event seen twice does not change."""
+    from pyspark.sql import functions as F
+
+    first, newest = time_bounds(events)
     at = micros(as_of) if as_of is not None else newest
     upto = events.filter(F.col("t") <= at)
     iv = intervals(upto)

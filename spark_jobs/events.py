@@ -30,7 +30,7 @@ from strongroom.events.schema import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["BadEventLog", "EventLog", "find_event_log", "load_events", "spark_session"]
+__all__ = ["BadEventLog", "EventLog", "deduplicated", "find_event_log", "load_events", "spark_session"]
 
 NEEDED_COLUMNS = ("cluster", "epoch", "log_index", "position", "kind", "time", "store", "destination",
                   "durable", "seq", "size", "published_at", "deliveries")
@@ -53,6 +53,9 @@ class EventLog:
     """Rows in all files (before deduplication)."""
     bytes: int
     """Bytes of the files on disk."""
+    shared: list[tuple[str | None, int, int]] | None = None
+    """Log index ranges (cluster, first, last) that more than one file holds rows of: the only
+    rows that can be duplicates. None: unknown (a file without statistics), any row can be."""
 
 
 def find_event_log(root: Path | str) -> EventLog:
@@ -68,6 +71,7 @@ def find_event_log(root: Path | str) -> EventLog:
     if not files:
         raise BadEventLog(f"events directory {root} holds no event files (*.parquet under cluster=*/hour=*/)")
     rows = size = 0
+    spans: list[tuple[str | None, int, int]] | None = []
     for f in files:
         try:
             meta = pq.read_metadata(f)
@@ -85,9 +89,46 @@ def find_event_log(root: Path | str) -> EventLog:
             raise BadEventLog(f"{f}: missing column(s) {', '.join(missing)}")
         rows += meta.num_rows
         size += f.stat().st_size
+        span = _index_span(f, meta, schema.names.index("log_index"))
+        if spans is not None and meta.num_rows:
+            spans = None if span is None else [*spans, span]
     if rows == 0:
         raise BadEventLog(f"events directory {root} holds no events ({len(files)} empty file(s), e.g. {files[0]})")
-    return EventLog(root, files, rows, size)
+    return EventLog(root, files, rows, size, None if spans is None else _shared(spans))
+
+
+def _index_span(path: Path, meta: pq.FileMetaData, column: int) -> tuple[str | None, int, int] | None:
+    """(cluster, lowest, highest log index) of a file from its footer statistics; the cluster
+    from its `cluster=` directory (None: not in the layout). None without statistics."""
+    low = high = None
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        low = stats.min if low is None else min(low, stats.min)
+        high = stats.max if high is None else max(high, stats.max)
+    if low is None or high is None:
+        return None
+    parent = path.parent.parent.name
+    return (parent.partition("=")[2] if parent.startswith("cluster=") else None, int(low), int(high))
+
+
+def _shared(spans: list[tuple[str | None, int, int]]) -> list[tuple[str | None, int, int]]:
+    """The index ranges two or more files overlap in (per cluster; a file outside the layout
+    counts for every cluster)."""
+    out: list[tuple[str | None, int, int]] = []
+    clusters = {c for c, _, _ in spans}
+    if None in clusters:  # a file outside the layout: its rows could be of any cluster
+        spans, clusters = [(None, lo, hi) for _, lo, hi in spans], {None}
+    for cluster in clusters:
+        mine = sorted((lo, hi) for c, lo, hi in spans if c == cluster)
+        reach = None
+        for lo, hi in mine:
+            if reach is not None and lo <= reach:
+                out.append((cluster, lo, min(hi, reach)))
+            reach = hi if reach is None else max(reach, hi)
+    return sorted(set(out), key=lambda s: (s[0] or "", s[1], s[2]))
+
 
 
 def spark_session(app: str, master: str | None = None) -> SparkSession:
@@ -116,12 +157,13 @@ def spark_session(app: str, master: str | None = None) -> SparkSession:
     return spark
 
 
-def load_events(spark: SparkSession, log: EventLog, files: Sequence[Path] | None = None) -> DataFrame:
-    """The events as a DataFrame with times in microseconds since the epoch (`t`, `pub`), wide
-    integers as longs, each event once by its key (cluster, epoch, log_index, position)."""
+def load_events(spark: SparkSession, log: EventLog) -> DataFrame:
+    """The events as read, with times in microseconds since the epoch (`t`, `pub`) and wide
+    integers as longs. A row that more than one file holds (a new leader wrote an entry's events
+    again) appears as often: a job that counts rows takes `deduplicated(...)`."""
     from pyspark.sql import functions as F
 
-    paths = [str(p) for p in (files or log.files)]
+    paths = [str(p) for p in log.files]
     # recursiveFileLookup: no partition discovery (cluster is a column of the files already).
     raw = spark.read.option("recursiveFileLookup", "true").schema(_spark_schema()).parquet(*paths)
     return raw.select(
@@ -130,7 +172,34 @@ def load_events(spark: SparkSession, log: EventLog, files: Sequence[Path] | None
         F.unix_micros("time").alias("t"), F.col("store"), F.col("destination"), F.col("durable"),
         F.col("seq").cast("long").alias("seq"), F.col("size").cast("long").alias("size"),
         F.unix_micros("published_at").alias("pub"), F.col("deliveries").cast("long").alias("deliveries"),
-    ).dropDuplicates(list(KEY_COLUMNS))
+    )
+
+
+MAX_SHARED_INDEXES = 2_000_000
+"""Past this many shared log indexes, deduplicate every row instead of the shared ones only."""
+
+
+def deduplicated(events: DataFrame, log: EventLog) -> DataFrame:
+    """Each event once by its key (cluster, epoch, log_index, position).
+
+    Only rows whose log index two files both cover can be duplicates, and the footers say which
+    those are (`EventLog.shared`: mostly single indexes where consecutive files meet). Those
+    rows alone are shuffled to drop duplicates; the rest pass as they are."""
+    from pyspark.sql import functions as F
+
+    shared = log.shared
+    if shared is not None and not shared:
+        return events
+    if shared is None or sum(hi - lo + 1 for _, lo, hi in shared) > MAX_SHARED_INDEXES:
+        return events.dropDuplicates(list(KEY_COLUMNS))
+    spark = events.sparkSession
+    pairs = spark.createDataFrame([(c or "", i) for c, lo, hi in shared for i in range(lo, hi + 1)],
+                                  "s_cluster string, s_index long").distinct()
+    match = (F.col("log_index") == F.col("s_index")) & (
+        (F.col("cluster") == F.col("s_cluster")) | (F.col("s_cluster") == ""))
+    alone = events.join(F.broadcast(pairs), match, "left_anti")
+    shared_rows = events.join(F.broadcast(pairs), match, "left_semi").dropDuplicates(list(KEY_COLUMNS))
+    return alone.unionByName(shared_rows)
 
 
 def _spark_schema() -> str:

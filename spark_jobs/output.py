@@ -144,13 +144,10 @@ def execute(job: Job, name: str, events_dir: Path, as_of: datetime | None, out: 
     spark = spark_session(f"strongroom-{name}", master)
     progress.watch(spark)
     progress.step("computing")
-    events = load_events(spark, log).persist()
     try:
-        result = job(spark, events, log, as_of)
+        result = job(spark, load_events(spark, log), log, as_of)
     except Exception as exc:
         raise _read_error(exc, log) from exc
-    finally:
-        events.unpersist()
     result.seconds = time.monotonic() - started
     progress.step(f"writing {out / name}")
     write_outputs(result, out / name)

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a file by spark-submit: the repository root is the package's home
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_jobs.backlog import DURABLE_KEY, MINUTE
-from spark_jobs.events import KIND, EventLog
+from spark_jobs.backlog import DURABLE_KEY, MINUTE, time_bounds
+from spark_jobs.events import KIND, EventLog, deduplicated
 from spark_jobs.output import Result, micros, run_job
 
 if TYPE_CHECKING:
@@ -92,53 +92,62 @@ def _flatten(df: DataFrame, column: str, prefix: str, scale: float) -> DataFrame
 
 
 def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: datetime | None) -> Result:
-    """The job: per-minute tables and whole-log totals, collected (they are small)."""
+    """The job: per-minute tables and whole-log totals, collected (they are small).
+
+    Two aggregations over the events, each with grouping sets: per minute and over the whole
+    log (and, for stores, per size bucket) in one pass."""
     from pyspark.sql import functions as F
 
-    bounds = events.agg(F.min("t"), F.max("t")).first()
-    assert bounds is not None
-    first, newest = int(bounds[0]), int(bounds[1])
+    first, newest = time_bounds(events)
     at = micros(as_of) if as_of is not None else newest
-    ev = events.filter(F.col("t") <= at)
+    # Counts: each event once.
+    ev = deduplicated(events, log).filter(F.col("t") <= at).withColumn(
+        "minute", F.floor(F.col("t") / MINUTE) * MINUTE)
+    store_ev = ev.filter(F.col("kind").isin([KIND[k] for k in (
+        "MESSAGE_STORED", "MESSAGE_ACKED", "MESSAGE_EXPIRED", "MESSAGE_DISCARDED", "MESSAGE_DEAD_LETTERED")]))
+    store_ev = store_ev.withColumn("up_to", F.when(
+        _is("MESSAGE_STORED") & (F.col("size") > 0), F.pow(F.lit(2), F.ceil(F.log2("size"))).cast("long")))
+    skey = ["cluster", "store"]
+    per_store = _flatten(store_ev.groupingSets([[*skey, "minute"], skey, [*skey, "up_to"]], *skey, "minute", "up_to")
+                         .agg(*_store_aggregates(), F.grouping_id().alias("level")), "size_pct", "size", 1)
     # The publish time of an acked message: on its ack row, else from its message_stored row.
-    pubs = ev.filter(_is("MESSAGE_STORED")).select("cluster", "store", "seq", F.col("pub").alias("stored_pub"))
-    durable_ev = (ev.filter(F.col("durable").isNotNull())
-                  .join(pubs, ["cluster", "store", "seq"], "left")
-                  .withColumn("latency_us", F.col("t") - F.coalesce("pub", "stored_pub")))
-    latency = F.col("latency_us")
-    minute = (F.floor(F.col("t") / MINUTE) * MINUTE).alias("minute")
-    per_store = _flatten(ev.groupBy("cluster", "store", minute).agg(*_store_aggregates()), "size_pct", "size", 1)
-    per_durable = _flatten(durable_ev.groupBy(*DURABLE_KEY, minute).agg(*_durable_aggregates(latency)),
+    durable_ev = ev.filter(F.col("durable").isNotNull() & F.col("kind").isin([KIND[k] for k in (
+        "MESSAGE_PENDING", "MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED", "MESSAGE_DELIVERED")]))
+    no_pub = durable_ev.filter(_is("MESSAGE_ACKED") & F.col("pub").isNull()).drop("pub")
+    pubs = ev.filter(_is("MESSAGE_STORED")).select("cluster", "store", "seq", "pub")
+    durable_ev = durable_ev.filter(~(_is("MESSAGE_ACKED") & F.col("pub").isNull())).unionByName(
+        no_pub.join(pubs, ["cluster", "store", "seq"], "left"))
+    latency = F.col("t") - F.col("pub")
+    dkey = list(DURABLE_KEY)
+    per_durable = _flatten(durable_ev.groupingSets([[*dkey, "minute"], dkey], *dkey, "minute")
+                           .agg(*_durable_aggregates(latency), F.grouping_id().alias("level")),
                            "latency_pct", "latency_ms", 1000.0)
-    per_store = per_store.withColumn("publish_rate", F.col("published") / 60).withColumn("ack_rate", F.col("acked") / 60)
-    per_durable = per_durable.withColumn("ack_rate", F.col("acked") / 60)
-    store_totals = _flatten(ev.groupBy("cluster", "store").agg(*_store_aggregates()), "size_pct", "size", 1)
-    durable_totals = _flatten(durable_ev.groupBy(*DURABLE_KEY).agg(*_durable_aggregates(latency)),
-                              "latency_pct", "latency_ms", 1000.0)
-    histogram = (ev.filter(_is("MESSAGE_STORED") & (F.col("size") > 0))
-                 .groupBy("cluster", "store", F.pow(F.lit(2), F.ceil(F.log2("size"))).cast("long").alias("up_to"))
-                 .count())
+    store_rows = _rows(per_store.orderBy(*skey, "minute", "up_to"))
+    durable_rows = _rows(per_durable.orderBy(*dkey, "minute"))
     span_s = max((at - first) / 1e6, 1e-6)
-    stores = [_with_rates(r, span_s) for r in _rows(store_totals.orderBy("cluster", "store"))]
-    hist: dict[tuple[str, str], dict[str, int]] = {}
-    for r in _rows(histogram.orderBy("up_to")):
-        hist.setdefault((r["cluster"], r["store"]), {})[f"<={r['up_to']}"] = r["count"]
+    # grouping_id: a bit per grouping column left out (cluster, store, minute, up_to).
+    per_minute, whole, by_size = 0b0001, 0b0011, 0b0010
+    minutes = [_rated({k: v for k, v in r.items() if k not in ("level", "up_to")}, 60.0)
+               for r in store_rows if r["level"] == per_minute]
+    stores = [_rated({k: v for k, v in r.items() if k not in ("level", "up_to", "minute")}, span_s)
+              for r in store_rows if r["level"] == whole]
     for s in stores:
-        s["size_histogram"] = hist.get((s["cluster"], s["store"]), {})
-    durables = [_with_rates(r, span_s) for r in _rows(durable_totals.orderBy(*DURABLE_KEY))]
-    return Result(
-        job="store_metrics", as_of=at, first=first, newest=newest, log=log,
-        tables={
-            "stores": _rows(per_store.orderBy("cluster", "store", "minute")),
-            "durables": _rows(per_durable.orderBy(*DURABLE_KEY, "minute")),
-        },
-        summary={"span_seconds": round(span_s, 3), "stores": stores, "durables": durables})
+        s["size_histogram"] = {f"<={r['up_to']}": r["published"] for r in store_rows if r["level"] == by_size
+                               and r["up_to"] is not None and (r["cluster"], r["store"]) == (s["cluster"], s["store"])}
+    durable_minutes = [_rated({k: v for k, v in r.items() if k != "level"}, 60.0)
+                       for r in durable_rows if r["level"] == 0]
+    durables = [_rated({k: v for k, v in r.items() if k not in ("level", "minute")}, span_s)
+                for r in durable_rows if r["level"] == 1]
+    return Result(job="store_metrics", as_of=at, first=first, newest=newest, log=log,
+                  tables={"stores": minutes, "durables": durable_minutes},
+                  summary={"span_seconds": round(span_s, 3), "stores": stores, "durables": durables})
 
 
-def _with_rates(row: dict[str, Any], span_s: float) -> dict[str, Any]:
+def _rated(row: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """Rates per second over `seconds` (a minute's rows: 60)."""
     if "published" in row:
-        row["publish_rate"] = row["published"] / span_s
-    row["ack_rate"] = row["acked"] / span_s
+        row["publish_rate"] = row["published"] / seconds
+    row["ack_rate"] = row["acked"] / seconds
     return row
 
 
