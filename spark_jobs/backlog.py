@@ -51,8 +51,8 @@ class Intervals:
 
     durables: DataFrame
     """Per durable and message: start, end (null: still pending), size, pub, delivered_from
-    (first delivery of the newest epoch that delivered it), waiting_from (when an epoch began
-    after its last delivery)."""
+    (its first delivery; when a later leader delivered it again, when that leader began),
+    waiting_from (when an epoch began after the newest one that delivered it)."""
     stores: DataFrame
     """Per stored message: start, end (null: still stored), size."""
     known: DataFrame
@@ -87,18 +87,24 @@ def intervals(events: DataFrame) -> Intervals:
         F.min(F.when(settle, F.col("t"))).alias("settled_at"),
         F.max(F.when(pending, F.col("size"))).alias("p_size"),
         F.min(F.when(pending, F.col("pub"))).alias("p_pub"),
-        # The newest epoch that delivered it, and its first delivery in that epoch.
-        F.max(F.when(delivered, F.struct(F.col("epoch").alias("e"), (-F.col("t")).alias("nt")))).alias("newest"),
+        # The first and newest epochs that delivered it, and its first delivery (plain longs:
+        # a struct here would make Spark sort every row instead of hashing).
+        F.min(F.when(delivered, F.col("epoch"))).alias("first_epoch"),
+        F.max(F.when(delivered, F.col("epoch"))).alias("last_epoch"),
+        F.min(F.when(delivered, F.col("t"))).alias("first_delivery"),
     ).filter(F.col("start").isNotNull())
     epochs = _epoch_starts(events)
     d = (per.join(per_msg, msg, "left")
-         .join(F.broadcast(epochs), (F.col("cluster") == epochs["e_cluster"]) & (F.col("newest.e") == epochs["e_epoch"]), "left"))
+         .join(F.broadcast(epochs), (F.col("cluster") == epochs["e_cluster"]) & (F.col("last_epoch") == epochs["e_epoch"]), "left"))
     end = F.least(F.col("settled_at"), F.col("removed_at"))
     durables = d.select(
         *dur, "start", end.alias("end"),
         F.coalesce("p_size", "stored_size", F.lit(0)).alias("size"),
         F.coalesce("p_pub", "stored_pub", "start").alias("pub"),
-        (-F.col("newest.nt")).alias("delivered_from"),
+        # Unacked since its first delivery; delivered again by a later leader: since that
+        # leader began (its own first delivery of it is a moment later).
+        F.when(F.col("first_epoch") == F.col("last_epoch"), F.col("first_delivery"))
+        .otherwise(F.greatest("began", "first_delivery")).alias("delivered_from"),
         # Waiting only if still pending when the next leader began.
         F.when(end.isNull() | (F.col("next_start") < end), F.col("next_start")).alias("waiting_from")).persist()
     # Store level: a message is stored until removed, or until the last durable that had it
@@ -119,13 +125,13 @@ def intervals(events: DataFrame) -> Intervals:
 
 
 def _epoch_starts(events: DataFrame) -> DataFrame:
-    """Per cluster and epoch, when the next epoch began (null for the newest): a tiny table."""
+    """Per cluster and epoch, when it and the next epoch began (null for the newest): a tiny table."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     starts = events.groupBy("cluster", "epoch").agg(F.min("t").alias("began"))
     w = Window.partitionBy("cluster").orderBy("epoch")
-    return starts.select(F.col("cluster").alias("e_cluster"), F.col("epoch").alias("e_epoch"),
+    return starts.select(F.col("cluster").alias("e_cluster"), F.col("epoch").alias("e_epoch"), "began",
                          F.lead("began").over(w).alias("next_start"))
 
 
