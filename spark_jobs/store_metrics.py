@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["main", "store_metrics"]
 
 PERCENTILES = (0.5, 0.95, 0.99)
+ACCURACY = 2000
+"""percentile_approx's accuracy: a percentile's rank is off by at most 1/2000 of the values."""
 
 
 def _is(name: str) -> Column:
@@ -61,7 +63,7 @@ def _store_aggregates() -> list[Column]:
         _count("MESSAGE_STORED").alias("published"),
         F.coalesce(F.sum(size), F.lit(0)).alias("published_bytes"),
         F.min(size).alias("size_min"),
-        F.percentile_approx(size, list(PERCENTILES)).alias("size_pct"),
+        F.percentile_approx(size, list(PERCENTILES), ACCURACY).alias("size_pct"),
         F.max(size).alias("size_max"),
         _count("MESSAGE_ACKED").alias("acked"),
         _count("MESSAGE_EXPIRED").alias("expired"),
@@ -76,7 +78,7 @@ def _durable_aggregates(latency: Column) -> list[Column]:
     return [
         _count("MESSAGE_PENDING").alias("pending_added"),
         _count("MESSAGE_ACKED").alias("acked"),
-        F.percentile_approx(F.when(_is("MESSAGE_ACKED"), latency), list(PERCENTILES)).alias("latency_pct"),
+        F.percentile_approx(F.when(_is("MESSAGE_ACKED"), latency), list(PERCENTILES), ACCURACY).alias("latency_pct"),
         _count("MESSAGE_DEAD_LETTERED").alias("dead_lettered"),
         _count("MESSAGE_DELIVERED").alias("delivered"),
         _count("MESSAGE_DELIVERED", F.col("deliveries") >= 2).alias("redelivered"),
@@ -98,6 +100,9 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
     log (and, for stores, per size bucket) in one pass."""
     from pyspark.sql import functions as F
 
+    # Percentiles are object aggregates: past 128 groups per task Spark would sort every row
+    # instead of hashing (minutes x stores or durables are a few thousand groups).
+    spark.conf.set("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(1 << 20))
     first, newest = time_bounds(events)
     at = micros(as_of) if as_of is not None else newest
     # Counts: each event once.
@@ -105,11 +110,11 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
         "minute", F.floor(F.col("t") / MINUTE) * MINUTE)
     store_ev = ev.filter(F.col("kind").isin([KIND[k] for k in (
         "MESSAGE_STORED", "MESSAGE_ACKED", "MESSAGE_EXPIRED", "MESSAGE_DISCARDED", "MESSAGE_DEAD_LETTERED")]))
-    store_ev = store_ev.withColumn("up_to", F.when(
-        _is("MESSAGE_STORED") & (F.col("size") > 0), F.pow(F.lit(2), F.ceil(F.log2("size"))).cast("long")))
     skey = ["cluster", "store"]
-    per_store = _flatten(store_ev.groupingSets([[*skey, "minute"], skey, [*skey, "up_to"]], *skey, "minute", "up_to")
+    per_store = _flatten(store_ev.groupingSets([[*skey, "minute"], skey], *skey, "minute")
                          .agg(*_store_aggregates(), F.grouping_id().alias("level")), "size_pct", "size", 1)
+    histogram = (store_ev.filter(_is("MESSAGE_STORED") & (F.col("size") > 0))
+                 .groupBy(*skey, F.pow(F.lit(2), F.ceil(F.log2("size"))).cast("long").alias("up_to")).count())
     # The publish time of an acked message: on its ack row, else from its message_stored row.
     durable_ev = ev.filter(F.col("durable").isNotNull() & F.col("kind").isin([KIND[k] for k in (
         "MESSAGE_PENDING", "MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED", "MESSAGE_DELIVERED")]))
@@ -122,18 +127,17 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
     per_durable = _flatten(durable_ev.groupingSets([[*dkey, "minute"], dkey], *dkey, "minute")
                            .agg(*_durable_aggregates(latency), F.grouping_id().alias("level")),
                            "latency_pct", "latency_ms", 1000.0)
-    store_rows = _rows(per_store.orderBy(*skey, "minute", "up_to"))
+    store_rows = _rows(per_store.orderBy(*skey, "minute"))
     durable_rows = _rows(per_durable.orderBy(*dkey, "minute"))
+    buckets = _rows(histogram.orderBy(*skey, "up_to"))
     span_s = max((at - first) / 1e6, 1e-6)
-    # grouping_id: a bit per grouping column left out (cluster, store, minute, up_to).
-    per_minute, whole, by_size = 0b0001, 0b0011, 0b0010
-    minutes = [_rated({k: v for k, v in r.items() if k not in ("level", "up_to")}, 60.0)
-               for r in store_rows if r["level"] == per_minute]
-    stores = [_rated({k: v for k, v in r.items() if k not in ("level", "up_to", "minute")}, span_s)
-              for r in store_rows if r["level"] == whole]
+    # grouping_id: a bit per grouping column left out (stores: cluster, store, minute).
+    minutes = [_rated({k: v for k, v in r.items() if k != "level"}, 60.0) for r in store_rows if r["level"] == 0]
+    stores = [_rated({k: v for k, v in r.items() if k not in ("level", "minute")}, span_s)
+              for r in store_rows if r["level"] == 1]
     for s in stores:
-        s["size_histogram"] = {f"<={r['up_to']}": r["published"] for r in store_rows if r["level"] == by_size
-                               and r["up_to"] is not None and (r["cluster"], r["store"]) == (s["cluster"], s["store"])}
+        s["size_histogram"] = {f"<={r['up_to']}": r["count"] for r in buckets
+                               if (r["cluster"], r["store"]) == (s["cluster"], s["store"])}
     durable_minutes = [_rated({k: v for k, v in r.items() if k != "level"}, 60.0)
                        for r in durable_rows if r["level"] == 0]
     durables = [_rated({k: v for k, v in r.items() if k not in ("level", "minute")}, span_s)
