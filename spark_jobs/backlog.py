@@ -25,13 +25,13 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):  # run as a file by spark-submit: the repository root is the package's home
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spark_jobs.events import KIND, EventLog
-from spark_jobs.output import Result, iso_time, micros, run_job
+from spark_jobs.output import Result, iso_time, micros, rows_of, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -229,20 +229,16 @@ def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: dateti
     d_series, s_series = _series(iv, first, max(at, first))
     order = list(DURABLE_KEY)
     tables = {
-        "durables": _rows(durables.orderBy(*order)),
-        "stores": _rows(stores.orderBy("cluster", "store")),
-        "durable_series": _rows(d_series.orderBy(*order, "minute")),
-        "store_series": _rows(s_series.orderBy("cluster", "store", "minute")),
+        "durables": rows_of(durables.orderBy(*order)),
+        "stores": rows_of(stores.orderBy("cluster", "store")),
+        "durable_series": rows_of(d_series.orderBy(*order, "minute")),
+        "store_series": rows_of(s_series.orderBy("cluster", "store", "minute")),
     }
     for frame in (iv.durables, iv.stores, iv.known):
         frame.unpersist()
     as_of_rows = [{**r, "oldest_published": iso_time(r["oldest_published"])} for r in tables["durables"]]
     return Result(job="backlog", as_of=at, first=first, newest=newest, log=log, tables=tables,
                   summary={"durables": as_of_rows, "stores": tables["stores"]})
-
-
-def _rows(df: DataFrame) -> list[dict[str, Any]]:
-    return [r.asDict() for r in df.collect()]
 
 
 def main(argv: list[str] | None = None) -> int:

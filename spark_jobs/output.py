@@ -29,7 +29,7 @@ from spark_jobs.options import parser
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Progress", "Result", "default_events_dir", "execute", "iso_time", "micros", "run_job", "table_text"]
+__all__ = ["Progress", "Result", "default_events_dir", "execute", "iso_time", "micros", "rows_of", "run_job", "table_text"]
 
 TIME_COLUMNS = {"minute", "oldest_published"}
 """Columns holding microseconds since the epoch, written as timestamps."""
@@ -50,6 +50,11 @@ class Result:
     summary: dict[str, Any] = field(default_factory=dict)
     """Job-specific totals for summary.json."""
     seconds: float = 0.0
+
+
+def rows_of(df: DataFrame) -> list[dict[str, Any]]:
+    """A small result's rows, collected on the driver."""
+    return [r.asDict() for r in df.collect()]
 
 
 def micros(t: datetime) -> int:

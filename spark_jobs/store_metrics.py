@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: the repository r
 
 from spark_jobs.backlog import DURABLE_KEY, MINUTE, time_bounds
 from spark_jobs.events import KIND, EventLog, deduplicated
-from spark_jobs.output import Result, micros, run_job
+from spark_jobs.output import Result, micros, rows_of, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -127,9 +127,9 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
     per_durable = _flatten(durable_ev.groupingSets([[*dkey, "minute"], dkey], *dkey, "minute")
                            .agg(*_durable_aggregates(latency), F.grouping_id().alias("level")),
                            "latency_pct", "latency_ms", 1000.0)
-    store_rows = _rows(per_store.orderBy(*skey, "minute"))
-    durable_rows = _rows(per_durable.orderBy(*dkey, "minute"))
-    buckets = _rows(histogram.orderBy(*skey, "up_to"))
+    store_rows = rows_of(per_store.orderBy(*skey, "minute"))
+    durable_rows = rows_of(per_durable.orderBy(*dkey, "minute"))
+    buckets = rows_of(histogram.orderBy(*skey, "up_to"))
     span_s = max((at - first) / 1e6, 1e-6)
     # grouping_id: a bit per grouping column left out (stores: cluster, store, minute).
     minutes = [_rated({k: v for k, v in r.items() if k != "level"}, 60.0) for r in store_rows if r["level"] == 0]
@@ -153,10 +153,6 @@ def _rated(row: dict[str, Any], seconds: float) -> dict[str, Any]:
         row["publish_rate"] = row["published"] / seconds
     row["ack_rate"] = row["acked"] / seconds
     return row
-
-
-def _rows(df: DataFrame) -> list[dict[str, Any]]:
-    return [r.asDict() for r in df.collect()]
 
 
 def main(argv: list[str] | None = None) -> int:

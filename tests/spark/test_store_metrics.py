@@ -66,7 +66,7 @@ def test_latency_and_size_percentiles_are_those_of_the_events(spark: Any, event_
     for key, values in latencies.items():
         assert durables[key]["acked"] == len(values)
         for q in (0.5, 0.95, 0.99):
-            # percentile_approx: within 1 % of the rank (its default accuracy is far finer).
+            # percentile_approx: within 1 % of the rank (its accuracy, 1/2000, is finer).
             assert _rank_error(values, durables[key][f"latency_ms_p{int(q * 100)}"], q) <= 0.01, (key, q)
     stores = {s["store"]: s for s in result.summary["stores"]}
     for store, values in sizes.items():
