@@ -238,7 +238,8 @@ def run_job(name: str, job: Job, argv: Sequence[str] | None) -> int:
     from spark_jobs.report import show_result
 
     args = parser(name, (sys.modules[job.__module__].__doc__ or "").split("\n\n")[0]).parse_args(argv)
-    progress = Progress(name)
+    # spark-submit hands the job's stderr to its own stdout: with --json, stdout is the JSON only.
+    progress = Progress(name, quiet=args.json)
     try:
         result = execute(job, name, args.events or default_events_dir(), args.as_of, args.out, progress)
     except BadEventLog as exc:

@@ -44,5 +44,6 @@ def test_spark_submit_refuses_a_truncated_file_with_status_2(event_log: tuple[Pa
     out = tmp_path / "out"
     run = _spark_submit("spark_jobs/store_metrics.py", "--events", str(root), "--out", str(out))
     assert run.returncode == 2, run.stderr[-3000:]
-    assert f"error: {victim}: not a readable Parquet file" in run.stderr
+    # spark-submit passes the job's stderr on through its own stdout.
+    assert f"error: {victim}: not a readable Parquet file" in run.stdout + run.stderr
     assert not out.exists()
