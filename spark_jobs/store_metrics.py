@@ -8,8 +8,9 @@ Per store and minute (`stores`): messages published (`message_stored`) and their
 min / p50 / p95 / p99 / max, acks (every durable's), expired and discarded messages. Per durable and
 minute (`durables`): messages made pending for it, acks, ack latency (ack time minus the message's
 publish time) p50 / p95 / p99 over the acks of that minute, dead letters, deliveries and
-redeliveries (deliveries with a count of 2 or more). Rates are per second over the minute. Counts
-up to the as-of time. `summary.json` has the same over the whole log (latency percentiles over
+redeliveries (deliveries with a count of 2 or more). Rates are per second over the part of the
+minute the log covers (all of it but for the first and the last minute). Counts up to the as-of
+time. `summary.json` has the same over the whole log (latency percentiles over
 every ack) and a power-of-two histogram of message sizes per store.
 
 Room for the later services: forwarding (`message_forwarded`) and DR (`message_shipped`) become
@@ -132,13 +133,18 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
     buckets = rows_of(histogram.orderBy(*skey, "up_to"))
     span_s = max((at - first) / 1e6, 1e-6)
     # grouping_id: a bit per grouping column left out (stores: cluster, store, minute).
-    minutes = [_rated({k: v for k, v in r.items() if k != "level"}, 60.0) for r in store_rows if r["level"] == 0]
+    def covered(minute: int) -> float:
+        """Seconds of the minute the log covers (the first and the last minute: part of it)."""
+        return max((min(minute + MINUTE, at) - max(minute, first)) / 1e6, 1e-6)
+
+    minutes = [_rated({k: v for k, v in r.items() if k != "level"}, covered(r["minute"]))
+               for r in store_rows if r["level"] == 0]
     stores = [_rated({k: v for k, v in r.items() if k not in ("level", "minute")}, span_s)
               for r in store_rows if r["level"] == 1]
     for s in stores:
         s["size_histogram"] = {f"<={r['up_to']}": r["count"] for r in buckets
                                if (r["cluster"], r["store"]) == (s["cluster"], s["store"])}
-    durable_minutes = [_rated({k: v for k, v in r.items() if k != "level"}, 60.0)
+    durable_minutes = [_rated({k: v for k, v in r.items() if k != "level"}, covered(r["minute"]))
                        for r in durable_rows if r["level"] == 0]
     durables = [_rated({k: v for k, v in r.items() if k not in ("level", "minute")}, span_s)
                 for r in durable_rows if r["level"] == 1]
@@ -148,7 +154,7 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
 
 
 def _rated(row: dict[str, Any], seconds: float) -> dict[str, Any]:
-    """Rates per second over `seconds` (a minute's rows: 60)."""
+    """Rates per second over `seconds` (a minute's rows: the part of it the log covers)."""
     if "published" in row:
         row["publish_rate"] = row["published"] / seconds
     row["ack_rate"] = row["acked"] / seconds

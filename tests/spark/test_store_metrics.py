@@ -39,7 +39,10 @@ def test_per_store_minute_counts_equal_the_events(spark: Any, event_log: tuple[P
         for name in COUNTED.values():
             if row[name]:
                 got[(row["store"], row["minute"], name)] = row[name]
-        assert row["publish_rate"] == pytest.approx(row["published"] / 60)
+        # Per second over the minute, or over the part of it the log covers at either end.
+        start, end = max(row["minute"], result.first), min(row["minute"] + MINUTE, result.as_of)
+        assert row["publish_rate"] == pytest.approx(row["published"] / ((end - start) / 1e6))
+        assert (end - start == MINUTE) == (result.first <= row["minute"] and row["minute"] + MINUTE <= result.as_of)
     assert got == want
     assert {k[2] for k in want} == set(COUNTED.values())  # every kind occurs in the scenario
 
