@@ -96,3 +96,26 @@ def test_chart_readme_section_exists() -> None:
     assert readme.index("## Kubernetes") < readme.index("## Failover drill (local)")
     assert "helm install" in readme and "deploy/drills/failover.sh" in readme
     assert Path(CHART / "values.schema.json").exists()
+
+
+def test_image_holds_the_spark_jobs_with_pyspark_and_java() -> None:
+    ins = _instructions()
+    runs = " ".join(rest for word, rest in ins if word == "RUN")
+    # pyspark and matplotlib come with the metrics extra, which the image installs.
+    metrics = " ".join(PYPROJECT["project"]["optional-dependencies"]["metrics"])
+    assert "pyspark" in metrics and "matplotlib" in metrics
+    assert "pip install '.[metrics]'" in runs
+    assert any(word == "COPY" and rest.split()[0] == "spark_jobs" for word, rest in ins)
+    # Java 17 in the final stage (bookworm's default JRE), where Spark finds it.
+    final = ins[[i for i, (w, _) in enumerate(ins) if w == "FROM"][-1]:]
+    assert "bookworm" in next(rest for word, rest in final if word == "FROM")
+    assert any(word == "RUN" and "default-jre-headless" in rest for word, rest in final)
+    env = " ".join(rest for word, rest in final if word == "ENV")
+    assert "JAVA_HOME=/usr/lib/jvm/default-java" in env and "SPARK_HOME=/opt/strongroom/spark" in env
+    # The fixed paths the chart names: the jobs' files and the entry point Spark's pods need.
+    assert 'ln -s "$site/spark_jobs" /opt/strongroom/spark_jobs' in runs
+    assert 'ln -s "$site/pyspark" /opt/strongroom/spark' in runs
+    entry = [rest for word, rest in final if word == "ENTRYPOINT"]
+    assert entry == ['["bash", "/opt/strongroom/spark_jobs/entrypoint.sh"]']
+    assert "entrypoint.sh" in PYPROJECT["tool"]["setuptools"]["package-data"]["spark_jobs"]
+    assert (ROOT / "spark_jobs" / "entrypoint.sh").exists()

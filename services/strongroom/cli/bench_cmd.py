@@ -1,9 +1,10 @@
-"""`strongroom bench`: the benchmark against NATS JetStream, side by side (bench/ of a source
-checkout)."""
+"""`strongroom bench`: the benchmark against NATS JetStream, side by side, and `strongroom bench
+metrics`: the Spark jobs beside DuckDB over the same event logs (bench/ of a source checkout)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,21 +14,41 @@ from strongroom.cli.common import CliError, positive
 __all__ = ["add_parsers", "cmd_bench"]
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Run the benchmark suite and print or store its results."""
-    # The benchmark suite lives in bench/ at the root of the source tree, beside services/.
+def _bench_module(name: str) -> Any:
+    """A module of bench/ at the root of the source tree, beside services/."""
     root = Path(__file__).resolve().parents[3]
     if (root / "bench" / "runner.py").exists() and str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
-        from bench.runner import run_cli
+        return importlib.import_module(f"bench.{name}")
     except ImportError as exc:
         raise CliError(f"the benchmark suite (bench/) is not importable: {exc}; run from a source checkout "
-                       f"with `pip install -e '.[bench]'`") from None
+                       f"with `pip install -e '.[dev,bench]'`") from None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark suite and print or store its results."""
+    if getattr(args, "what", None) == "metrics":
+        return cmd_bench_metrics(args)
     try:
-        return int(run_cli(args.runs, args.messages, args.quick, args.json, only=args.only))
+        return int(_bench_module("runner").run_cli(args.runs, args.messages, args.quick, args.json, only=args.only))
     except ValueError as exc:
         raise CliError.usage(str(exc)) from None
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s.replace("_", "")) for s in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of event counts")
+    return sizes
+
+
+def cmd_bench_metrics(args: argparse.Namespace) -> int:
+    """The Spark jobs and DuckDB over synthetic event logs of each size."""
+    return int(_bench_module("metrics").run_cli(args.sizes, args.json))
 
 
 def add_parsers(sub: Any) -> None:
@@ -43,3 +64,9 @@ def add_parsers(sub: Any) -> None:
                    help="run only these configurations, comma-separated (e.g. disk-sync,disk-sync-events: "
                         "the store event log off and on, side by side)")
     p.set_defaults(func=cmd_bench)
+    what = p.add_subparsers(dest="what", metavar="WHAT", required=False, parser_class=type(p))
+    m = what.add_parser("metrics", help="the Spark jobs beside DuckDB over event logs of 1 M and 10 M events")
+    m.add_argument("--sizes", type=_sizes, default=[1_000_000, 10_000_000], metavar="N,N",
+                   help="event counts of the logs (default 1000000,10000000)")
+    m.add_argument("--json", action="store_true", help="print the result document as JSON")
+    m.set_defaults(func=cmd_bench_metrics)

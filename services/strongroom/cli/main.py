@@ -13,6 +13,8 @@
     strongroom drill failover --platform kubernetes --namespace NS --release NAME [--cluster C]
                               [--force] [--messages N] [--json]
     strongroom bench [--runs N] [--messages N] [--quick] [--json]
+    strongroom bench metrics [--sizes 1000000,10000000] [--json]
+    strongroom metrics backlog|store [--events DIR] [--as-of T] [--out DIR] [--json]
 
 Every command finds the cluster the same way (`strongroom.cli.common`): `-s/--server
 HOST:PORT,...` (also `--endpoints`), else $STRONGROOM_ENDPOINTS, else the local launcher's state
@@ -39,6 +41,7 @@ from strongroom.cli import (
     durable_cmd,
     local_cmd,
     map_cmd,
+    metrics_cmd,
     publish_cmd,
     status_cmd,
     subscribe_cmd,
@@ -71,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strongroom", description="Strongroom: a replicated, persistent message store.")
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
-    for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, drill_cmd, bench_cmd):
+    for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, drill_cmd, bench_cmd,
+                   metrics_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers

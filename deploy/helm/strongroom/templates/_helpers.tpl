@@ -327,7 +327,97 @@ a schema cannot: relations between keys and what the services need to form a quo
 {{- if and (not .Values.serviceAccount.create) .Values.rbac.create (not .Values.serviceAccount.name) }}
 {{- $problems = append $problems "rbac.create is true but serviceAccount.create is false and serviceAccount.name is empty: name the existing ServiceAccount the Role is bound to." }}
 {{- end }}
+{{- if and .Values.metrics.enabled (not .Values.metrics.events.claimName) }}
+{{- $problems = append $problems "metrics.enabled is true but metrics.events.claimName is empty: name the PersistentVolumeClaim holding the store event log (the Spark driver and executors mount it read-only)." }}
+{{- end }}
 {{- if $problems }}
 {{- fail (printf "\n\nSTRONGROOM VALUES:\n  %s" (join "\n  " $problems)) }}
 {{- end }}
+{{- end }}
+
+{{/* --- the Spark jobs (templates/metrics.yaml) ---------------------------------------------- */}}
+
+{{/* The metrics ServiceAccount, Role and RoleBinding. */}}
+{{- define "strongroom.metrics.fullname" -}}
+{{- printf "%s-spark" (include "strongroom.fullname" .) }}
+{{- end }}
+
+{{- define "strongroom.metrics.serviceAccountName" -}}
+{{- default (include "strongroom.metrics.fullname" .) .Values.metrics.serviceAccountName }}
+{{- end }}
+
+{{/* One job's CronJob or ScheduledSparkApplication. Takes (dict "root" $ "job" "store_metrics"). */}}
+{{- define "strongroom.metrics.jobName" -}}
+{{- printf "%s-metrics-%s" (include "strongroom.fullname" .root) (.job | replace "_" "-") }}
+{{- end }}
+
+{{/* The job's file in the image (the Dockerfile links the installed spark_jobs/ there). */}}
+{{- define "strongroom.metrics.application" -}}
+{{- printf "local:///opt/strongroom/spark_jobs/%s.py" . }}
+{{- end }}
+
+{{/* The job's own arguments. Takes (dict "root" $ "job" "backlog"). */}}
+{{- define "strongroom.metrics.arguments" -}}
+- --events
+- {{ .root.Values.metrics.events.mountPath }}
+- --out
+- {{ .root.Values.metrics.output.mountPath }}
+- --json
+{{- end }}
+
+{{/*
+Spark settings the CronJob passes as --conf and the ScheduledSparkApplication as sparkConf:
+the volumes (in Spark's own volume settings, so the operator's mutating webhook is not needed),
+the image's Python, no PersistentVolumeClaims owned by the driver (so its Role needs none).
+*/}}
+{{- define "strongroom.metrics.sparkConf" -}}
+{{- $m := .Values.metrics }}
+{{- $conf := dict
+  "spark.pyspark.python" "/opt/strongroom/bin/python"
+  "spark.pyspark.driver.python" "/opt/strongroom/bin/python"
+  "spark.sql.session.timeZone" "UTC"
+  "spark.kubernetes.driver.ownPersistentVolumeClaim" "false"
+  "spark.kubernetes.driver.reusePersistentVolumeClaim" "false"
+  "spark.kubernetes.driver.label.app.kubernetes.io/instance" .Release.Name
+  "spark.kubernetes.driver.label.app.kubernetes.io/component" "metrics"
+  "spark.kubernetes.executor.label.app.kubernetes.io/instance" .Release.Name
+  "spark.kubernetes.executor.label.app.kubernetes.io/component" "metrics"
+}}
+{{- range $who := list "driver" "executor" }}
+{{- $v := printf "spark.kubernetes.%s.volumes.persistentVolumeClaim.events" $who }}
+{{- $_ := set $conf (printf "%s.options.claimName" $v) $m.events.claimName }}
+{{- $_ := set $conf (printf "%s.mount.path" $v) $m.events.mountPath }}
+{{- $_ := set $conf (printf "%s.mount.readOnly" $v) "true" }}
+{{- end }}
+{{- if $m.output.claimName }}
+{{- $_ := set $conf "spark.kubernetes.driver.volumes.persistentVolumeClaim.output.options.claimName" $m.output.claimName }}
+{{- $_ := set $conf "spark.kubernetes.driver.volumes.persistentVolumeClaim.output.mount.path" $m.output.mountPath }}
+{{- else }}
+{{- $_ := set $conf "spark.kubernetes.driver.volumes.emptyDir.output.mount.path" $m.output.mountPath }}
+{{- end }}
+{{- range $k, $v := $m.spark.conf }}
+{{- $_ := set $conf $k (toString $v) }}
+{{- end }}
+{{- toYaml $conf }}
+{{- end }}
+
+{{/*
+What only spark-submit is told (the ScheduledSparkApplication says the same in its spec fields):
+where, which image, which identity, how big; and the submitter's in-cluster credentials.
+*/}}
+{{- define "strongroom.metrics.submitConf" -}}
+{{- $m := .Values.metrics }}
+{{- toYaml (dict
+  "spark.kubernetes.namespace" .Release.Namespace
+  "spark.kubernetes.container.image" (include "strongroom.image" .)
+  "spark.kubernetes.container.image.pullPolicy" .Values.image.pullPolicy
+  "spark.kubernetes.authenticate.driver.serviceAccountName" (include "strongroom.metrics.serviceAccountName" .)
+  "spark.kubernetes.authenticate.submission.caCertFile" "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+  "spark.kubernetes.authenticate.submission.oauthTokenFile" "/var/run/secrets/kubernetes.io/serviceaccount/token"
+  "spark.executor.instances" (toString $m.spark.executorInstances)
+  "spark.executor.cores" (toString $m.spark.executorCores)
+  "spark.executor.memory" $m.spark.executorMemory
+  "spark.driver.cores" (toString $m.spark.driverCores)
+  "spark.driver.memory" $m.spark.driverMemory
+) }}
 {{- end }}

@@ -1,0 +1,97 @@
+"""The backlog job against a plain-Python replay of the same event log, and its outputs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reference import MINUTE, replay, replay_minutes
+
+from spark_jobs.backlog import backlog
+from spark_jobs.events import find_event_log, load_events
+from strongroom.events.synthetic import Summary
+
+pytestmark = pytest.mark.slow
+
+FIELDS = ("pending_messages", "pending_bytes", "unacked", "redelivery_waiting", "oldest_published")
+
+
+def _run(spark: Any, root: Path, as_of: datetime | None = None) -> Any:
+    log = find_event_log(root)
+    return backlog(spark, load_events(spark, log), log, as_of)
+
+
+def _by_durable(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    return {(r["cluster"], r["store"], r["destination"], r["durable"]): r for r in rows}
+
+
+def _check_as_of(result: Any, events: list[dict[str, Any]], at: int) -> None:
+    want = replay(events, at)
+    got = _by_durable(result.tables["durables"])
+    expected = want.durable_rows(at)
+    assert got.keys() == expected.keys()
+    for key, row in expected.items():
+        assert {f: got[key][f] for f in FIELDS} == {f: row[f] for f in FIELDS}, key
+        if row["oldest_age_s"] is not None:
+            assert got[key]["oldest_age_s"] == pytest.approx(row["oldest_age_s"], abs=1e-6)
+    stores = {(r["cluster"], r["store"]): {"messages": r["messages"], "bytes": r["bytes"]}
+              for r in result.tables["stores"]}
+    assert stores == want.store_rows()
+
+
+def test_as_of_newest_equals_a_replay_of_every_event(spark: Any, event_log: tuple[Path, Summary],
+                                                     reference_events: list[dict[str, Any]]) -> None:
+    result = _run(spark, event_log[0])
+    newest = reference_events[-1]["t"]
+    assert result.as_of == newest
+    _check_as_of(result, reference_events, newest)
+    rows = result.tables["durables"]
+    # The scenario has a backlog everywhere the test means to look.
+    assert sum(r["pending_messages"] for r in rows) > 500
+    assert any(r["unacked"] for r in rows)
+
+
+def test_as_of_just_after_the_failover_shows_messages_waiting_for_redelivery(
+        spark: Any, event_log: tuple[Path, Summary], reference_events: list[dict[str, Any]]) -> None:
+    epochs = sorted({r["epoch"] for r in reference_events})
+    assert len(epochs) == 2
+    failover = min(r["t"] for r in reference_events if r["epoch"] == epochs[1])
+    at = failover + 200_000  # before the new leader's redeliveries (0.5 s after it began)
+    result = _run(spark, event_log[0], datetime.fromtimestamp(at / 1e6, UTC))
+    assert result.as_of == at
+    _check_as_of(result, reference_events, at)
+    assert sum(r["redelivery_waiting"] for r in result.tables["durables"]) > 0
+
+
+def test_per_minute_series_equals_the_replay_at_every_minute_end(
+        spark: Any, event_log: tuple[Path, Summary], reference_events: list[dict[str, Any]]) -> None:
+    result = _run(spark, event_log[0])
+    want = replay_minutes(reference_events, result.as_of)
+    got: dict[int, dict[tuple[str, str, str, str], dict[str, Any]]] = {}
+    for r in result.tables["durable_series"]:
+        got.setdefault(r["minute"], {})[(r["cluster"], r["store"], r["destination"], r["durable"])] = r
+    assert sorted(got) == sorted(want) and len(want) >= 6
+    for minute, durables in want.items():
+        for key, row in durables.items():
+            mine = got[minute][key]
+            # Pending counts, bytes and the oldest message are exact at every minute's end.
+            assert (mine["pending_messages"], mine["pending_bytes"]) == (row["pending_messages"], row["pending_bytes"]), \
+                (minute, key)
+            if row["oldest_age_s"] is None:
+                assert mine["oldest_age_s"] is None, (minute, key)
+            else:
+                assert mine["oldest_age_s"] == pytest.approx(row["oldest_age_s"], abs=1e-6), (minute, key)
+    last = max(got)
+    assert {k: v["pending_messages"] for k, v in got[last].items()} == {
+        k: v["pending_messages"] for k, v in _by_durable(result.tables["durables"]).items()}
+
+
+def test_an_as_of_before_the_log_counts_nothing_and_after_it_the_newest(
+        spark: Any, event_log: tuple[Path, Summary]) -> None:
+    newest = _run(spark, event_log[0])
+    later = _run(spark, event_log[0], datetime.fromtimestamp(newest.as_of / 1e6, UTC) + timedelta(minutes=5))
+    assert [r["pending_messages"] for r in later.tables["durables"]] == \
+        [r["pending_messages"] for r in newest.tables["durables"]]
+    assert later.tables["durable_series"][-1]["minute"] >= newest.tables["durable_series"][-1]["minute"] + 4 * MINUTE
