@@ -53,8 +53,11 @@ DESTINATIONS = """\
     ttl_seconds: 2
 """
 ORDERS = 240
-"""Published to orders.t (durables `all` and `part`), the leader killed half-way."""
+"""Published to orders.t, the leader killed half-way. Its durables: `all` acks every order,
+`part` some, `late` none (a replay at the end moves it past all but the last LATE: they leave it
+as skipped), `gone` none (deleted at the end: what only it held leaves the store)."""
 KILL_AT = 120
+LATE = 40
 JOBS, JOBS_ACKED = 40, 25
 """Published to / acknowledged on jobs.queue."""
 TTL = 12
@@ -114,7 +117,8 @@ async def test_the_backlog_job_equals_status_after_a_leader_was_killed(  # type:
         client = Client(cluster.addresses(), timeout=30)
         try:
             # The topic's durables exist before anything is published to it.
-            for dest, name in (("orders.t", "all"), ("orders.t", "part"), ("retry.t", "worker")):
+            for dest, name in (("orders.t", "all"), ("orders.t", "part"), ("orders.t", "late"),
+                               ("orders.t", "gone"), ("retry.t", "worker")):
                 await (await client.subscribe(dest, name)).close()
             for i in range(JOBS):
                 await client.publish("jobs.queue", body("job", i))
@@ -186,13 +190,19 @@ async def test_the_backlog_job_equals_status_after_a_leader_was_killed(  # type:
             for m in letters[:DEAD_ACKED]:
                 await dead.ack(m)
             await dead.close()
+            late = await client.subscribe("orders.t", "late", replay_from_seq=sorted(seqs)[-LATE], credit=ORDERS)
+            assert sorted(m.seq for m in await drain_all(late, LATE)) == sorted(seqs)[-LATE:]
+            await late.close()
+            assert (await client.delete_durable("orders.t", "gone"))[1] == ORDERS
         finally:
             await client.close()
 
         dead_left = len(NAKED) + len(TERMED) - DEAD_ACKED
         part_left = sum(part_keeps(i) for i in range(ORDERS))
+        by_index = dict(enumerate(seqs))
+        ledger_left = len({by_index[i] for i in range(ORDERS) if part_keeps(i)} | set(sorted(seqs)[-LATE:])) + dead_left
         expected = {("jobs.queue", ""): JOBS - JOBS_ACKED, ("ttl.queue", ""): 0, ("orders.t", "all"): 0,
-                    ("orders.t", "part"): part_left, ("retry.t", "worker"): 0, ("dead.queue", ""): dead_left}
+                    ("orders.t", "part"): part_left, ("orders.t", "late"): LATE, ("retry.t", "worker"): 0, ("dead.queue", ""): dead_left}
 
         # Settled: every ack committed, every expiry applied, nothing in flight (all closed).
         async def settled_state() -> bool:
@@ -231,6 +241,7 @@ async def test_the_backlog_job_equals_status_after_a_leader_was_killed(  # type:
     # A message's size is its encoded form (body, producer, times): more than its body.
     assert ours[("orders.t", "part")]["pending_bytes"] > part_left * len(body("order", 0))
     ledger = next(r for r in summary["stores"] if r["store"] == "ledger")
-    assert ledger["messages"] == part_left + dead_left == store_of(leader, "ledger")["messages"]
+    assert ledger["messages"] == ledger_left == store_of(leader, "ledger")["messages"]
+    assert ("orders.t", "gone") not in ours and all(d["name"] != "gone" for d in store_of(leader, "ledger")["durables"])
     default = next(r for r in summary["stores"] if r["store"] == "default")
     assert default["messages"] == JOBS - JOBS_ACKED == store_of(leader, "default")["messages"]
