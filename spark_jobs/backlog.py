@@ -7,7 +7,9 @@ and messages waiting for redelivery.
 How a durable's backlog is read from the events (`strongroom.events.schema`):
 
 - a message is pending for a durable from its `message_pending` row until the durable's
-  `message_acked` or `message_dead_lettered` row, or the message's `message_expired` or
+  `message_acked`, `message_dead_lettered` or `message_skipped` row (a replay moved it past the
+  message), the durable's first `durable_deleted` (or `durable_expired`) row after it (the
+  durable released everything it held), or the message's `message_expired` or
   `message_discarded` row (which remove it from every durable);
 - `unacked`: pending messages delivered (a `message_delivered` row) in the current leader's epoch
   and not settled: status's `unacked` (in flight to subscribers, leader state);
@@ -40,6 +42,8 @@ __all__ = ["DURABLE_KEY", "backlog", "intervals", "main", "time_bounds"]
 
 DURABLE_KEY = ("cluster", "store", "destination", "durable")
 """A durable: its store, the destination it was created on, its name ("" for a queue's)."""
+_KIND_GONE = ("DURABLE_DELETED", "DURABLE_EXPIRED")
+"""A durable's end: it released every message it held."""
 MINUTE = 60_000_000
 NEVER = 1 << 62
 """An open interval's end, in microseconds (far past any event)."""
@@ -57,6 +61,8 @@ class Intervals:
     """Per stored message: start, end (null: still stored), size."""
     known: DataFrame
     """Every durable the log names (created or pending), deleted ones left out."""
+    lifecycle: DataFrame
+    """Per durable created or deleted: when it was last created, last deleted, every deletion."""
 
 
 def _kind(*names: str) -> Column:
@@ -76,7 +82,8 @@ def intervals(events: DataFrame) -> Intervals:
     msg = ["cluster", "store", "seq"]
     dur = [*DURABLE_KEY, "seq"]
     stored, pending, delivered = _kind("MESSAGE_STORED"), _kind("MESSAGE_PENDING"), _kind("MESSAGE_DELIVERED")
-    settle, removal = _kind("MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED"), _kind("MESSAGE_EXPIRED", "MESSAGE_DISCARDED")
+    settle = _kind("MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED", "MESSAGE_SKIPPED")
+    removal = _kind("MESSAGE_EXPIRED", "MESSAGE_DISCARDED")
     about = events.filter(F.col("seq") > 0).repartition(int(spark.conf.get("spark.sql.shuffle.partitions")), *msg)
     per_msg = about.groupBy(*msg).agg(
         F.min(F.when(stored, F.col("t"))).alias("stored_at"), F.max(F.when(stored, F.col("size"))).alias("stored_size"),
@@ -94,9 +101,19 @@ def intervals(events: DataFrame) -> Intervals:
         F.min(F.when(delivered, F.col("t"))).alias("first_delivery"),
     ).filter(F.col("start").isNotNull())
     epochs = _epoch_starts(events)
+    gone = _KIND_GONE
+    # Tiny (a row per durable created or deleted), used twice.
+    lifecycle = events.filter(_kind("DURABLE_CREATED", *gone)).groupBy(*DURABLE_KEY).agg(
+        F.max(F.when(_kind("DURABLE_CREATED"), F.col("t"))).alias("made_at"),
+        F.max(F.when(_kind(*gone), F.col("t"))).alias("gone_at"),
+        F.collect_list(F.when(_kind(*gone), F.col("t"))).alias("gone_times")).persist()
     d = (per.join(per_msg, msg, "left")
-         .join(F.broadcast(epochs), (F.col("cluster") == epochs["e_cluster"]) & (F.col("last_epoch") == epochs["e_epoch"]), "left"))
-    end = F.least(F.col("settled_at"), F.col("removed_at"))
+         .join(F.broadcast(epochs), (F.col("cluster") == epochs["e_cluster"]) & (F.col("last_epoch") == epochs["e_epoch"]), "left")
+         .join(F.broadcast(lifecycle.select(*DURABLE_KEY, "gone_times")), list(DURABLE_KEY), "left"))
+    # A durable deleted after the message became pending released it then (its first deletion
+    # after the start: a durable of the same name created again later is another one).
+    released = F.array_min(F.filter("gone_times", lambda x: x >= F.col("start")))
+    end = F.least(F.col("settled_at"), F.col("removed_at"), released)
     durables = d.select(
         *dur, "start", end.alias("end"),
         F.coalesce("p_size", "stored_size", F.lit(0)).alias("size"),
@@ -115,13 +132,10 @@ def intervals(events: DataFrame) -> Intervals:
         *msg, F.col("stored_at").alias("start"),
         F.least("removed_at", F.when(F.col("n") == F.col("n_closed"), F.col("last_end"))).alias("end"),
         F.coalesce("stored_size", F.lit(0)).alias("size"))
-    lifecycle = events.filter(_kind("DURABLE_CREATED", "DURABLE_DELETED", "DURABLE_EXPIRED")).groupBy(*DURABLE_KEY).agg(
-        F.max(F.when(_kind("DURABLE_CREATED"), F.col("t"))).alias("made_at"),
-        F.max(F.when(~_kind("DURABLE_CREATED"), F.col("t"))).alias("gone_at"))
     named = lifecycle.select(*DURABLE_KEY).union(durables.select(*DURABLE_KEY)).distinct()
     known = (named.join(lifecycle, list(DURABLE_KEY), "left")
              .filter(F.col("gone_at").isNull() | (F.col("made_at") > F.col("gone_at"))).select(*DURABLE_KEY))
-    return Intervals(durables, stores.persist(), known.persist())
+    return Intervals(durables, stores.persist(), known.persist(), lifecycle)
 
 
 def _epoch_starts(events: DataFrame) -> DataFrame:
@@ -234,7 +248,7 @@ def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: dateti
         "durable_series": rows_of(d_series.orderBy(*order, "minute")),
         "store_series": rows_of(s_series.orderBy("cluster", "store", "minute")),
     }
-    for frame in (iv.durables, iv.stores, iv.known):
+    for frame in (iv.durables, iv.stores, iv.known, iv.lifecycle):
         frame.unpersist()
     as_of_rows = [{**r, "oldest_published": iso_time(r["oldest_published"])} for r in tables["durables"]]
     return Result(job="backlog", as_of=at, first=first, newest=newest, log=log, tables=tables,

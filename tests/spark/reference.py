@@ -71,10 +71,17 @@ class Replay:
         elif kind == "message_delivered":
             if seq in self.pending[dk]:
                 self.delivered_epoch[(dk, seq)] = r["epoch"]
-        elif kind in ("message_acked", "message_dead_lettered"):
+        elif kind in ("message_acked", "message_dead_lettered", "message_skipped"):
             self._settle(dk, seq)
             if mk in self.ever_pending and not self.holders[mk]:
                 self.stored[(cluster, store)].pop(seq, None)
+        elif kind in ("durable_deleted", "durable_expired"):
+            # It released everything it held.
+            self.durables.discard(dk)
+            for held in list(self.pending[dk]):
+                self._settle(dk, held)
+                if not self.holders[(cluster, store, held)]:
+                    self.stored[(cluster, store)].pop(held, None)
         elif kind in ("message_expired", "message_discarded"):
             for holder in list(self.holders[mk]):
                 self._settle(holder, seq)

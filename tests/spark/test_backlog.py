@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reference import MINUTE, replay, replay_minutes
+from reference import MINUTE, read_events, replay, replay_minutes
 
 from spark_jobs.backlog import backlog
 from spark_jobs.events import find_event_log, load_events
 from strongroom.events.synthetic import Summary
+from strongroom.events.writer import EventWriter
 
 pytestmark = pytest.mark.slow
 
@@ -95,3 +96,41 @@ def test_an_as_of_before_the_log_counts_nothing_and_after_it_the_newest(
     assert [r["pending_messages"] for r in later.tables["durables"]] == \
         [r["pending_messages"] for r in newest.tables["durables"]]
     assert later.tables["durable_series"][-1]["minute"] >= newest.tables["durable_series"][-1]["minute"] + 4 * MINUTE
+
+
+def _write_log(root: Path, rows: list[tuple[str, str | None, int, int]], start: datetime) -> None:
+    """A one-entry-per-row event log of store `s`, destination `t`: (kind, durable, seq, size),
+    a second apart."""
+    cols: dict[str, list[Any]] = {k: [] for k in ("epoch", "log_index", "position", "kind", "time", "store",
+                                                   "destination", "durable", "seq", "size", "published_at")}
+    for i, (kind, durable, seq, size) in enumerate(rows):
+        t = start + timedelta(seconds=i)
+        for k, v in (("epoch", 1), ("log_index", i + 1), ("position", 0), ("kind", kind), ("time", t),
+                     ("store", "s"), ("destination", "t"), ("durable", durable), ("seq", seq),
+                     ("size", size), ("published_at", t if seq else None)):
+            cols[k].append(v)
+    with EventWriter(root, "default", epoch=1) as writer:
+        writer.write(cols)
+
+
+def test_a_skipped_message_and_a_deleted_durable_release_what_they_held(spark: Any, tmp_path: Path) -> None:
+    start = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
+    _write_log(tmp_path, [
+        ("durable_created", "a", 0, 0), ("durable_created", "b", 0, 0),
+        *[row for seq in (1, 2, 3) for row in (("message_stored", None, seq, 10 * seq),
+                                               ("message_pending", "a", seq, 10 * seq),
+                                               ("message_pending", "b", seq, 10 * seq))],
+        ("message_skipped", "a", 1, 0),  # a replay moved `a` past message 1
+        ("durable_deleted", "b", 0, 0),  # `b` released 1, 2 and 3: nothing holds 1 any more
+        ("durable_created", "b", 0, 0),  # another `b`
+        ("message_stored", None, 4, 40), ("message_pending", "a", 4, 40), ("message_pending", "b", 4, 40),
+    ], start)
+    events = read_events(tmp_path)
+    for seconds, durables, store in ((11.5, {"a": (2, 50), "b": (3, 60)}, (3, 60)),  # before the deletion
+                                     (12.5, {"a": (2, 50)}, (2, 50)),  # `b` deleted
+                                     (16, {"a": (3, 90), "b": (1, 40)}, (3, 90))):
+        result = _run(spark, tmp_path, start + timedelta(seconds=seconds))
+        got = {r["durable"]: (r["pending_messages"], r["pending_bytes"]) for r in result.tables["durables"]}
+        assert got == durables, seconds
+        assert [(r["messages"], r["bytes"]) for r in result.tables["stores"]] == [store], seconds
+        _check_as_of(result, events, result.as_of)

@@ -1,6 +1,6 @@
 """The backlog rows against `strongroom status --json`, field by field (the end-to-end test on a
-real cluster uses this once the members write event logs; here: status as a cluster holding the
-same state would report it, built from a replay of a synthetic log)."""
+real cluster is test_backlog_matches_status.py; here: status as a cluster holding the same state
+would report it, built from a replay of a synthetic log)."""
 
 from __future__ import annotations
 
