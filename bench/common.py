@@ -11,8 +11,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.local.etcdproc import free_port
-
 __all__ = [
     "BODY",
     "MESSAGE_BYTES",
@@ -53,6 +51,14 @@ class Params:
 
     def as_dict(self) -> dict[str, int]:
         return {"confirm": self.confirm, "pipelined": self.pipelined, "fanout": self.fanout}
+
+
+def free_port() -> int:
+    """A free loopback port (`strongroom.local.etcdproc.free_port`, imported when called:
+    `bench.trace` must install its hooks before anything imports strongroom or grpc)."""
+    from strongroom.local.etcdproc import free_port as pick
+
+    return pick()
 
 
 def proc_cpu_seconds(pid: int) -> float:
