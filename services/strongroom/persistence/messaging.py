@@ -240,6 +240,7 @@ class MessagingFront:
         term = self._routes.require_leader()
         route = self.resolve(destination)
         store = route.store
+        state = term.state_for(store.replicated)
         matcher = matcher if matcher is not None else cpb.ContentMatcher()
         validate_matcher(matcher)
         key_field = ""
@@ -264,7 +265,7 @@ class MessagingFront:
         else:
             if not durable_name:
                 raise InvalidArgument("a topic subscription needs a durable name")
-            existing = term.state_for(store.replicated).durables.get(_durable_key(route, durable_name))
+            existing = state.durables.get(_durable_key(route, durable_name))
             if existing is not None:
                 # A subscriber that names no kind takes the durable as it is (a static durable
                 # of the realm, or one another subscriber made); a keyed one is reached by key.
@@ -292,7 +293,6 @@ class MessagingFront:
             raise InvalidArgument(f"unknown ack sync mode {ack_sync_mode}")
         if ack_sync_mode == cpb.ACK_SYNC_MODE_UNSPECIFIED:
             ack_sync_mode = cpb.ACK_SYNC_MODE_SYNC if route.ack_mode == AckSync.SYNC else cpb.ACK_SYNC_MODE_ASYNC
-        state = term.state_for(store.replicated)
         key = _durable_key(route, durable_name)
         durable = state.durables.get(key)
         if durable is None:

@@ -174,11 +174,6 @@ class Durable:
             return False
         return self.match is None or self.match(message)
 
-    def held(self) -> list[int]:
-        """The sequences it holds: pending, or in its last-value slots."""
-        slots = [self.last_value_seq] if self.last_value_seq else []
-        return [*self.pending, *slots, *self.last_values.values()]
-
 
 class PublishResult(NamedTuple):
     """Outcome of applying one publish: the message's sequence (0 if nobody wanted it). A named
