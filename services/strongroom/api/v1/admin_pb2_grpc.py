@@ -75,7 +75,9 @@ class AdminServiceServicer:
 
     def DeleteDurable(self, request, context):
         """Delete a durable and release the messages it holds (the leader answers; a follower says
-        NOT_LEADER). Its open subscriptions end with DURABLE_DELETED.
+        NOT_LEADER). Its open subscriptions end with DURABLE_DELETED. Errors: INVALID_ARGUMENT
+        (empty destination), UNKNOWN_DURABLE (no such durable), LOG_FORMAT_PENDING (a member of
+        the cluster does not read log format 3 yet; retry after the upgrade).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
