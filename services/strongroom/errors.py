@@ -44,6 +44,11 @@ __all__ = [
     "KeyExists",
     "ConnectionFailed",
     "RpcFailed",
+    "UnknownUow",
+    "UowStateError",
+    "UowNotHeld",
+    "UowAborted",
+    "UowExists",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -274,6 +279,46 @@ class LogFormatPending(StrongroomError):
 
     reason = "LOG_FORMAT_PENDING"
     code = "FAILED_PRECONDITION"
+
+
+class UnknownUow(StrongroomError):
+    """No unit of work with this id: never sent, its status lifetime ended, or (not
+    persistent) it went with the leader that held it."""
+
+    reason = "UNKNOWN_UOW"
+    code = "NOT_FOUND"
+
+
+class UowStateError(StrongroomError):
+    """The unit of work's status does not allow the action (adding to a committed UOW,
+    committing twice, receiving a UOW not ACCEPTED ...)."""
+
+    reason = "UOW_STATE"
+    code = "FAILED_PRECONDITION"
+
+
+class UowNotHeld(StrongroomError):
+    """A receiver settles a unit of work it does not hold."""
+
+    reason = "UOW_NOT_HELD"
+    code = "FAILED_PRECONDITION"
+
+
+class UowExists(StrongroomError):
+    """Opening a unit of work under an id that is open (or complete and still known)."""
+
+    reason = "UOW_EXISTS"
+    code = "ALREADY_EXISTS"
+
+
+class UowAborted(StrongroomError):
+    """The open unit of work was backed out because the leader changed before its sender
+    committed it (what was added lived on the old leader only): nothing of it is visible. The
+    call is not retried as it is (the UOW is gone); gRPC's ABORTED says what to do: send the
+    whole UOW again, as a new one."""
+
+    reason = "UOW_ABORTED"
+    code = "ABORTED"
 
 
 class InvalidMatcher(StrongroomError):

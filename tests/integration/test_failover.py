@@ -279,7 +279,7 @@ async def test_operations_of_a_log_format_are_written_only_once_every_member_rea
     kv = await etcd.get(key)
     assert kv is not None
     record = json.loads(kv.value)
-    assert record["log_format"] == LOG_FORMAT == 3
+    assert record["log_format"] == LOG_FORMAT == 4
 
     def notices(name: str, fmt: int) -> int:
         return cluster.log_path(leader).read_text().count(f"member {name} reads log format {fmt}")
@@ -299,7 +299,7 @@ async def test_operations_of_a_log_format_are_written_only_once_every_member_rea
     try:
         for name in cluster.names:
             if name != leader:
-                await noticed(name, 3)
+                await noticed(name, LOG_FORMAT)
         sub = await client.subscribe("format.topic", "gone")  # a durable to delete
         await sub.close()
         await publish_run("two")
@@ -311,9 +311,9 @@ async def test_operations_of_a_log_format_are_written_only_once_every_member_rea
         await publish_run("mid")
         with pytest.raises(LogFormatPending, match="needs log format 3"):
             await client.delete_durable("format.topic", "gone")
-        before = notices(old, 3)
+        before = notices(old, LOG_FORMAT)
         await etcd.put(key, json.dumps(record).encode())
-        await noticed(old, 3, more_than=before)
+        await noticed(old, LOG_FORMAT, more_than=before)
         assert await client.delete_durable("format.topic", "gone") == ("default", 0)
         await publish_run("again")
         got = [m.body for m in await drain_all(client, "format.queue")]

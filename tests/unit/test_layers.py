@@ -21,6 +21,8 @@ GRPC_ADAPTERS = {
     "strongroom.persistence.map_servicer",
     "strongroom.persistence.server",
     "strongroom.persistence.transport",
+    # The units-of-work servicer.
+    "strongroom.uow.servicer",
     # The realm service's servicer and server.
     "strongroom.realm.service",
     # Server reflection (v1 and v1alpha) that both servers serve.

@@ -21,6 +21,14 @@ from strongroom.client.messages import PublishResult, build_matcher, fill_messag
 from strongroom.client.publisher import Publisher
 from strongroom.client.retry import RetryPolicy
 from strongroom.client.subscription import AckMode, DurableKind, Subscription, ack_sync
+from strongroom.client.uow import (
+    ReceivedUnitOfWork,
+    UnitOfWork,
+    UowStatusInfo,
+    new_uow_id,
+    receive_uow,
+    uow_status,
+)
 from strongroom.errors import InvalidArgument
 
 __all__ = ["MAX_SHARED_PUBLISHERS", "SHARED_WINDOW", "Client"]
@@ -169,6 +177,24 @@ class Client:
     def map(self, store: str, name: str) -> Map:
         """A replicated key-value map of a store (created by its first write)."""
         return Map(self.connection, store, name)
+
+    # --- units of work ---------------------------------------------------------------------------
+
+    def unit_of_work(self, destination: str, uow_id: str | None = None, persistent: bool | None = None,
+                     persistent_status: bool | None = None, lifetime: float | None = None,
+                     status_lifetime_multiple: int | None = None) -> UnitOfWork:
+        """A new unit of work to a queue (nothing is sent before `open`, `send` or `commit`);
+        unset options take the destination's defaults from the realm."""
+        return UnitOfWork(self.connection, destination, uow_id or new_uow_id(), persistent, persistent_status,
+                          lifetime, status_lifetime_multiple)
+
+    async def receive_uow(self, destination: str, receiver: str, wait: float = 0.0) -> ReceivedUnitOfWork | None:
+        """Take the oldest committed unit of work of a queue, whole (None: none within `wait`)."""
+        return await receive_uow(self.connection, destination, receiver, wait)
+
+    async def uow_status(self, uow_id: str) -> UowStatusInfo:
+        """A unit of work's status by id."""
+        return await uow_status(self.connection, uow_id)
 
     # --- operator calls --------------------------------------------------------------------------
 

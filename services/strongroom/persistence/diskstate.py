@@ -70,6 +70,8 @@ _MSG = struct.Struct(">QIdddB")
 _DURABLE = struct.Struct(">IQQQ")
 _STORE = struct.Struct(">IQQ")
 _IDS = struct.Struct(">II")
+_DOUBLE = struct.Struct(">d")
+_CLOCK = struct.Struct(">dQ")
 
 _QUEUE, _CONTENT, _RETAINED = 1, 2, 4
 
@@ -77,6 +79,9 @@ K_APPLIED = b"applied"
 K_NEXT_SEQ = b"next_seq"
 K_IDS = b"ids"
 K_INSTALLING = b"installing"
+K_UOW_CLOCK = b"uow_clock"
+P_UOW = b"u:"
+P_UOW_GONE = b"g:"
 P_DURABLE = b"d:"
 P_STORE = b"s:"
 P_CONFIG = b"c:"
@@ -407,6 +412,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
             key = it.key()
             slots.setdefault(_U32.unpack_from(key)[0], {})[key[4:].decode()] = _U64.unpack(it.value())[0]
             it.next()
+        uows: list[rpb.UowState] = []
         it = meta.iter()
         it.seek_to_first()
         while it.valid():
@@ -426,14 +432,22 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 sm._store_ids[store] = ident
                 sm.store_bytes[store] = nbytes
                 sm.store_count[store] = count
-                sm.store_seqs[store]  # noqa: B018 - creates the store's on-disk sequence set
+                sm.store_seqs[store]
             elif key.startswith(P_CONFIG):
                 cfg = rpb.ConfigureStoreOp.FromString(value)
                 sm.store_configs[cfg.store] = cfg
             elif key.startswith(P_MAP):
                 store, name, mkey = key[len(P_MAP):].decode().split("\x00", 2)
                 sm.maps.setdefault((store, name), {})[mkey] = (value[8:], _U64.unpack_from(value)[0])
+            elif key.startswith(P_UOW):
+                uows.append(rpb.UowState.FromString(value))
+            elif key.startswith(P_UOW_GONE):
+                sm.uows.gone[key[len(P_UOW_GONE):].decode()] = _DOUBLE.unpack(value)[0]
+            elif key == K_UOW_CLOCK:
+                sm.uows.clock, sm.uows.order = _CLOCK.unpack(value)
             it.next()
+        for state in sorted(uows, key=lambda s: s.order):
+            sm.uows.restore(state)
         it = sm._cf("dedup").iter()
         it.seek_to_first()
         while it.valid():
@@ -605,6 +619,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
                                                              self.store_count.get(store, 0)), sm_h)
         if self._ids_dirty:
             wb.put(K_IDS, _IDS.pack(self._next_durable_id, self._next_store_id), sm_h)
+        self._write_uows(wb, sm_h)
         wb.put(K_APPLIED, _TWO.pack(self.applied_index, self.applied_epoch), sm_h)
         wb.put(K_NEXT_SEQ, _U64.pack(self.next_seq), sm_h)
         self.storage.write_state(wb)
@@ -616,6 +631,23 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._dirty_durables.clear()
         self._dirty_slots.clear()
         self._dirty_stores = self._ids_dirty = False
+
+    def _write_uows(self, wb: rocksdict.WriteBatch, sm_h: rocksdict.ColumnFamily) -> None:
+        """The units of work the entry changed, and the pseudo-clock."""
+        table = self.uows
+        for uow_id in table.take_changes():
+            key = uow_id.encode()
+            uow = table.uows.get(uow_id)
+            if uow is not None:
+                wb.put(P_UOW + key, table.to_state(uow).SerializeToString(), sm_h)
+            else:
+                wb.delete(P_UOW + key, sm_h)
+            until = table.gone.get(uow_id)
+            if until is not None:
+                wb.put(P_UOW_GONE + key, _DOUBLE.pack(until), sm_h)
+            else:
+                wb.delete(P_UOW_GONE + key, sm_h)
+        wb.put(K_UOW_CLOCK, _CLOCK.pack(table.clock, table.order), sm_h)
 
     @staticmethod
     def _encode_durable(d: Durable) -> bytes:
@@ -675,6 +707,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
             for key, (value, version) in entries.items():
                 fresh.maps.setdefault((store, name), {})[key] = (value, version)
                 fresh._wb.put(P_MAP + f"{store}\x00{name}\x00{key}".encode(), _U64.pack(version) + value, meta_h)
+        fresh.uows = mem.uows
+        fresh.uows.changed = set(mem.uows.uows) | set(mem.uows.gone)
         fresh.applied_index = mem.applied_index
         fresh.applied_epoch = mem.applied_epoch
         fresh._dirty_stores = fresh._ids_dirty = True
@@ -684,6 +718,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         del mem
         # Take over the fresh state's contents (callers hold this object).
         hooks = (self.on_pending, self.on_acked, self.on_reset, self.on_removed, self.events)
+        fresh.uows.on_accepted = self.uows.on_accepted
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
         for durable in self.durables.values():

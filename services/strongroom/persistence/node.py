@@ -53,6 +53,7 @@ from strongroom.persistence.status import ClusterStatus, cluster_status
 from strongroom.persistence.term import LeaderTerm
 from strongroom.persistence.transport import FollowerConnection, PeerClient
 from strongroom.realm.model import Cluster, Realm, StorageMode
+from strongroom.uow.front import UowFront
 
 __all__ = ["PersistenceNode"]
 
@@ -90,6 +91,7 @@ class PersistenceNode:
         self.messaging = MessagingFront(self)
         self.keeper = StoreKeeper(config.cluster, self.messaging)
         self.maps = MapFront(self)
+        self.uows = UowFront(self, self.messaging)
         self.term: LeaderTerm | None = None
         """This member's leadership, while it leads (recovering or serving)."""
         self.leader: LeaderInfo | None = None
@@ -271,6 +273,8 @@ class PersistenceNode:
             await term.commit(rpb.Operation(noop=rpb.Noop(leader=self.member)))
             # What the realm decides for the stores, in the log before the first client operation.
             await self.keeper.apply_realm(term, self.realm)
+            # What the previous leader held alone of the units of work is settled first.
+            await self.uows.take_over(term)
             if not term.alive():
                 return
             # A storage that cannot record this fails the recovery like any other write.
@@ -286,6 +290,7 @@ class PersistenceNode:
                 await self.election.resign()
             return
         term.run(self.keeper.expire(term), "expirer")
+        term.run(self.uows.run(term), "uow-clock")
         term.serve(Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.keeper.redelivery_limit,
                               dead_letter=lambda durable, seq, count, why: self.keeper.dead_letter(
                                   term, self.realm, durable, seq, count, why)))

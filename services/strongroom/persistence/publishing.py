@@ -37,6 +37,7 @@ from strongroom.wire import (
 )
 
 __all__ = [
+    "check_message",
     "PendingPublishes",
     "Publish",
     "PublishItem",
@@ -124,12 +125,17 @@ def check_publish(item: PublishItem) -> None:
                                   f"(producer_id, sequence) is the message id")
     elif message.sequence:
         raise InvalidArgument("a message sequence needs a producer_id")
+    check_message(message)
+
+
+def check_message(message: cpb.Message, what: str = "message") -> None:
+    """Refuse a message with a field without a name or without a value (InvalidArgument)."""
     if message.fields:
         for name, value in message.fields.items():
             if not name:
-                raise InvalidArgument("a message field needs a name")
+                raise InvalidArgument(f"a {what} field needs a name")
             if value.WhichOneof("value") is None:
-                raise InvalidArgument(f"message field {name!r} has no value")
+                raise InvalidArgument(f"{what} field {name!r} has no value")
 
 
 def invalid(item: PublishItem) -> StrongroomError | None:

@@ -27,6 +27,8 @@ from strongroom.api.v1 import (
     messaging_pb2_grpc,
     replication_pb2,
     replication_pb2_grpc,
+    uow_pb2,
+    uow_pb2_grpc,
 )
 from strongroom.channels import SERVER_OPTIONS
 from strongroom.persistence.config import MemberConfig
@@ -37,6 +39,7 @@ from strongroom.persistence.node import PersistenceNode
 from strongroom.persistence.servicer import AdminServicer, MessagingServicer, ReplicationServicer
 from strongroom.realm.model import Realm
 from strongroom.reflection import enable_reflection
+from strongroom.uow.servicer import UowServicer
 
 __all__ = ["MemberServer", "create_server", "link_host"]
 
@@ -47,6 +50,7 @@ SERVICES = [
     replication_pb2.DESCRIPTOR.services_by_name["ReplicationService"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
     messaging_pb2.DESCRIPTOR.services_by_name["MapService"].full_name,
+    uow_pb2.DESCRIPTOR.services_by_name["UowService"].full_name,
 ]
 """The member's own services (health reports each of them)."""
 
@@ -130,6 +134,7 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node), server)
     messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps), server)
+    uow_pb2_grpc.add_UowServiceServicer_to_server(UowServicer(node.uows, node.messaging.named), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection([*SERVICES, health.SERVICE_NAME], server)

@@ -185,7 +185,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                     return
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
-        except Exception:  # noqa: BLE001 - logged; the subscription ends and the client reopens
+        except Exception:
             log.exception("subscription control stream failed")
         finally:
             self.front.close_subscription(sub)
@@ -333,7 +333,7 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         applied_index=st.applied_index, snapshot_index=st.snapshot_index, storage=st.storage,
         realm_version=st.realm_version, synced=st.synced, indexes_on_disk=st.indexes_on_disk,
         memory_budget_bytes=st.memory_budget_bytes, memory_payload_bytes=st.memory_payload_bytes,
-        apply_stopped=st.apply_stopped, realm_service=st.realm_service)
+        apply_stopped=st.apply_stopped, realm_service=st.realm_service, uow_clock=st.uow_clock)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
                           replication=m.replication)
@@ -342,7 +342,8 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
             name=s.name, replicated=s.replicated, messages=s.messages, bytes=s.bytes, cluster=s.cluster,
             storage=s.storage, publisher_mode=s.publisher_mode, max_messages=s.max_messages, max_bytes=s.max_bytes,
             limit_policy=s.limit_policy, maps=s.maps, routed=s.routed, max_message_bytes=s.max_message_bytes,
-            map_count=s.map_count, swapped_messages=s.swapped_messages)
+            map_count=s.map_count, swapped_messages=s.swapped_messages, uows=s.uows, uows_pending=s.uows_pending,
+            uow_messages=s.uow_messages, uow_bytes=s.uow_bytes)
         for d in s.durables:
             store.durables.add(name=d.name, destination=d.destination, kind=d.kind,
                                pending_messages=d.pending_messages, pending_bytes=d.pending_bytes,

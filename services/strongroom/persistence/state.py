@@ -30,6 +30,7 @@ from strongroom.events.records import Record, RecordKind
 from strongroom.events.schema import EventKind
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
 from strongroom.persistence.swap import PayloadSource, PayloadStore
+from strongroom.uow.table import UowTable
 
 __all__ = [
     "StateMachine",
@@ -279,6 +280,8 @@ class StateMachine:
         # them after each entry; the rows are built later, off the apply.
         self.events: list[Record] | None = None
         self._op = 0
+        # Units of work and the pseudo-clock (strongroom.uow).
+        self.uows = UowTable()
 
     # --- applying ----------------------------------------------------------------------------
 
@@ -354,6 +357,11 @@ class StateMachine:
             return self._suspend(op.suspend_durables)
         if which == "delete_durable":
             return self._delete_durable(op.delete_durable.durable_key)
+        if which == "uow":
+            return self.uows.apply(op.uow, self._uow_room)
+        if which == "clock":
+            self.uows.advance(op.clock.clock)
+            return None
         if which == "noop":
             return None
         raise UnknownOperation(f"operation of a kind this version does not know ({_unknown_field(op)})")
@@ -465,6 +473,22 @@ class StateMachine:
             return f"store {store!r} holds its limit of {cfg.max_messages} messages"
         if cfg.max_bytes and self.store_bytes.get(store, 0) + size > cfg.max_bytes:
             return f"store {store!r} would exceed its limit of {cfg.max_bytes} bytes"
+        return ""
+
+    def _uow_room(self, store: str, count: int, size: int) -> str:
+        """Why a store cannot take a unit of work of `count` messages and `size` bytes ('' when
+        it can): its limits count its messages and the messages its units of work hold."""
+        cfg = self.store_configs.get(store)
+        if cfg is None:
+            return ""
+        held = self.store_count.get(store, 0) + self.uows.store_count.get(store, 0)
+        if cfg.max_messages and held + count > cfg.max_messages:
+            return (f"store {store!r} holds {held} of its limit of {cfg.max_messages} messages; a unit of work "
+                    f"of {count} does not fit")
+        held_bytes = self.store_bytes.get(store, 0) + self.uows.store_bytes.get(store, 0)
+        if cfg.max_bytes and held_bytes + size > cfg.max_bytes:
+            return (f"store {store!r} would exceed its limit of {cfg.max_bytes} bytes with a unit of work of "
+                    f"{size} bytes")
         return ""
 
     def _make_room(self, store: str, size: int) -> str:
@@ -840,6 +864,7 @@ class StateMachine:
         for (store, name), entries in self.maps.items():
             snap.maps.append(rpb.MapState(store=store, map=name, entries=[
                 rpb.MapEntryState(key=k, value=v, version=ver) for k, (v, ver) in entries.items()]))
+        self.uows.snapshot_into(snap)
         return snap.SerializeToString()
 
     def swapped_messages(self, store: str) -> int:
@@ -896,4 +921,5 @@ class StateMachine:
             sm.store_configs[cfg.store] = cfg
         for ms in snap.maps:
             sm.maps[(ms.store, ms.map)] = {e.key: (e.value, e.version) for e in ms.entries}
+        sm.uows = UowTable.from_snapshot(snap)
         return sm

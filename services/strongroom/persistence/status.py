@@ -76,6 +76,12 @@ class StoreStatus:
     max_message_bytes: int
     map_count: int
     swapped_messages: int
+    uows: int = 0
+    """Units of work of any status (the non-persistent ones only on the leader)."""
+    uows_pending: int = 0
+    """Committed and not settled (ACCEPTED or DELIVERED)."""
+    uow_messages: int = 0
+    uow_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,8 @@ class ClusterStatus:
     """The realm service's address as registered in etcd ("" while none is)."""
     members: list[MemberStatus] = field(default_factory=list)
     stores: list[StoreStatus] = field(default_factory=list)
+    uow_clock: float = 0.0
+    """The units-of-work pseudo-clock as this member applied it."""
 
 
 def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:
@@ -163,6 +171,10 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         # Non-replicated stores live in the leader's term; a member that does not lead holds none.
         state = replica.state if store.replicated else term.local_state if term is not None else None
         config = store_config(store)
+        uows = [0, 0, 0, 0]
+        for held in (replica.state, term.local_state if term is not None else None):
+            if held is not None:
+                uows = [a + b for a, b in zip(uows, held.uows.counts(store.name))]
         stores.append(StoreStatus(
             name=store.name, replicated=store.replicated,
             messages=state.store_count.get(store.name, 0) if state else 0,
@@ -172,7 +184,8 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
             max_messages=config.max_messages, max_bytes=config.max_bytes, limit_policy=config.policy,
             maps=bool(store.maps), routed=store.routed, max_message_bytes=store.max_message_bytes,
             map_count=state.maps_of_store(store.name) if state else 0,
-            swapped_messages=state.swapped_messages(store.name) if state else 0))
+            swapped_messages=state.swapped_messages(store.name) if state else 0,
+            uows=uows[0], uows_pending=uows[1], uow_messages=uows[2], uow_bytes=uows[3]))
     return ClusterStatus(
         cluster=cluster, member=me, role=term.role if term is not None else Role.FOLLOWER,
         leader=leader[0] if leader else "", leader_address=leader[1] if leader else "",
@@ -182,4 +195,4 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         storage=storage, realm_version=realm_version, synced=replica.synced,
         indexes_on_disk=membership.cluster.indexes_on_disk, memory_budget_bytes=replica.swap.budget_bytes,
         memory_payload_bytes=replica.swap.resident_bytes, apply_stopped=replica.apply_stopped or "",
-        realm_service=realm_service, members=members, stores=stores)
+        realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.uows.clock)

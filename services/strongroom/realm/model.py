@@ -41,6 +41,7 @@ from strongroom.realm.locations import (
 )
 
 __all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "StaticDurable", "Destination",
+           "UnitsOfWork",
     "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
     "parse_realm", "DEFAULT_REALM_YAML"]
 
@@ -247,6 +248,31 @@ class _DeliveryOptions(_Model):
     with `retain_seconds` stores for replay."""
 
 
+class UnitsOfWork(_Model):
+    """Units of work sent to a queue: their defaults (a sender may choose its own persistence
+    and lifetimes per UOW) and the backout threshold. Times are pseudo-clock seconds: time
+    during which the cluster had a serving leader."""
+
+    lifetime_seconds: float = Field(default=86400.0, gt=0)
+    """From creation to completion; an ACCEPTED UOW whose lifetime ends times out (default one
+    day, EntireX's default)."""
+    persistent: bool | None = None
+    """Messages stored through the replicated log (default: the store's `replicated`)."""
+    persistent_status: bool | None = None
+    """Status kept through the log and after completion (default: the store's `replicated`)."""
+    status_lifetime_multiple: int = Field(default=1, ge=1, le=1000)
+    """A persistent status is deleted this many lifetimes after the UOW completed (default 1)."""
+    backout_threshold: int = Field(default=0, ge=0)
+    """Receiver backouts a UOW may take; one more moves it whole to `dead_letter` (0, the
+    default: no limit)."""
+    dead_letter: str | None = None
+    """The queue a UOW past the backout threshold moves to (default: the destination's own
+    `dead_letter`). Required with a backout_threshold."""
+    conversation_timeout_seconds: float = Field(default=300.0, gt=0)
+    """A sender silent this long before committing loses its open UOW (BACKEDOUT); a receiver
+    holding a UOW this long without settling it loses it (backed out for it). Default 5 min."""
+
+
 class Destination(_DeliveryOptions):
     """Maps destination names (exact or glob: `*`, `?`, `[..]`) to a store, as a topic or a queue."""
 
@@ -255,6 +281,8 @@ class Destination(_DeliveryOptions):
     store: str
     ack_mode: AckSync = AckSync.ASYNC
     """Default acknowledgment mode of subscribers that do not choose one (default async)."""
+    units_of_work: UnitsOfWork = UnitsOfWork()
+    """Units of work on a queue: defaults and backout threshold (see UnitsOfWork)."""
 
     @field_validator("name")
     @classmethod
@@ -374,6 +402,8 @@ class Realm(_Model):
         for section, rules in (("destinations", self.destinations), ("endpoints", self.endpoints)):
             for i, r in enumerate(rules):
                 problems.extend(self._check_dead_letter(section, i, r, stores))
+        for i, d in enumerate(self.destinations):
+            problems.extend(self._check_units_of_work(i, d, stores))
         for i, s in enumerate(self.stores):
             seen_durables: set[tuple[str | None, str]] = set()
             for j, d in enumerate(s.durables):
@@ -390,15 +420,48 @@ class Realm(_Model):
             raise _CrossRefError(problems)
         return self
 
+    def _check_units_of_work(self, i: int, rule: Destination,
+                             stores: dict[str, Store]) -> list[tuple[tuple[Any, ...], str]]:
+        uow = rule.units_of_work
+        where: tuple[Any, ...] = ("destinations", i, "units_of_work")
+        store = stores.get(rule.store)
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        if store is not None and not store.replicated:
+            for name in ("persistent", "persistent_status"):
+                if getattr(uow, name):
+                    problems.append(((*where, name), f"{rule.name!r} is in non-replicated store {store.name!r}; "
+                                                     f"its units of work cannot be persistent (set {name}: false)"))
+        if uow.dead_letter is not None:
+            if rule.kind != DestinationKind.QUEUE:
+                problems.append(((*where, "dead_letter"), f"{rule.name!r} is a topic; units of work go to queues"))
+            else:
+                problems.extend(self._check_dead_letter_target((*where, "dead_letter"), rule, uow.dead_letter,
+                                                               stores, queue=True))
+        elif uow.backout_threshold and rule.dead_letter is None:
+            problems.append(((*where, "backout_threshold"),
+                             f"{rule.name!r} has a backout_threshold but no dead-letter queue; set "
+                             f"units_of_work.dead_letter (or the destination's dead_letter) to where a UOW "
+                             f"past the threshold goes"))
+        return problems
+
+    def uow_dead_letter(self, rule: Destination) -> str | None:
+        """Where a unit of work of this destination goes past its backout threshold."""
+        return rule.units_of_work.dead_letter or rule.dead_letter
+
     def _check_dead_letter(self, section: str, i: int, rule: Destination | Endpoint,
                            stores: dict[str, Store]) -> list[tuple[tuple[Any, ...], str]]:
         if rule.dead_letter is None:
             return []
         where = (section, i, "dead_letter")
-        if not rule.redelivery_limit:
+        if not rule.redelivery_limit and not (isinstance(rule, Destination) and rule.units_of_work.backout_threshold):
             return [(where, f"{rule.name!r} names a dead_letter destination but no redelivery_limit; "
                             f"set redelivery_limit to the deliveries after which a message is dead-lettered")]
-        target = rule.dead_letter
+        return self._check_dead_letter_target(where, rule, rule.dead_letter, stores,
+                                              queue=isinstance(rule, Destination) and rule.kind == DestinationKind.QUEUE
+                                              and bool(rule.units_of_work.backout_threshold))
+
+    def _check_dead_letter_target(self, where: tuple[Any, ...], rule: Destination | Endpoint, target: str,
+                                  stores: dict[str, Store], queue: bool) -> list[tuple[tuple[Any, ...], str]]:
         if not DEST_RE.match(target) or any(c in target for c in "*?["):
             return [(where, f"dead_letter {target!r} must be a destination name, not a pattern")]
         if any(e.name == target for e in self.endpoints):
@@ -417,6 +480,9 @@ class Realm(_Model):
                             f"{'' if theirs.replicated else 'non-'}replicated, but {rule.name!r} is in "
                             f"{'a ' if own.replicated else 'a non-'}replicated store; a message moves "
                             f"between stores of the same kind only")]
+        if queue and match.kind != DestinationKind.QUEUE:
+            return [(where, f"dead_letter {target!r} is a topic; a unit of work past its backout threshold "
+                            f"moves to a queue")]
         return []
 
     def _check_static_durable(self, where: tuple[Any, ...], store: Store, d: StaticDurable,

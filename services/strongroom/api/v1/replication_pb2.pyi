@@ -1,5 +1,6 @@
 from strongroom.api.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -7,8 +8,41 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class UowOpKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UOW_OP_KIND_UNSPECIFIED: _ClassVar[UowOpKind]
+    UOW_OP_KIND_OPEN: _ClassVar[UowOpKind]
+    UOW_OP_KIND_COMMIT: _ClassVar[UowOpKind]
+    UOW_OP_KIND_SENDER_BACKOUT: _ClassVar[UowOpKind]
+    UOW_OP_KIND_ABANDON: _ClassVar[UowOpKind]
+    UOW_OP_KIND_SENDER_CANCEL: _ClassVar[UowOpKind]
+    UOW_OP_KIND_DELIVER: _ClassVar[UowOpKind]
+    UOW_OP_KIND_RECEIVER_COMMIT: _ClassVar[UowOpKind]
+    UOW_OP_KIND_RECEIVER_BACKOUT: _ClassVar[UowOpKind]
+    UOW_OP_KIND_RECEIVER_CANCEL: _ClassVar[UowOpKind]
+    UOW_OP_KIND_RELEASE: _ClassVar[UowOpKind]
+    UOW_OP_KIND_TIMEOUT: _ClassVar[UowOpKind]
+    UOW_OP_KIND_DISCARD: _ClassVar[UowOpKind]
+    UOW_OP_KIND_FORGET: _ClassVar[UowOpKind]
+    UOW_OP_KIND_USER_STATUS: _ClassVar[UowOpKind]
+UOW_OP_KIND_UNSPECIFIED: UowOpKind
+UOW_OP_KIND_OPEN: UowOpKind
+UOW_OP_KIND_COMMIT: UowOpKind
+UOW_OP_KIND_SENDER_BACKOUT: UowOpKind
+UOW_OP_KIND_ABANDON: UowOpKind
+UOW_OP_KIND_SENDER_CANCEL: UowOpKind
+UOW_OP_KIND_DELIVER: UowOpKind
+UOW_OP_KIND_RECEIVER_COMMIT: UowOpKind
+UOW_OP_KIND_RECEIVER_BACKOUT: UowOpKind
+UOW_OP_KIND_RECEIVER_CANCEL: UowOpKind
+UOW_OP_KIND_RELEASE: UowOpKind
+UOW_OP_KIND_TIMEOUT: UowOpKind
+UOW_OP_KIND_DISCARD: UowOpKind
+UOW_OP_KIND_FORGET: UowOpKind
+UOW_OP_KIND_USER_STATUS: UowOpKind
+
 class Operation(_message.Message):
-    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable")
+    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock")
     NOOP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +55,8 @@ class Operation(_message.Message):
     PUBLISH_BATCH_FIELD_NUMBER: _ClassVar[int]
     SUSPEND_DURABLES_FIELD_NUMBER: _ClassVar[int]
     DELETE_DURABLE_FIELD_NUMBER: _ClassVar[int]
+    UOW_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     noop: Noop
     publish: PublishOp
     ack: AckOp
@@ -33,7 +69,9 @@ class Operation(_message.Message):
     publish_batch: PublishBatchOp
     suspend_durables: SuspendDurablesOp
     delete_durable: DeleteDurableOp
-    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ...) -> None: ...
+    uow: UowOp
+    clock: ClockOp
+    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ...) -> None: ...
 
 class ConfigureStoreOp(_message.Message):
     __slots__ = ("store", "max_messages", "max_bytes", "policy")
@@ -183,6 +221,100 @@ class DeleteDurableOp(_message.Message):
     durable_key: str
     def __init__(self, durable_key: _Optional[str] = ...) -> None: ...
 
+class ClockOp(_message.Message):
+    __slots__ = ("clock",)
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    clock: float
+    def __init__(self, clock: _Optional[float] = ...) -> None: ...
+
+class UowDefinition(_message.Message):
+    __slots__ = ("store", "destination", "persistent", "persistent_status", "lifetime", "status_lifetime_multiple", "backout_threshold", "dead_letter_store", "dead_letter_destination", "conversation_timeout")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_STATUS_FIELD_NUMBER: _ClassVar[int]
+    LIFETIME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_LIFETIME_MULTIPLE_FIELD_NUMBER: _ClassVar[int]
+    BACKOUT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_STORE_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    destination: str
+    persistent: bool
+    persistent_status: bool
+    lifetime: float
+    status_lifetime_multiple: int
+    backout_threshold: int
+    dead_letter_store: str
+    dead_letter_destination: str
+    conversation_timeout: float
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., persistent: _Optional[bool] = ..., persistent_status: _Optional[bool] = ..., lifetime: _Optional[float] = ..., status_lifetime_multiple: _Optional[int] = ..., backout_threshold: _Optional[int] = ..., dead_letter_store: _Optional[str] = ..., dead_letter_destination: _Optional[str] = ..., conversation_timeout: _Optional[float] = ...) -> None: ...
+
+class UowOp(_message.Message):
+    __slots__ = ("clock", "kind", "uow_ids", "definition", "messages", "message_count", "message_bytes", "receiver", "user_status")
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    UOW_IDS_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    USER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    clock: float
+    kind: UowOpKind
+    uow_ids: _containers.RepeatedScalarFieldContainer[str]
+    definition: UowDefinition
+    messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.Message]
+    message_count: int
+    message_bytes: int
+    receiver: str
+    user_status: bytes
+    def __init__(self, clock: _Optional[float] = ..., kind: _Optional[_Union[UowOpKind, str]] = ..., uow_ids: _Optional[_Iterable[str]] = ..., definition: _Optional[_Union[UowDefinition, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., message_count: _Optional[int] = ..., message_bytes: _Optional[int] = ..., receiver: _Optional[str] = ..., user_status: _Optional[bytes] = ...) -> None: ...
+
+class UowState(_message.Message):
+    __slots__ = ("id", "definition", "status", "messages", "message_count", "message_bytes", "backouts", "user_status", "has_user_status", "receiver", "created_at", "completed_at", "delivered_at", "order", "dead_lettered_from")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BACKOUTS_FIELD_NUMBER: _ClassVar[int]
+    USER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    HAS_USER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_AT_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FROM_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    definition: UowDefinition
+    status: int
+    messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.Message]
+    message_count: int
+    message_bytes: int
+    backouts: int
+    user_status: bytes
+    has_user_status: bool
+    receiver: str
+    created_at: float
+    completed_at: float
+    delivered_at: float
+    order: int
+    dead_lettered_from: str
+    def __init__(self, id: _Optional[str] = ..., definition: _Optional[_Union[UowDefinition, _Mapping]] = ..., status: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., message_count: _Optional[int] = ..., message_bytes: _Optional[int] = ..., backouts: _Optional[int] = ..., user_status: _Optional[bytes] = ..., has_user_status: _Optional[bool] = ..., receiver: _Optional[str] = ..., created_at: _Optional[float] = ..., completed_at: _Optional[float] = ..., delivered_at: _Optional[float] = ..., order: _Optional[int] = ..., dead_lettered_from: _Optional[str] = ...) -> None: ...
+
+class UowGone(_message.Message):
+    __slots__ = ("id", "until")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    until: float
+    def __init__(self, id: _Optional[str] = ..., until: _Optional[float] = ...) -> None: ...
+
 class LogEntry(_message.Message):
     __slots__ = ("index", "epoch", "ops", "time")
     INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -322,7 +454,7 @@ class InstallSnapshotResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ...) -> None: ...
 
 class StateSnapshot(_message.Message):
-    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps")
+    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps", "clock", "uows", "uow_order", "uows_gone")
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +463,10 @@ class StateSnapshot(_message.Message):
     PRODUCERS_FIELD_NUMBER: _ClassVar[int]
     STORES_FIELD_NUMBER: _ClassVar[int]
     MAPS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    UOWS_FIELD_NUMBER: _ClassVar[int]
+    UOW_ORDER_FIELD_NUMBER: _ClassVar[int]
+    UOWS_GONE_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     applied_epoch: int
     next_seq: int
@@ -339,7 +475,11 @@ class StateSnapshot(_message.Message):
     producers: _containers.RepeatedCompositeFieldContainer[ProducerState]
     stores: _containers.RepeatedCompositeFieldContainer[ConfigureStoreOp]
     maps: _containers.RepeatedCompositeFieldContainer[MapState]
-    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ...) -> None: ...
+    clock: float
+    uows: _containers.RepeatedCompositeFieldContainer[UowState]
+    uow_order: int
+    uows_gone: _containers.RepeatedCompositeFieldContainer[UowGone]
+    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
     __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue")

@@ -1,0 +1,233 @@
+"""Units of work from the client side: send, receive and settle, ask a status.
+
+    uow = client.unit_of_work("orders.queue")          # a new UOW; its id is the client's
+    uow.add(b"line 1"); uow.add(b"line 2", {"n": 2})
+    result = await uow.commit()                        # every message visible at once
+    got = await client.receive_uow("orders.queue", "worker-1", wait=5)
+    ...
+    await got.commit()                                 # or got.backout() / got.cancel()
+    status = await client.uow_status(result.uow_id)
+
+A UOW's messages are sent with its commit, in one call that opens and commits it (one log
+entry), under an id the client chose: a commit that fails with a retriable error (leader gone,
+no quorum) or a broken connection is sent again with the same id, and the leader stores it
+once (`duplicate` in the answer). `open()` sends the opening alone, so the UOW is RECEIVED and
+visible to status queries while messages are added with `send()`; such a UOW is lost when the
+leader changes before its commit (`UowAborted`: send it again as a new UOW).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import uow_pb2 as upb
+from strongroom.api.v1 import uow_pb2_grpc as ugrpc
+from strongroom.client.connection import Connection
+from strongroom.client.messages import fill_message
+
+__all__ = ["STATUS_NAMES", "ReceivedUnitOfWork", "UnitOfWork", "UowResult", "UowStatusInfo", "new_uow_id"]
+
+STATUS_NAMES = {v.number: v.name.removeprefix("UOW_STATUS_") for v in upb.UowStatus.DESCRIPTOR.values}
+
+
+def new_uow_id() -> str:
+    """A client-chosen UOW id (32 hex digits)."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class UowResult:
+    """A sender's request answered."""
+
+    uow_id: str
+    status: str
+    messages: int
+    duplicate: bool = False
+    log_index: int = 0
+
+
+@dataclass(frozen=True)
+class UowStatusInfo:
+    """A UOW's status as the cluster reports it (see UowStatusResponse)."""
+
+    uow_id: str
+    status: str
+    destination: str
+    store: str
+    messages: int
+    bytes: int
+    backout_count: int
+    user_status: bytes
+    receiver: str
+    persistent: bool
+    persistent_status: bool
+    lifetime_seconds: float
+    status_lifetime_multiple: int
+    created_at: float
+    completed_at: float
+    expires_at: float
+    clock: float
+    dead_lettered_from: str
+
+    def to_json(self) -> dict[str, object]:
+        """For `--json`: the user status as text when it is UTF-8, else hex."""
+        out = dict(self.__dict__)
+        try:
+            out["user_status"] = self.user_status.decode()
+        except UnicodeDecodeError:
+            out["user_status"] = self.user_status.hex()
+        return out
+
+
+def _stub(connection: Connection, address: str) -> ugrpc.UowServiceStub:
+    return ugrpc.UowServiceStub(connection.channel(address))
+
+
+def _result(resp: upb.UowSendResponse) -> UowResult:
+    return UowResult(resp.uow_id, STATUS_NAMES.get(resp.status, str(resp.status)), resp.messages, resp.duplicate,
+                     resp.log_index)
+
+
+@dataclass
+class UnitOfWork:
+    """A UOW being sent: add messages, then commit (or back out)."""
+
+    connection: Connection
+    destination: str
+    uow_id: str = field(default_factory=new_uow_id)
+    persistent: bool | None = None
+    persistent_status: bool | None = None
+    lifetime: float | None = None
+    status_lifetime_multiple: int | None = None
+    user_status: bytes | None = None
+    messages: list[cpb.Message] = field(default_factory=list)
+    opened: bool = False
+
+    def add(self, body: bytes, fields: dict[str, object] | None = None) -> None:
+        """Add a message (sent with the commit, or with the next `send`)."""
+        msg = cpb.Message()
+        fill_message(msg, body, fields, "", 0)
+        self.messages.append(msg)
+
+    def _options(self) -> upb.UowOptions:
+        options = upb.UowOptions()
+        if self.persistent is not None:
+            options.persistent = self.persistent
+        if self.persistent_status is not None:
+            options.persistent_status = self.persistent_status
+        if self.lifetime is not None:
+            options.lifetime_seconds = self.lifetime
+        if self.status_lifetime_multiple is not None:
+            options.status_lifetime_multiple = self.status_lifetime_multiple
+        return options
+
+    def _request(self, action: int) -> upb.UowSendRequest:
+        req = upb.UowSendRequest(destination=self.destination, uow_id=self.uow_id, open=not self.opened,
+                                 messages=self.messages, action=action)  # type: ignore[arg-type]
+        if not self.opened:
+            req.options.CopyFrom(self._options())
+        if self.user_status is not None:
+            req.user_status = self.user_status
+        return req
+
+    async def _call(self, action: int) -> UowResult:
+        req = self._request(action)
+
+        async def attempt(address: str) -> upb.UowSendResponse:
+            return await _stub(self.connection, address).Send(req, timeout=self.connection.policy.timeout)
+
+        resp = await self.connection.call_leader(attempt)
+        self.opened = True
+        self.messages = []
+        self.user_status = None
+        return _result(resp)
+
+    async def open(self) -> UowResult:
+        """Open it now (RECEIVED), with the messages added so far."""
+        return await self._call(upb.UOW_ACTION_UNSPECIFIED)
+
+    async def send(self) -> UowResult:
+        """Send the messages added since the last call to the open UOW (opening it first)."""
+        return await self._call(upb.UOW_ACTION_UNSPECIFIED)
+
+    async def commit(self) -> UowResult:
+        """Commit: every message becomes visible at once (ACCEPTED)."""
+        return await self._call(upb.UOW_ACTION_COMMIT)
+
+    async def backout(self) -> UowResult:
+        """Back out an open UOW: nothing of it is ever visible (BACKEDOUT)."""
+        return await self._call(upb.UOW_ACTION_BACKOUT)
+
+    async def cancel(self) -> UowResult:
+        """Cancel a committed UOW no receiver holds (CANCELLED)."""
+        self.opened = True
+        return await self._call(upb.UOW_ACTION_CANCEL)
+
+
+@dataclass
+class ReceivedUnitOfWork:
+    """A UOW a receiver holds: settle it with commit, backout or cancel."""
+
+    connection: Connection
+    receiver: str
+    uow_id: str
+    destination: str
+    messages: list[cpb.Message]
+    backout_count: int
+    user_status: bytes
+
+    async def _settle(self, settlement: int, user_status: bytes | None) -> tuple[str, int, str]:
+        req = upb.UowSettleRequest(uow_id=self.uow_id, receiver=self.receiver, settlement=settlement)  # type: ignore[arg-type]
+        if user_status is not None:
+            req.user_status = user_status
+
+        async def attempt(address: str) -> upb.UowSettleResponse:
+            return await _stub(self.connection, address).Settle(req, timeout=self.connection.policy.timeout)
+
+        resp = await self.connection.call_leader(attempt)
+        return STATUS_NAMES.get(resp.status, str(resp.status)), resp.backout_count, resp.dead_lettered_to
+
+    async def commit(self, user_status: bytes | None = None) -> str:
+        """Processed: its messages are deleted. Returns the new status."""
+        return (await self._settle(upb.UOW_SETTLEMENT_COMMIT, user_status))[0]
+
+    async def backout(self, user_status: bytes | None = None) -> tuple[str, int, str]:
+        """Give it back: (status, backout count, dead-letter queue it moved to or '')."""
+        return await self._settle(upb.UOW_SETTLEMENT_BACKOUT, user_status)
+
+    async def cancel(self, user_status: bytes | None = None) -> str:
+        """Discard it (CANCELLED)."""
+        return (await self._settle(upb.UOW_SETTLEMENT_CANCEL, user_status))[0]
+
+
+async def receive_uow(connection: Connection, destination: str, receiver: str,
+                      wait: float = 0.0) -> ReceivedUnitOfWork | None:
+    """Take the oldest committed UOW of a queue (waiting up to `wait` seconds); None if none."""
+    req = upb.UowReceiveRequest(destination=destination, receiver=receiver, wait_seconds=wait)
+
+    async def attempt(address: str) -> upb.UowReceiveResponse:
+        return await _stub(connection, address).Receive(req, timeout=wait + connection.policy.timeout)
+
+    resp = await connection.call_leader(attempt)
+    if not resp.received:
+        return None
+    return ReceivedUnitOfWork(connection, receiver, resp.uow_id, resp.destination,
+                              [m.message for m in resp.messages], resp.backout_count, resp.user_status)
+
+
+async def uow_status(connection: Connection, uow_id: str) -> UowStatusInfo:
+    """A UOW's status by id."""
+    req = upb.UowStatusRequest(uow_id=uow_id)
+
+    async def attempt(address: str) -> upb.UowStatusResponse:
+        return await _stub(connection, address).Status(req, timeout=connection.policy.timeout)
+
+    r = await connection.call_leader(attempt)
+    o = r.options
+    return UowStatusInfo(r.uow_id, STATUS_NAMES.get(r.status, str(r.status)), r.destination, r.store, r.messages,
+                         r.bytes, r.backout_count, r.user_status, r.receiver, o.persistent, o.persistent_status,
+                         o.lifetime_seconds, o.status_lifetime_multiple, r.created_at, r.completed_at, r.expires_at,
+                         r.clock, r.dead_lettered_from)
+

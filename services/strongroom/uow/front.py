@@ -1,0 +1,513 @@
+"""The leader's side of units of work: senders, receivers, status queries, the pseudo-clock.
+
+Everything arrives as domain values (`SendRequest`, names, ids), is checked here, and goes to
+the current `LeaderTerm`: a UOW whose messages or status are persistent through the log (the
+replicated state's `UowTable`), one with neither into the leader's own state (it goes with the
+term, like a non-replicated store).
+
+What lives only on the leader, in the term's `UowLeader`:
+- the messages added to an open UOW: they reach the log only with the sender's commit (one
+  entry), so a UOW open when the leader changes cannot be committed on the next one: the new
+  leader backs it out (ABANDON) and the sender gets UOW_ABORTED;
+- the messages of committed UOWs that are not persistent: a new leader does not hold them and
+  discards (DISCARD) those whose status is persistent;
+- which UOWs are being delivered (a DELIVER in flight), and the receivers waiting;
+- the pseudo-clock: the applied clock when the term began, run on with monotonic time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from typing import Protocol
+
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.errors import (
+    InvalidArgument,
+    LogFormatPending,
+    MessageTooLarge,
+    PersistenceUnavailable,
+    StoreLimitExceeded,
+    StrongroomError,
+    UnknownDestination,
+    UnknownUow,
+    UowAborted,
+    UowExists,
+    UowNotHeld,
+    UowStateError,
+)
+from strongroom.persistence.publishing import check_message
+from strongroom.persistence.state import StateMachine
+from strongroom.persistence.term import LeaderTerm
+from strongroom.realm.model import Destination, Realm, Route
+from strongroom.uow.leader import OpenUow, UowLeader
+from strongroom.uow.table import LIVE, OpKind, Refused, Uow, UowStatus
+from strongroom.uow.values import (
+    Action,
+    ReceivedUow,
+    SendOutcome,
+    SendRequest,
+    Settlement,
+    SettleOutcome,
+    UowChoices,
+    UowView,
+)
+
+__all__ = ["MAX_USER_STATUS", "MAX_WAIT_SECONDS", "UOW_LOG_FORMAT", "UowFront"]
+
+log = logging.getLogger(__name__)
+
+# Units of work and the pseudo-clock are operations of log format 4.
+UOW_LOG_FORMAT = 4
+MAX_USER_STATUS = 32
+MAX_WAIT_SECONDS = 60.0
+_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# While units of work live, the leader writes its clock into the log this often (seconds); a
+# restart resumes from the last value written, so the clock never runs ahead of the uptime.
+TICK_SECONDS = 1.0
+IDLE_TICK_SECONDS = 10.0
+# How long a request waits for every member's registration of log format 4 before it is refused.
+FORMAT_WAIT_SECONDS = 5.0
+
+
+_SETTLE_OPS = {Settlement.COMMIT: OpKind.RECEIVER_COMMIT, Settlement.BACKOUT: OpKind.RECEIVER_BACKOUT,
+               Settlement.CANCEL: OpKind.RECEIVER_CANCEL}
+
+
+class Routes(Protocol):
+    """Where destinations go and who leads (`PersistenceNode`)."""
+
+    cluster_name: str
+    realm: Realm
+    term: LeaderTerm | None
+
+    def require_leader(self) -> LeaderTerm: ...
+
+
+class Resolver(Protocol):
+    """Destination names to routes (`MessagingFront.resolve`)."""
+
+    def resolve(self, destination: str) -> Route: ...
+
+
+class UowFront:
+    """Senders, receivers and status queries of units of work."""
+
+    def __init__(self, routes: Routes, resolver: Resolver) -> None:
+        self._routes = routes
+        self._resolver = resolver
+        self._leader: UowLeader | None = None
+
+    # --- the term ------------------------------------------------------------------------------
+
+    async def take_over(self, term: LeaderTerm) -> None:
+        """A new term, before it serves: start its `UowLeader`, then settle what the previous
+        leader held alone: open UOWs are backed out (what was added to them is gone), and
+        committed UOWs with non-persistent messages are discarded (their messages are gone)."""
+        leader = UowLeader(term)
+        self._leader = leader
+        table = term.state.uows
+        abandon = [u.id for u in table.uows.values() if u.status == UowStatus.RECEIVED]
+        discard = [u.id for u in table.uows.values()
+                   if u.status in LIVE and u.status != UowStatus.RECEIVED and not u.definition.persistent]
+        if not abandon and not discard:
+            return
+        if not term.membership.all_read(UOW_LOG_FORMAT):
+            log.warning("%d open and %d non-persistent units of work wait to be backed out or discarded until every "
+                        "member reads log format %d", len(abandon), len(discard), UOW_LOG_FORMAT)
+            return
+        ops = [self._op(leader, kind, ids) for kind, ids in ((OpKind.ABANDON, abandon), (OpKind.DISCARD, discard))
+               if ids]
+        fut = term.submit([rpb.Operation(uow=op) for op in ops])
+        if fut is not None:
+            await fut
+        log.info("units of work left by the previous leader: %d open ones backed out, %d non-persistent ones "
+                 "discarded", len(abandon), len(discard))
+
+    async def run(self, term: LeaderTerm) -> None:
+        """While `term` lasts: write the pseudo-clock into the log, and time out what is due
+        (lifetimes, conversations, status lifetimes)."""
+        last_tick = 0.0
+        while term.alive():
+            leader = self._leader
+            if leader is None or leader.term is not term:
+                return
+            try:
+                await self._time_out(term, leader)
+                table = term.state.uows
+                busy = bool(table.uows or table.gone)
+                now = time.monotonic()
+                if now - last_tick >= (TICK_SECONDS if busy else IDLE_TICK_SECONDS) and \
+                        term.membership.all_read(UOW_LOG_FORMAT):
+                    last_tick = now
+                    await term.commit(rpb.Operation(clock=rpb.ClockOp(clock=leader.clock())))
+            except StrongroomError as err:
+                log.info("units-of-work timers: %s", err)
+            await asyncio.sleep(TICK_SECONDS / 4)
+
+    async def _time_out(self, term: LeaderTerm, leader: UowLeader) -> None:
+        clock = leader.clock()
+        abandoned = [uow_id for uow_id, opened in leader.open.items()
+                     if opened.last_active + opened.conversation_timeout <= clock]
+        for uow_id in abandoned:
+            opened = leader.open.pop(uow_id)
+            await self._apply(term, opened.replicated, self._op(leader, OpKind.ABANDON, [uow_id]))
+        for replicated in (True, False):
+            state = term.state_for(replicated)
+            for kind, ids in state.uows.due(clock).items():
+                if replicated and not term.membership.all_read(UOW_LOG_FORMAT):
+                    continue
+                await self._apply(term, replicated, self._op(leader, kind, ids))
+                for uow_id in ids:
+                    if uow_id not in state.uows.uows or state.uows.uows[uow_id].final:
+                        leader.held.pop(uow_id, None)
+
+    async def _require_format(self, term: LeaderTerm) -> None:
+        """Units of work are operations of log format 4: refused (LOG_FORMAT_PENDING) while a
+        member does not register it. A leader that has just started may not have read every
+        registration yet, so it waits for them a moment first."""
+        deadline = time.monotonic() + FORMAT_WAIT_SECONDS
+        while not term.membership.all_read(UOW_LOG_FORMAT):
+            if time.monotonic() >= deadline:
+                raise LogFormatPending(f"units of work need log format {UOW_LOG_FORMAT}, and not every member of "
+                                       f"{self._routes.cluster_name} reads it yet; retry once all run this version")
+            await asyncio.sleep(0.1)
+
+    def _current(self) -> tuple[LeaderTerm, UowLeader]:
+        term = self._routes.require_leader()
+        leader = self._leader
+        if leader is None or leader.term is not term:
+            raise PersistenceUnavailable("the leader is taking over the units of work; retry")
+        return term, leader
+
+    @staticmethod
+    def _op(leader: UowLeader, kind: OpKind, ids: list[str], **fields: object) -> rpb.UowOp:
+        return rpb.UowOp(clock=leader.clock(), kind=int(kind), uow_ids=ids, **fields)  # type: ignore[arg-type]
+
+    @staticmethod
+    async def _apply(term: LeaderTerm, replicated: bool, op: rpb.UowOp) -> tuple[object, int]:
+        """Through the log (replicated) or into the leader's own state: the result and the
+        log index (0: not replicated)."""
+        if replicated:
+            return await term.commit(rpb.Operation(uow=op))
+        return term.local_state.apply_op(rpb.Operation(uow=op)), 0
+
+    # --- senders --------------------------------------------------------------------------------
+
+    def _queue(self, destination: str) -> tuple[Route, Destination]:
+        if not destination:
+            raise InvalidArgument("destination is required (a queue)")
+        route = self._resolver.resolve(destination)
+        if route.endpoint or not route.queue:
+            raise UnknownDestination(f"{destination!r} is {'an endpoint' if route.endpoint else 'a topic'}; units of "
+                                     f"work are sent to queues (durable publications on topics are not built yet)")
+        assert isinstance(route.rule, Destination)
+        return route, route.rule
+
+    async def send(self, req: SendRequest) -> SendOutcome:
+        """A sender's request: open, add, and commit / back out / cancel, as it asks."""
+        route, rule = self._queue(req.destination)
+        if req.action not in (Action.NONE, Action.COMMIT, Action.BACKOUT, Action.CANCEL):
+            raise InvalidArgument(f"unknown action {req.action!r}")
+        if req.uow_id and not _ID_RE.match(req.uow_id):
+            raise InvalidArgument(f"uow_id {req.uow_id[:80]!r} must be 1 to 64 characters from A-Z a-z 0-9 . _ -")
+        if not req.open and not req.uow_id:
+            raise InvalidArgument("uow_id is required unless the request opens a unit of work")
+        _check_user_status(req.user_status)
+        size = 0
+        limit = route.store.max_message_bytes
+        for i, message in enumerate(req.messages):
+            check_message(message, f"message {i + 1}")
+            n = message.ByteSize()
+            if n > limit:
+                raise MessageTooLarge(f"message {i + 1} has {n} bytes; store {route.store.name!r} takes at most {limit}")
+            size += n
+        term, leader = self._current()
+        if req.open:
+            return await self._open(term, leader, route, rule, req, size)
+        return await self._continue(term, leader, route, req, size)
+
+    async def _open(self, term: LeaderTerm, leader: UowLeader, route: Route, rule: Destination, req: SendRequest,
+                    size: int) -> SendOutcome:
+        if req.action == Action.CANCEL:
+            raise InvalidArgument("a unit of work being opened cannot be cancelled; back it out instead")
+        definition = self._definition(route, rule, req.choices)
+        replicated = definition.persistent or definition.persistent_status
+        if replicated:
+            await self._require_format(term)
+        uow_id = req.uow_id or leader.new_id()
+        known = self._find(term, uow_id)
+        if known is not None or uow_id in leader.open or _gone(term, uow_id):
+            if req.action == Action.COMMIT and (known is None or known[0].status != UowStatus.RECEIVED):
+                # A whole UOW sent again (the sender did not hear the answer): already stored.
+                uow = known[0] if known is not None else None
+                return SendOutcome(uow_id, uow.status if uow else UowStatus.ACCEPTED, uow.count if uow else 0,
+                                   duplicate=True)
+            raise UowExists(f"unit of work {uow_id!r} exists already")
+        self._check_room(route, size)
+        if req.action == Action.COMMIT:
+            op = self._op(leader, OpKind.COMMIT, [uow_id], definition=definition,
+                          message_count=len(req.messages), message_bytes=size)
+            if definition.persistent:
+                op.messages.extend(req.messages)
+            if req.user_status is not None:
+                op.user_status = req.user_status
+            if not definition.persistent:
+                leader.held[uow_id] = list(req.messages)
+            try:
+                result, index = await self._apply(term, replicated, op)
+                uow = _accepted(result)
+            except BaseException:
+                leader.held.pop(uow_id, None)
+                raise
+            return SendOutcome(uow_id, uow.status, uow.count, log_index=index)
+        op = self._op(leader, OpKind.OPEN, [uow_id], definition=definition)
+        if req.user_status is not None:
+            op.user_status = req.user_status
+        opened = OpenUow(replicated, list(req.messages), size, leader.clock(), definition.conversation_timeout)
+        leader.open[uow_id] = opened
+        try:
+            result, index = await self._apply(term, replicated, op)
+            uow = _accepted(result)
+        except BaseException:
+            leader.open.pop(uow_id, None)
+            raise
+        if req.action == Action.BACKOUT:
+            return await self._continue(term, leader, route, SendRequest(req.destination, uow_id, action=Action.BACKOUT),
+                                        0)
+        return SendOutcome(uow_id, uow.status, len(opened.messages), log_index=index)
+
+    async def _continue(self, term: LeaderTerm, leader: UowLeader, route: Route, req: SendRequest,
+                        size: int) -> SendOutcome:
+        uow_id = req.uow_id
+        opened = leader.open.get(uow_id)
+        known = self._find(term, uow_id)
+        if known is None:
+            if _gone(term, uow_id):
+                raise UowStateError(f"unit of work {uow_id!r} is complete")
+            raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name} (its status "
+                             f"lifetime may have ended, or, not persistent, it went with an earlier leader)")
+        uow, replicated = known
+        if uow.destination != req.destination and uow.dead_lettered_from != req.destination:
+            raise InvalidArgument(f"unit of work {uow_id!r} is on {uow.destination!r}, not {req.destination!r}")
+        if opened is None and uow.status == UowStatus.RECEIVED or (
+                uow.status == UowStatus.BACKEDOUT and (req.messages or req.action == Action.COMMIT)):
+            raise UowAborted(f"unit of work {uow_id!r} was backed out before its sender committed it (backed out by "
+                             f"its sender, its conversation timed out, or the leader changed): nothing of it is "
+                             f"visible; send it again as a new unit of work")
+        if (req.messages or req.action in (Action.COMMIT, Action.BACKOUT)) and opened is None:
+            raise UowStateError(f"unit of work {uow_id!r} is {uow.status.name}; adding messages, committing "
+                                f"and backing out need RECEIVED")
+        if req.messages:
+            assert opened is not None
+            self._check_room(route, opened.size + size)
+            opened.messages.extend(req.messages)
+            opened.size += size
+            opened.last_active = leader.clock()
+        if req.action == Action.COMMIT:
+            assert opened is not None
+            op = self._op(leader, OpKind.COMMIT, [uow_id], message_count=len(opened.messages),
+                          message_bytes=opened.size)
+            if uow.definition.persistent:
+                op.messages.extend(opened.messages)
+            else:
+                leader.held[uow_id] = opened.messages
+            kind = OpKind.COMMIT
+        elif req.action == Action.BACKOUT:
+            op, kind = self._op(leader, OpKind.SENDER_BACKOUT, [uow_id]), OpKind.SENDER_BACKOUT
+        elif req.action == Action.CANCEL:
+            op, kind = self._op(leader, OpKind.SENDER_CANCEL, [uow_id]), OpKind.SENDER_CANCEL
+        elif req.user_status is not None:
+            op, kind = self._op(leader, OpKind.USER_STATUS, [uow_id]), OpKind.USER_STATUS
+        else:
+            return SendOutcome(uow_id, uow.status, len(opened.messages) if opened else uow.count)
+        if req.user_status is not None:
+            op.user_status = req.user_status
+        try:
+            result, index = await self._apply(term, replicated, op)
+            done = _accepted(result)
+        except BaseException:
+            if kind == OpKind.COMMIT and not uow.definition.persistent:
+                leader.held.pop(uow_id, None)
+            raise
+        if kind in (OpKind.COMMIT, OpKind.SENDER_BACKOUT):
+            leader.open.pop(uow_id, None)
+        if done.final:
+            leader.held.pop(uow_id, None)
+        return SendOutcome(uow_id, done.status, done.count if kind != OpKind.USER_STATUS or not opened
+                           else len(opened.messages), log_index=index)
+
+    def _definition(self, route: Route, rule: Destination, choices: UowChoices) -> rpb.UowDefinition:
+        defaults = rule.units_of_work
+        store = route.store
+        persistent = _choose(choices.persistent, defaults.persistent, store.replicated)
+        persistent_status = _choose(choices.persistent_status, defaults.persistent_status, store.replicated)
+        if not store.replicated and (persistent or persistent_status):
+            raise InvalidArgument(f"{route.name!r} is in non-replicated store {store.name!r}: its units of work "
+                                  f"cannot be persistent, nor have a persistent status")
+        lifetime = defaults.lifetime_seconds if choices.lifetime is None else choices.lifetime
+        if not lifetime > 0:
+            raise InvalidArgument(f"a lifetime must be more than 0 seconds, not {lifetime}")
+        multiple = (defaults.status_lifetime_multiple if choices.status_lifetime_multiple is None
+                    else choices.status_lifetime_multiple)
+        if multiple < 1:
+            raise InvalidArgument(f"a status lifetime multiple must be 1 or more, not {multiple}")
+        definition = rpb.UowDefinition(
+            store=store.name, destination=route.name, persistent=persistent, persistent_status=persistent_status,
+            lifetime=lifetime, status_lifetime_multiple=multiple, backout_threshold=defaults.backout_threshold,
+            conversation_timeout=defaults.conversation_timeout_seconds)
+        target = self._routes.realm.uow_dead_letter(rule)
+        if target and defaults.backout_threshold:
+            dead = self._resolver.resolve(target)
+            definition.dead_letter_store = dead.store.name
+            definition.dead_letter_destination = target
+        return definition
+
+    @staticmethod
+    def _check_room(route: Route, size: int) -> None:
+        store = route.store
+        if store.max_bytes and size > store.max_bytes:
+            raise StoreLimitExceeded(f"the unit of work has {size} bytes; store {store.name!r} holds at most "
+                                     f"{store.max_bytes}")
+
+    # --- receivers ------------------------------------------------------------------------------
+
+    async def receive(self, destination: str, receiver: str, wait: float) -> ReceivedUow | None:
+        """The oldest ACCEPTED UOW of a queue, now DELIVERED to `receiver`; None when none came
+        within `wait` seconds."""
+        self._queue(destination)
+        if not receiver:
+            raise InvalidArgument("receiver is required (the name that settles the unit of work)")
+        if not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise InvalidArgument(f"wait_seconds must be between 0 and {MAX_WAIT_SECONDS:g}, not {wait:g}")
+        deadline = time.monotonic() + wait
+        while True:
+            term, leader = self._current()
+            for replicated in (True, False):
+                state = term.state_for(replicated)
+                got = await self._deliver(term, leader, state, replicated, destination, receiver)
+                if got is not None:
+                    return got
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(leader.arrival(destination).wait(), min(left, 1.0))
+            except TimeoutError:
+                pass
+
+    async def _deliver(self, term: LeaderTerm, leader: UowLeader, state: StateMachine, replicated: bool,
+                       destination: str, receiver: str) -> ReceivedUow | None:
+        while True:
+            uow = state.uows.next_accepted(destination, leader.delivering)
+            if uow is None:
+                return None
+            if uow.definition.persistent or uow.id in leader.held:
+                break
+            # Its messages went with an earlier leader; DISCARD is on its way.
+            leader.delivering.add(uow.id)
+        leader.delivering.add(uow.id)
+        try:
+            result, _ = await self._apply(term, replicated, self._op(leader, OpKind.DELIVER, [uow.id],
+                                                                     receiver=receiver))
+        finally:
+            leader.delivering.discard(uow.id)
+        if isinstance(result, Refused):
+            return None
+        assert isinstance(result, Uow)
+        messages = result.messages if result.messages is not None else leader.held.get(result.id, [])
+        return ReceivedUow(result.id, result.destination, list(messages), result.backouts, result.user_status or b"")
+
+    async def settle(self, uow_id: str, receiver: str, settlement: str, user_status: bytes | None) -> SettleOutcome:
+        """A receiver commits, backs out or cancels a UOW it holds."""
+        if not uow_id:
+            raise InvalidArgument("uow_id is required")
+        if not receiver:
+            raise InvalidArgument("receiver is required")
+        kind = _SETTLE_OPS.get(settlement)
+        if kind is None:
+            raise InvalidArgument(f"settlement must be commit, backout or cancel, not {settlement!r}")
+        _check_user_status(user_status)
+        term, leader = self._current()
+        known = self._find(term, uow_id)
+        if known is None:
+            raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name}")
+        uow, replicated = known
+        before = uow.destination
+        op = self._op(leader, kind, [uow_id], receiver=receiver)
+        if user_status is not None:
+            op.user_status = user_status
+        result, index = await self._apply(term, replicated, op)
+        done = _accepted(result)
+        if done.final:
+            leader.held.pop(uow_id, None)
+        moved = done.destination if done.destination != before else ""
+        return SettleOutcome(done.status, done.backouts, moved, index)
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def status(self, uow_id: str) -> UowView:
+        """A UOW's status, by id."""
+        if not uow_id:
+            raise InvalidArgument("uow_id is required")
+        term, leader = self._current()
+        known = self._find(term, uow_id)
+        if known is None:
+            raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name} (never sent, its "
+                             f"status lifetime ended, its status was not persistent, or, not persistent, it went "
+                             f"with an earlier leader)")
+        uow = known[0]
+        d = uow.definition
+        opened = leader.open.get(uow_id)
+        count, size = (len(opened.messages), opened.size) if opened is not None else (uow.count, uow.size)
+        return UowView(uow.id, uow.status, uow.destination, uow.store, count, size, uow.backouts,
+                       uow.user_status or b"", uow.receiver, d.persistent, d.persistent_status, d.lifetime,
+                       d.status_lifetime_multiple, uow.created_at, uow.completed_at, uow.expires_at(),
+                       leader.clock(), uow.dead_lettered_from)
+
+    def clock(self) -> float:
+        """The pseudo-clock as the current term runs it (0: not leading)."""
+        leader = self._leader
+        return leader.clock() if leader is not None and leader.term.alive() else 0.0
+
+    @staticmethod
+    def _find(term: LeaderTerm, uow_id: str) -> tuple[Uow, bool] | None:
+        for replicated in (True, False):
+            uow = term.state_for(replicated).uows.uows.get(uow_id)
+            if uow is not None:
+                return uow, replicated
+        return None
+
+
+def _gone(term: LeaderTerm, uow_id: str) -> bool:
+    return any(uow_id in term.state_for(r).uows.gone for r in (True, False))
+
+
+def _choose(asked: bool | None, default: bool | None, store_default: bool) -> bool:
+    if asked is not None:
+        return asked
+    return store_default if default is None else default
+
+
+def _check_user_status(user_status: bytes | None) -> None:
+    if user_status is not None and len(user_status) > MAX_USER_STATUS:
+        raise InvalidArgument(f"a user status has at most {MAX_USER_STATUS} bytes, not {len(user_status)}")
+
+
+_REFUSALS: dict[str, type[StrongroomError]] = {
+    "UNKNOWN_UOW": UnknownUow, "UOW_STATE": UowStateError, "UOW_NOT_HELD": UowNotHeld, "UOW_EXISTS": UowExists,
+    "STORE_LIMIT_EXCEEDED": StoreLimitExceeded, "INVALID_ARGUMENT": InvalidArgument,
+}
+
+
+def _accepted(result: object) -> Uow:
+    """The UOW an operation changed, or the error its refusal means."""
+    if isinstance(result, Refused):
+        raise _REFUSALS.get(result.reason, UowStateError)(result.message)
+    if not isinstance(result, Uow):
+        raise PersistenceUnavailable(f"unexpected result of a unit-of-work operation: {result!r}")
+    return result
+
+

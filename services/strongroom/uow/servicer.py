@@ -1,0 +1,171 @@
+"""The gRPC servicer of units of work (`UowService`): requests into domain values, the front's
+answers and errors back (the error table in `grpcerrors`). Validation lives in `front.py`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from typing import Protocol
+
+import grpc
+
+from strongroom.api.v1 import uow_pb2 as upb
+from strongroom.api.v1 import uow_pb2_grpc as ugrpc
+from strongroom.errors import InvalidArgument, StrongroomError
+from strongroom.grpcerrors import abort_with, to_status
+from strongroom.uow.values import (
+    Action,
+    ReceivedUow,
+    SendOutcome,
+    SendRequest,
+    Settlement,
+    SettleOutcome,
+    UowChoices,
+    UowView,
+)
+
+__all__ = ["UowServicer"]
+
+Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
+
+_ACTIONS = {upb.UOW_ACTION_UNSPECIFIED: Action.NONE, upb.UOW_ACTION_COMMIT: Action.COMMIT,
+            upb.UOW_ACTION_BACKOUT: Action.BACKOUT, upb.UOW_ACTION_CANCEL: Action.CANCEL}
+_SETTLEMENTS = {upb.UOW_SETTLEMENT_COMMIT: Settlement.COMMIT, upb.UOW_SETTLEMENT_BACKOUT: Settlement.BACKOUT,
+                upb.UOW_SETTLEMENT_CANCEL: Settlement.CANCEL}
+# Requests of one SendStream in flight at once; more wait for the oldest to be answered.
+STREAM_WINDOW = 256
+
+
+class Uows(Protocol):
+    """The units-of-work front (`UowFront`)."""
+
+    async def send(self, req: SendRequest) -> SendOutcome: ...
+
+    async def receive(self, destination: str, receiver: str, wait: float) -> ReceivedUow | None: ...
+
+    async def settle(self, uow_id: str, receiver: str, settlement: str, user_status: bytes | None) -> SettleOutcome: ...
+
+    def status(self, uow_id: str) -> UowView: ...
+
+
+class Naming(Protocol):
+    """Who leads, for NOT_LEADER answers (`MessagingFront.named`)."""
+
+    def __call__(self, err: StrongroomError) -> StrongroomError: ...
+
+
+def _send_request(request: upb.UowSendRequest) -> SendRequest:
+    action = _ACTIONS.get(request.action)
+    if action is None:
+        raise InvalidArgument(f"unknown action {request.action}")
+    o = request.options
+    choices = UowChoices(
+        persistent=o.persistent if o.HasField("persistent") else None,
+        persistent_status=o.persistent_status if o.HasField("persistent_status") else None,
+        lifetime=o.lifetime_seconds if o.HasField("lifetime_seconds") else None,
+        status_lifetime_multiple=o.status_lifetime_multiple if o.HasField("status_lifetime_multiple") else None)
+    return SendRequest(destination=request.destination, uow_id=request.uow_id, open=request.open,
+                       messages=tuple(request.messages), action=action, choices=choices,
+                       user_status=request.user_status if request.HasField("user_status") else None)
+
+
+def _send_response(request: upb.UowSendRequest, out: SendOutcome) -> upb.UowSendResponse:
+    return upb.UowSendResponse(correlation_id=request.correlation_id, uow_id=out.uow_id, status=int(out.status),
+                               messages=out.messages, duplicate=out.duplicate, log_index=out.log_index)
+
+
+class UowServicer(ugrpc.UowServiceServicer):
+    """Senders, receivers and status queries of units of work."""
+
+    def __init__(self, front: Uows, named: Naming) -> None:
+        self.front = front
+        self.named = named
+
+    async def Send(self, request: upb.UowSendRequest, context: Context) -> upb.UowSendResponse:
+        try:
+            out = await self.front.send(_send_request(request))
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        return _send_response(request, out)
+
+    async def SendStream(self, request_iterator: AsyncIterator[upb.UowSendRequest],
+                         context: Context) -> AsyncIterator[upb.UowSendResponse]:
+        # Each request is handed to the front as it arrives (many commits share a group-commit
+        # round); answers go out in request order.
+        pending: asyncio.Queue[tuple[upb.UowSendRequest, asyncio.Task[SendOutcome]] | None] = asyncio.Queue(
+            STREAM_WINDOW)
+
+        async def reader() -> None:
+            try:
+                async for request in request_iterator:
+                    await pending.put((request, asyncio.ensure_future(self._send(request))))
+            finally:
+                await pending.put(None)
+
+        task = asyncio.create_task(reader())
+        try:
+            while True:
+                item = await pending.get()
+                if item is None:
+                    break
+                request, work = item
+                try:
+                    yield _send_response(request, await work)
+                except StrongroomError as err:
+                    err = self.named(err)
+                    status = to_status(err)
+                    yield upb.UowSendResponse(correlation_id=request.correlation_id, uow_id=request.uow_id,
+                                              error_code=status.code.value[0], error_reason=err.reason,
+                                              error_message=err.message, error_metadata=err.metadata)
+        finally:
+            task.cancel()
+            while not pending.empty():
+                item = pending.get_nowait()
+                if item is not None:
+                    item[1].cancel()
+
+    def _send(self, request: upb.UowSendRequest) -> Awaitable[SendOutcome]:
+        try:
+            return self.front.send(_send_request(request))
+        except StrongroomError as err:
+            failed: asyncio.Future[SendOutcome] = asyncio.get_running_loop().create_future()
+            failed.set_exception(err)
+            return failed
+
+    async def Receive(self, request: upb.UowReceiveRequest, context: Context) -> upb.UowReceiveResponse:
+        try:
+            got = await self.front.receive(request.destination, request.receiver, request.wait_seconds)
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        if got is None:
+            return upb.UowReceiveResponse(received=False)
+        count = len(got.messages)
+        return upb.UowReceiveResponse(
+            received=True, uow_id=got.uow_id, destination=got.destination, backout_count=got.backouts,
+            user_status=got.user_status,
+            messages=[upb.UowMessage(index=i, count=count, message=m) for i, m in enumerate(got.messages, 1)])
+
+    async def Settle(self, request: upb.UowSettleRequest, context: Context) -> upb.UowSettleResponse:
+        try:
+            settlement = _SETTLEMENTS.get(request.settlement)
+            if settlement is None:
+                raise InvalidArgument("settlement is required: UOW_SETTLEMENT_COMMIT, _BACKOUT or _CANCEL")
+            out = await self.front.settle(request.uow_id, request.receiver, settlement,
+                                          request.user_status if request.HasField("user_status") else None)
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        return upb.UowSettleResponse(status=int(out.status), backout_count=out.backouts,
+                                     dead_lettered_to=out.dead_lettered_to, log_index=out.log_index)
+
+    async def Status(self, request: upb.UowStatusRequest, context: Context) -> upb.UowStatusResponse:
+        try:
+            v = self.front.status(request.uow_id)
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        return upb.UowStatusResponse(
+            uow_id=v.uow_id, status=int(v.status), destination=v.destination, store=v.store, messages=v.messages,
+            bytes=v.size, backout_count=v.backouts, user_status=v.user_status, receiver=v.receiver,
+            options=upb.UowOptions(persistent=v.persistent, persistent_status=v.persistent_status,
+                                   lifetime_seconds=v.lifetime, status_lifetime_multiple=v.status_lifetime_multiple),
+            created_at=v.created_at, completed_at=v.completed_at, expires_at=v.expires_at, clock=v.clock,
+            dead_lettered_from=v.dead_lettered_from)

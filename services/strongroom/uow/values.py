@@ -1,0 +1,118 @@
+"""What senders and receivers of units of work ask and are answered, as domain values (the
+servicer builds them from the requests; the front takes and returns them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.uow.table import UowStatus
+
+__all__ = [
+    "Action",
+    "ReceivedUow",
+    "SendOutcome",
+    "SendRequest",
+    "SettleOutcome",
+    "Settlement",
+    "UowChoices",
+    "UowView",
+]
+
+
+class Action:
+    """What a sender's request does after adding its messages."""
+
+    NONE = "none"
+    COMMIT = "commit"
+    BACKOUT = "backout"
+    CANCEL = "cancel"
+
+
+class Settlement:
+    """How a receiver settles a UOW."""
+
+    COMMIT = "commit"
+    BACKOUT = "backout"
+    CANCEL = "cancel"
+
+
+
+
+@dataclass(frozen=True)
+class UowChoices:
+    """A sender's choices for a new UOW; None takes the destination's default."""
+
+    persistent: bool | None = None
+    persistent_status: bool | None = None
+    lifetime: float | None = None
+    status_lifetime_multiple: int | None = None
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """One sender request (see UowSendRequest in uow.proto)."""
+
+    destination: str
+    uow_id: str = ""
+    open: bool = False
+    messages: tuple[cpb.Message, ...] = ()
+    action: str = Action.NONE
+    choices: UowChoices = UowChoices()
+    user_status: bytes | None = None
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """A sender request's result."""
+
+    uow_id: str
+    status: UowStatus
+    messages: int
+    duplicate: bool = False
+    log_index: int = 0
+
+
+@dataclass(frozen=True)
+class ReceivedUow:
+    """A UOW a receiver now holds."""
+
+    uow_id: str
+    destination: str
+    messages: list[cpb.Message]
+    backouts: int
+    user_status: bytes
+
+
+@dataclass(frozen=True)
+class SettleOutcome:
+    """A receiver's settlement's result."""
+
+    status: UowStatus
+    backouts: int
+    dead_lettered_to: str = ""
+    log_index: int = 0
+
+
+@dataclass(frozen=True)
+class UowView:
+    """A UOW's status and facts (the status query)."""
+
+    uow_id: str
+    status: UowStatus
+    destination: str
+    store: str
+    messages: int
+    size: int
+    backouts: int
+    user_status: bytes
+    receiver: str
+    persistent: bool
+    persistent_status: bool
+    lifetime: float
+    status_lifetime_multiple: int
+    created_at: float
+    completed_at: float
+    expires_at: float
+    clock: float
+    dead_lettered_from: str

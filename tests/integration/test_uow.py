@@ -1,0 +1,262 @@
+"""Units of work on a real 3-member cluster: atomic visibility, receiver commit / backout /
+cancel, the backout threshold and the dead-letter queue, user status, the status query, bad
+input; then across a leader SIGKILL and a whole-cluster restart, the four persistence
+variations and the pseudo-clock (a lifetime does not run while the cluster is down)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from harness import Cluster, realm_yaml, running_cluster, wait_for
+from strongroom.client import Client
+from strongroom.errors import (
+    InvalidArgument,
+    UnknownDestination,
+    UnknownUow,
+    UowAborted,
+    UowNotHeld,
+    UowStateError,
+)
+
+DESTINATIONS = """\
+  - name: work.queue
+    kind: queue
+    store: default
+    units_of_work:
+      backout_threshold: 2
+      dead_letter: work.dlq
+      conversation_timeout_seconds: 60
+  - name: work.dlq
+    kind: queue
+    store: default
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("uow"), realm_yaml(extra_destinations=DESTINATIONS)) as c:
+        yield c
+
+
+@pytest.fixture
+async def client(cluster: Cluster) -> AsyncIterator[Client]:
+    await cluster.leader()
+    c = Client(cluster.addresses(), timeout=20)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+async def test_a_uow_is_invisible_until_committed_then_received_whole_and_processed(client: Client) -> None:
+    uow = client.unit_of_work("atomic.queue")
+    uow.add(b"one", {"n": 1})
+    opened = await uow.send()
+    assert opened.status == "RECEIVED" and opened.messages == 1
+    uow.add(b"two", {"n": 2})
+    uow.add(b"three", {"n": 3})
+    assert (await uow.send()).messages == 3
+    assert (await client.uow_status(uow.uow_id)).status == "RECEIVED"
+    # Nothing of it is visible before the commit.
+    assert await client.receive_uow("atomic.queue", "r1", wait=0.3) is None
+    committed = await uow.commit()
+    assert (committed.status, committed.messages) == ("ACCEPTED", 3)
+    got = await client.receive_uow("atomic.queue", "r1", wait=5)
+    assert got is not None and got.uow_id == uow.uow_id
+    assert [m.body for m in got.messages] == [b"one", b"two", b"three"]
+    status = await client.uow_status(uow.uow_id)
+    assert (status.status, status.receiver, status.messages) == ("DELIVERED", "r1", 3)
+    assert await got.commit(user_status=b"done") == "PROCESSED"
+    status = await client.uow_status(uow.uow_id)
+    assert (status.status, status.user_status) == ("PROCESSED", b"done")
+    assert status.completed_at >= status.created_at > 0
+    assert await client.receive_uow("atomic.queue", "r1", wait=0.2) is None
+
+
+async def test_a_receiver_backout_offers_it_again_and_past_the_threshold_it_is_dead_lettered(
+        client: Client) -> None:
+    uow = client.unit_of_work("work.queue")
+    for i in range(4):
+        uow.add(f"m{i}".encode())
+    await uow.commit()
+    for attempt in range(1, 3):
+        got = await client.receive_uow("work.queue", f"r{attempt}", wait=5)
+        assert got is not None and got.uow_id == uow.uow_id and got.backout_count == attempt - 1
+        status, backouts, moved = await got.backout(user_status=f"try {attempt}".encode())
+        assert (status, backouts, moved) == ("ACCEPTED", attempt, "")
+    got = await client.receive_uow("work.queue", "r3", wait=5)
+    assert got is not None
+    # The third backout is past the threshold of 2: the UOW moves whole to the dead-letter queue.
+    status, backouts, moved = await got.backout()
+    assert (status, backouts, moved) == ("ACCEPTED", 3, "work.dlq")
+    assert await client.receive_uow("work.queue", "r4", wait=0.2) is None
+    dead = await client.receive_uow("work.dlq", "janitor", wait=5)
+    assert dead is not None and dead.uow_id == uow.uow_id and dead.backout_count == 3
+    assert [m.body for m in dead.messages] == [b"m0", b"m1", b"m2", b"m3"]
+    assert dead.user_status == b"try 2"
+    info = await client.uow_status(uow.uow_id)
+    assert (info.destination, info.dead_lettered_from) == ("work.dlq", "work.queue")
+    assert await dead.cancel() == "CANCELLED"
+
+
+async def test_cancel_by_sender_and_by_receiver(client: Client) -> None:
+    first = client.unit_of_work("cancel.queue")
+    first.add(b"x")
+    await first.commit()
+    assert (await first.cancel()).status == "CANCELLED"
+    second = client.unit_of_work("cancel.queue")
+    second.add(b"y")
+    await second.commit()
+    got = await client.receive_uow("cancel.queue", "r", wait=5)
+    assert got is not None and got.uow_id == second.uow_id
+    assert await got.cancel() == "CANCELLED"
+    assert await client.receive_uow("cancel.queue", "r", wait=0.2) is None
+
+
+async def test_a_whole_uow_sent_again_under_its_id_is_stored_once(client: Client) -> None:
+    uow = client.unit_of_work("retry.queue", uow_id="retry-1")
+    uow.add(b"a")
+    assert not (await uow.commit()).duplicate
+    again = client.unit_of_work("retry.queue", uow_id="retry-1")
+    again.add(b"a")
+    result = await again.commit()
+    assert result.duplicate and result.status == "ACCEPTED"
+    got = await client.receive_uow("retry.queue", "r", wait=5)
+    assert got is not None
+    await got.commit()
+    assert await client.receive_uow("retry.queue", "r", wait=0.2) is None
+
+
+async def test_bad_input_gets_precise_errors_and_changes_nothing(client: Client) -> None:
+    uow = client.unit_of_work("bad.queue")
+    uow.add(b"a")
+    await uow.commit()
+    uow.add(b"late")
+    with pytest.raises(UowStateError):
+        await uow.send()  # adding to a committed UOW
+    uow.messages = []
+    with pytest.raises(UowStateError):
+        await uow.commit()  # committing twice
+    got = await client.receive_uow("bad.queue", "owner", wait=5)
+    assert got is not None
+    got.receiver = "someone-else"
+    with pytest.raises(UowNotHeld):
+        await got.commit()
+    got.receiver = "owner"
+    with pytest.raises(UnknownUow):
+        await client.uow_status("no-such-uow")
+    for kwargs in ({"lifetime": 0.0}, {"lifetime": -5.0}, {"status_lifetime_multiple": 0}):
+        bad = client.unit_of_work("bad.queue", **kwargs)  # type: ignore[arg-type]
+        bad.add(b"x")
+        with pytest.raises(InvalidArgument):
+            await bad.commit()
+    big_status = client.unit_of_work("bad.queue")
+    big_status.user_status = b"x" * 33
+    with pytest.raises(InvalidArgument):
+        await big_status.commit()
+    with pytest.raises(UnknownDestination):
+        await client.unit_of_work("a-topic").commit()
+    # Nothing of the refused requests was stored: the one UOW is still held, as it was.
+    status = await client.uow_status(uow.uow_id)
+    assert (status.status, status.messages, status.receiver) == ("DELIVERED", 1, "owner")
+    assert await got.commit() == "PROCESSED"
+
+
+# --- failover, restart, the pseudo-clock ---------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_persistence_variations_across_a_leader_kill_and_a_whole_cluster_restart(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    async with Client(cluster.addresses(), timeout=30) as client:
+        both = client.unit_of_work("v.queue", persistent=True, persistent_status=True)
+        status_only = client.unit_of_work("v.queue", persistent=False, persistent_status=True)
+        messages_only = client.unit_of_work("v.queue", persistent=True, persistent_status=False)
+        neither = client.unit_of_work("v.queue", persistent=False, persistent_status=False)
+        for uow in (both, status_only, messages_only, neither):
+            uow.add(uow.uow_id.encode())
+            uow.add(b"second")
+            await uow.commit()
+        open_uow = client.unit_of_work("v.queue")
+        open_uow.add(b"added before the kill")
+        await open_uow.send()
+        # Past the clock tick that follows the commits (ticks are every second).
+        await asyncio.sleep(1.5)
+        cluster.kill(leader)
+        new_leader = await cluster.leader(exclude=leader)
+        assert new_leader != leader
+        assert (await client.uow_status(both.uow_id)).status == "ACCEPTED"
+        assert (await client.uow_status(messages_only.uow_id)).status == "ACCEPTED"
+        # Its messages went with the old leader; its persistent status says so.
+        assert (await client.uow_status(status_only.uow_id)).status == "DISCARDED"
+        with pytest.raises(UnknownUow):
+            await client.uow_status(neither.uow_id)
+        # The open UOW was backed out; its sender is told to send it again.
+        assert (await client.uow_status(open_uow.uow_id)).status == "BACKEDOUT"
+        open_uow.add(b"after")
+        with pytest.raises(UowAborted):
+            await open_uow.commit()
+        cluster.start(leader)
+        # A whole-cluster restart: what is persistent is all still there.
+        cluster.stop_all()
+        cluster.start_all()
+        await cluster.leader()
+        assert (await client.uow_status(both.uow_id)).status == "ACCEPTED"
+        assert (await client.uow_status(status_only.uow_id)).status == "DISCARDED"
+        received = {}
+        while (got := await client.receive_uow("v.queue", "r", wait=2)) is not None:
+            received[got.uow_id] = [m.body for m in got.messages]
+            await got.commit()
+        assert received == {both.uow_id: [both.uow_id.encode(), b"second"],
+                            messages_only.uow_id: [messages_only.uow_id.encode(), b"second"]}
+        assert (await client.uow_status(both.uow_id)).status == "PROCESSED"
+        # No persistent status: gone once complete.
+        with pytest.raises(UnknownUow):
+            await client.uow_status(messages_only.uow_id)
+
+
+@pytest.mark.slow
+async def test_the_pseudo_clock_stands_still_while_the_cluster_is_down(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    await cluster.leader()
+    async with Client(cluster.addresses(), timeout=30) as client:
+        uow = client.unit_of_work("clock.queue", lifetime=5.0, status_lifetime_multiple=2)
+        uow.add(b"short-lived")
+        await uow.commit()
+        created = (await client.uow_status(uow.uow_id)).created_at
+        await asyncio.sleep(1.5)
+        cluster.stop_all()
+        # Down for longer than the lifetime: the clock does not run.
+        await asyncio.sleep(6.0)
+        cluster.start_all()
+        await cluster.leader()
+        status = await client.uow_status(uow.uow_id)
+        assert status.status == "ACCEPTED", status
+        assert status.clock - created < 5.0
+        up = time.monotonic()
+
+        async def timed_out() -> bool:
+            return (await client.uow_status(uow.uow_id)).status == "TIMEOUT"
+
+        await wait_for(timed_out, timeout=20)
+        # It timed out after that much uptime, not before.
+        assert time.monotonic() - up >= 5.0 - (status.clock - created) - 1.0
+        done = await client.uow_status(uow.uow_id)
+        assert done.expires_at == pytest.approx(done.completed_at + 10.0)
+
+        async def forgotten() -> bool:
+            try:
+                await client.uow_status(uow.uow_id)
+            except UnknownUow:
+                return True
+            return False
+
+        # The status lives two lifetimes after completion, then is deleted.
+        await wait_for(forgotten, timeout=25)
+        leader_status = await cluster.status(await cluster.leader())
+        assert leader_status is not None and leader_status.uow_clock >= done.completed_at + 10.0
