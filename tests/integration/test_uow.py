@@ -10,8 +10,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-
 from harness import Cluster, realm_yaml, running_cluster, wait_for
+
 from strongroom.client import Client
 from strongroom.errors import (
     InvalidArgument,
