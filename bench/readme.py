@@ -66,6 +66,11 @@ def uow_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = Fa
     paragraphs = []
     if own_run:
         paragraphs.append(_run_line(doc, results_file))
+        loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
+        if loads and max(loads) > 0.5:
+            paragraphs.append(f"Load average at the start of a round: {min(loads):.1f}–{max(loads):.1f}: other work "
+                              "shared the machine's cores, so the absolute figures are low and move; the ratios "
+                              "compare workloads of the same round.")
     paragraphs.append(
         f"`strongroom bench --only {UOW_CONFIG}` runs the units-of-work group alone; every round of "
         f"`strongroom bench` runs it too, on a fresh 3-member disk-sync cluster of its own (configuration "
