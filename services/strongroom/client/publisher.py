@@ -24,7 +24,7 @@ from strongroom.errors import (
 )
 from strongroom.wire import BATCH_REQUESTS, length_delimited
 
-__all__ = ["MAX_STREAM_BATCH", "Publisher", "publish_mode"]
+__all__ = ["MAX_STREAM_BATCH", "Publisher", "outcome_unknown", "publish_mode"]
 
 # Most publish requests carried by one stream message.
 MAX_STREAM_BATCH = 512
@@ -37,6 +37,19 @@ def publish_mode(confirm: bool | None) -> mpb.PublishMode:
     if confirm is None:
         return mpb.PUBLISH_MODE_STORE_DEFAULT
     return mpb.PUBLISH_MODE_STORE_CONFIRM_SEND if confirm else mpb.PUBLISH_MODE_STORE_SEND_NOCONFIRM
+
+
+def outcome_unknown(err: StrongroomError, timeout: float, what: str) -> StrongroomError:
+    """The error to fail a pipelined sender's unconfirmed `what` with once its stream gave up
+    with `err`: a retriable failure says that their outcome is unknown (they may have been
+    stored before the outage; re-sent under new ids they could be stored twice)."""
+    if isinstance(err, ConnectionFailed) and err.metadata.get("unreachable"):
+        # No member could be reached at all: say where it looked.
+        return ConnectionFailed(f"{err.message}; the outcome of the unconfirmed {what} is unknown", err.metadata)
+    if err.retriable:
+        return NoLeaderError(f"no leader reachable within {timeout:.0f}s; the outcome of the unconfirmed {what} "
+                             f"is unknown")
+    return err
 
 
 class Publisher:
@@ -128,17 +141,7 @@ class Publisher:
         try:
             await self.connection.call_leader(lambda address: self._stream(address, outage), outage)
         except StrongroomError as err:
-            if isinstance(err, ConnectionFailed) and err.metadata.get("unreachable"):
-                # No member could be reached at all: say where it looked (and, as below, that
-                # what went before the outage may have been stored).
-                err = ConnectionFailed(f"{err.message}; the outcome of the unconfirmed messages is unknown",
-                                       err.metadata)
-            elif err.retriable:
-                # These messages may or may not have been stored: re-sending them under new ids
-                # could duplicate them. Say so.
-                err = NoLeaderError(f"no leader reachable within {self.connection.policy.timeout:.0f}s; "
-                                    f"the outcome of the unconfirmed messages is unknown")
-            self._fail_all(err)
+            self._fail_all(outcome_unknown(err, self.connection.policy.timeout, "messages"))
 
     def _settle(self, correlation_id: int) -> asyncio.Future[PublishResult]:
         """The message leaves `_unconfirmed` (answered or failed) and frees its window slot."""

@@ -27,7 +27,8 @@ from strongroom.api.v1 import uow_pb2_grpc as ugrpc
 from strongroom.client.connection import Connection
 from strongroom.client.messages import fill_message
 
-__all__ = ["STATUS_NAMES", "ReceivedUnitOfWork", "UnitOfWork", "UowResult", "UowStatusInfo", "new_uow_id"]
+__all__ = ["STATUS_NAMES", "ReceivedUnitOfWork", "UnitOfWork", "UowResult", "UowStatusInfo", "new_uow_id",
+           "response_result", "uow_stub"]
 
 STATUS_NAMES = {v.number: v.name.removeprefix("UOW_STATUS_") for v in upb.UowStatus.DESCRIPTOR.values}
 
@@ -81,11 +82,13 @@ class UowStatusInfo:
         return out
 
 
-def _stub(connection: Connection, address: str) -> ugrpc.UowServiceStub:
+def uow_stub(connection: Connection, address: str) -> ugrpc.UowServiceStub:
+    """A UowService stub for one member."""
     return ugrpc.UowServiceStub(connection.channel(address))
 
 
-def _result(resp: upb.UowSendResponse) -> UowResult:
+def response_result(resp: upb.UowSendResponse) -> UowResult:
+    """A sender's answer as a `UowResult`."""
     return UowResult(resp.uow_id, STATUS_NAMES.get(resp.status, str(resp.status)), resp.messages, resp.duplicate,
                      resp.log_index)
 
@@ -132,17 +135,22 @@ class UnitOfWork:
             req.user_status = self.user_status
         return req
 
+    def whole_request(self) -> upb.UowSendRequest:
+        """The one request that opens it with every message added and commits it (one log
+        entry), for a pipelined sender (`UowSender`)."""
+        return self._request(upb.UOW_ACTION_COMMIT)
+
     async def _call(self, action: int) -> UowResult:
         req = self._request(action)
 
         async def attempt(address: str) -> upb.UowSendResponse:
-            return await _stub(self.connection, address).Send(req, timeout=self.connection.policy.timeout)
+            return await uow_stub(self.connection, address).Send(req, timeout=self.connection.policy.timeout)
 
         resp = await self.connection.call_leader(attempt)
         self.opened = True
         self.messages = []
         self.user_status = None
-        return _result(resp)
+        return response_result(resp)
 
     async def open(self) -> UowResult:
         """Open it now (RECEIVED), with the messages added so far."""
@@ -184,7 +192,7 @@ class ReceivedUnitOfWork:
             req.user_status = user_status
 
         async def attempt(address: str) -> upb.UowSettleResponse:
-            return await _stub(self.connection, address).Settle(req, timeout=self.connection.policy.timeout)
+            return await uow_stub(self.connection, address).Settle(req, timeout=self.connection.policy.timeout)
 
         resp = await self.connection.call_leader(attempt)
         return STATUS_NAMES.get(resp.status, str(resp.status)), resp.backout_count, resp.dead_lettered_to
@@ -208,7 +216,7 @@ async def receive_uow(connection: Connection, destination: str, receiver: str,
     req = upb.UowReceiveRequest(destination=destination, receiver=receiver, wait_seconds=wait)
 
     async def attempt(address: str) -> upb.UowReceiveResponse:
-        return await _stub(connection, address).Receive(req, timeout=wait + connection.policy.timeout)
+        return await uow_stub(connection, address).Receive(req, timeout=wait + connection.policy.timeout)
 
     resp = await connection.call_leader(attempt)
     if not resp.received:
@@ -222,7 +230,7 @@ async def uow_status(connection: Connection, uow_id: str) -> UowStatusInfo:
     req = upb.UowStatusRequest(uow_id=uow_id)
 
     async def attempt(address: str) -> upb.UowStatusResponse:
-        return await _stub(connection, address).Status(req, timeout=connection.policy.timeout)
+        return await uow_stub(connection, address).Status(req, timeout=connection.policy.timeout)
 
     r = await connection.call_leader(attempt)
     o = r.options

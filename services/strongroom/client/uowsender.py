@@ -1,0 +1,190 @@
+"""Pipelined sending of whole units of work over one `UowService.SendStream`.
+
+    sender = client.uow_sender("orders.queue", window=64)
+    fut = await sender.send([b"line 1", b"line 2"])       # waits for room in the window
+    result = await fut                                    # committed: ACCEPTED, one log entry
+    await sender.close()
+
+Each UOW goes as one request (open + its messages + COMMIT) under an id the client chose, so the
+leader commits it as one log entry, and up to `window` of them are in flight on the stream.
+After a retriable failure (NOT_LEADER, no quorum, a broken stream) every unanswered UOW is sent
+again, in order and under the same id, on a new stream to the leader: one the old leader had
+committed is answered with `duplicate` and stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Iterable
+
+import grpc
+
+from strongroom.api.v1 import uow_pb2 as upb
+from strongroom.client.connection import Connection
+from strongroom.client.publisher import outcome_unknown
+from strongroom.client.retry import Outage
+from strongroom.client.uow import UnitOfWork, UowResult, new_uow_id, response_result, uow_stub
+from strongroom.errors import (
+    ConnectionFailed,
+    InvalidArgument,
+    PersistenceUnavailable,
+    StrongroomError,
+    error_for_reason,
+)
+
+__all__ = ["UowSender"]
+
+Body = bytes | tuple[bytes, dict[str, object] | None]
+"""A message of a UOW: its body, or (body, fields)."""
+
+
+class UowSender:
+    """Whole units of work to one queue, pipelined on one stream, each answered by a future."""
+
+    def __init__(self, connection: Connection, destination: str, window: int = 64, persistent: bool | None = None,
+                 persistent_status: bool | None = None, lifetime: float | None = None,
+                 status_lifetime_multiple: int | None = None) -> None:
+        if window < 1:
+            raise InvalidArgument(f"window must be 1 or more, not {window}")
+        self.connection = connection
+        self.destination = destination
+        self.window = window
+        # Every UOW's options (None: the destination's default).
+        self._options = (persistent, persistent_status, lifetime, status_lifetime_multiple)
+        # A slot per UOW in flight, given back when it is answered or failed.
+        self._slots = asyncio.Semaphore(window)
+        # correlation id -> (request, its future), in the order sent: what a new stream sends again.
+        self._unanswered: OrderedDict[int, tuple[upb.UowSendRequest, asyncio.Future[UowResult]]] = OrderedDict()
+        self._next_id = 0
+        # The current stream's queue of requests to write (None: no stream yet).
+        self._writes: asyncio.Queue[upb.UowSendRequest | None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.streams = 0
+        """Streams opened so far (more than 1: it failed over)."""
+
+    async def send(self, messages: Iterable[Body], uow_id: str | None = None,
+                   user_status: bytes | None = None) -> asyncio.Future[UowResult]:
+        """Queue a whole UOW (waiting for room in the window); the returned future resolves when
+        it is committed (or fails with a `StrongroomError`)."""
+        if self._closed:
+            raise InvalidArgument("the unit-of-work sender is closed")
+        uow = UnitOfWork(self.connection, self.destination, uow_id or new_uow_id(), *self._options)
+        for item in messages:
+            body, fields = item if isinstance(item, tuple) else (item, None)
+            uow.add(body, fields)
+        if not uow.messages:
+            raise InvalidArgument("a unit of work needs one message or more")
+        uow.user_status = user_status
+        req = uow.whole_request()
+        await self._slots.acquire()
+        self._next_id += 1
+        req.correlation_id = self._next_id
+        fut: asyncio.Future[UowResult] = asyncio.get_running_loop().create_future()
+        self._unanswered[req.correlation_id] = (req, fut)
+        if self._writes is not None:
+            self._writes.put_nowait(req)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+        return fut
+
+    @property
+    def in_flight(self) -> int:
+        """UOWs sent and not yet answered."""
+        return len(self._unanswered)
+
+    async def flush(self) -> None:
+        """Wait until every UOW sent so far is answered or failed."""
+        futs = [fut for _, fut in self._unanswered.values()]
+        if futs:
+            await asyncio.gather(*futs, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Flush, then end the stream."""
+        await self.flush()
+        self._closed = True
+        if self._writes is not None:
+            self._writes.put_nowait(None)
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def abandon(self) -> None:
+        """Stop at once: what is unanswered fails (its outcome is unknown)."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+        self._fail_unanswered(PersistenceUnavailable("the sender was closed before the unit of work was answered; "
+                                                     "its outcome is unknown"))
+
+    async def _run(self) -> None:
+        # The outage clock starts at the first failure, and again after each answer.
+        outage = self.connection.policy.outage(started=False)
+        try:
+            await self.connection.call_leader(lambda address: self._stream(address, outage), outage)
+        except StrongroomError as err:
+            self._fail_unanswered(outcome_unknown(err, self.connection.policy.timeout, "units of work"))
+
+    def _answered(self, correlation_id: int) -> asyncio.Future[UowResult]:
+        self._slots.release()
+        return self._unanswered.pop(correlation_id)[1]
+
+    def _fail_unanswered(self, err: StrongroomError) -> None:
+        for correlation_id in list(self._unanswered):
+            fut = self._answered(correlation_id)
+            if not fut.done():
+                fut.set_exception(err)
+
+    async def _stream(self, address: str, outage: Outage) -> None:
+        """One stream on `address`, until it ends cleanly (closing) or fails: a failure is
+        raised for `call_leader` to judge, and what is unanswered goes again on the next one."""
+        call: grpc.aio.StreamStreamCall[upb.UowSendRequest, upb.UowSendResponse] = uow_stub(
+            self.connection, address).SendStream()
+        self.streams += 1
+        writes: asyncio.Queue[upb.UowSendRequest | None] = asyncio.Queue()
+        for req, _ in self._unanswered.values():
+            writes.put_nowait(req)
+        if self._closed:
+            writes.put_nowait(None)
+        self._writes = writes
+
+        async def writer() -> None:
+            while (req := await writes.get()) is not None:
+                await call.write(req)
+            await call.done_writing()
+
+        wtask = asyncio.create_task(writer())
+        # A write that fails with the stream is seen by the reader; the writer's error is not news.
+        wtask.add_done_callback(lambda t: t.cancelled() or t.exception())
+        try:
+            while True:
+                resp = await call.read()
+                if not isinstance(resp, upb.UowSendResponse):  # grpc.aio.EOF
+                    if self._unanswered:
+                        raise ConnectionFailed(f"the unit-of-work stream on {address} ended with "
+                                               f"{len(self._unanswered)} unanswered")
+                    return
+                self._answer(resp, outage)
+                self.connection.note_leader(address)
+        finally:
+            self._writes = None
+            wtask.cancel()
+            call.cancel()
+
+    def _answer(self, resp: upb.UowSendResponse, outage: Outage) -> None:
+        """Settle the UOW an answer is for; a retriable refusal is raised (it and every later
+        UOW go again, in order, on a new stream)."""
+        if resp.correlation_id not in self._unanswered:
+            return
+        if resp.error_reason:
+            err = error_for_reason(resp.error_reason, resp.error_message, dict(resp.error_metadata))
+            if err.retriable:
+                raise err
+            fut = self._answered(resp.correlation_id)
+            if not fut.done():
+                fut.set_exception(err)
+            return
+        outage.progress()
+        fut = self._answered(resp.correlation_id)
+        if not fut.done():
+            fut.set_result(response_result(resp))
