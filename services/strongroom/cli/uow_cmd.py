@@ -28,6 +28,7 @@ from strongroom.cli.common import (
     CLIENT_NAME,
     CliError,
     ExitCode,
+    add_command_group,
     positive,
     print_json,
     resolve_endpoints,
@@ -219,10 +220,8 @@ def _print_status(s: UowStatusInfo) -> None:
 def add_parsers(subparsers: Any) -> None:
     """Add `uow` and its subcommands."""
     common = where_options()
-    top: argparse.ArgumentParser = subparsers.add_parser(
-        "uow", parents=[common], help="units of work: send, receive and settle, status",
-        description="Units of work: messages sent, received and settled as one.")
-    sub = top.add_subparsers(dest="uow_command", metavar="COMMAND", required=True)
+    sub = add_command_group(subparsers, "uow", common, "units of work: send, receive and settle, status",
+                            "Units of work: messages sent, received and settled as one.")
 
     p: argparse.ArgumentParser = sub.add_parser(
         "send", parents=[common], help="send one unit of work (committed unless --no-commit)",
