@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from strongroom.cli import local_cmd, publish_cmd, subscribe_cmd
+from strongroom.cli import local_cmd, publish_cmd, subscribe_cmd, uow_cmd
 from strongroom.cli import main as cli
 from strongroom.cli.common import CliError, ExitCode, exit_code, resolve_endpoints
 from strongroom.cli.main import build_parser
@@ -112,6 +112,10 @@ def test_publish_rejects_bad_numbers(capsys: pytest.CaptureFixture[str], bad: li
     (["map", "list", "st", "m", "--limit", "x"], "argument --limit: 'x' is not an integer of 0 or more"),
     (["subscribe", "x", "--timeout", "soon"], "argument --timeout: 'soon' is not a number of seconds above 0"),
     (["subscribe", "x", "--timeout", "nan"], "argument --timeout: 'nan' is not a number of seconds above 0"),
+    (["uow", "send", "x", "--lifetime", "0"], "argument --lifetime: '0' is not a number of seconds above 0"),
+    (["uow", "send", "x", "--status-multiple", "0"], "argument --status-multiple: '0' is not a positive integer"),
+    (["uow", "receive", "x", "--wait", "61"], "argument --wait: '61' is not a number of seconds from 0 to 60"),
+    (["uow", "receive", "x", "--wait", "-1"], "argument --wait: '-1' is not a number of seconds from 0 to 60"),
 ])
 def test_a_bad_number_is_named_in_words(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     err = usage_error(capsys, *argv)
@@ -124,6 +128,7 @@ def test_a_bad_number_is_named_in_words(capsys: pytest.CaptureFixture[str], argv
     (["subscribe", "x", "--durable", "d", "--bogus"], "subscribe", "--bogus"),
     (["realm", "get", "--bogus"], "realm get", "--bogus"),
     (["map", "get", "st", "m", "k", "--bogus"], "map get", "--bogus"),
+    (["uow", "send", "q", "--bogus"], "uow send", "--bogus"),
 ])
 def test_an_unknown_option_shows_the_usage_of_its_command(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                           command: str, unknown: str) -> None:
@@ -215,6 +220,64 @@ def test_subscribe_rejects_unknown_kind(capsys: pytest.CaptureFixture[str]) -> N
 @pytest.mark.parametrize("bad", [["--ack", "never"], ["--timeout", "0"], ["--count", "-3"]])
 def test_subscribe_rejects_bad_values(capsys: pytest.CaptureFixture[str], bad: list[str]) -> None:
     assert bad[0] in usage_error(capsys, "subscribe", "orders", "--durable", "d", *bad)
+
+
+# --- uow -----------------------------------------------------------------------------------------
+
+
+def test_uow_send_defaults() -> None:
+    args = parse("uow", "send", "jobs.queue")
+    assert (args.destination, args.count, args.body, args.field, args.id) == ("jobs.queue", None, [], [], None)
+    assert (args.persistent, args.persistent_status, args.lifetime, args.status_multiple) == (None, None, None, None)
+    assert (args.user_status, args.no_commit, args.json) == (None, False, False)
+    assert args.func is uow_cmd.cmd_send
+
+
+def test_uow_send_all_options() -> None:
+    args = parse("uow", "send", "jobs.queue", "--body", "a", "--body", "b", "--field", "n=1", "--id", "u-1",
+                 "--no-persistent", "--persistent-status", "--lifetime", "2.5", "--status-multiple", "4",
+                 "--user-status", "hi", "--no-commit", "--json")
+    assert (args.body, args.field, args.id, args.persistent, args.persistent_status) == (
+        ["a", "b"], ["n=1"], "u-1", False, True)
+    assert (args.lifetime, args.status_multiple, args.user_status, args.no_commit, args.json) == (
+        2.5, 4, "hi", True, True)
+    assert parse("uow", "send", "q", "--count", "3").count == 3
+
+
+@pytest.mark.parametrize("count", ["1", "3"])
+def test_uow_send_takes_count_or_bodies_not_both(capsys: pytest.CaptureFixture[str], count: str) -> None:
+    err = usage_error(capsys, "uow", "send", "q", "--count", count, "--body", "a")
+    assert "argument --body: not allowed with argument --count" in err
+
+
+def test_uow_send_field_without_a_value_is_a_usage_error() -> None:
+    args = parse("uow", "send", "q", "--field", "x")
+    with pytest.raises(CliError) as exc:
+        uow_cmd.cmd_send(args)
+    assert exc.value.code == ExitCode.USAGE and str(exc.value) == "--field 'x': use NAME=VALUE"
+
+
+def test_uow_receive_commits_by_default_and_takes_one_settlement() -> None:
+    args = parse("uow", "receive", "jobs.queue")
+    assert (args.destination, args.receiver, args.wait, args.settle, args.user_status, args.json) == (
+        "jobs.queue", "strongroom-cli", 0.0, "commit", None, False)
+    assert args.func is uow_cmd.cmd_receive
+    assert parse("uow", "receive", "q", "--backout").settle == "backout"
+    assert parse("uow", "receive", "q", "--cancel", "--receiver", "w", "--wait", "60").settle == "cancel"
+
+
+def test_uow_receive_refuses_two_settlements(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "uow", "receive", "q", "--commit", "--backout")
+    assert "argument --backout: not allowed with argument --commit" in err
+
+
+def test_uow_status() -> None:
+    args = parse("uow", "status", "u-1", "--json", "-s", "h:1")
+    assert (args.uow_id, args.json, args.endpoints, args.func) == ("u-1", True, "h:1", uow_cmd.cmd_status)
+
+
+def test_uow_needs_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "required" in usage_error(capsys, "uow")
 
 
 # --- drill ---------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ __all__ = [
     "CLIENT_NAME",
     "CliError",
     "ExitCode",
+    "add_command_group",
     "add_where",
     "address_problem",
     "data_dir",
@@ -147,6 +148,17 @@ def where_options(servers: bool = True, aliases: Sequence[str] = (),
     parent = argparse.ArgumentParser(add_help=False)
     add_where(parent, servers, argparse.SUPPRESS, aliases, server_help)
     return parent
+
+
+def add_command_group(subparsers: Any, name: str, common: argparse.ArgumentParser, help_text: str,
+                      description: str) -> Any:
+    """A command with subcommands (`strongroom NAME COMMAND ...`, e.g. `map`, `uow`): its parser
+    takes `common` (`where_options()`, which each subcommand should take too, so the options
+    work before or after COMMAND); returns the subparsers to add each COMMAND to, whose name
+    lands in `args.NAME_command`."""
+    top: argparse.ArgumentParser = subparsers.add_parser(name, parents=[common], help=help_text,
+                                                         description=description)
+    return top.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
 
 
 def data_dir(args: argparse.Namespace) -> Path:

@@ -16,7 +16,14 @@ import argparse
 import asyncio
 from typing import Any
 
-from strongroom.cli.common import CLIENT_NAME, ExitCode, print_json, resolve_endpoints, where_options
+from strongroom.cli.common import (
+    CLIENT_NAME,
+    ExitCode,
+    add_command_group,
+    print_json,
+    resolve_endpoints,
+    where_options,
+)
 
 __all__ = ["add_parsers"]
 
@@ -38,10 +45,7 @@ async def _delete(args: argparse.Namespace) -> int:
 def add_parsers(subparsers: Any) -> None:
     """Add `durable` and its subcommands."""
     common = where_options()
-    top: argparse.ArgumentParser = subparsers.add_parser(
-        "durable", parents=[common], help="operate on durables (delete)",
-        description="Operate on durables.")
-    sub = top.add_subparsers(dest="durable_command", metavar="COMMAND", required=True)
+    sub = add_command_group(subparsers, "durable", common, "operate on durables (delete)", "Operate on durables.")
     p: argparse.ArgumentParser = sub.add_parser(
         "delete", parents=[common], help="delete a durable and release the messages it holds",
         description="Delete a durable, named as `strongroom status` lists it, and release the messages it holds.")

@@ -7,6 +7,9 @@
     strongroom subscribe DEST [--durable NAME] [--kind standard|shared|lastvalue] [--count N]
                          [--ack explicit|auto] [--timeout S] [--json]
     strongroom durable delete DESTINATION [NAME] [--endpoint] [--json]
+    strongroom uow send DEST [--count N | --body TEXT ...] [--field NAME=VALUE ...] [--no-commit] [--json]
+    strongroom uow receive DEST [--receiver NAME] [--wait S] [--commit | --backout | --cancel] [--json]
+    strongroom uow status ID [--json]
     strongroom map put|create|update|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
     strongroom realm apply|get|validate|history ...
     strongroom drill failover --platform local [--messages N] [--json]
@@ -45,6 +48,7 @@ from strongroom.cli import (
     publish_cmd,
     status_cmd,
     subscribe_cmd,
+    uow_cmd,
 )
 from strongroom.cli.common import add_where, exit_code, say_error
 
@@ -74,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strongroom", description="Strongroom: a replicated, persistent message store.")
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
-    for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, drill_cmd, bench_cmd,
+    for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, uow_cmd, drill_cmd, bench_cmd,
                    metrics_cmd):
         module.add_parsers(sub)
     try:

@@ -32,6 +32,7 @@ from strongroom.cli.common import (
     CLIENT_NAME,
     CliError,
     ExitCode,
+    add_command_group,
     non_negative,
     print_json,
     resolve_endpoints,
@@ -178,10 +179,8 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
 def add_parsers(subparsers: Any) -> None:
     """Add `map` and its subcommands; each sets `func(args) -> exit code`."""
     common = where_options()
-    top: argparse.ArgumentParser = subparsers.add_parser(
-        "map", parents=[common], help="put, get, delete, list and compare-and-set map entries",
-        description="Replicated key-value maps inside a store.")
-    sub = top.add_subparsers(dest="map_command", metavar="COMMAND", required=True)
+    sub = add_command_group(subparsers, "map", common, "put, get, delete, list and compare-and-set map entries",
+                            "Replicated key-value maps inside a store.")
 
     def add(name: str, handler: Handler, help_text: str, key: bool = True) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)

@@ -21,10 +21,23 @@ from strongroom.cli.common import (
     where_options,
 )
 
-__all__ = ["PUBLISH_WINDOW", "add_parsers", "cmd_publish", "make_body"]
+__all__ = ["FIELD_HELP", "PUBLISH_WINDOW", "add_parsers", "cmd_publish", "make_body", "message_fields"]
 
 PUBLISH_WINDOW = 256
 PROGRESS_INTERVAL = 1.0
+
+
+FIELD_HELP = ("a typed message field (repeatable; a JSON value types it: sym=A is a string, "
+              "qty=5 an integer, px=1.5 a float, ok=true a boolean)")
+
+
+def message_fields(given: list[str]) -> dict[str, object] | None:
+    """`--field NAME=VALUE` options as a message's typed fields (None: none); one without `=` is
+    a usage error."""
+    for f in given:
+        if "=" not in f:
+            raise CliError.usage(f"--field {f!r}: use NAME=VALUE")
+    return parse_match(given, "--field") or None
 
 
 def make_body(template: str | None, size: int | None, index: int) -> bytes:
@@ -59,11 +72,7 @@ class _Progress:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """Publish `--count` messages to DEST and print what the leader said."""
-    for f in args.field:
-        if "=" not in f:
-            raise CliError.usage(f"--field {f!r}: use NAME=VALUE")
-    fields = parse_match(args.field, "--field") or None
-    return asyncio.run(_publish(args, fields))
+    return asyncio.run(_publish(args, message_fields(args.field)))
 
 
 async def _publish(args: argparse.Namespace, fields: dict[str, object] | None) -> int:
@@ -176,8 +185,6 @@ def add_parsers(sub: Any) -> None:
                    help="body text; '{i}' is replaced by the message index (default 'message {i}')")
     p.add_argument("--no-confirm", action="store_true",
                    help="do not wait for commit (store_send_noconfirm)")
-    p.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
-                   help="a typed message field (repeatable; a JSON value types it: sym=A is a string, "
-                        "qty=5 an integer, px=1.5 a float, ok=true a boolean)")
+    p.add_argument("--field", action="append", default=[], metavar="NAME=VALUE", help=FIELD_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON summary")
     p.set_defaults(func=cmd_publish)

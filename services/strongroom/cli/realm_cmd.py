@@ -31,6 +31,7 @@ from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
 from strongroom.cli.common import (
     CliError,
     ExitCode,
+    add_command_group,
     data_dir,
     explicit_servers,
     print_json,
@@ -333,10 +334,8 @@ def add_parsers(subparsers: Any) -> None:
         "(env STRONGROOM_ENDPOINTS; default: the local state file); --realm-address is an older spelling"))
     common.add_argument("--etcd", default=argparse.SUPPRESS, metavar="ENDPOINTS",
                         help="etcd endpoints, where the realm service registers its address (env STRONGROOM_ETCD)")
-    realm: argparse.ArgumentParser = subparsers.add_parser(
-        "realm", parents=[common], help="apply, inspect and validate the realm",
-        description="Apply, inspect and validate the realm definition.")
-    sub = realm.add_subparsers(dest="realm_command", metavar="COMMAND", required=True)
+    sub = add_command_group(subparsers, "realm", common, "apply, inspect and validate the realm",
+                            "Apply, inspect and validate the realm definition.")
 
     def add(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text,

@@ -1,5 +1,6 @@
 """`strongroom status`: every member's view of its cluster (leader, epoch, commit and applied
-index, how each member gets its appends) and each store's settings and durables."""
+index, how each member gets its appends, the units-of-work pseudo-clock) and each store's
+settings, units of work and durables."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def _print_status(replies: Sequence[Any]) -> None:
         own = {s.member: s for s in statuses}
         leader = ref.leader or (leaders[0].member if leaders else "")
         print(f"cluster {cluster}: leader {leader or '(none)'}, epoch {ref.epoch}, "
-              f"commit index {ref.commit_index}, storage {ref.storage or '?'}, realm version {ref.realm_version}")
+              f"commit index {ref.commit_index}, storage {ref.storage or '?'}, realm version {ref.realm_version}, "
+              f"uow clock {ref.uow_clock:.1f} s")
         names = [m.name for m in ref.members] or sorted(own)
         addresses = {r.status.member: r.endpoint for r in rs}
         addresses.update({m.name: m.address for m in ref.members if m.address})
@@ -88,6 +90,9 @@ def _print_status(replies: Sequence[Any]) -> None:
             kind = "replicated" if store.replicated else "not replicated"
             print(f"  store {store.name} ({kind}): {store.messages} messages, {human_bytes(store.bytes)}")
             print(f"    {_store_settings(store)}")
+            if store.uows:
+                print(f"    units of work: {store.uows} ({store.uows_pending} committed, not settled), "
+                      f"{store.uow_messages} messages, {human_bytes(store.uow_bytes)}")
             for d in store.durables:
                 dkind = common_pb2.DurableKind.Name(d.kind).removeprefix("DURABLE_KIND_").lower()
                 if d.key_field:
