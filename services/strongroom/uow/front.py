@@ -21,7 +21,6 @@ import asyncio
 import logging
 import re
 import time
-from typing import Protocol
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
@@ -38,10 +37,12 @@ from strongroom.errors import (
     UowNotHeld,
     UowStateError,
 )
+from strongroom.persistence.lifetimes import Resolver
+from strongroom.persistence.messaging import Routes
 from strongroom.persistence.publishing import check_message
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.term import LeaderTerm
-from strongroom.realm.model import Destination, Realm, Route
+from strongroom.realm.model import Destination, Route
 from strongroom.uow.leader import OpenUow, UowLeader
 from strongroom.uow.table import LIVE, OpKind, Refused, Uow, UowStatus
 from strongroom.uow.values import (
@@ -74,22 +75,6 @@ FORMAT_WAIT_SECONDS = 5.0
 
 _SETTLE_OPS = {Settlement.COMMIT: OpKind.RECEIVER_COMMIT, Settlement.BACKOUT: OpKind.RECEIVER_BACKOUT,
                Settlement.CANCEL: OpKind.RECEIVER_CANCEL}
-
-
-class Routes(Protocol):
-    """Where destinations go and who leads (`PersistenceNode`)."""
-
-    cluster_name: str
-    realm: Realm
-    term: LeaderTerm | None
-
-    def require_leader(self) -> LeaderTerm: ...
-
-
-class Resolver(Protocol):
-    """Destination names to routes (`MessagingFront.resolve`)."""
-
-    def resolve(self, destination: str) -> Route: ...
 
 
 class UowFront:
