@@ -271,7 +271,7 @@ def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: dateti
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point (the same options as `strongroom metrics backlog`)."""
-    return run_job("backlog", backlog, argv)
+    return run_job("backlog", {"backlog": backlog}, argv, __doc__)
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ def _rated(row: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point (the same options as `strongroom metrics store`)."""
-    return run_job("store_metrics", store_metrics, argv)
+    return run_job("store_metrics", {"store_metrics": store_metrics}, argv, __doc__)
 
 
 if __name__ == "__main__":
