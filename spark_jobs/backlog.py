@@ -80,6 +80,7 @@ def intervals(events: DataFrame) -> Intervals:
     message and durable (a message's own events: the group without a durable). Everything after
     that runs within those partitions: the per-message values are the minima and maxima of its
     groups, the store rows a grouping of the same cached rows."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     spark = events.sparkSession
@@ -103,12 +104,14 @@ def intervals(events: DataFrame) -> Intervals:
         F.max(F.when(delivered, F.col("epoch"))).alias("last_epoch"),
         F.min(F.when(delivered, F.col("t"))).alias("first_delivery"),
     )
-    # A message's own values over all its groups (its rows with and without a durable).
-    per_msg = groups.groupBy(*msg).agg(
-        F.min("g_stored_at").alias("stored_at"), F.max("g_stored_size").alias("stored_size"),
-        F.min("g_stored_pub").alias("stored_pub"), F.min("g_removed_at").alias("removed_at"))
-    per = groups.filter(F.col("durable").isNotNull() & F.col("start").isNotNull()).drop(
-        "g_stored_at", "g_stored_size", "g_stored_pub", "g_removed_at")
+    # A message's own values over all its groups (its rows with and without a durable), on every
+    # group: a window within the partitions the groups are in already (a self-join would read
+    # and shuffle the events a second time).
+    whole = Window.partitionBy(*msg)
+    rows = groups.select(
+        *dur, "start", "settled_at", "p_size", "p_pub", "first_epoch", "last_epoch", "first_delivery",
+        F.min("g_stored_at").over(whole).alias("stored_at"), F.max("g_stored_size").over(whole).alias("stored_size"),
+        F.min("g_stored_pub").over(whole).alias("stored_pub"), F.min("g_removed_at").over(whole).alias("removed_at"))
     epochs = _epoch_starts(events)
     gone = _KIND_GONE
     # Tiny (a row per durable created or deleted), used twice.
@@ -116,13 +119,15 @@ def intervals(events: DataFrame) -> Intervals:
         F.max(F.when(_kind("DURABLE_CREATED"), F.col("t"))).alias("made_at"),
         F.max(F.when(_kind(*gone), F.col("t"))).alias("gone_at"),
         F.collect_list(F.when(_kind(*gone), F.col("t"))).alias("gone_times")).persist()
-    # Every message, with a row per durable that had it pending (one row of nulls if none).
-    d = (per_msg.join(per, msg, "left")
+    # Every message, with a row per durable that had it pending (and one for its own events).
+    d = (rows
          .join(F.broadcast(epochs), (F.col("cluster") == epochs["e_cluster"]) & (F.col("last_epoch") == epochs["e_epoch"]), "left")
          .join(F.broadcast(lifecycle.select(*DURABLE_KEY, "gone_times")), list(DURABLE_KEY), "left"))
     # A durable deleted after the message became pending released it then (its first deletion
     # after the start: a durable of the same name created again later is another one).
-    released = F.array_min(F.filter("gone_times", lambda x: x >= F.col("start")))
+    # (Higher-order functions run interpreted: only for the few durables ever deleted.)
+    released = F.when(F.col("gone_times").isNotNull(),
+                      F.array_min(F.filter("gone_times", lambda x: x >= F.col("start"))))
     end = F.least(F.col("settled_at"), F.col("removed_at"), released)
     rows = d.select(
         *dur, "start", end.alias("end"),
@@ -135,11 +140,12 @@ def intervals(events: DataFrame) -> Intervals:
         # Waiting only if still pending when the next leader began.
         F.when(end.isNull() | (F.col("next_start") < end), F.col("next_start")).alias("waiting_from"),
         "stored_at", "stored_size", "removed_at").persist()
-    durables = rows.filter(F.col("start").isNotNull()).drop("stored_at", "stored_size", "removed_at")
+    durables = rows.filter(F.col("durable").isNotNull() & F.col("start").isNotNull()).drop(
+        "stored_at", "stored_size", "removed_at")
     # Store level: a message is stored until removed, or until the last durable that had it
     # pending settled (a message no durable ever had pending stays: retention). Grouped within
     # the partitions the rows are in already (by message).
-    has = F.col("start").isNotNull()
+    has = F.col("durable").isNotNull() & F.col("start").isNotNull()
     stores = rows.filter(F.col("stored_at").isNotNull()).groupBy(*msg).agg(
         F.min("stored_at").alias("start"), F.min("removed_at").alias("removed_at"),
         F.count(F.when(has, 1)).alias("n"), F.count(F.when(has, F.col("end"))).alias("n_closed"),
