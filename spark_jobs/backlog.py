@@ -63,6 +63,8 @@ class Intervals:
     """Every durable the log names (created or pending), deleted ones left out."""
     lifecycle: DataFrame
     """Per durable created or deleted: when it was last created, last deleted, every deletion."""
+    rows: DataFrame
+    """The cached rows `durables` and `stores` are read from (a row per message and durable)."""
 
 
 def _kind(*names: str) -> Column:
@@ -74,8 +76,11 @@ def _kind(*names: str) -> Column:
 def intervals(events: DataFrame) -> Intervals:
     """Pending intervals of each durable's messages, and stored intervals of each message.
 
-    The message events are shuffled once, by message (store, seq); the per-message and
-    per-durable aggregates and their join then run within those partitions."""
+    The message events are shuffled once, by message (store, seq), and aggregated once per
+    message and durable (a message's own events: the group without a durable). Everything after
+    that runs within those partitions: the per-message values are the minima and maxima of its
+    groups, the store rows a grouping of the same cached rows."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     spark = events.sparkSession
@@ -85,11 +90,10 @@ def intervals(events: DataFrame) -> Intervals:
     settle = _kind("MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED", "MESSAGE_SKIPPED")
     removal = _kind("MESSAGE_EXPIRED", "MESSAGE_DISCARDED")
     about = events.filter(F.col("seq") > 0).repartition(int(spark.conf.get("spark.sql.shuffle.partitions")), *msg)
-    per_msg = about.groupBy(*msg).agg(
-        F.min(F.when(stored, F.col("t"))).alias("stored_at"), F.max(F.when(stored, F.col("size"))).alias("stored_size"),
-        F.min(F.when(stored, F.coalesce("pub", "t"))).alias("stored_pub"),
-        F.min(F.when(removal, F.col("t"))).alias("removed_at"))
-    per = about.filter(F.col("durable").isNotNull()).groupBy(*dur).agg(
+    groups = about.groupBy(*dur).agg(
+        F.min(F.when(stored, F.col("t"))).alias("g_stored_at"), F.max(F.when(stored, F.col("size"))).alias("g_stored_size"),
+        F.min(F.when(stored, F.coalesce("pub", "t"))).alias("g_stored_pub"),
+        F.min(F.when(removal, F.col("t"))).alias("g_removed_at"),
         F.min(F.when(pending, F.col("t"))).alias("start"),
         F.min(F.when(settle, F.col("t"))).alias("settled_at"),
         F.max(F.when(pending, F.col("size"))).alias("p_size"),
@@ -99,7 +103,15 @@ def intervals(events: DataFrame) -> Intervals:
         F.min(F.when(delivered, F.col("epoch"))).alias("first_epoch"),
         F.max(F.when(delivered, F.col("epoch"))).alias("last_epoch"),
         F.min(F.when(delivered, F.col("t"))).alias("first_delivery"),
-    ).filter(F.col("start").isNotNull())
+    )
+    # A message's own values over all its groups (its rows with and without a durable), on every
+    # group: a window within the partitions the groups are in already (a self-join would read
+    # and shuffle the events a second time).
+    whole = Window.partitionBy(*msg)
+    rows = groups.select(
+        *dur, "start", "settled_at", "p_size", "p_pub", "first_epoch", "last_epoch", "first_delivery",
+        F.min("g_stored_at").over(whole).alias("stored_at"), F.max("g_stored_size").over(whole).alias("stored_size"),
+        F.min("g_stored_pub").over(whole).alias("stored_pub"), F.min("g_removed_at").over(whole).alias("removed_at"))
     epochs = _epoch_starts(events)
     gone = _KIND_GONE
     # Tiny (a row per durable created or deleted), used twice.
@@ -107,14 +119,17 @@ def intervals(events: DataFrame) -> Intervals:
         F.max(F.when(_kind("DURABLE_CREATED"), F.col("t"))).alias("made_at"),
         F.max(F.when(_kind(*gone), F.col("t"))).alias("gone_at"),
         F.collect_list(F.when(_kind(*gone), F.col("t"))).alias("gone_times")).persist()
-    d = (per.join(per_msg, msg, "left")
+    # Every message, with a row per durable that had it pending (and one for its own events).
+    d = (rows
          .join(F.broadcast(epochs), (F.col("cluster") == epochs["e_cluster"]) & (F.col("last_epoch") == epochs["e_epoch"]), "left")
          .join(F.broadcast(lifecycle.select(*DURABLE_KEY, "gone_times")), list(DURABLE_KEY), "left"))
     # A durable deleted after the message became pending released it then (its first deletion
     # after the start: a durable of the same name created again later is another one).
-    released = F.array_min(F.filter("gone_times", lambda x: x >= F.col("start")))
+    # (Higher-order functions run interpreted: only for the few durables ever deleted.)
+    released = F.when(F.col("gone_times").isNotNull(),
+                      F.array_min(F.filter("gone_times", lambda x: x >= F.col("start"))))
     end = F.least(F.col("settled_at"), F.col("removed_at"), released)
-    durables = d.select(
+    rows = d.select(
         *dur, "start", end.alias("end"),
         F.coalesce("p_size", "stored_size", F.lit(0)).alias("size"),
         F.coalesce("p_pub", "stored_pub", "start").alias("pub"),
@@ -123,19 +138,24 @@ def intervals(events: DataFrame) -> Intervals:
         F.when(F.col("first_epoch") == F.col("last_epoch"), F.col("first_delivery"))
         .otherwise(F.greatest("began", "first_delivery")).alias("delivered_from"),
         # Waiting only if still pending when the next leader began.
-        F.when(end.isNull() | (F.col("next_start") < end), F.col("next_start")).alias("waiting_from")).persist()
+        F.when(end.isNull() | (F.col("next_start") < end), F.col("next_start")).alias("waiting_from"),
+        "stored_at", "stored_size", "removed_at").persist()
+    durables = rows.filter(F.col("durable").isNotNull() & F.col("start").isNotNull()).drop(
+        "stored_at", "stored_size", "removed_at")
     # Store level: a message is stored until removed, or until the last durable that had it
-    # pending settled (a message no durable ever had pending stays: retention).
-    closed = durables.groupBy(*msg).agg(
-        F.count(F.lit(1)).alias("n"), F.count("end").alias("n_closed"), F.max("end").alias("last_end"))
-    stores = per_msg.filter(F.col("stored_at").isNotNull()).join(closed, msg, "left").select(
-        *msg, F.col("stored_at").alias("start"),
-        F.least("removed_at", F.when(F.col("n") == F.col("n_closed"), F.col("last_end"))).alias("end"),
-        F.coalesce("stored_size", F.lit(0)).alias("size"))
+    # pending settled (a message no durable ever had pending stays: retention). Grouped within
+    # the partitions the rows are in already (by message).
+    has = F.col("durable").isNotNull() & F.col("start").isNotNull()
+    stores = rows.filter(F.col("stored_at").isNotNull()).groupBy(*msg).agg(
+        F.min("stored_at").alias("start"), F.min("removed_at").alias("removed_at"),
+        F.count(F.when(has, 1)).alias("n"), F.count(F.when(has, F.col("end"))).alias("n_closed"),
+        F.max(F.when(has, F.col("end"))).alias("last_end"), F.max("stored_size").alias("stored_size"),
+    ).select(*msg, "start", F.least("removed_at", F.when(F.col("n") == F.col("n_closed"), F.col("last_end"))).alias("end"),
+             F.coalesce("stored_size", F.lit(0)).alias("size"))
     named = lifecycle.select(*DURABLE_KEY).union(durables.select(*DURABLE_KEY)).distinct()
     known = (named.join(lifecycle, list(DURABLE_KEY), "left")
              .filter(F.col("gone_at").isNull() | (F.col("made_at") > F.col("gone_at"))).select(*DURABLE_KEY))
-    return Intervals(durables, stores.persist(), known.persist(), lifecycle)
+    return Intervals(durables, stores.persist(), known.persist(), lifecycle, rows)
 
 
 def _epoch_starts(events: DataFrame) -> DataFrame:
@@ -248,7 +268,7 @@ def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: dateti
         "durable_series": rows_of(d_series.orderBy(*order, "minute")),
         "store_series": rows_of(s_series.orderBy("cluster", "store", "minute")),
     }
-    for frame in (iv.durables, iv.stores, iv.known, iv.lifecycle):
+    for frame in (iv.rows, iv.stores, iv.known, iv.lifecycle):
         frame.unpersist()
     as_of_rows = [{**r, "oldest_published": iso_time(r["oldest_published"])} for r in tables["durables"]]
     return Result(job="backlog", as_of=at, first=first, newest=newest, log=log, tables=tables,
@@ -257,7 +277,7 @@ def backlog(spark: SparkSession, events: DataFrame, log: EventLog, as_of: dateti
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point (the same options as `strongroom metrics backlog`)."""
-    return run_job("backlog", backlog, argv)
+    return run_job("backlog", {"backlog": backlog}, argv, __doc__)
 
 
 if __name__ == "__main__":

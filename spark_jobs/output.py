@@ -14,7 +14,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -138,26 +138,34 @@ class Progress:
         print(f"\r\x1b[K{line}", end="", file=self.stream, flush=True)
 
 
-def execute(job: Job, name: str, events_dir: Path, as_of: datetime | None, out: Path,
-            progress: Progress, master: str | None = None) -> Result:
-    """Check the event log, run the job on Spark and write its outputs under `out/<name>/`.
-    Raises `BadEventLog` (nothing written) when the log cannot be read."""
+def execute(jobs: Mapping[str, Job], events_dir: Path, as_of: datetime | None, out: Path,
+            progress: Progress, master: str | None = None) -> list[Result]:
+    """Check the event log, run the jobs (name -> job) one after the other on one Spark session
+    and, once all have their answers, write each one's outputs under `out/<name>/`. A job's
+    `seconds` run from the start to its answer (the check and Spark's start included). Raises
+    `BadEventLog` (nothing written) when the log cannot be read."""
     started = time.monotonic()
     progress.step(f"checking {events_dir}")
     log = find_event_log(events_dir)
     progress.step(f"starting Spark for {len(log.files)} file(s), {log.rows:,} events")
-    spark = spark_session(f"strongroom-{name}", master)
+    spark = spark_session(f"strongroom-{progress.job}", master)
     progress.watch(spark)
-    progress.step("computing")
-    try:
-        result = job(spark, load_events(spark, log), log, as_of)
-    except Exception as exc:
-        raise _read_error(exc, log) from exc
-    result.seconds = time.monotonic() - started
-    progress.step(f"writing {out / name}")
-    write_outputs(result, out / name)
-    progress.done(f"{log.rows:,} events, as of {iso_time(result.as_of)}, written to {out / name}")
-    return result
+    events = load_events(spark, log)
+    results = []
+    for name, job in jobs.items():
+        progress.step("computing" if len(jobs) == 1 else f"computing {name}")
+        try:
+            result = job(spark, events, log, as_of)
+        except Exception as exc:
+            raise _read_error(exc, log) from exc
+        result.seconds = time.monotonic() - started
+        results.append(result)
+    for name, result in zip(jobs, results, strict=True):
+        progress.step(f"writing {out / name}")
+        write_outputs(result, out / name)
+    written = ", ".join(str(out / name) for name in jobs)
+    progress.done(f"{log.rows:,} events, as of {iso_time(results[0].as_of)}, written to {written}")
+    return results
 
 
 def _read_error(exc: Exception, log: EventLog) -> Exception:
@@ -233,17 +241,18 @@ def table_text(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]
     return "\n".join([line([h for _, h in columns]), *(line(c) for c in cells)])
 
 
-def run_job(name: str, job: Job, argv: Sequence[str] | None) -> int:
-    """A job's spark-submit entry: exit status 0 done, 2 bad input (nothing written)."""
-    from spark_jobs.report import show_result
+def run_job(name: str, jobs: Mapping[str, Job], argv: Sequence[str] | None, doc: str | None) -> int:
+    """A spark-submit entry running `jobs` (name -> job) on one Spark application, described by
+    the first paragraph of `doc`: exit status 0 done, 2 bad input (nothing written)."""
+    from spark_jobs.report import show_results
 
-    args = parser(name, (sys.modules[job.__module__].__doc__ or "").split("\n\n")[0]).parse_args(argv)
+    args = parser(name, (doc or "").split("\n\n")[0]).parse_args(argv)
     # spark-submit hands the job's stderr to its own stdout: with --json, stdout is the JSON only.
     progress = Progress(name, quiet=args.json)
     try:
-        result = execute(job, name, args.events or default_events_dir(), args.as_of, args.out, progress)
+        results = execute(jobs, args.events or default_events_dir(), args.as_of, args.out, progress)
     except BadEventLog as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    print(show_result(result, args.json))
+    print(show_results(results, args.json))
     return 0

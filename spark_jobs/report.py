@@ -4,10 +4,11 @@ JSON (`--json`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from spark_jobs.output import Result, iso_time, summary, table_text
 
-__all__ = ["show_result"]
+__all__ = ["show_result", "show_results"]
 
 BACKLOG_COLUMNS = (("store", "STORE"), ("destination", "DESTINATION"), ("durable", "DURABLE"),
                    ("pending_messages", "PENDING"), ("pending_bytes", "BYTES"), ("unacked", "UNACKED"),
@@ -32,3 +33,13 @@ def show_result(result: Result, as_json: bool) -> str:
                                                                ("bytes", "BYTES"), ("oldest_age_s", "OLDEST_AGE_S")))])
     return "\n".join([head, "", table_text(result.summary["stores"], STORE_COLUMNS), "",
                       table_text(result.summary["durables"], DURABLE_COLUMNS)])
+
+
+def show_results(results: Sequence[Result], as_json: bool) -> str:
+    """One job's output as `show_result`; several: their tables one after the other, or one JSON
+    object of their summaries by job."""
+    if len(results) == 1:
+        return show_result(results[0], as_json)
+    if as_json:
+        return json.dumps({r.job: summary(r) for r in results}, indent=2)
+    return "\n\n".join(show_result(r, False) for r in results)

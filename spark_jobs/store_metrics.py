@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a file by spark-submit: the repository root is the package's home
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_jobs.backlog import DURABLE_KEY, MINUTE, time_bounds
+from spark_jobs.backlog import DURABLE_KEY, MINUTE
 from spark_jobs.events import KIND, EventLog, deduplicated
 from spark_jobs.output import Result, micros, rows_of, run_job
 
@@ -104,7 +104,9 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
     # Percentiles are object aggregates: past 128 groups per task Spark would sort every row
     # instead of hashing (minutes x stores or durables are a few thousand groups).
     spark.conf.set("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(1 << 20))
-    first, newest = time_bounds(events)
+    bounds = events.agg(F.min("t"), F.max("t"), F.count(F.when(_is("MESSAGE_ACKED") & F.col("pub").isNull(), 1))).first()
+    assert bounds is not None and bounds[0] is not None
+    first, newest, acks_without_pub = int(bounds[0]), int(bounds[1]), int(bounds[2])
     at = micros(as_of) if as_of is not None else newest
     # Counts: each event once.
     ev = deduplicated(events, log).filter(F.col("t") <= at).withColumn(
@@ -119,10 +121,12 @@ def store_metrics(spark: SparkSession, events: DataFrame, log: EventLog, as_of: 
     # The publish time of an acked message: on its ack row, else from its message_stored row.
     durable_ev = ev.filter(F.col("durable").isNotNull() & F.col("kind").isin([KIND[k] for k in (
         "MESSAGE_PENDING", "MESSAGE_ACKED", "MESSAGE_DEAD_LETTERED", "MESSAGE_DELIVERED")]))
-    no_pub = durable_ev.filter(_is("MESSAGE_ACKED") & F.col("pub").isNull()).drop("pub")
-    pubs = ev.filter(_is("MESSAGE_STORED")).select("cluster", "store", "seq", "pub")
-    durable_ev = durable_ev.filter(~(_is("MESSAGE_ACKED") & F.col("pub").isNull())).unionByName(
-        no_pub.join(pubs, ["cluster", "store", "seq"], "left"))
+    # (Only when some ack lacks it: the join shuffles every stored message.)
+    if acks_without_pub:
+        no_pub = durable_ev.filter(_is("MESSAGE_ACKED") & F.col("pub").isNull()).drop("pub")
+        pubs = ev.filter(_is("MESSAGE_STORED")).select("cluster", "store", "seq", "pub")
+        durable_ev = durable_ev.filter(~(_is("MESSAGE_ACKED") & F.col("pub").isNull())).unionByName(
+            no_pub.join(pubs, ["cluster", "store", "seq"], "left"))
     latency = F.col("t") - F.col("pub")
     dkey = list(DURABLE_KEY)
     per_durable = _flatten(durable_ev.groupingSets([[*dkey, "minute"], dkey], *dkey, "minute")
@@ -163,7 +167,7 @@ def _rated(row: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point (the same options as `strongroom metrics store`)."""
-    return run_job("store_metrics", store_metrics, argv)
+    return run_job("store_metrics", {"store_metrics": store_metrics}, argv, __doc__)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`strongroom metrics backlog|store`: outputs on good input; exit 2, the file named and nothing
+"""`strongroom metrics backlog|store|all`: outputs on good input; exit 2, the file named and nothing
 written on bad input. In-process, on the session's Spark."""
 
 from __future__ import annotations
@@ -51,6 +51,33 @@ def test_store_json_prints_the_summary(spark: Any, event_log: tuple[Path, Summar
     assert summary == json.loads((out / "store_metrics" / "summary.json").read_text())
     assert sorted(p.name for p in (out / "store_metrics").iterdir()) == [
         "durables.parquet", "rates.png", "stores.parquet", "summary.json"]
+
+
+@pytest.mark.slow
+def test_all_writes_what_each_job_writes_alone(spark: Any, event_log: tuple[Path, Summary], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    alone, both = tmp_path / "alone", tmp_path / "both"
+    for job in ("backlog", "store"):
+        assert run(["metrics", job, "--events", str(event_log[0]), "--out", str(alone), "--quiet"]) == 0
+    capsys.readouterr()
+    assert run(["metrics", "all", "--events", str(event_log[0]), "--out", str(both), "--json", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert sorted(printed) == ["backlog", "store_metrics"]
+    for job in ("backlog", "store_metrics"):
+        assert sorted(p.name for p in (both / job).iterdir()) == sorted(p.name for p in (alone / job).iterdir())
+        for table in (both / job).glob("*.parquet"):
+            assert pq.read_table(table).equals(pq.read_table(alone / job / table.name)), (job, table.name)
+        written = json.loads((both / job / "summary.json").read_text())
+        assert printed[job] == written
+        mine = json.loads((alone / job / "summary.json").read_text())
+        assert {k: v for k, v in written.items() if k != "seconds"} == {k: v for k, v in mine.items() if k != "seconds"}
+
+
+def test_all_on_bad_input_writes_neither_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert run(["metrics", "all", "--events", str(tmp_path / "nowhere"), "--out", str(out), "--quiet"]) == 2
+    assert f"events directory {tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def _bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], events: Path) -> str:
