@@ -37,15 +37,14 @@ from strongroom.cli.common import (
 )
 from strongroom.cli.publish_cmd import FIELD_HELP, make_body, message_fields
 from strongroom.cli.status_cmd import human_bytes
+from strongroom.uow.values import MAX_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from strongroom.api.v1 import common_pb2
     from strongroom.client.uow import ReceivedUnitOfWork, UowStatusInfo
 
-__all__ = ["MAX_WAIT_SECONDS", "add_parsers", "cmd_receive", "cmd_send", "cmd_status", "wait_seconds"]
+__all__ = ["add_parsers", "cmd_receive", "cmd_send", "cmd_status", "wait_seconds"]
 
-MAX_WAIT_SECONDS = 60.0
-"""The longest wait a receive may ask the leader for (UowReceiveRequest.wait_seconds)."""
 COMMIT, BACKOUT, CANCEL = "commit", "backout", "cancel"
 
 

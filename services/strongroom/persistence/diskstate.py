@@ -377,6 +377,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._dirty_durables: dict[str, Durable] = {}
         self._dirty_slots: dict[bytes, int | None] = {}
         self._dirty_stores = False
+        self.uows.track_changes()
 
     # --- storage access ----------------------------------------------------------------------
 
@@ -708,7 +709,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 fresh.maps.setdefault((store, name), {})[key] = (value, version)
                 fresh._wb.put(P_MAP + f"{store}\x00{name}\x00{key}".encode(), _U64.pack(version) + value, meta_h)
         fresh.uows = mem.uows
-        fresh.uows.changed = set(mem.uows.uows) | set(mem.uows.gone)
+        fresh.uows.track_changes(set(mem.uows.uows) | set(mem.uows.gone))
         fresh.applied_index = mem.applied_index
         fresh.applied_epoch = mem.applied_epoch
         fresh._dirty_stores = fresh._ids_dirty = True

@@ -46,6 +46,7 @@ from strongroom.realm.model import Destination, Route
 from strongroom.uow.leader import OpenUow, UowLeader
 from strongroom.uow.table import LIVE, OpKind, Refused, Uow, UowStatus
 from strongroom.uow.values import (
+    MAX_WAIT_SECONDS,
     Action,
     ReceivedUow,
     SendOutcome,
@@ -63,7 +64,6 @@ log = logging.getLogger(__name__)
 # Units of work and the pseudo-clock are operations of log format 4.
 UOW_LOG_FORMAT = 4
 MAX_USER_STATUS = 32
-MAX_WAIT_SECONDS = 60.0
 _ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 # While units of work live, the leader writes its clock into the log this often (seconds); a
 # restart resumes from the last value written, so the clock never runs ahead of the uptime.

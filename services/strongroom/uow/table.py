@@ -196,8 +196,9 @@ class UowTable:
         # Per store: messages and bytes held by live UOWs (store limits count them).
         self.store_count: dict[str, int] = {}
         self.store_bytes: dict[str, int] = {}
-        # Changed since `take_changes` (a state on disk writes them with the entry).
-        self.changed: set[str] = set()
+        # Ids changed since `take_changes`, for a state on disk (it writes them with the entry;
+        # `track_changes` turns it on). None: not kept (a state in memory has nothing to write).
+        self.changed: set[str] | None = None
         # Called with a queue's name when a UOW becomes ACCEPTED on it (the leader wakes
         # waiting receivers).
         self.on_accepted: Callable[[str], None] | None = None
@@ -346,7 +347,7 @@ class UowTable:
             if uow is None:
                 if kind == OpKind.FORGET and self.gone.get(uow_id, float("inf")) <= self.clock:
                     del self.gone[uow_id]
-                    self.changed.add(uow_id)
+                    self._touch_id(uow_id)
                 continue
             if uow.status not in allowed:
                 continue
@@ -371,10 +372,14 @@ class UowTable:
 
     def _drop(self, uow: Uow) -> None:
         del self.uows[uow.id]
-        self.changed.add(uow.id)
+        self._touch_id(uow.id)
 
     def _touch(self, uow: Uow) -> None:
-        self.changed.add(uow.id)
+        self._touch_id(uow.id)
+
+    def _touch_id(self, uow_id: str) -> None:
+        if self.changed is not None:
+            self.changed.add(uow_id)
 
     # --- what the leader asks -------------------------------------------------------------------
 
@@ -405,23 +410,21 @@ class UowTable:
             out.setdefault(OpKind.FORGET, []).extend(gone)
         return out
 
-    def next_due(self) -> float:
-        """The earliest pseudo-clock second something may be due (0: nothing)."""
-        times = [u.expires_at() for u in self.uows.values() if u.status == UowStatus.ACCEPTED or u.final]
-        times += [u.delivered_at + u.definition.conversation_timeout for u in self.uows.values()
-                  if u.status == UowStatus.DELIVERED]
-        times += self.gone.values()
-        return min(times, default=0.0)
-
     def counts(self, store: str) -> tuple[int, int, int, int]:
         """A store's UOWs, those committed and not settled, their messages and bytes."""
         uows = [u for u in self.uows.values() if u.store == store]
         pending = sum(1 for u in uows if u.status in (UowStatus.ACCEPTED, UowStatus.DELIVERED))
         return len(uows), pending, self.store_count.get(store, 0), self.store_bytes.get(store, 0)
 
+    def track_changes(self, initial: set[str] | None = None) -> None:
+        """Keep the ids that change from now on (for `take_changes`), starting with `initial`."""
+        self.changed = set(initial or ())
+
     def take_changes(self) -> set[str]:
-        """The ids changed since the last call."""
-        changed, self.changed = self.changed, set()
+        """The ids changed since the last call (tracking must be on)."""
+        changed = self.changed
+        assert changed is not None, "take_changes without track_changes"
+        self.changed = set()
         return changed
 
     # --- snapshots ---------------------------------------------------------------------------

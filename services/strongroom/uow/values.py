@@ -20,6 +20,10 @@ __all__ = [
 ]
 
 
+# The longest a receiver may wait for a unit of work in one call (seconds).
+MAX_WAIT_SECONDS = 60.0
+
+
 class Action:
     """What a sender's request does after adding its messages."""
 
