@@ -273,6 +273,8 @@ class PersistenceNode:
             await term.commit(rpb.Operation(noop=rpb.Noop(leader=self.member)))
             # What the realm decides for the stores, in the log before the first client operation.
             await self.keeper.apply_realm(term, self.realm)
+            # The pseudo-clock runs on from what the adopted log carried.
+            term.start_clock()
             # What the previous leader held alone of the units of work is settled first.
             await self.uows.take_over(term)
             if not term.alive():
@@ -290,7 +292,7 @@ class PersistenceNode:
                 await self.election.resign()
             return
         term.run(self.keeper.expire(term), "expirer")
-        term.run(self.uows.run(term), "uow-clock")
+        term.run(self.uows.run(term), "uow-timers")
         term.serve(Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.keeper.redelivery_limit,
                               dead_letter=lambda durable, seq, count, why: self.keeper.dead_letter(
                                   term, self.realm, durable, seq, count, why)))

@@ -283,6 +283,20 @@ class StateMachine:
         # Units of work and the pseudo-clock (strongroom.uow).
         self.uows = UowTable()
 
+    @property
+    def clock(self) -> float:
+        """The pseudo-clock as applied: the highest value the log carried (`ClockOp`s and the
+        operations that carry the leader's clock). Kept with the units of work, which began it."""
+        return self.uows.clock
+
+    def timed(self) -> bool:
+        """Something is measured on the pseudo-clock (the leader then writes it every second)."""
+        return bool(self.uows.uows or self.uows.gone)
+
+    def advance_clock(self, clock: float) -> None:
+        """The pseudo-clock moves on to `clock` (never back)."""
+        self.uows.advance(clock)
+
     # --- applying ----------------------------------------------------------------------------
 
     def apply_entry(self, entry: rpb.LogEntry) -> list[object]:
@@ -360,7 +374,7 @@ class StateMachine:
         if which == "uow":
             return self.uows.apply(op.uow, self._uow_room)
         if which == "clock":
-            self.uows.advance(op.clock.clock)
+            self.advance_clock(op.clock.clock)
             return None
         if which == "noop":
             return None

@@ -195,4 +195,4 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         storage=storage, realm_version=realm_version, synced=replica.synced,
         indexes_on_disk=membership.cluster.indexes_on_disk, memory_budget_bytes=replica.swap.budget_bytes,
         memory_payload_bytes=replica.swap.resident_bytes, apply_stopped=replica.apply_stopped or "",
-        realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.uows.clock)
+        realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.clock)

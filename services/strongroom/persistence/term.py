@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol
 
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.errors import NoQuorumError, NotLeaderError, PersistenceUnavailable
+from strongroom.errors import NoQuorumError, NotLeaderError, PersistenceUnavailable, StrongroomError
 from strongroom.events.publisher import EventPublisher
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
@@ -42,6 +42,12 @@ STORAGE_FAILURE_PAUSE = 30.0
 """A member whose storage failed while leading sits out elections this long (seconds)."""
 QUORUM_CHECK_SECONDS = 0.25
 """How often a serving leader checks that a majority answered within a lease TTL (seconds)."""
+CLOCK_TICK_SECONDS = 1.0
+"""How often the leader writes the pseudo-clock into the log while something is measured on it."""
+CLOCK_IDLE_TICK_SECONDS = 10.0
+"""... and while nothing is."""
+CLOCK_LOG_FORMAT = 4
+"""`ClockOp` is an operation of log format 4: no tick until every member reads it."""
 
 
 class CommitResult(NamedTuple):
@@ -125,10 +131,28 @@ class LeaderTerm:
         self._commit_changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
+        # The pseudo-clock as this term runs it: the applied value it began with, run on since.
+        self._clock_base = 0.0
+        self._clock_since = 0.0
         replica.on_applied = self._on_applied
         replica.compaction_floor = self._compaction_floor
 
     # --- what others ask ----------------------------------------------------------------------
+
+    def start_clock(self) -> None:
+        """Start the pseudo-clock from the highest value applied (replicated or this term's own
+        state): called once the term has adopted the log, before it serves."""
+        self._clock_base = max(self.state.clock, self.local_state.clock)
+        self._clock_since = time.monotonic()
+
+    def clock(self) -> float:
+        """The pseudo-clock now: seconds during which the cluster had a serving leader. It runs
+        on the leader alone and reaches the log as `ClockOp`s and the operations that carry it,
+        so it stands still while the cluster is down or leaderless. Units of work, message
+        time-to-lives and durable expiry measure time on it."""
+        if not self._clock_since:
+            return max(self.state.clock, self.local_state.clock)
+        return self._clock_base + (time.monotonic() - self._clock_since)
 
     def alive(self) -> bool:
         """Still this member's term: not closed, and the election still holds the key."""
@@ -190,6 +214,7 @@ class LeaderTerm:
         self.since = time.monotonic()
         self.serving = True
         self.run(self._quorum_watchdog(), "quorum")
+        self.run(self._tick_clock(), "pseudo-clock")
 
     def publish_events(self, publisher: EventPublisher) -> None:
         """Serving with the event log on: publish the store events (and the deliveries)."""
@@ -361,6 +386,25 @@ class LeaderTerm:
         if need == 0:
             return time.monotonic()
         return acks[need - 1] if len(acks) >= need else 0.0
+
+    async def _tick_clock(self) -> None:
+        """Write the pseudo-clock into the log: every second while something is measured on it,
+        every ten seconds otherwise. A restart resumes from the last value written, so the clock
+        never runs ahead of the uptime (and loses at most one tick of it)."""
+        last = 0.0
+        while not self._closed:
+            wanted = self.state.timed() or self.local_state.timed()
+            now = time.monotonic()
+            if now - last >= (CLOCK_TICK_SECONDS if wanted else CLOCK_IDLE_TICK_SECONDS) and \
+                    self.membership.all_read(CLOCK_LOG_FORMAT):
+                last = now
+                clock = self.clock()
+                self.local_state.advance_clock(clock)
+                try:
+                    await self.commit(rpb.Operation(clock=rpb.ClockOp(clock=clock)))
+                except StrongroomError as err:
+                    log.info("pseudo-clock tick: %s", err)
+            await asyncio.sleep(CLOCK_TICK_SECONDS / 4)
 
     async def _quorum_watchdog(self) -> None:
         """A leader that keeps its lease but cannot reach a majority steps aside, so members

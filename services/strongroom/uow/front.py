@@ -65,10 +65,8 @@ log = logging.getLogger(__name__)
 UOW_LOG_FORMAT = 4
 MAX_USER_STATUS = 32
 _ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-# While units of work live, the leader writes its clock into the log this often (seconds); a
-# restart resumes from the last value written, so the clock never runs ahead of the uptime.
-TICK_SECONDS = 1.0
-IDLE_TICK_SECONDS = 10.0
+# How often the leader looks for what is due (seconds of its pseudo-clock).
+TIMER_POLL_SECONDS = 0.25
 # How long a request waits for every member's registration of log format 4 before it is refused.
 FORMAT_WAIT_SECONDS = 5.0
 
@@ -112,25 +110,17 @@ class UowFront:
                  "discarded", len(abandon), len(discard))
 
     async def run(self, term: LeaderTerm) -> None:
-        """While `term` lasts: write the pseudo-clock into the log, and time out what is due
-        (lifetimes, conversations, status lifetimes)."""
-        last_tick = 0.0
+        """While `term` lasts: time out what is due on the pseudo-clock (lifetimes,
+        conversations, status lifetimes)."""
         while term.alive():
             leader = self._leader
             if leader is None or leader.term is not term:
                 return
             try:
                 await self._time_out(term, leader)
-                table = term.state.uows
-                busy = bool(table.uows or table.gone)
-                now = time.monotonic()
-                if now - last_tick >= (TICK_SECONDS if busy else IDLE_TICK_SECONDS) and \
-                        term.membership.all_read(UOW_LOG_FORMAT):
-                    last_tick = now
-                    await term.commit(rpb.Operation(clock=rpb.ClockOp(clock=leader.clock())))
             except StrongroomError as err:
                 log.info("units-of-work timers: %s", err)
-            await asyncio.sleep(TICK_SECONDS / 4)
+            await asyncio.sleep(TIMER_POLL_SECONDS)
 
     async def _time_out(self, term: LeaderTerm, leader: UowLeader) -> None:
         clock = leader.clock()

@@ -1,13 +1,11 @@
 """What one leadership term holds of units of work, on the leader alone: the messages added
 to open UOWs (they reach the log with the sender's commit), the messages of committed UOWs that
-are not persistent, the UOWs being delivered, the receivers waiting, and the pseudo-clock as the
-term runs it."""
+are not persistent, the UOWs being delivered and the receivers waiting."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from dataclasses import dataclass, field
 
 from strongroom.api.v1 import common_pb2 as cpb
@@ -33,8 +31,6 @@ class UowLeader:
     def __init__(self, term: LeaderTerm) -> None:
         self.term = term
         state, local = term.state, term.local_state
-        self._clock_base = max(state.uows.clock, local.uows.clock)
-        self._clock_since = time.monotonic()
         self.open: dict[str, OpenUow] = {}
         self.held: dict[str, list[cpb.Message]] = {}
         self.delivering: set[str] = set()
@@ -44,8 +40,8 @@ class UowLeader:
         local.uows.on_accepted = self.wake
 
     def clock(self) -> float:
-        """The pseudo-clock now: the applied value the term began with, run on since."""
-        return self._clock_base + (time.monotonic() - self._clock_since)
+        """The pseudo-clock now (the term runs it)."""
+        return self.term.clock()
 
     def new_id(self) -> str:
         """A server-assigned UOW id: unique across terms (epochs only grow)."""
