@@ -49,6 +49,7 @@ __all__ = [
     "UowNotHeld",
     "UowAborted",
     "UowExists",
+    "NotSubscribed",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -309,6 +310,14 @@ class UowExists(StrongroomError):
 
     reason = "UOW_EXISTS"
     code = "ALREADY_EXISTS"
+
+
+class NotSubscribed(StrongroomError):
+    """Receiving publications of a durable topic (or ending a subscription) under a name that
+    has no durable subscription to it: subscribe first."""
+
+    reason = "NOT_SUBSCRIBED"
+    code = "FAILED_PRECONDITION"
 
 
 class UowAborted(StrongroomError):

@@ -1,4 +1,4 @@
-"""`strongroom uow send|receive|status` and the units-of-work lines of `strongroom status`, run
+"""`strongroom uow send|receive|status|subscribe|unsubscribe|subscriptions` and the units-of-work lines of `strongroom status`, run
 as a user runs them (the `strongroom` command in a subprocess, `-s` naming the members) against
 a real 3-member cluster."""
 
@@ -16,7 +16,8 @@ from harness import Cluster, realm_yaml, running_cluster
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("uow-cli"), realm_yaml()) as c:
+    durable_topic = "  - name: cli.news\n    kind: topic\n    store: default\n    units_of_work:\n      durable: true\n"
+    with running_cluster(tmp_path_factory.mktemp("uow-cli"), realm_yaml(extra_destinations=durable_topic)) as c:
         yield c
 
 
@@ -119,3 +120,22 @@ async def test_refusals_exit_1_with_the_reason_and_bad_usage_exits_2(servers: st
     assert "argument --lifetime: '0' is not a number of seconds above 0" in zero.stderr
     # Nothing of the refused sends was stored.
     assert strongroom(servers, "uow", "receive", "bad.queue").returncode == 1
+
+
+async def test_durable_subscriptions_and_publications_from_the_command_line(servers: str) -> None:
+    assert ok_json(servers, "uow", "subscribe", "cli.news", "reader-1")["created"] is True
+    assert ok_json(servers, "uow", "subscribe", "cli.news", "reader-1")["created"] is False
+    sent = ok_json(servers, "uow", "send", "cli.news", "--body", "headline", "--body", "story")
+    listed = ok_json(servers, "uow", "subscriptions", "cli.news")
+    assert [(s["subscriber"], s["pending"]) for s in listed["subscriptions"]] == [("reader-1", 1)]
+    got = ok_json(servers, "uow", "receive", "cli.news", "--receiver", "reader-1")
+    assert got["uow_id"] == sent["uow_id"]
+    assert [m["body"] for m in got["messages"]] == ["headline", "story"]
+    status = ok_json(servers, "uow", "status", sent["uow_id"])
+    assert status["publication"] is True and status["status"] == "PROCESSED"
+    assert status["subscribers"] == [{"subscriber": "reader-1", "status": "PROCESSED", "backout_count": 0}]
+    text = strongroom(servers, "uow", "status", sent["uow_id"])
+    assert "reader-1 PROCESSED" in text.stdout
+    assert ok_json(servers, "uow", "unsubscribe", "cli.news", "reader-1")["released"] == 0
+    refused = strongroom(servers, "uow", "receive", "cli.news", "--receiver", "reader-1")
+    assert refused.returncode == 1 and "NOT_SUBSCRIBED" in refused.stderr

@@ -11,9 +11,10 @@ import pytest
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.state import StateMachine
-from strongroom.uow.table import OpKind, Refused, Uow, UowStatus, UowTable
+from strongroom.uow.model import OpKind, Refused, Subscribed, Uow, UowStatus
+from strongroom.uow.table import UowTable
 
-STORE, QUEUE, DLQ = "default", "work.queue", "work.dlq"
+STORE, QUEUE, DLQ, TOPIC = "default", "work.queue", "work.dlq", "news.topic"
 
 
 def definition(persistent: bool = True, persistent_status: bool = True, lifetime: float = 100.0,
@@ -37,6 +38,26 @@ def commit_new(sm: StateMachine, uow_id: str, n: int = 2, clock: float = 0.0, **
 def status(sm: StateMachine, uow_id: str) -> UowStatus | None:
     uow = sm.uows.uows.get(uow_id)
     return uow.status if uow is not None else None
+
+
+def subscribe(name: str, clock: float = 0.0, expiration: float = 50.0, kind: OpKind = OpKind.SUBSCRIBE
+              ) -> rpb.Operation:
+    return op(kind, clock=clock, subscriptions=[rpb.UowSubscriptionState(
+        store=STORE, topic=TOPIC, subscriber=name, expiration=expiration)])
+
+
+def publish(sm: StateMachine, uow_id: str, n: int = 2, clock: float = 0.0, lifetime: float = 100.0) -> Uow:
+    d = definition(lifetime=lifetime)
+    d.destination, d.publication = TOPIC, True
+    messages = [cpb.Message(body=f"{uow_id}-{i}".encode()) for i in range(n)]
+    got = sm.apply_op(op(OpKind.COMMIT, uow_id, clock=clock, definition=d, messages=messages, message_count=n,
+                         message_bytes=sum(m.ByteSize() for m in messages)))
+    assert isinstance(got, Uow), got
+    return got
+
+
+def readers(sm: StateMachine, uow_id: str) -> dict[str, tuple[UowStatus, int]]:
+    return {name: (r.status, r.backouts) for name, r in (sm.uows.uows[uow_id].readers or {}).items()}
 
 
 def test_open_then_commit_makes_every_message_visible_at_once() -> None:
@@ -194,11 +215,17 @@ def _busy_state(sm: StateMachine) -> None:
     sm.apply_op(rpb.Operation(clock=rpb.ClockOp(clock=7.5)))
 
 
+    sm.apply_op(subscribe("s1", clock=7.6))
+    sm.apply_op(subscribe("s2", clock=7.7))
+    publish(sm, "pub", clock=7.8)
+    sm.apply_op(op(OpKind.DELIVER, "pub", receiver="s1", clock=7.9))
+
+
 def _view(table: UowTable) -> object:
     return (table.clock, table.order, table.gone, table.store_count, table.store_bytes,
             {k: (u.status, u.count, u.size, u.user_status, u.receiver, u.order, u.created_at,
-                 [m.body for m in u.messages or []]) for k, u in table.uows.items()},
-            {k: list(q.accepted) for k, q in table.queues.items()})
+                 [m.body for m in u.messages or []], u.readers) for k, u in table.uows.items()},
+            {k: list(q.accepted) for k, q in table.queues.items()}, table.subscriptions)
 
 
 def test_a_snapshot_holds_every_uow_and_the_clock() -> None:
@@ -206,7 +233,7 @@ def test_a_snapshot_holds_every_uow_and_the_clock() -> None:
     _busy_state(sm)
     again = StateMachine.from_snapshot(sm.to_snapshot())
     assert _view(again.uows) == _view(sm.uows)
-    assert again.uows.clock == 7.5
+    assert again.uows.clock == 7.9
 
 
 def test_indexes_on_disk_keep_the_uows_across_a_reopen(tmp_path: Path) -> None:
@@ -228,3 +255,104 @@ def test_indexes_on_disk_keep_the_uows_across_a_reopen(tmp_path: Path) -> None:
         assert reopened.applied_index == 1
     finally:
         storage.close()
+
+
+def test_a_publication_reaches_the_subscribers_subscribed_before_its_commit() -> None:
+    sm = StateMachine()
+    assert isinstance(sm.apply_op(subscribe("a")), Subscribed)
+    sm.apply_op(subscribe("b"))
+    sm.apply_op(op(OpKind.OPEN, "p1", definition=rpb.UowDefinition(
+        store=STORE, destination=TOPIC, persistent=True, persistent_status=True, lifetime=100.0,
+        status_lifetime_multiple=1, conversation_timeout=30.0, publication=True)))
+    sm.apply_op(subscribe("c"))  # after p1 was opened, before its commit: eligible
+    sm.apply_op(op(OpKind.COMMIT, "p1", messages=[cpb.Message(body=b"x")], message_count=1, message_bytes=3))
+    sm.apply_op(subscribe("late"))
+    publish(sm, "p2")
+    assert set(readers(sm, "p1")) == {"a", "b", "c"}
+    assert set(readers(sm, "p2")) == {"a", "b", "c", "late"}
+    assert sm.uows.next_publication(TOPIC, "late", set()).id == "p2"  # type: ignore[union-attr]
+    assert sm.uows.next_publication(TOPIC, "a", {"p1"}).id == "p2"  # type: ignore[union-attr]
+    refused = sm.apply_op(op(OpKind.DELIVER, "p1", receiver="late"))
+    assert isinstance(refused, Refused) and refused.reason == "UOW_NOT_HELD"
+    assert [u.id for u in sm.uows.pending_for(TOPIC, "a")] == ["p1", "p2"]
+
+
+def test_each_subscriber_settles_for_itself_and_the_last_one_completes_the_publication() -> None:
+    sm = StateMachine()
+    for name in ("a", "b"):
+        sm.apply_op(subscribe(name))
+    publish(sm, "p")
+    assert sm.uows.counts(STORE) == (1, 1, 2, 10)
+    sm.apply_op(op(OpKind.DELIVER, "p", receiver="a"))
+    sm.apply_op(op(OpKind.DELIVER, "p", receiver="b"))
+    assert sm.apply_op(op(OpKind.RECEIVER_COMMIT, "p", receiver="a")).status == UowStatus.ACCEPTED  # type: ignore[union-attr]
+    sm.apply_op(op(OpKind.RECEIVER_BACKOUT, "p", receiver="b"))
+    assert readers(sm, "p") == {"a": (UowStatus.PROCESSED, 0), "b": (UowStatus.ACCEPTED, 1)}
+    assert sm.uows.next_publication(TOPIC, "a", set()) is None
+    assert sm.uows.next_publication(TOPIC, "b", set()).id == "p"  # type: ignore[union-attr]
+    refused = sm.apply_op(op(OpKind.RECEIVER_COMMIT, "p", receiver="b"))
+    assert isinstance(refused, Refused) and refused.reason == "UOW_NOT_HELD"
+    sm.apply_op(op(OpKind.DELIVER, "p", receiver="b"))
+    sm.apply_op(op(OpKind.RECEIVER_COMMIT, "p", receiver="b"))
+    assert status(sm, "p") == UowStatus.PROCESSED
+    assert sm.uows.counts(STORE)[1:] == (0, 0, 0)
+    assert TOPIC not in sm.uows.queues
+
+
+def test_a_publication_without_subscribers_completes_at_once_and_one_every_reader_cancelled_is_cancelled() -> None:
+    sm = StateMachine()
+    assert publish(sm, "nobody").status == UowStatus.PROCESSED
+    sm.apply_op(subscribe("a"))
+    publish(sm, "p")
+    sm.apply_op(op(OpKind.DELIVER, "p", receiver="a"))
+    sm.apply_op(op(OpKind.RECEIVER_CANCEL, "p", receiver="a"))
+    assert status(sm, "p") == UowStatus.CANCELLED
+
+
+def test_an_unused_subscription_expires_and_releases_its_publications() -> None:
+    sm = StateMachine()
+    sm.apply_op(subscribe("idle", clock=0.0, expiration=50.0))
+    sm.apply_op(subscribe("busy", clock=0.0, expiration=50.0))
+    publish(sm, "p", clock=1.0)
+    sm.apply_op(op(OpKind.DELIVER, "p", receiver="busy", clock=40.0))  # used at 40
+    assert [s.subscriber for s in sm.uows.due_subscriptions(60.0)] == ["idle"]
+    early = sm.apply_op(op(OpKind.EXPIRE_SUBSCRIPTIONS, clock=49.0,
+                           subscriptions=[s.to_state() for s in sm.uows.due_subscriptions(60.0)]))
+    assert early == [] and ("news.topic", "idle") in sm.uows.subscriptions  # not due yet at 49
+    ended = sm.apply_op(op(OpKind.EXPIRE_SUBSCRIPTIONS, clock=60.0,
+                           subscriptions=[s.to_state() for s in sm.uows.due_subscriptions(60.0)]))
+    assert [s.subscriber for s in ended] == ["idle"]  # type: ignore[union-attr]
+    assert set(readers(sm, "p")) == {"busy"} and status(sm, "p") == UowStatus.ACCEPTED
+    sm.apply_op(op(OpKind.RECEIVER_COMMIT, "p", receiver="busy", clock=61.0))
+    assert status(sm, "p") == UowStatus.PROCESSED
+    released = sm.apply_op(subscribe("busy", kind=OpKind.UNSUBSCRIBE))
+    assert released == 0 and not sm.uows.subscriptions
+    refused = sm.apply_op(subscribe("busy", kind=OpKind.UNSUBSCRIBE))
+    assert isinstance(refused, Refused) and refused.reason == "NOT_SUBSCRIBED"
+
+
+def test_unsubscribing_the_last_pending_reader_completes_the_publication() -> None:
+    sm = StateMachine()
+    sm.apply_op(subscribe("a"))
+    publish(sm, "p")
+    assert sm.apply_op(subscribe("a", kind=OpKind.UNSUBSCRIBE)) == 1
+    assert status(sm, "p") == UowStatus.PROCESSED and sm.uows.counts(STORE)[2] == 0
+
+
+def test_a_publication_times_out_only_while_no_subscriber_holds_it() -> None:
+    sm = StateMachine()
+    sm.apply_op(subscribe("a", expiration=1000.0))
+    sm.apply_op(subscribe("b", expiration=1000.0))
+    publish(sm, "p", lifetime=10.0)
+    sm.apply_op(op(OpKind.DELIVER, "p", receiver="a", clock=5.0))
+    refused = sm.apply_op(op(OpKind.SENDER_CANCEL, "p", clock=6.0))
+    assert isinstance(refused, Refused) and refused.reason == "UOW_STATE"
+    assert OpKind.TIMEOUT not in sm.uows.due(20.0)
+    assert sm.apply_op(op(OpKind.TIMEOUT, "p", clock=20.0)) == []
+    # a's conversation (30 s) times out: it loses the publication, which then times out.
+    assert sm.uows.due(40.0)[OpKind.RELEASE] == ["p"]
+    sm.apply_op(op(OpKind.RELEASE, "p", clock=40.0))
+    assert readers(sm, "p")["a"] == (UowStatus.ACCEPTED, 1)
+    assert sm.uows.due(40.0)[OpKind.TIMEOUT] == ["p"]
+    sm.apply_op(op(OpKind.TIMEOUT, "p", clock=40.0))
+    assert status(sm, "p") == UowStatus.TIMEOUT

@@ -10,6 +10,7 @@
     strongroom uow send DEST [--count N | --body TEXT ...] [--field NAME=VALUE ...] [--no-commit] [--json]
     strongroom uow receive DEST [--receiver NAME] [--wait S] [--commit | --backout | --cancel] [--json]
     strongroom uow status ID [--json]
+    strongroom uow subscribe|unsubscribe TOPIC NAME [--json];  strongroom uow subscriptions [TOPIC] [--json]
     strongroom map put|create|update|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
     strongroom realm apply|get|validate|history ...
     strongroom drill failover --platform local [--messages N] [--json]

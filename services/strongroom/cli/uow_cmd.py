@@ -1,4 +1,5 @@
-"""`strongroom uow send|receive|status`: units of work from the command line.
+"""`strongroom uow send|receive|status|subscribe|unsubscribe|subscriptions`: units of work and
+durable publications from the command line.
 
     strongroom uow send DEST [--count N | --body TEXT ...] [--field NAME=VALUE ...] [--id ID]
                         [--persistent/--no-persistent] [--persistent-status/--no-persistent-status]
@@ -6,11 +7,16 @@
     strongroom uow receive DEST [--receiver NAME] [--wait S] [--commit | --backout | --cancel]
                            [--user-status S] [--json]
     strongroom uow status ID [--json]
+    strongroom uow subscribe TOPIC NAME [--json]
+    strongroom uow unsubscribe TOPIC NAME [--json]
+    strongroom uow subscriptions [TOPIC] [--json]
 
 `send` sends one UOW, committed (ACCEPTED) unless `--no-commit` leaves it open (RECEIVED,
 nothing of it visible; its sender's conversation timeout backs it out). `receive` takes the
 oldest committed UOW of a queue, prints its messages and settles it: commit (the default),
-back out or cancel.
+back out or cancel. On a durable topic, `send` publishes (a publication every durable subscriber
+that subscribed before its commit receives) and `receive --receiver NAME` takes the subscriber
+NAME's next publication; `subscribe` and `unsubscribe` begin and end a durable subscription.
 
 Exit status: 0 done; 1 the cluster refused (UNKNOWN_UOW, UOW_STATE, ...) or `receive` got no UOW
 within `--wait`; 2 bad usage.
@@ -43,7 +49,8 @@ if TYPE_CHECKING:
     from strongroom.api.v1 import common_pb2
     from strongroom.client.uow import ReceivedUnitOfWork, UowStatusInfo
 
-__all__ = ["add_parsers", "cmd_receive", "cmd_send", "cmd_status", "wait_seconds"]
+__all__ = ["add_parsers", "cmd_receive", "cmd_send", "cmd_status", "cmd_subscribe", "cmd_subscriptions",
+           "cmd_unsubscribe", "wait_seconds"]
 
 COMMIT, BACKOUT, CANCEL = "commit", "backout", "cancel"
 
@@ -208,9 +215,70 @@ def _print_status(s: UowStatusInfo) -> None:
     ]
     if s.dead_lettered_from:
         rows.append(("dead-lettered from", s.dead_lettered_from))
-    print(f"uow {s.uow_id}: {s.status}")
+    if s.publication:
+        rows.append(("subscribers", ", ".join(f"{x.subscriber} {x.status}" + (f" (backouts {x.backout_count})"
+                                                                              if x.backout_count else "")
+                                              for x in s.subscribers) or "none"))
+    print(f"{'publication' if s.publication else 'uow'} {s.uow_id}: {s.status}")
     for name, value in rows:
         print(f"  {name + ':':<19} {value}")
+
+
+# --- durable subscriptions -----------------------------------------------------------------------
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    """Subscribe durably to a durable topic."""
+    return asyncio.run(_subscription_call(args, subscribe=True))
+
+
+def cmd_unsubscribe(args: argparse.Namespace) -> int:
+    """End a durable subscription."""
+    return asyncio.run(_subscription_call(args, subscribe=False))
+
+
+async def _subscription_call(args: argparse.Namespace, subscribe: bool) -> int:
+    from strongroom.client import Client
+
+    async with Client(resolve_endpoints(args), client_name=CLIENT_NAME) as client:
+        if subscribe:
+            sub, created = await client.subscribe_publications(args.topic, args.subscriber)
+            out: dict[str, Any] = {**asdict(sub), "created": created}
+            text = (f"{'subscribed' if created else 'already subscribed (marked used)'}: {sub.subscriber} on "
+                    f"{sub.topic}, {sub.pending} publication(s) pending, expires at {sub.expires_at:.1f} unless used")
+        else:
+            released = await client.unsubscribe_publications(args.topic, args.subscriber)
+            out = {"topic": args.topic, "subscriber": args.subscriber, "released": released}
+            text = f"unsubscribed: {args.subscriber} from {args.topic}, {released} publication(s) released"
+    if args.json:
+        print_json(out)
+    else:
+        print(text)
+    return ExitCode.OK
+
+
+def cmd_subscriptions(args: argparse.Namespace) -> int:
+    """List the durable subscriptions."""
+    return asyncio.run(_subscriptions(args))
+
+
+async def _subscriptions(args: argparse.Namespace) -> int:
+    from strongroom.client import Client
+
+    async with Client(resolve_endpoints(args), client_name=CLIENT_NAME) as client:
+        subs, clock = await client.publication_subscriptions(args.topic or "")
+    if args.json:
+        print_json({"clock": clock, "subscriptions": [asdict(s) for s in subs]})
+        return ExitCode.OK
+    if not subs:
+        print("no durable subscriptions")
+        return ExitCode.OK
+    print(f"{'TOPIC':<24} {'SUBSCRIBER':<20} {'PENDING':>7} {'LAST USED':>10} {'EXPIRES IN':>11}")
+    for s in subs:
+        print(f"{s.topic:<24} {s.subscriber:<20} {s.pending:>7} {s.last_used:>10.1f} "
+              f"{max(0.0, s.expires_at - clock):>10.0f}s")
+    print(f"(times in pseudo-clock seconds; clock now {clock:.1f})")
+    return ExitCode.OK
 
 
 # --- parsers -------------------------------------------------------------------------------------
@@ -226,7 +294,7 @@ def add_parsers(subparsers: Any) -> None:
         "send", parents=[common], help="send one unit of work (committed unless --no-commit)",
         description="Send one unit of work to a queue and print its id and status. It is committed "
                     "(ACCEPTED: every message visible at once) unless --no-commit.")
-    p.add_argument("destination", metavar="DEST", help="the queue")
+    p.add_argument("destination", metavar="DEST", help="the queue, or a durable topic (a publication)")
     bodies = p.add_mutually_exclusive_group()
     bodies.add_argument("--count", type=positive, default=None, metavar="N",
                         help="N messages, bodies 'message 0' .. 'message N-1' (default 1)")
@@ -256,9 +324,10 @@ def add_parsers(subparsers: Any) -> None:
         "receive", parents=[common], help="receive one unit of work, print it and settle it",
         description="Receive the oldest committed unit of work of a queue, print its messages and settle it: "
                     "--commit (the default), --backout or --cancel. Exit status 1 when none came within --wait.")
-    p.add_argument("destination", metavar="DEST", help="the queue")
+    p.add_argument("destination", metavar="DEST", help="the queue, or a durable topic")
     p.add_argument("--receiver", default=CLIENT_NAME, metavar="NAME",
-                   help=f"the receiver's name, shown by status (default {CLIENT_NAME})")
+                   help=f"the receiver's name, shown by status (default {CLIENT_NAME}); on a durable topic, the "
+                        f"subscriber's name")
     p.add_argument("--wait", type=wait_seconds, default=0.0, metavar="S",
                    help=f"wait up to S seconds for one, at most {MAX_WAIT_SECONDS:g} (default 0: answer at once)")
     settle = p.add_mutually_exclusive_group()
@@ -281,3 +350,19 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("uow_id", metavar="ID")
     p.add_argument("--json", action="store_true", help="one JSON object with every field")
     p.set_defaults(func=cmd_status)
+
+    for name, func, what in (("subscribe", cmd_subscribe, "subscribe durably to a durable topic"),
+                             ("unsubscribe", cmd_unsubscribe,
+                              "end a durable subscription, releasing its pending publications")):
+        p = sub.add_parser(name, parents=[common], help=what, description=what[0].upper() + what[1:] + ".")
+        p.add_argument("topic", metavar="TOPIC", help="a topic whose realm rule says units_of_work.durable")
+        p.add_argument("subscriber", metavar="NAME", help="the subscriber's name (1-64 of A-Z a-z 0-9 . _ -)")
+        p.add_argument("--json", action="store_true", help="one JSON object")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("subscriptions", parents=[common], help="list the durable subscriptions",
+                       description="The durable subscriptions to durable topics: pending publications, last use "
+                                   "and expiry on the pseudo-clock.")
+    p.add_argument("topic", metavar="TOPIC", nargs="?", default="", help="only this topic")
+    p.add_argument("--json", action="store_true", help="one JSON object: clock and subscriptions")
+    p.set_defaults(func=cmd_subscriptions)

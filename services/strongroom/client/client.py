@@ -22,13 +22,17 @@ from strongroom.client.publisher import Publisher
 from strongroom.client.retry import RetryPolicy
 from strongroom.client.subscription import AckMode, DurableKind, Subscription, ack_sync
 from strongroom.client.uow import (
+    PublicationSubscription,
     ReceivedUnitOfWork,
     UnitOfWork,
     UowStatusInfo,
+    list_subscriptions,
     new_uow_id,
     receive_uow,
     uow_status,
 )
+from strongroom.client.uow import subscribe as uow_subscribe
+from strongroom.client.uow import unsubscribe as uow_unsubscribe
 from strongroom.client.uowsender import UowSender
 from strongroom.errors import InvalidArgument
 
@@ -204,6 +208,21 @@ class Client:
     async def uow_status(self, uow_id: str) -> UowStatusInfo:
         """A unit of work's status by id."""
         return await uow_status(self.connection, uow_id)
+
+    async def subscribe_publications(self, topic: str, subscriber: str) -> tuple[PublicationSubscription, bool]:
+        """Subscribe durably to a durable topic: every publication committed from now on waits
+        for `subscriber` (`receive_uow(topic, subscriber)`). The subscription, and whether it is
+        new (subscribing again marks it used)."""
+        return await uow_subscribe(self.connection, topic, subscriber)
+
+    async def unsubscribe_publications(self, topic: str, subscriber: str) -> int:
+        """End a durable subscription; how many publications it released."""
+        return await uow_unsubscribe(self.connection, topic, subscriber)
+
+    async def publication_subscriptions(self, topic: str = "") -> tuple[list[PublicationSubscription], float]:
+        """The durable subscriptions to durable topics (of one topic, or all), and the
+        cluster's pseudo-clock."""
+        return await list_subscriptions(self.connection, topic)
 
     # --- operator calls --------------------------------------------------------------------------
 

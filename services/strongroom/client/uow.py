@@ -8,6 +8,14 @@
     await got.commit()                                 # or got.backout() / got.cancel()
     status = await client.uow_status(result.uow_id)
 
+Durable publications: on a topic whose realm rule says `units_of_work: {durable: true}`, a UOW
+is a publication every durable subscriber that subscribed before its commit receives, whole:
+
+    await client.subscribe_publications("news.topic", "reader-1")    # once; it survives restarts
+    pub = client.unit_of_work("news.topic"); pub.add(b"headline"); await pub.commit()
+    got = await client.receive_uow("news.topic", "reader-1", wait=5)   # the subscriber's name
+    await got.commit()                                  # settled for this subscriber only
+
 A UOW's messages are sent with its commit, in one call that opens and commits it (one log
 entry), under an id the client chose: a commit that fails with a retriable error (leader gone,
 no quorum) or a broken connection is sent again with the same id, and the leader stores it
@@ -27,8 +35,9 @@ from strongroom.api.v1 import uow_pb2_grpc as ugrpc
 from strongroom.client.connection import Connection
 from strongroom.client.messages import fill_message
 
-__all__ = ["STATUS_NAMES", "ReceivedUnitOfWork", "UnitOfWork", "UowResult", "UowStatusInfo", "new_uow_id",
-           "response_result", "uow_stub"]
+__all__ = ["STATUS_NAMES", "PublicationSubscription", "ReceivedUnitOfWork", "SubscriberStatus", "UnitOfWork",
+           "UowResult", "UowStatusInfo", "list_subscriptions", "new_uow_id", "response_result", "subscribe",
+           "unsubscribe", "uow_stub"]
 
 STATUS_NAMES = {v.number: v.name.removeprefix("UOW_STATUS_") for v in upb.UowStatus.DESCRIPTOR.values}
 
@@ -47,6 +56,35 @@ class UowResult:
     messages: int
     duplicate: bool = False
     log_index: int = 0
+
+
+@dataclass(frozen=True)
+class SubscriberStatus:
+    """Where one eligible subscriber of a publication stands: ACCEPTED (still to receive it),
+    DELIVERED (holds it), PROCESSED or CANCELLED (settled it)."""
+
+    subscriber: str
+    status: str
+    backout_count: int
+
+
+@dataclass(frozen=True)
+class PublicationSubscription:
+    """A durable subscription to a durable topic (times on the pseudo-clock)."""
+
+    topic: str
+    store: str
+    subscriber: str
+    subscribed_at: float
+    last_used: float
+    expires_at: float
+    pending: int
+    """Publications it has still to receive or settle."""
+
+    @classmethod
+    def from_proto(cls, s: upb.UowSubscription) -> PublicationSubscription:
+        """From the API's message."""
+        return cls(s.topic, s.store, s.subscriber, s.subscribed_at, s.last_used, s.expires_at, s.pending)
 
 
 @dataclass(frozen=True)
@@ -71,10 +109,14 @@ class UowStatusInfo:
     expires_at: float
     clock: float
     dead_lettered_from: str
+    publication: bool = False
+    subscribers: tuple[SubscriberStatus, ...] = ()
+    """A publication's eligible subscribers and where each stands."""
 
     def to_json(self) -> dict[str, object]:
         """For `--json`: the user status as text when it is UTF-8, else hex."""
         out = dict(self.__dict__)
+        out["subscribers"] = [dict(s.__dict__) for s in self.subscribers]
         try:
             out["user_status"] = self.user_status.decode()
         except UnicodeDecodeError:
@@ -237,5 +279,41 @@ async def uow_status(connection: Connection, uow_id: str) -> UowStatusInfo:
     return UowStatusInfo(r.uow_id, STATUS_NAMES.get(r.status, str(r.status)), r.destination, r.store, r.messages,
                          r.bytes, r.backout_count, r.user_status, r.receiver, o.persistent, o.persistent_status,
                          o.lifetime_seconds, o.status_lifetime_multiple, r.created_at, r.completed_at, r.expires_at,
-                         r.clock, r.dead_lettered_from)
+                         r.clock, r.dead_lettered_from, r.publication,
+                         tuple(SubscriberStatus(x.subscriber, STATUS_NAMES.get(x.status, str(x.status)), x.backout_count)
+                               for x in r.subscribers))
+
+
+async def subscribe(connection: Connection, topic: str, subscriber: str) -> tuple[PublicationSubscription, bool]:
+    """Subscribe durably to a durable topic (again: mark it used); the subscription and whether
+    it is new. Safe to retry."""
+    req = upb.UowSubscribeRequest(topic=topic, subscriber=subscriber)
+
+    async def attempt(address: str) -> upb.UowSubscribeResponse:
+        return await uow_stub(connection, address).Subscribe(req, timeout=connection.policy.timeout)
+
+    resp = await connection.call_leader(attempt)
+    return PublicationSubscription.from_proto(resp.subscription), resp.created
+
+
+async def unsubscribe(connection: Connection, topic: str, subscriber: str) -> int:
+    """End a durable subscription; how many publications it released. NotSubscribed when there
+    is none (also when a retry after a failover finds the first attempt already ended it)."""
+    req = upb.UowUnsubscribeRequest(topic=topic, subscriber=subscriber)
+
+    async def attempt(address: str) -> upb.UowUnsubscribeResponse:
+        return await uow_stub(connection, address).Unsubscribe(req, timeout=connection.policy.timeout)
+
+    return (await connection.call_leader(attempt)).released
+
+
+async def list_subscriptions(connection: Connection, topic: str = "") -> tuple[list[PublicationSubscription], float]:
+    """The durable subscriptions (of one topic, or all) and the pseudo-clock now."""
+    req = upb.UowListSubscriptionsRequest(topic=topic)
+
+    async def attempt(address: str) -> upb.UowListSubscriptionsResponse:
+        return await uow_stub(connection, address).ListSubscriptions(req, timeout=connection.policy.timeout)
+
+    resp = await connection.call_leader(attempt)
+    return [PublicationSubscription.from_proto(s) for s in resp.subscriptions], resp.clock
 

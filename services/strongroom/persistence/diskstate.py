@@ -82,6 +82,7 @@ K_INSTALLING = b"installing"
 K_UOW_CLOCK = b"uow_clock"
 P_UOW = b"u:"
 P_UOW_GONE = b"g:"
+P_UOW_SUBSCRIPTION = b"w:"
 P_DURABLE = b"d:"
 P_STORE = b"s:"
 P_CONFIG = b"c:"
@@ -444,6 +445,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 uows.append(rpb.UowState.FromString(value))
             elif key.startswith(P_UOW_GONE):
                 sm.uows.gone[key[len(P_UOW_GONE):].decode()] = _DOUBLE.unpack(value)[0]
+            elif key.startswith(P_UOW_SUBSCRIPTION):
+                sm.uows.restore_subscription(rpb.UowSubscriptionState.FromString(value))
             elif key == K_UOW_CLOCK:
                 sm.uows.clock, sm.uows.order = _CLOCK.unpack(value)
             it.next()
@@ -634,9 +637,17 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._dirty_stores = self._ids_dirty = False
 
     def _write_uows(self, wb: rocksdict.WriteBatch, sm_h: rocksdict.ColumnFamily) -> None:
-        """The units of work the entry changed, and the pseudo-clock."""
+        """The units of work and subscriptions the entry changed, and the pseudo-clock."""
         table = self.uows
-        for uow_id in table.take_changes():
+        changed, subscriptions = table.take_changes()
+        for topic, subscriber in subscriptions:
+            key = f"{topic}\x00{subscriber}".encode()
+            subscription = table.subscriptions.get((topic, subscriber))
+            if subscription is not None:
+                wb.put(P_UOW_SUBSCRIPTION + key, subscription.to_state().SerializeToString(), sm_h)
+            else:
+                wb.delete(P_UOW_SUBSCRIPTION + key, sm_h)
+        for uow_id in changed:
             key = uow_id.encode()
             uow = table.uows.get(uow_id)
             if uow is not None:
@@ -709,7 +720,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 fresh.maps.setdefault((store, name), {})[key] = (value, version)
                 fresh._wb.put(P_MAP + f"{store}\x00{name}\x00{key}".encode(), _U64.pack(version) + value, meta_h)
         fresh.uows = mem.uows
-        fresh.uows.track_changes(set(mem.uows.uows) | set(mem.uows.gone))
+        fresh.uows.track_changes(set(mem.uows.uows) | set(mem.uows.gone), set(mem.uows.subscriptions))
         fresh.applied_index = mem.applied_index
         fresh.applied_epoch = mem.applied_epoch
         fresh._dirty_stores = fresh._ids_dirty = True

@@ -26,9 +26,11 @@ class AppendOutcome:
 
 
 # The log format this member reads and writes: 2 adds PublishBatchOp, 3 SuspendDurablesOp and
-# DeleteDurableOp, 4 UowOp and ClockOp (units of work). A member registers it in etcd; a leader
-# writes an operation of format N only once every member of its cluster has registered N or later.
-LOG_FORMAT = 4
+# DeleteDurableOp, 4 UowOp and ClockOp (units of work), 5 publications on durable topics (UowOp
+# kinds SUBSCRIBE, UNSUBSCRIBE, EXPIRE_SUBSCRIPTIONS; UowDefinition.publication). A member
+# registers it in etcd; a leader writes an operation of format N only once every member of its
+# cluster has registered N or later.
+LOG_FORMAT = 5
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

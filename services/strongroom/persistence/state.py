@@ -291,7 +291,7 @@ class StateMachine:
 
     def timed(self) -> bool:
         """Something is measured on the pseudo-clock (the leader then writes it every second)."""
-        return bool(self.uows.uows or self.uows.gone)
+        return bool(self.uows.uows or self.uows.gone or self.uows.subscriptions)
 
     def advance_clock(self, clock: float) -> None:
         """The pseudo-clock moves on to `clock` (never back)."""

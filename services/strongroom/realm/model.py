@@ -250,12 +250,22 @@ class _DeliveryOptions(_Model):
 
 class UnitsOfWork(_Model):
     """Units of work sent to a queue: their defaults (a sender may choose its own persistence
-    and lifetimes per UOW) and the backout threshold. Times are pseudo-clock seconds: time
-    during which the cluster had a serving leader."""
+    and lifetimes per UOW) and the backout threshold; on a topic with `durable: true`,
+    publications (UOWs every durable subscriber receives) and durable subscriptions. Times are
+    pseudo-clock seconds: time during which the cluster had a serving leader."""
+
+    durable: bool = False
+    """A topic's durable publish and subscribe (EntireX's DURABLE topic): subscribers subscribe
+    durably (the subscription survives restarts) and receive, whole, every publication committed
+    after they subscribed. Topics only (default false)."""
+    subscription_expiration_seconds: float = Field(default=604800.0, gt=0)
+    """A durable subscription unused this long (no subscribe, receive or settle) ends and
+    releases what it had still to receive (default 7 days). Durable topics only."""
 
     lifetime_seconds: float = Field(default=86400.0, gt=0)
     """From creation to completion; an ACCEPTED UOW whose lifetime ends times out (default one
-    day, EntireX's default)."""
+    day, EntireX's default). A publication lives this long unless every eligible subscriber
+    settled it earlier."""
     persistent: bool | None = None
     """Messages stored through the replicated log (default: the store's `replicated`)."""
     persistent_status: bool | None = None
@@ -431,13 +441,21 @@ class Realm(_Model):
                 if getattr(uow, name):
                     problems.append(((*where, name), f"{rule.name!r} is in non-replicated store {store.name!r}; "
                                                      f"its units of work cannot be persistent (set {name}: false)"))
+        topic = rule.kind != DestinationKind.QUEUE
+        if uow.durable and not topic:
+            problems.append(((*where, "durable"), f"{rule.name!r} is a queue; durable publish and subscribe is for "
+                                                  f"topics (units of work on a queue need no `durable`)"))
+        if topic and uow.backout_threshold:
+            problems.append(((*where, "backout_threshold"),
+                             f"{rule.name!r} is a topic; a publication has no backout threshold (a subscriber's "
+                             f"backout offers it again until its lifetime ends)"))
         if uow.dead_letter is not None:
-            if rule.kind != DestinationKind.QUEUE:
+            if topic:
                 problems.append(((*where, "dead_letter"), f"{rule.name!r} is a topic; units of work go to queues"))
             else:
                 problems.extend(self._check_dead_letter_target((*where, "dead_letter"), rule, uow.dead_letter,
                                                                stores, queue=True))
-        elif uow.backout_threshold and rule.dead_letter is None:
+        elif not topic and uow.backout_threshold and rule.dead_letter is None:
             problems.append(((*where, "backout_threshold"),
                              f"{rule.name!r} has a backout_threshold but no dead-letter queue; set "
                              f"units_of_work.dead_letter (or the destination's dead_letter) to where a UOW "
@@ -668,6 +686,12 @@ destinations:
   - name: "*.queue"
     kind: queue
     store: default
+  # Durable topics (publications and durable subscriptions): any name ending in .durable.
+  - name: "*.durable"
+    kind: topic
+    store: default
+    units_of_work:
+      durable: true
   # Topics of any other name.
   - name: "*"
     kind: topic

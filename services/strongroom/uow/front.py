@@ -5,32 +5,35 @@ the current `LeaderTerm`: a UOW whose messages or status are persistent through 
 replicated state's `UowTable`), one with neither into the leader's own state (it goes with the
 term, like a non-replicated store).
 
+A UOW sent to a durable topic is a publication: the table gives it the topic's durable
+subscriptions as readers at its commit, and each subscriber receives and settles it for itself
+(`receive` and `settle` with the subscriber's name as receiver; `PublicationFront` in
+publications.py subscribes and hands out publications). A publication of a replicated store
+always goes through the log; its `persistent` and `persistent_status` keep their meaning (its
+messages held by the leader only, its status dropped at completion).
+
 What lives only on the leader, in the term's `UowLeader`:
 - the messages added to an open UOW: they reach the log only with the sender's commit (one
   entry), so a UOW open when the leader changes cannot be committed on the next one: the new
   leader backs it out (ABANDON) and the sender gets UOW_ABORTED;
 - the messages of committed UOWs that are not persistent: a new leader does not hold them and
   discards (DISCARD) those whose status is persistent;
-- which UOWs are being delivered (a DELIVER in flight), and the receivers waiting;
-- the pseudo-clock: the applied clock when the term began, run on with monotonic time.
+- which UOWs are being delivered (a DELIVER in flight), and the receivers waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
     InvalidArgument,
-    LogFormatPending,
     MessageTooLarge,
     PersistenceUnavailable,
     StoreLimitExceeded,
     StrongroomError,
-    UnknownDestination,
     UnknownUow,
     UowAborted,
     UowExists,
@@ -44,7 +47,18 @@ from strongroom.persistence.state import StateMachine
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import Destination, Route
 from strongroom.uow.leader import OpenUow, UowLeader
-from strongroom.uow.table import LIVE, OpKind, Refused, Uow, UowStatus
+from strongroom.uow.model import LIVE, OpKind, Refused, Uow, UowStatus
+from strongroom.uow.publications import PublicationFront
+from strongroom.uow.steps import (
+    PUBLICATION_LOG_FORMAT,
+    UOW_LOG_FORMAT,
+    UowScope,
+    apply,
+    check_name,
+    find,
+    gone,
+    make_op,
+)
 from strongroom.uow.values import (
     MAX_WAIT_SECONDS,
     Action,
@@ -53,22 +67,18 @@ from strongroom.uow.values import (
     SendRequest,
     Settlement,
     SettleOutcome,
+    SubscriberView,
     UowChoices,
     UowView,
 )
 
-__all__ = ["MAX_USER_STATUS", "MAX_WAIT_SECONDS", "UOW_LOG_FORMAT", "UowFront"]
+__all__ = ["MAX_USER_STATUS", "MAX_WAIT_SECONDS", "UowFront"]
 
 log = logging.getLogger(__name__)
 
-# Units of work and the pseudo-clock are operations of log format 4.
-UOW_LOG_FORMAT = 4
 MAX_USER_STATUS = 32
-_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 # How often the leader looks for what is due (seconds of its pseudo-clock).
 TIMER_POLL_SECONDS = 0.25
-# How long a request waits for every member's registration of log format 4 before it is refused.
-FORMAT_WAIT_SECONDS = 5.0
 
 
 _SETTLE_OPS = {Settlement.COMMIT: OpKind.RECEIVER_COMMIT, Settlement.BACKOUT: OpKind.RECEIVER_BACKOUT,
@@ -80,8 +90,9 @@ class UowFront:
 
     def __init__(self, routes: Routes, resolver: Resolver) -> None:
         self._routes = routes
-        self._resolver = resolver
-        self._leader: UowLeader | None = None
+        self._scope = UowScope(routes, resolver)
+        self.publications = PublicationFront(self._scope)
+        """Durable subscriptions and the delivery of publications."""
 
     # --- the term ------------------------------------------------------------------------------
 
@@ -90,7 +101,7 @@ class UowFront:
         leader held alone: open UOWs are backed out (what was added to them is gone), and
         committed UOWs with non-persistent messages are discarded (their messages are gone)."""
         leader = UowLeader(term)
-        self._leader = leader
+        self._scope.leader = leader
         table = term.state.uows
         abandon = [u.id for u in table.uows.values() if u.status == UowStatus.RECEIVED]
         discard = [u.id for u in table.uows.values()
@@ -101,7 +112,7 @@ class UowFront:
             log.warning("%d open and %d non-persistent units of work wait to be backed out or discarded until every "
                         "member reads log format %d", len(abandon), len(discard), UOW_LOG_FORMAT)
             return
-        ops = [self._op(leader, kind, ids) for kind, ids in ((OpKind.ABANDON, abandon), (OpKind.DISCARD, discard))
+        ops = [make_op(leader, kind, ids) for kind, ids in ((OpKind.ABANDON, abandon), (OpKind.DISCARD, discard))
                if ids]
         fut = term.submit([rpb.Operation(uow=op) for op in ops])
         if fut is not None:
@@ -113,7 +124,7 @@ class UowFront:
         """While `term` lasts: time out what is due on the pseudo-clock (lifetimes,
         conversations, status lifetimes)."""
         while term.alive():
-            leader = self._leader
+            leader = self._scope.leader
             if leader is None or leader.term is not term:
                 return
             try:
@@ -128,66 +139,27 @@ class UowFront:
                      if opened.last_active + opened.conversation_timeout <= clock]
         for uow_id in abandoned:
             opened = leader.open.pop(uow_id)
-            await self._apply(term, opened.replicated, self._op(leader, OpKind.ABANDON, [uow_id]))
+            await apply(term, opened.replicated, make_op(leader, OpKind.ABANDON, [uow_id]))
         for replicated in (True, False):
             state = term.state_for(replicated)
             for kind, ids in state.uows.due(clock).items():
                 if replicated and not term.membership.all_read(UOW_LOG_FORMAT):
                     continue
-                await self._apply(term, replicated, self._op(leader, kind, ids))
+                await apply(term, replicated, make_op(leader, kind, ids))
                 for uow_id in ids:
                     if uow_id not in state.uows.uows or state.uows.uows[uow_id].final:
                         leader.held.pop(uow_id, None)
-
-    async def _require_format(self, term: LeaderTerm) -> None:
-        """Units of work are operations of log format 4: refused (LOG_FORMAT_PENDING) while a
-        member does not register it. A leader that has just started may not have read every
-        registration yet, so it waits for them a moment first."""
-        deadline = time.monotonic() + FORMAT_WAIT_SECONDS
-        while not term.membership.all_read(UOW_LOG_FORMAT):
-            if time.monotonic() >= deadline:
-                raise LogFormatPending(f"units of work need log format {UOW_LOG_FORMAT}, and not every member of "
-                                       f"{self._routes.cluster_name} reads it yet; retry once all run this version")
-            await asyncio.sleep(0.1)
-
-    def _current(self) -> tuple[LeaderTerm, UowLeader]:
-        term = self._routes.require_leader()
-        leader = self._leader
-        if leader is None or leader.term is not term:
-            raise PersistenceUnavailable("the leader is taking over the units of work; retry")
-        return term, leader
-
-    @staticmethod
-    def _op(leader: UowLeader, kind: OpKind, ids: list[str], **fields: object) -> rpb.UowOp:
-        return rpb.UowOp(clock=leader.clock(), kind=int(kind), uow_ids=ids, **fields)  # type: ignore[arg-type]
-
-    @staticmethod
-    async def _apply(term: LeaderTerm, replicated: bool, op: rpb.UowOp) -> tuple[object, int]:
-        """Through the log (replicated) or into the leader's own state: the result and the
-        log index (0: not replicated)."""
-        if replicated:
-            return await term.commit(rpb.Operation(uow=op))
-        return term.local_state.apply_op(rpb.Operation(uow=op)), 0
+            await self.publications.expire(term, leader, replicated)
 
     # --- senders --------------------------------------------------------------------------------
 
-    def _queue(self, destination: str) -> tuple[Route, Destination]:
-        if not destination:
-            raise InvalidArgument("destination is required (a queue)")
-        route = self._resolver.resolve(destination)
-        if route.endpoint or not route.queue:
-            raise UnknownDestination(f"{destination!r} is {'an endpoint' if route.endpoint else 'a topic'}; units of "
-                                     f"work are sent to queues (durable publications on topics are not built yet)")
-        assert isinstance(route.rule, Destination)
-        return route, route.rule
-
     async def send(self, req: SendRequest) -> SendOutcome:
         """A sender's request: open, add, and commit / back out / cancel, as it asks."""
-        route, rule = self._queue(req.destination)
+        route, rule = self._scope.destination(req.destination)
         if req.action not in (Action.NONE, Action.COMMIT, Action.BACKOUT, Action.CANCEL):
             raise InvalidArgument(f"unknown action {req.action!r}")
-        if req.uow_id and not _ID_RE.match(req.uow_id):
-            raise InvalidArgument(f"uow_id {req.uow_id[:80]!r} must be 1 to 64 characters from A-Z a-z 0-9 . _ -")
+        if req.uow_id:
+            check_name("uow_id", req.uow_id)
         if not req.open and not req.uow_id:
             raise InvalidArgument("uow_id is required unless the request opens a unit of work")
         _check_user_status(req.user_status)
@@ -199,7 +171,7 @@ class UowFront:
             if n > limit:
                 raise MessageTooLarge(f"message {i + 1} has {n} bytes; store {route.store.name!r} takes at most {limit}")
             size += n
-        term, leader = self._current()
+        term, leader = self._scope.current()
         if req.open:
             return await self._open(term, leader, route, rule, req, size)
         return await self._continue(term, leader, route, req, size)
@@ -209,12 +181,13 @@ class UowFront:
         if req.action == Action.CANCEL:
             raise InvalidArgument("a unit of work being opened cannot be cancelled; back it out instead")
         definition = self._definition(route, rule, req.choices)
-        replicated = definition.persistent or definition.persistent_status
+        replicated = definition.persistent or definition.persistent_status or (
+            definition.publication and route.store.replicated)
         if replicated:
-            await self._require_format(term)
+            await self._scope.require_format(term, PUBLICATION_LOG_FORMAT if definition.publication else UOW_LOG_FORMAT)
         uow_id = req.uow_id or leader.new_id()
-        known = self._find(term, uow_id)
-        if known is not None or uow_id in leader.open or _gone(term, uow_id):
+        known = find(term, uow_id)
+        if known is not None or uow_id in leader.open or gone(term, uow_id):
             if req.action == Action.COMMIT and (known is None or known[0].status != UowStatus.RECEIVED):
                 # A whole UOW sent again (the sender did not hear the answer): already stored.
                 uow = known[0] if known is not None else None
@@ -223,7 +196,7 @@ class UowFront:
             raise UowExists(f"unit of work {uow_id!r} exists already")
         self._check_room(route, size)
         if req.action == Action.COMMIT:
-            op = self._op(leader, OpKind.COMMIT, [uow_id], definition=definition,
+            op = make_op(leader, OpKind.COMMIT, [uow_id], definition=definition,
                           message_count=len(req.messages), message_bytes=size)
             if definition.persistent:
                 op.messages.extend(req.messages)
@@ -232,19 +205,19 @@ class UowFront:
             if not definition.persistent:
                 leader.held[uow_id] = list(req.messages)
             try:
-                result, index = await self._apply(term, replicated, op)
+                result, index = await apply(term, replicated, op)
                 uow = _accepted(result)
             except BaseException:
                 leader.held.pop(uow_id, None)
                 raise
             return SendOutcome(uow_id, uow.status, uow.count, log_index=index)
-        op = self._op(leader, OpKind.OPEN, [uow_id], definition=definition)
+        op = make_op(leader, OpKind.OPEN, [uow_id], definition=definition)
         if req.user_status is not None:
             op.user_status = req.user_status
         opened = OpenUow(replicated, list(req.messages), size, leader.clock(), definition.conversation_timeout)
         leader.open[uow_id] = opened
         try:
-            result, index = await self._apply(term, replicated, op)
+            result, index = await apply(term, replicated, op)
             uow = _accepted(result)
         except BaseException:
             leader.open.pop(uow_id, None)
@@ -258,9 +231,9 @@ class UowFront:
                         size: int) -> SendOutcome:
         uow_id = req.uow_id
         opened = leader.open.get(uow_id)
-        known = self._find(term, uow_id)
+        known = find(term, uow_id)
         if known is None:
-            if _gone(term, uow_id):
+            if gone(term, uow_id):
                 raise UowStateError(f"unit of work {uow_id!r} is complete")
             raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name} (its status "
                              f"lifetime may have ended, or, not persistent, it went with an earlier leader)")
@@ -283,7 +256,7 @@ class UowFront:
             opened.last_active = leader.clock()
         if req.action == Action.COMMIT:
             assert opened is not None
-            op = self._op(leader, OpKind.COMMIT, [uow_id], message_count=len(opened.messages),
+            op = make_op(leader, OpKind.COMMIT, [uow_id], message_count=len(opened.messages),
                           message_bytes=opened.size)
             if uow.definition.persistent:
                 op.messages.extend(opened.messages)
@@ -291,17 +264,17 @@ class UowFront:
                 leader.held[uow_id] = opened.messages
             kind = OpKind.COMMIT
         elif req.action == Action.BACKOUT:
-            op, kind = self._op(leader, OpKind.SENDER_BACKOUT, [uow_id]), OpKind.SENDER_BACKOUT
+            op, kind = make_op(leader, OpKind.SENDER_BACKOUT, [uow_id]), OpKind.SENDER_BACKOUT
         elif req.action == Action.CANCEL:
-            op, kind = self._op(leader, OpKind.SENDER_CANCEL, [uow_id]), OpKind.SENDER_CANCEL
+            op, kind = make_op(leader, OpKind.SENDER_CANCEL, [uow_id]), OpKind.SENDER_CANCEL
         elif req.user_status is not None:
-            op, kind = self._op(leader, OpKind.USER_STATUS, [uow_id]), OpKind.USER_STATUS
+            op, kind = make_op(leader, OpKind.USER_STATUS, [uow_id]), OpKind.USER_STATUS
         else:
             return SendOutcome(uow_id, uow.status, len(opened.messages) if opened else uow.count)
         if req.user_status is not None:
             op.user_status = req.user_status
         try:
-            result, index = await self._apply(term, replicated, op)
+            result, index = await apply(term, replicated, op)
             done = _accepted(result)
         except BaseException:
             if kind == OpKind.COMMIT and not uow.definition.persistent:
@@ -332,10 +305,10 @@ class UowFront:
         definition = rpb.UowDefinition(
             store=store.name, destination=route.name, persistent=persistent, persistent_status=persistent_status,
             lifetime=lifetime, status_lifetime_multiple=multiple, backout_threshold=defaults.backout_threshold,
-            conversation_timeout=defaults.conversation_timeout_seconds)
+            conversation_timeout=defaults.conversation_timeout_seconds, publication=not route.queue)
         target = self._routes.realm.uow_dead_letter(rule)
-        if target and defaults.backout_threshold:
-            dead = self._resolver.resolve(target)
+        if target and defaults.backout_threshold and route.queue:
+            dead = self._scope.resolver.resolve(target)
             definition.dead_letter_store = dead.store.name
             definition.dead_letter_destination = target
         return definition
@@ -350,19 +323,25 @@ class UowFront:
     # --- receivers ------------------------------------------------------------------------------
 
     async def receive(self, destination: str, receiver: str, wait: float) -> ReceivedUow | None:
-        """The oldest ACCEPTED UOW of a queue, now DELIVERED to `receiver`; None when none came
-        within `wait` seconds."""
-        self._queue(destination)
+        """The oldest ACCEPTED UOW of a queue, now DELIVERED to `receiver`; on a durable topic,
+        the oldest publication the subscriber `receiver` has still to receive. None when none
+        came within `wait` seconds."""
+        route, rule = self._scope.destination(destination)
         if not receiver:
             raise InvalidArgument("receiver is required (the name that settles the unit of work)")
         if not 0 <= wait <= MAX_WAIT_SECONDS:
             raise InvalidArgument(f"wait_seconds must be between 0 and {MAX_WAIT_SECONDS:g}, not {wait:g}")
         deadline = time.monotonic() + wait
         while True:
-            term, leader = self._current()
-            for replicated in (True, False):
-                state = term.state_for(replicated)
-                got = await self._deliver(term, leader, state, replicated, destination, receiver)
+            term, leader = self._scope.current()
+            if route.queue:
+                for replicated in (True, False):
+                    state = term.state_for(replicated)
+                    got = await self._deliver(term, leader, state, replicated, destination, receiver)
+                    if got is not None:
+                        return got
+            else:
+                got = await self.publications.deliver(term, leader, route, rule, receiver)
                 if got is not None:
                     return got
             left = deadline - time.monotonic()
@@ -385,7 +364,7 @@ class UowFront:
             leader.delivering.add(uow.id)
         leader.delivering.add(uow.id)
         try:
-            result, _ = await self._apply(term, replicated, self._op(leader, OpKind.DELIVER, [uow.id],
+            result, _ = await apply(term, replicated, make_op(leader, OpKind.DELIVER, [uow.id],
                                                                      receiver=receiver))
         finally:
             leader.delivering.discard(uow.id)
@@ -405,19 +384,23 @@ class UowFront:
         if kind is None:
             raise InvalidArgument(f"settlement must be commit, backout or cancel, not {settlement!r}")
         _check_user_status(user_status)
-        term, leader = self._current()
-        known = self._find(term, uow_id)
+        term, leader = self._scope.current()
+        known = find(term, uow_id)
         if known is None:
             raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name}")
         uow, replicated = known
         before = uow.destination
-        op = self._op(leader, kind, [uow_id], receiver=receiver)
+        op = make_op(leader, kind, [uow_id], receiver=receiver)
         if user_status is not None:
             op.user_status = user_status
-        result, index = await self._apply(term, replicated, op)
+        result, index = await apply(term, replicated, op)
         done = _accepted(result)
         if done.final:
             leader.held.pop(uow_id, None)
+        if done.publication:
+            # Where this subscriber stands (the publication may wait for others).
+            reader = (done.readers or {})[receiver]
+            return SettleOutcome(reader.status, reader.backouts, "", index)
         moved = done.destination if done.destination != before else ""
         return SettleOutcome(done.status, done.backouts, moved, index)
 
@@ -427,8 +410,8 @@ class UowFront:
         """A UOW's status, by id."""
         if not uow_id:
             raise InvalidArgument("uow_id is required")
-        term, leader = self._current()
-        known = self._find(term, uow_id)
+        term, leader = self._scope.current()
+        known = find(term, uow_id)
         if known is None:
             raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name} (never sent, its "
                              f"status lifetime ended, its status was not persistent, or, not persistent, it went "
@@ -440,25 +423,13 @@ class UowFront:
         return UowView(uow.id, uow.status, uow.destination, uow.store, count, size, uow.backouts,
                        uow.user_status or b"", uow.receiver, d.persistent, d.persistent_status, d.lifetime,
                        d.status_lifetime_multiple, uow.created_at, uow.completed_at, uow.expires_at(),
-                       leader.clock(), uow.dead_lettered_from)
+                       leader.clock(), uow.dead_lettered_from, uow.publication,
+                       tuple(SubscriberView(name, r.status, r.backouts) for name, r in sorted((uow.readers or {}).items())))
 
     def clock(self) -> float:
         """The pseudo-clock as the current term runs it (0: not leading)."""
-        leader = self._leader
+        leader = self._scope.leader
         return leader.clock() if leader is not None and leader.term.alive() else 0.0
-
-    @staticmethod
-    def _find(term: LeaderTerm, uow_id: str) -> tuple[Uow, bool] | None:
-        for replicated in (True, False):
-            uow = term.state_for(replicated).uows.uows.get(uow_id)
-            if uow is not None:
-                return uow, replicated
-        return None
-
-
-def _gone(term: LeaderTerm, uow_id: str) -> bool:
-    return any(uow_id in term.state_for(r).uows.gone for r in (True, False))
-
 
 def _choose(asked: bool | None, default: bool | None, store_default: bool) -> bool:
     if asked is not None:

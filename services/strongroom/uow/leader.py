@@ -34,6 +34,8 @@ class UowLeader:
         self.open: dict[str, OpenUow] = {}
         self.held: dict[str, list[cpb.Message]] = {}
         self.delivering: set[str] = set()
+        # Publications being delivered, to which subscriber.
+        self.delivering_to: set[tuple[str, str]] = set()
         self._arrivals: dict[str, asyncio.Event] = {}
         self._ids = itertools.count(1)
         state.uows.on_accepted = self.wake

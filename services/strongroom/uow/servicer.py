@@ -20,6 +20,7 @@ from strongroom.uow.values import (
     SendRequest,
     Settlement,
     SettleOutcome,
+    SubscriptionView,
     UowChoices,
     UowView,
 )
@@ -48,6 +49,16 @@ class Uows(Protocol):
     def status(self, uow_id: str) -> UowView: ...
 
 
+class Publications(Protocol):
+    """Durable subscriptions (`PublicationFront`)."""
+
+    async def subscribe(self, topic: str, subscriber: str) -> tuple[SubscriptionView, bool]: ...
+
+    async def unsubscribe(self, topic: str, subscriber: str) -> int: ...
+
+    def subscriptions(self, topic: str = "") -> tuple[list[SubscriptionView], float]: ...
+
+
 class Naming(Protocol):
     """Who leads, for NOT_LEADER answers (`MessagingFront.named`)."""
 
@@ -69,6 +80,11 @@ def _send_request(request: upb.UowSendRequest) -> SendRequest:
                        user_status=request.user_status if request.HasField("user_status") else None)
 
 
+def _subscription(v: SubscriptionView) -> upb.UowSubscription:
+    return upb.UowSubscription(topic=v.topic, store=v.store, subscriber=v.subscriber, subscribed_at=v.subscribed_at,
+                               last_used=v.last_used, expires_at=v.expires_at, pending=v.pending)
+
+
 def _send_response(request: upb.UowSendRequest, out: SendOutcome) -> upb.UowSendResponse:
     return upb.UowSendResponse(correlation_id=request.correlation_id, uow_id=out.uow_id, status=int(out.status),
                                messages=out.messages, duplicate=out.duplicate, log_index=out.log_index)
@@ -77,8 +93,9 @@ def _send_response(request: upb.UowSendRequest, out: SendOutcome) -> upb.UowSend
 class UowServicer(ugrpc.UowServiceServicer):
     """Senders, receivers and status queries of units of work."""
 
-    def __init__(self, front: Uows, named: Naming) -> None:
+    def __init__(self, front: Uows, publications: Publications, named: Naming) -> None:
         self.front = front
+        self.publications = publications
         self.named = named
 
     async def Send(self, request: upb.UowSendRequest, context: Context) -> upb.UowSendResponse:
@@ -168,4 +185,28 @@ class UowServicer(ugrpc.UowServiceServicer):
             options=upb.UowOptions(persistent=v.persistent, persistent_status=v.persistent_status,
                                    lifetime_seconds=v.lifetime, status_lifetime_multiple=v.status_lifetime_multiple),
             created_at=v.created_at, completed_at=v.completed_at, expires_at=v.expires_at, clock=v.clock,
-            dead_lettered_from=v.dead_lettered_from)
+            dead_lettered_from=v.dead_lettered_from, publication=v.publication,
+            subscribers=[upb.UowSubscriberStatus(subscriber=r.subscriber, status=int(r.status),
+                                                 backout_count=r.backouts) for r in v.subscribers])
+
+    async def Subscribe(self, request: upb.UowSubscribeRequest, context: Context) -> upb.UowSubscribeResponse:
+        try:
+            view, created = await self.publications.subscribe(request.topic, request.subscriber)
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        return upb.UowSubscribeResponse(subscription=_subscription(view), created=created)
+
+    async def Unsubscribe(self, request: upb.UowUnsubscribeRequest, context: Context) -> upb.UowUnsubscribeResponse:
+        try:
+            released = await self.publications.unsubscribe(request.topic, request.subscriber)
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        return upb.UowUnsubscribeResponse(released=released)
+
+    async def ListSubscriptions(self, request: upb.UowListSubscriptionsRequest,
+                                context: Context) -> upb.UowListSubscriptionsResponse:
+        try:
+            views, clock = self.publications.subscriptions(request.topic)
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        return upb.UowListSubscriptionsResponse(subscriptions=[_subscription(v) for v in views], clock=clock)

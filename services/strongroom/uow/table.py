@@ -28,6 +28,26 @@ messages are released, and its status is kept for `lifetime × status_lifetime_m
 is persistent, else deleted at once (its id is remembered, invisible, for one lifetime so a
 sender's retry of a whole UOW is recognised).
 
+Publications (EntireX's durable publish and subscribe): a UOW committed to a durable topic is a
+publication. Its eligible subscribers are the topic's durable subscriptions applied before its
+COMMIT (log order decides "subscribed before it was committed"); each is a reader with its own
+state. The publication stays ACCEPTED while any reader has still to receive or settle it:
+
+| reader's state | operation (receiver = the subscriber) | reader's state                  |
+|----------------|---------------------------------------|---------------------------------|
+| ACCEPTED       | DELIVER                               | DELIVERED                       |
+| DELIVERED      | RECEIVER_COMMIT                       | PROCESSED                       |
+| DELIVERED      | RECEIVER_BACKOUT, RELEASE             | ACCEPTED, backouts + 1          |
+| DELIVERED      | RECEIVER_CANCEL                       | CANCELLED                       |
+| any            | UNSUBSCRIBE, EXPIRE_SUBSCRIPTIONS     | gone (the subscription ended)   |
+
+Once no reader has anything left (including at its COMMIT, when the topic had no subscriber),
+the publication completes: PROCESSED, or CANCELLED when every reader that settled cancelled.
+TIMEOUT (its lifetime ended) and SENDER_CANCEL apply while no reader holds it; DISCARD as for
+a UOW. A publication has no backout threshold: a subscriber's backout offers it again to that
+subscriber, until its lifetime ends. A subscription is used by SUBSCRIBE (again), DELIVER and
+its settlements; one unused for its expiration ends (EXPIRE_SUBSCRIPTIONS, the leader's timer).
+
 The pseudo-clock: `clock` is the highest `clock` of the operations applied (each UowOp and
 ClockOp carries the leader's clock). The leader runs it on from the applied value with its own
 monotonic time while it serves, so it stands still while the cluster is down or leaderless.
@@ -37,134 +57,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import IntEnum
 
-from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.api.v1 import uow_pb2
+from strongroom.uow.model import (
+    FINAL,
+    READER_OPS,
+    RECEIVER_OPS,
+    TRANSITIONS,
+    OpKind,
+    Reader,
+    Refused,
+    Subscribed,
+    Subscription,
+    Uow,
+    UowStatus,
+)
 
-__all__ = ["FINAL", "OpKind", "Refused", "Uow", "UowStatus", "UowTable", "status_name"]
-
-
-class UowStatus(IntEnum):
-    """A unit of work's status (the values of `strongroom.v1.UowStatus`)."""
-
-    RECEIVED = uow_pb2.UOW_STATUS_RECEIVED
-    ACCEPTED = uow_pb2.UOW_STATUS_ACCEPTED
-    DELIVERED = uow_pb2.UOW_STATUS_DELIVERED
-    PROCESSED = uow_pb2.UOW_STATUS_PROCESSED
-    BACKEDOUT = uow_pb2.UOW_STATUS_BACKEDOUT
-    TIMEOUT = uow_pb2.UOW_STATUS_TIMEOUT
-    CANCELLED = uow_pb2.UOW_STATUS_CANCELLED
-    DISCARDED = uow_pb2.UOW_STATUS_DISCARDED
-
-
-FINAL = frozenset({UowStatus.PROCESSED, UowStatus.BACKEDOUT, UowStatus.TIMEOUT, UowStatus.CANCELLED,
-                   UowStatus.DISCARDED})
-LIVE = frozenset({UowStatus.RECEIVED, UowStatus.ACCEPTED, UowStatus.DELIVERED})
-
-
-def status_name(status: int) -> str:
-    """RECEIVED, ACCEPTED, ... for a status value."""
-    try:
-        return UowStatus(status).name
-    except ValueError:
-        return f"UNKNOWN({status})"
-
-
-class OpKind(IntEnum):
-    """What a UowOp does (the values of `strongroom.v1.UowOpKind`)."""
-
-    OPEN = rpb.UOW_OP_KIND_OPEN
-    COMMIT = rpb.UOW_OP_KIND_COMMIT
-    SENDER_BACKOUT = rpb.UOW_OP_KIND_SENDER_BACKOUT
-    ABANDON = rpb.UOW_OP_KIND_ABANDON
-    SENDER_CANCEL = rpb.UOW_OP_KIND_SENDER_CANCEL
-    DELIVER = rpb.UOW_OP_KIND_DELIVER
-    RECEIVER_COMMIT = rpb.UOW_OP_KIND_RECEIVER_COMMIT
-    RECEIVER_BACKOUT = rpb.UOW_OP_KIND_RECEIVER_BACKOUT
-    RECEIVER_CANCEL = rpb.UOW_OP_KIND_RECEIVER_CANCEL
-    RELEASE = rpb.UOW_OP_KIND_RELEASE
-    TIMEOUT = rpb.UOW_OP_KIND_TIMEOUT
-    DISCARD = rpb.UOW_OP_KIND_DISCARD
-    FORGET = rpb.UOW_OP_KIND_FORGET
-    USER_STATUS = rpb.UOW_OP_KIND_USER_STATUS
-
-
-# The status a UOW must have for each operation on an existing UOW, and the one it gets
-# (None: decided by the operation, see the module's table).
-_S = UowStatus
-TRANSITIONS: dict[OpKind, tuple[frozenset[UowStatus], UowStatus | None]] = {
-    OpKind.COMMIT: (frozenset({_S.RECEIVED}), _S.ACCEPTED),
-    OpKind.SENDER_BACKOUT: (frozenset({_S.RECEIVED}), _S.BACKEDOUT),
-    OpKind.ABANDON: (frozenset({_S.RECEIVED}), _S.BACKEDOUT),
-    OpKind.SENDER_CANCEL: (frozenset({_S.ACCEPTED}), _S.CANCELLED),
-    OpKind.DELIVER: (frozenset({_S.ACCEPTED}), _S.DELIVERED),
-    OpKind.TIMEOUT: (frozenset({_S.ACCEPTED}), _S.TIMEOUT),
-    OpKind.RECEIVER_COMMIT: (frozenset({_S.DELIVERED}), _S.PROCESSED),
-    OpKind.RECEIVER_BACKOUT: (frozenset({_S.DELIVERED}), None),
-    OpKind.RELEASE: (frozenset({_S.DELIVERED}), None),
-    OpKind.RECEIVER_CANCEL: (frozenset({_S.DELIVERED}), _S.CANCELLED),
-    OpKind.DISCARD: (LIVE, _S.DISCARDED),
-    OpKind.FORGET: (FINAL, None),
-    OpKind.USER_STATUS: (frozenset(UowStatus), None),
-}
-# Operations that need the acting receiver to be the one holding the UOW.
-_RECEIVER_OPS = frozenset({OpKind.RECEIVER_COMMIT, OpKind.RECEIVER_BACKOUT, OpKind.RECEIVER_CANCEL})
-
-
-@dataclass(frozen=True)
-class Refused:
-    """An operation applied to a UOW whose state does not allow it: nothing changed.
-    `reason` is the error's ErrorInfo reason (UNKNOWN_UOW, UOW_STATE, UOW_NOT_HELD, UOW_EXISTS,
-    STORE_LIMIT_EXCEEDED)."""
-
-    reason: str
-    message: str
-
-
-@dataclass
-class Uow:
-    """One unit of work."""
-
-    id: str
-    definition: rpb.UowDefinition
-    status: UowStatus
-    created_at: float
-    messages: list[cpb.Message] | None = None
-    """Its messages when they are persistent (in the log), else None: the leader holds them."""
-    count: int = 0
-    size: int = 0
-    backouts: int = 0
-    user_status: bytes | None = None
-    receiver: str = ""
-    completed_at: float = 0.0
-    delivered_at: float = 0.0
-    order: int = 0
-    """Its place in its queue: commit order (a backed-out UOW keeps its place)."""
-    dead_lettered_from: str = ""
-
-    @property
-    def store(self) -> str:
-        """The store of its queue."""
-        return self.definition.store
-
-    @property
-    def destination(self) -> str:
-        """Its queue."""
-        return self.definition.destination
-
-    @property
-    def final(self) -> bool:
-        """Complete: processed, backed out, timed out, cancelled or discarded."""
-        return self.status in FINAL
-
-    def expires_at(self) -> float:
-        """When its lifetime ends (live) or its status is deleted (complete)."""
-        lifetime = self.definition.lifetime
-        if self.final:
-            return self.completed_at + lifetime * max(1, self.definition.status_lifetime_multiple)
-        return self.created_at + lifetime
+__all__ = ["UowTable"]
 
 
 @dataclass
@@ -199,6 +108,10 @@ class UowTable:
         # Ids changed since `take_changes`, for a state on disk (it writes them with the entry;
         # `track_changes` turns it on). None: not kept (a state in memory has nothing to write).
         self.changed: set[str] | None = None
+        # Durable subscriptions to topics, by (topic, subscriber); and those changed since
+        # `take_changes`, for a state on disk.
+        self.subscriptions: dict[tuple[str, str], Subscription] = {}
+        self.changed_subscriptions: set[tuple[str, str]] | None = None
         # Called with a queue's name when a UOW becomes ACCEPTED on it (the leader wakes
         # waiting receivers).
         self.on_accepted: Callable[[str], None] | None = None
@@ -209,12 +122,20 @@ class UowTable:
         """The pseudo-clock moves on to `clock` (never back)."""
         self.clock = max(self.clock, clock)
 
-    def apply(self, op: rpb.UowOp, room: Callable[[str, int, int], str]) -> Uow | Refused | list[Uow]:
+    def apply(self, op: rpb.UowOp, room: Callable[[str, int, int], str]
+              ) -> Uow | Refused | list[Uow] | Subscribed | list[Subscription] | int:
         """Apply one UowOp. `room(store, count, bytes)` says why a store cannot take that many
         more messages and bytes ('' when it can). One UOW (or Refused) for operations on one
-        UOW; the UOWs changed for the leader's operations on many."""
+        UOW; the UOWs changed for the leader's operations on many; `Subscribed` for SUBSCRIBE,
+        the publications released for UNSUBSCRIBE, the subscriptions ended for
+        EXPIRE_SUBSCRIPTIONS."""
         self.advance(op.clock)
-        kind = OpKind(op.kind)
+        try:
+            kind = OpKind(op.kind)
+        except ValueError:
+            return Refused("INVALID_ARGUMENT", f"unit-of-work operation of unknown kind {op.kind}")
+        if kind in (OpKind.SUBSCRIBE, OpKind.UNSUBSCRIBE, OpKind.EXPIRE_SUBSCRIPTIONS):
+            return self._subscription_op(kind, op)
         if kind in (OpKind.ABANDON, OpKind.RELEASE, OpKind.TIMEOUT, OpKind.DISCARD, OpKind.FORGET):
             return self._many(kind, op.uow_ids)
         if len(op.uow_ids) != 1:
@@ -225,12 +146,17 @@ class UowTable:
         uow = self.uows.get(uow_id)
         if uow is None:
             return Refused("UNKNOWN_UOW", f"no unit of work {uow_id!r}")
+        if uow.publication and kind in READER_OPS:
+            return self._reader_op(uow, kind, op)
         allowed, _ = TRANSITIONS[kind]
+        if kind == OpKind.SENDER_CANCEL and uow.publication and uow.holders():
+            return Refused("UOW_STATE", f"publication {uow_id!r} is being received by {', '.join(uow.holders())}; "
+                                        f"it can be cancelled while no subscriber holds it")
         if uow.status not in allowed:
             return Refused("UOW_STATE", f"unit of work {uow_id!r} is {uow.status.name}; "
                                         f"{kind.name.lower().replace('_', ' ')} needs "
                                         f"{' or '.join(sorted(s.name for s in allowed))}")
-        if kind in _RECEIVER_OPS and uow.receiver != op.receiver:
+        if kind in RECEIVER_OPS and uow.receiver != op.receiver:
             return Refused("UOW_NOT_HELD", f"unit of work {uow_id!r} is held by receiver {uow.receiver!r}, "
                                            f"not {op.receiver!r}")
         if kind == OpKind.COMMIT:
@@ -239,6 +165,7 @@ class UowTable:
                 return Refused("STORE_LIMIT_EXCEEDED", why)
             self._fill(uow, op)
             self._accept(uow)
+            self._publish(uow)
         elif kind == OpKind.DELIVER:
             self._leave_queue(uow)
             uow.status = UowStatus.DELIVERED
@@ -272,6 +199,7 @@ class UowTable:
         self.uows[uow_id] = uow
         if kind == OpKind.COMMIT:
             self._accept(uow)
+            self._publish(uow)
         if op.HasField("user_status"):
             uow.user_status = op.user_status
         self._touch(uow)
@@ -290,6 +218,119 @@ class UowTable:
         self.order += 1
         uow.order = self.order
         self._enqueue(uow)
+
+    def _publish(self, uow: Uow) -> None:
+        """A publication's commit: the topic's subscriptions now are its readers (none: it is
+        complete at once)."""
+        if not uow.publication:
+            return
+        topic = uow.destination
+        uow.readers = {name: Reader() for (t, name) in sorted(self.subscriptions) if t == topic}
+        self._settle_publication(uow)
+
+    def _settle_publication(self, uow: Uow) -> None:
+        """A publication none of whose readers has anything left completes."""
+        readers = uow.readers or {}
+        if uow.status != UowStatus.ACCEPTED or any(r.live for r in readers.values()):
+            return
+        settled = [r.status for r in readers.values()]
+        cancelled = bool(settled) and all(status == UowStatus.CANCELLED for status in settled)
+        self._complete(uow, UowStatus.CANCELLED if cancelled else UowStatus.PROCESSED)
+
+    def _reader_op(self, uow: Uow, kind: OpKind, op: rpb.UowOp) -> Uow | Refused:
+        """A subscriber receives or settles a publication (see the module's reader table)."""
+        name = op.receiver
+        if uow.status != UowStatus.ACCEPTED:
+            return Refused("UOW_STATE", f"publication {uow.id!r} is {uow.status.name}")
+        reader = (uow.readers or {}).get(name)
+        if reader is None:
+            return Refused("UOW_NOT_HELD", f"subscriber {name!r} is not a subscriber of publication {uow.id!r} "
+                                           f"(it subscribed after the publication was committed, or its "
+                                           f"subscription ended)")
+        need, to = READER_OPS[kind]
+        if reader.status != need:
+            if need == UowStatus.DELIVERED:
+                return Refused("UOW_NOT_HELD", f"subscriber {name!r} does not hold publication {uow.id!r} "
+                                               f"(its state for it is {reader.status.name})")
+            return Refused("UOW_STATE", f"subscriber {name!r} has publication {uow.id!r} "
+                                        f"{reader.status.name}; receiving needs ACCEPTED")
+        if to is None:
+            reader.status = UowStatus.ACCEPTED
+            reader.backouts += 1
+            reader.delivered_at = 0.0
+            if self.on_accepted is not None:
+                self.on_accepted(uow.destination)
+        else:
+            reader.status = to
+            reader.delivered_at = self.clock if to == UowStatus.DELIVERED else 0.0
+        subscription = self.subscriptions.get((uow.destination, name))
+        if subscription is not None:
+            subscription.last_used = self.clock
+            self._touch_subscription(subscription.key)
+        if op.HasField("user_status"):
+            uow.user_status = op.user_status
+        self._settle_publication(uow)
+        self._touch(uow)
+        return uow
+
+    def _subscription_op(self, kind: OpKind, op: rpb.UowOp) -> Subscribed | list[Subscription] | int | Refused:
+        if kind == OpKind.EXPIRE_SUBSCRIPTIONS:
+            ended = []
+            for state in op.subscriptions:
+                subscription = self.subscriptions.get((state.topic, state.subscriber))
+                if subscription is not None and subscription.expires_at() <= self.clock:
+                    self._end(subscription)
+                    ended.append(subscription)
+            return ended
+        if len(op.subscriptions) != 1:
+            return Refused("INVALID_ARGUMENT", f"{kind.name} acts on one subscription, not {len(op.subscriptions)}")
+        state = op.subscriptions[0]
+        key = (state.topic, state.subscriber)
+        subscription = self.subscriptions.get(key)
+        if kind == OpKind.UNSUBSCRIBE:
+            if subscription is None:
+                return Refused("NOT_SUBSCRIBED", f"{state.subscriber!r} has no durable subscription to "
+                                                 f"{state.topic!r}")
+            return self._end(subscription)
+        if subscription is not None:
+            subscription.last_used = self.clock
+            subscription.expiration = state.expiration
+            self._touch_subscription(key)
+            return Subscribed(subscription, created=False)
+        subscription = Subscription(state.store, state.topic, state.subscriber, state.expiration, self.clock,
+                                    self.clock)
+        self.subscriptions[key] = subscription
+        self._touch_subscription(key)
+        return Subscribed(subscription, created=True)
+
+    def _end(self, subscription: Subscription) -> int:
+        """A subscription ends: it leaves every publication it had still to receive or settle
+        (those with no reader left complete). How many it left."""
+        del self.subscriptions[subscription.key]
+        self._touch_subscription(subscription.key)
+        released = 0
+        name = subscription.subscriber
+        for uow in self.pending_for(subscription.topic, name):
+            readers = uow.readers
+            assert readers is not None
+            del readers[name]
+            released += 1
+            self._settle_publication(uow)
+            self._touch(uow)
+        return released
+
+    def pending_for(self, topic: str, subscriber: str) -> list[Uow]:
+        """The publications of a topic a subscriber has still to receive or settle, in order."""
+        queue = self.queues.get(topic)
+        if queue is None:
+            return []
+        out = []
+        for uow_id in queue.accepted:
+            uow = self.uows[uow_id]
+            reader = (uow.readers or {}).get(subscriber)
+            if reader is not None and reader.live:
+                out.append(uow)
+        return out
 
     def _enqueue(self, uow: Uow) -> None:
         uow.status = UowStatus.ACCEPTED
@@ -349,9 +390,12 @@ class UowTable:
                     del self.gone[uow_id]
                     self._touch_id(uow_id)
                 continue
-            if uow.status not in allowed:
+            if uow.status not in allowed and not (uow.publication and kind == OpKind.RELEASE):
                 continue
-            if kind == OpKind.FORGET:
+            if uow.publication and kind in (OpKind.TIMEOUT, OpKind.RELEASE):
+                if not self._time_out_publication(uow, kind):
+                    continue
+            elif kind == OpKind.FORGET:
                 if uow.expires_at() > self.clock:
                     continue
                 self._drop(uow)
@@ -370,6 +414,28 @@ class UowTable:
             changed.append(uow)
         return changed
 
+    def _time_out_publication(self, uow: Uow, kind: OpKind) -> bool:
+        """TIMEOUT: its lifetime ended and no subscriber holds it. RELEASE: the subscribers whose
+        conversation timed out lose it (backed out for them). Whether anything changed."""
+        if uow.status != UowStatus.ACCEPTED:
+            return False
+        if kind == OpKind.TIMEOUT:
+            if uow.expires_at() > self.clock or uow.holders():
+                return False
+            self._complete(uow, UowStatus.TIMEOUT)
+            return True
+        released = False
+        for reader in (uow.readers or {}).values():
+            if reader.status == UowStatus.DELIVERED and \
+                    reader.delivered_at + uow.definition.conversation_timeout <= self.clock:
+                reader.status = UowStatus.ACCEPTED
+                reader.backouts += 1
+                reader.delivered_at = 0.0
+                released = True
+        if released and self.on_accepted is not None:
+            self.on_accepted(uow.destination)
+        return released
+
     def _drop(self, uow: Uow) -> None:
         del self.uows[uow.id]
         self._touch_id(uow.id)
@@ -380,6 +446,10 @@ class UowTable:
     def _touch_id(self, uow_id: str) -> None:
         if self.changed is not None:
             self.changed.add(uow_id)
+
+    def _touch_subscription(self, key: tuple[str, str]) -> None:
+        if self.changed_subscriptions is not None:
+            self.changed_subscriptions.add(key)
 
     # --- what the leader asks -------------------------------------------------------------------
 
@@ -393,6 +463,24 @@ class UowTable:
                 return self.uows[uow_id]
         return None
 
+    def next_publication(self, topic: str, subscriber: str, skip: set[str]) -> Uow | None:
+        """The oldest publication of a topic the subscriber has still to receive, not in `skip`."""
+        queue = self.queues.get(topic)
+        if queue is None:
+            return None
+        for uow_id in queue.accepted:
+            if uow_id in skip:
+                continue
+            uow = self.uows[uow_id]
+            reader = (uow.readers or {}).get(subscriber)
+            if reader is not None and reader.status == UowStatus.ACCEPTED:
+                return uow
+        return None
+
+    def subscribers(self, topic: str) -> list[Subscription]:
+        """A topic's durable subscriptions (every topic: empty name), by topic and name."""
+        return [sub for key, sub in sorted(self.subscriptions.items()) if not topic or key[0] == topic]
+
     def due(self, clock: float) -> dict[OpKind, list[str]]:
         """What the leader should time out at pseudo-clock `clock`: ACCEPTED UOWs past their
         lifetime, DELIVERED ones past their receiver's conversation timeout, complete ones past
@@ -400,7 +488,14 @@ class UowTable:
         out: dict[OpKind, list[str]] = {}
         for uow in self.uows.values():
             status = uow.status
-            if status == UowStatus.ACCEPTED or uow.final:
+            if uow.publication and status == UowStatus.ACCEPTED:
+                if uow.expires_at() <= clock and not uow.holders():
+                    out.setdefault(OpKind.TIMEOUT, []).append(uow.id)
+                timeout = uow.definition.conversation_timeout
+                if any(r.status == UowStatus.DELIVERED and r.delivered_at + timeout <= clock
+                       for r in (uow.readers or {}).values()):
+                    out.setdefault(OpKind.RELEASE, []).append(uow.id)
+            elif status == UowStatus.ACCEPTED or uow.final:
                 if uow.expires_at() <= clock:
                     out.setdefault(OpKind.FORGET if uow.final else OpKind.TIMEOUT, []).append(uow.id)
             elif status == UowStatus.DELIVERED and uow.delivered_at + uow.definition.conversation_timeout <= clock:
@@ -410,22 +505,29 @@ class UowTable:
             out.setdefault(OpKind.FORGET, []).extend(gone)
         return out
 
+    def due_subscriptions(self, clock: float) -> list[Subscription]:
+        """Subscriptions unused past their expiration at pseudo-clock `clock`."""
+        return [sub for sub in self.subscriptions.values() if sub.expires_at() <= clock]
+
     def counts(self, store: str) -> tuple[int, int, int, int]:
         """A store's UOWs, those committed and not settled, their messages and bytes."""
         uows = [u for u in self.uows.values() if u.store == store]
         pending = sum(1 for u in uows if u.status in (UowStatus.ACCEPTED, UowStatus.DELIVERED))
         return len(uows), pending, self.store_count.get(store, 0), self.store_bytes.get(store, 0)
 
-    def track_changes(self, initial: set[str] | None = None) -> None:
-        """Keep the ids that change from now on (for `take_changes`), starting with `initial`."""
+    def track_changes(self, initial: set[str] | None = None,
+                      subscriptions: set[tuple[str, str]] | None = None) -> None:
+        """Keep the ids and subscriptions that change from now on (for `take_changes`),
+        starting with these."""
         self.changed = set(initial or ())
+        self.changed_subscriptions = set(subscriptions or ())
 
-    def take_changes(self) -> set[str]:
-        """The ids changed since the last call (tracking must be on)."""
-        changed = self.changed
-        assert changed is not None, "take_changes without track_changes"
-        self.changed = set()
-        return changed
+    def take_changes(self) -> tuple[set[str], set[tuple[str, str]]]:
+        """The ids and the subscriptions changed since the last call (tracking must be on)."""
+        changed, subscriptions = self.changed, self.changed_subscriptions
+        assert changed is not None and subscriptions is not None, "take_changes without track_changes"
+        self.changed, self.changed_subscriptions = set(), set()
+        return changed, subscriptions
 
     # --- snapshots ---------------------------------------------------------------------------
 
@@ -440,6 +542,9 @@ class UowTable:
             dead_lettered_from=uow.dead_lettered_from)
         if uow.messages:
             state.messages.extend(uow.messages)
+        for name, reader in (uow.readers or {}).items():
+            state.readers.append(rpb.UowReader(subscriber=name, status=int(reader.status), backouts=reader.backouts,
+                                               delivered_at=reader.delivered_at))
         return state
 
     def restore(self, state: rpb.UowState) -> None:
@@ -452,6 +557,9 @@ class UowTable:
                   user_status=state.user_status if state.has_user_status else None, receiver=state.receiver,
                   completed_at=state.completed_at, delivered_at=state.delivered_at, order=state.order,
                   dead_lettered_from=state.dead_lettered_from)
+        if definition.publication and state.status != UowStatus.RECEIVED:
+            uow.readers = {r.subscriber: Reader(UowStatus(r.status), r.backouts, r.delivered_at)
+                           for r in state.readers}
         self.uows[uow.id] = uow
         if uow.status == UowStatus.ACCEPTED:
             self.queues.setdefault(uow.destination, _Queue()).add(uow)
@@ -467,6 +575,8 @@ class UowTable:
             snap.uows.append(self.to_state(uow))
         for uow_id, until in self.gone.items():
             snap.uows_gone.append(rpb.UowGone(id=uow_id, until=until))
+        for _, subscription in sorted(self.subscriptions.items()):
+            snap.uow_subscriptions.append(subscription.to_state())
 
     @classmethod
     def from_snapshot(cls, snap: rpb.StateSnapshot) -> UowTable:
@@ -477,4 +587,11 @@ class UowTable:
         for state in sorted(snap.uows, key=lambda s: s.order):
             table.restore(state)
         table.gone = {g.id: g.until for g in snap.uows_gone}
+        for state in snap.uow_subscriptions:
+            table.restore_subscription(state)
         return table
+
+    def restore_subscription(self, state: rpb.UowSubscriptionState) -> None:
+        """Add a subscription from a snapshot record."""
+        subscription = Subscription.from_state(state)
+        self.subscriptions[subscription.key] = subscription

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strongroom.api.v1 import common_pb2 as cpb
-from strongroom.uow.table import UowStatus
+from strongroom.uow.model import UowStatus
 
 __all__ = [
     "Action",
@@ -15,6 +15,8 @@ __all__ = [
     "SendRequest",
     "SettleOutcome",
     "Settlement",
+    "SubscriberView",
+    "SubscriptionView",
     "UowChoices",
     "UowView",
 ]
@@ -120,3 +122,28 @@ class UowView:
     expires_at: float
     clock: float
     dead_lettered_from: str
+    publication: bool = False
+    subscribers: tuple[SubscriberView, ...] = ()
+    """A publication's eligible subscribers, by name."""
+
+
+@dataclass(frozen=True)
+class SubscriberView:
+    """Where one eligible subscriber of a publication stands."""
+
+    subscriber: str
+    status: UowStatus
+    backouts: int
+
+
+@dataclass(frozen=True)
+class SubscriptionView:
+    """A durable subscription to a topic."""
+
+    topic: str
+    store: str
+    subscriber: str
+    subscribed_at: float
+    last_used: float
+    expires_at: float
+    pending: int

@@ -25,6 +25,9 @@ class UowOpKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UOW_OP_KIND_DISCARD: _ClassVar[UowOpKind]
     UOW_OP_KIND_FORGET: _ClassVar[UowOpKind]
     UOW_OP_KIND_USER_STATUS: _ClassVar[UowOpKind]
+    UOW_OP_KIND_SUBSCRIBE: _ClassVar[UowOpKind]
+    UOW_OP_KIND_UNSUBSCRIBE: _ClassVar[UowOpKind]
+    UOW_OP_KIND_EXPIRE_SUBSCRIPTIONS: _ClassVar[UowOpKind]
 UOW_OP_KIND_UNSPECIFIED: UowOpKind
 UOW_OP_KIND_OPEN: UowOpKind
 UOW_OP_KIND_COMMIT: UowOpKind
@@ -40,6 +43,9 @@ UOW_OP_KIND_TIMEOUT: UowOpKind
 UOW_OP_KIND_DISCARD: UowOpKind
 UOW_OP_KIND_FORGET: UowOpKind
 UOW_OP_KIND_USER_STATUS: UowOpKind
+UOW_OP_KIND_SUBSCRIBE: UowOpKind
+UOW_OP_KIND_UNSUBSCRIBE: UowOpKind
+UOW_OP_KIND_EXPIRE_SUBSCRIPTIONS: UowOpKind
 
 class Operation(_message.Message):
     __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock")
@@ -228,7 +234,7 @@ class ClockOp(_message.Message):
     def __init__(self, clock: _Optional[float] = ...) -> None: ...
 
 class UowDefinition(_message.Message):
-    __slots__ = ("store", "destination", "persistent", "persistent_status", "lifetime", "status_lifetime_multiple", "backout_threshold", "dead_letter_store", "dead_letter_destination", "conversation_timeout")
+    __slots__ = ("store", "destination", "persistent", "persistent_status", "lifetime", "status_lifetime_multiple", "backout_threshold", "dead_letter_store", "dead_letter_destination", "conversation_timeout", "publication")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     PERSISTENT_FIELD_NUMBER: _ClassVar[int]
@@ -239,6 +245,7 @@ class UowDefinition(_message.Message):
     DEAD_LETTER_STORE_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_DESTINATION_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    PUBLICATION_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     persistent: bool
@@ -249,10 +256,39 @@ class UowDefinition(_message.Message):
     dead_letter_store: str
     dead_letter_destination: str
     conversation_timeout: float
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., persistent: _Optional[bool] = ..., persistent_status: _Optional[bool] = ..., lifetime: _Optional[float] = ..., status_lifetime_multiple: _Optional[int] = ..., backout_threshold: _Optional[int] = ..., dead_letter_store: _Optional[str] = ..., dead_letter_destination: _Optional[str] = ..., conversation_timeout: _Optional[float] = ...) -> None: ...
+    publication: bool
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., persistent: _Optional[bool] = ..., persistent_status: _Optional[bool] = ..., lifetime: _Optional[float] = ..., status_lifetime_multiple: _Optional[int] = ..., backout_threshold: _Optional[int] = ..., dead_letter_store: _Optional[str] = ..., dead_letter_destination: _Optional[str] = ..., conversation_timeout: _Optional[float] = ..., publication: _Optional[bool] = ...) -> None: ...
+
+class UowSubscriptionState(_message.Message):
+    __slots__ = ("store", "topic", "subscriber", "expiration", "subscribed_at", "last_used")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    EXPIRATION_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    topic: str
+    subscriber: str
+    expiration: float
+    subscribed_at: float
+    last_used: float
+    def __init__(self, store: _Optional[str] = ..., topic: _Optional[str] = ..., subscriber: _Optional[str] = ..., expiration: _Optional[float] = ..., subscribed_at: _Optional[float] = ..., last_used: _Optional[float] = ...) -> None: ...
+
+class UowReader(_message.Message):
+    __slots__ = ("subscriber", "status", "backouts", "delivered_at")
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    BACKOUTS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_AT_FIELD_NUMBER: _ClassVar[int]
+    subscriber: str
+    status: int
+    backouts: int
+    delivered_at: float
+    def __init__(self, subscriber: _Optional[str] = ..., status: _Optional[int] = ..., backouts: _Optional[int] = ..., delivered_at: _Optional[float] = ...) -> None: ...
 
 class UowOp(_message.Message):
-    __slots__ = ("clock", "kind", "uow_ids", "definition", "messages", "message_count", "message_bytes", "receiver", "user_status")
+    __slots__ = ("clock", "kind", "uow_ids", "definition", "messages", "message_count", "message_bytes", "receiver", "user_status", "subscriptions")
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     UOW_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +298,7 @@ class UowOp(_message.Message):
     MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
     USER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     clock: float
     kind: UowOpKind
     uow_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -271,10 +308,11 @@ class UowOp(_message.Message):
     message_bytes: int
     receiver: str
     user_status: bytes
-    def __init__(self, clock: _Optional[float] = ..., kind: _Optional[_Union[UowOpKind, str]] = ..., uow_ids: _Optional[_Iterable[str]] = ..., definition: _Optional[_Union[UowDefinition, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., message_count: _Optional[int] = ..., message_bytes: _Optional[int] = ..., receiver: _Optional[str] = ..., user_status: _Optional[bytes] = ...) -> None: ...
+    subscriptions: _containers.RepeatedCompositeFieldContainer[UowSubscriptionState]
+    def __init__(self, clock: _Optional[float] = ..., kind: _Optional[_Union[UowOpKind, str]] = ..., uow_ids: _Optional[_Iterable[str]] = ..., definition: _Optional[_Union[UowDefinition, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., message_count: _Optional[int] = ..., message_bytes: _Optional[int] = ..., receiver: _Optional[str] = ..., user_status: _Optional[bytes] = ..., subscriptions: _Optional[_Iterable[_Union[UowSubscriptionState, _Mapping]]] = ...) -> None: ...
 
 class UowState(_message.Message):
-    __slots__ = ("id", "definition", "status", "messages", "message_count", "message_bytes", "backouts", "user_status", "has_user_status", "receiver", "created_at", "completed_at", "delivered_at", "order", "dead_lettered_from")
+    __slots__ = ("id", "definition", "status", "messages", "message_count", "message_bytes", "backouts", "user_status", "has_user_status", "receiver", "created_at", "completed_at", "delivered_at", "order", "dead_lettered_from", "readers")
     ID_FIELD_NUMBER: _ClassVar[int]
     DEFINITION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -290,6 +328,7 @@ class UowState(_message.Message):
     DELIVERED_AT_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FROM_FIELD_NUMBER: _ClassVar[int]
+    READERS_FIELD_NUMBER: _ClassVar[int]
     id: str
     definition: UowDefinition
     status: int
@@ -305,7 +344,8 @@ class UowState(_message.Message):
     delivered_at: float
     order: int
     dead_lettered_from: str
-    def __init__(self, id: _Optional[str] = ..., definition: _Optional[_Union[UowDefinition, _Mapping]] = ..., status: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., message_count: _Optional[int] = ..., message_bytes: _Optional[int] = ..., backouts: _Optional[int] = ..., user_status: _Optional[bytes] = ..., has_user_status: _Optional[bool] = ..., receiver: _Optional[str] = ..., created_at: _Optional[float] = ..., completed_at: _Optional[float] = ..., delivered_at: _Optional[float] = ..., order: _Optional[int] = ..., dead_lettered_from: _Optional[str] = ...) -> None: ...
+    readers: _containers.RepeatedCompositeFieldContainer[UowReader]
+    def __init__(self, id: _Optional[str] = ..., definition: _Optional[_Union[UowDefinition, _Mapping]] = ..., status: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., message_count: _Optional[int] = ..., message_bytes: _Optional[int] = ..., backouts: _Optional[int] = ..., user_status: _Optional[bytes] = ..., has_user_status: _Optional[bool] = ..., receiver: _Optional[str] = ..., created_at: _Optional[float] = ..., completed_at: _Optional[float] = ..., delivered_at: _Optional[float] = ..., order: _Optional[int] = ..., dead_lettered_from: _Optional[str] = ..., readers: _Optional[_Iterable[_Union[UowReader, _Mapping]]] = ...) -> None: ...
 
 class UowGone(_message.Message):
     __slots__ = ("id", "until")
@@ -454,7 +494,7 @@ class InstallSnapshotResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ...) -> None: ...
 
 class StateSnapshot(_message.Message):
-    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps", "clock", "uows", "uow_order", "uows_gone")
+    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps", "clock", "uows", "uow_order", "uows_gone", "uow_subscriptions")
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -467,6 +507,7 @@ class StateSnapshot(_message.Message):
     UOWS_FIELD_NUMBER: _ClassVar[int]
     UOW_ORDER_FIELD_NUMBER: _ClassVar[int]
     UOWS_GONE_FIELD_NUMBER: _ClassVar[int]
+    UOW_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     applied_epoch: int
     next_seq: int
@@ -479,7 +520,8 @@ class StateSnapshot(_message.Message):
     uows: _containers.RepeatedCompositeFieldContainer[UowState]
     uow_order: int
     uows_gone: _containers.RepeatedCompositeFieldContainer[UowGone]
-    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ...) -> None: ...
+    uow_subscriptions: _containers.RepeatedCompositeFieldContainer[UowSubscriptionState]
+    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ..., uow_subscriptions: _Optional[_Iterable[_Union[UowSubscriptionState, _Mapping]]] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
     __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue")

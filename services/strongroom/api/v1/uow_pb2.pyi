@@ -181,7 +181,7 @@ class UowStatusRequest(_message.Message):
     def __init__(self, uow_id: _Optional[str] = ...) -> None: ...
 
 class UowStatusResponse(_message.Message):
-    __slots__ = ("uow_id", "status", "destination", "store", "messages", "bytes", "backout_count", "user_status", "receiver", "options", "created_at", "completed_at", "expires_at", "clock", "dead_lettered_from")
+    __slots__ = ("uow_id", "status", "destination", "store", "messages", "bytes", "backout_count", "user_status", "receiver", "options", "created_at", "completed_at", "expires_at", "clock", "dead_lettered_from", "publication", "subscribers")
     UOW_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +197,8 @@ class UowStatusResponse(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FROM_FIELD_NUMBER: _ClassVar[int]
+    PUBLICATION_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
     uow_id: str
     status: UowStatus
     destination: str
@@ -212,4 +214,78 @@ class UowStatusResponse(_message.Message):
     expires_at: float
     clock: float
     dead_lettered_from: str
-    def __init__(self, uow_id: _Optional[str] = ..., status: _Optional[_Union[UowStatus, str]] = ..., destination: _Optional[str] = ..., store: _Optional[str] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., backout_count: _Optional[int] = ..., user_status: _Optional[bytes] = ..., receiver: _Optional[str] = ..., options: _Optional[_Union[UowOptions, _Mapping]] = ..., created_at: _Optional[float] = ..., completed_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., clock: _Optional[float] = ..., dead_lettered_from: _Optional[str] = ...) -> None: ...
+    publication: bool
+    subscribers: _containers.RepeatedCompositeFieldContainer[UowSubscriberStatus]
+    def __init__(self, uow_id: _Optional[str] = ..., status: _Optional[_Union[UowStatus, str]] = ..., destination: _Optional[str] = ..., store: _Optional[str] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., backout_count: _Optional[int] = ..., user_status: _Optional[bytes] = ..., receiver: _Optional[str] = ..., options: _Optional[_Union[UowOptions, _Mapping]] = ..., created_at: _Optional[float] = ..., completed_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., clock: _Optional[float] = ..., dead_lettered_from: _Optional[str] = ..., publication: _Optional[bool] = ..., subscribers: _Optional[_Iterable[_Union[UowSubscriberStatus, _Mapping]]] = ...) -> None: ...
+
+class UowSubscriberStatus(_message.Message):
+    __slots__ = ("subscriber", "status", "backout_count")
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    BACKOUT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    subscriber: str
+    status: UowStatus
+    backout_count: int
+    def __init__(self, subscriber: _Optional[str] = ..., status: _Optional[_Union[UowStatus, str]] = ..., backout_count: _Optional[int] = ...) -> None: ...
+
+class UowSubscribeRequest(_message.Message):
+    __slots__ = ("topic", "subscriber")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    subscriber: str
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ...) -> None: ...
+
+class UowSubscription(_message.Message):
+    __slots__ = ("topic", "store", "subscriber", "subscribed_at", "last_used", "expires_at", "pending")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    store: str
+    subscriber: str
+    subscribed_at: float
+    last_used: float
+    expires_at: float
+    pending: int
+    def __init__(self, topic: _Optional[str] = ..., store: _Optional[str] = ..., subscriber: _Optional[str] = ..., subscribed_at: _Optional[float] = ..., last_used: _Optional[float] = ..., expires_at: _Optional[float] = ..., pending: _Optional[int] = ...) -> None: ...
+
+class UowSubscribeResponse(_message.Message):
+    __slots__ = ("subscription", "created")
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    subscription: UowSubscription
+    created: bool
+    def __init__(self, subscription: _Optional[_Union[UowSubscription, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class UowUnsubscribeRequest(_message.Message):
+    __slots__ = ("topic", "subscriber")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    subscriber: str
+    def __init__(self, topic: _Optional[str] = ..., subscriber: _Optional[str] = ...) -> None: ...
+
+class UowUnsubscribeResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: int
+    def __init__(self, released: _Optional[int] = ...) -> None: ...
+
+class UowListSubscriptionsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class UowListSubscriptionsResponse(_message.Message):
+    __slots__ = ("subscriptions", "clock")
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[UowSubscription]
+    clock: float
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[UowSubscription, _Mapping]]] = ..., clock: _Optional[float] = ...) -> None: ...

@@ -39,6 +39,15 @@ class UowServiceStub:
     seconds during which the cluster had a serving leader, replicated through the log, so nothing
     times out while the cluster is down or leaderless (ClusterStatus.uow_clock shows it).
 
+    Durable publications (EntireX's durable publish and subscribe): on a topic whose realm rule
+    says `units_of_work: {durable: true}`, a sender's UOW is a publication. It reaches every
+    durable subscriber of the topic that subscribed before the sender committed it (later
+    subscribers see only later publications); each subscriber receives it whole and settles it
+    for itself (Receive and Settle with the topic and the subscriber's name as `receiver`). A
+    publication is removed once every eligible subscriber committed or cancelled it, or when its
+    lifetime ends (TIMEOUT). A subscription unused for the topic's subscription expiration (on
+    the pseudo-clock) is removed and releases what it had still to receive.
+
     Like MessagingService, only the leader serves (NOT_LEADER otherwise, with the leader in the
     ErrorInfo metadata). Errors of this service (ErrorInfo reasons): UNKNOWN_UOW (NOT_FOUND),
     UOW_STATE (FAILED_PRECONDITION: the UOW's status does not allow the action, e.g. adding to a
@@ -46,7 +55,8 @@ class UowServiceStub:
     UOW another receiver holds), UOW_ABORTED (ABORTED, retriable: the UOW was backed out because
     the leader changed before the sender committed it; nothing of it is visible; send it again as
     a new UOW), UOW_EXISTS (ALREADY_EXISTS: opening an id that is open), INVALID_ARGUMENT,
-    MESSAGE_TOO_LARGE, STORE_LIMIT_EXCEEDED, UNKNOWN_DESTINATION, LOG_FORMAT_PENDING.
+    MESSAGE_TOO_LARGE, STORE_LIMIT_EXCEEDED, UNKNOWN_DESTINATION, LOG_FORMAT_PENDING,
+    NOT_SUBSCRIBED (FAILED_PRECONDITION: receiving from a durable topic without a subscription).
     """
 
     def __init__(self, channel):
@@ -80,6 +90,21 @@ class UowServiceStub:
                 request_serializer=strongroom_dot_v1_dot_uow__pb2.UowStatusRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_uow__pb2.UowStatusResponse.FromString,
                 _registered_method=True)
+        self.Subscribe = channel.unary_unary(
+                '/strongroom.v1.UowService/Subscribe',
+                request_serializer=strongroom_dot_v1_dot_uow__pb2.UowSubscribeRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_uow__pb2.UowSubscribeResponse.FromString,
+                _registered_method=True)
+        self.Unsubscribe = channel.unary_unary(
+                '/strongroom.v1.UowService/Unsubscribe',
+                request_serializer=strongroom_dot_v1_dot_uow__pb2.UowUnsubscribeRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_uow__pb2.UowUnsubscribeResponse.FromString,
+                _registered_method=True)
+        self.ListSubscriptions = channel.unary_unary(
+                '/strongroom.v1.UowService/ListSubscriptions',
+                request_serializer=strongroom_dot_v1_dot_uow__pb2.UowListSubscriptionsRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_uow__pb2.UowListSubscriptionsResponse.FromString,
+                _registered_method=True)
 
 
 class UowServiceServicer:
@@ -96,6 +121,15 @@ class UowServiceServicer:
     seconds during which the cluster had a serving leader, replicated through the log, so nothing
     times out while the cluster is down or leaderless (ClusterStatus.uow_clock shows it).
 
+    Durable publications (EntireX's durable publish and subscribe): on a topic whose realm rule
+    says `units_of_work: {durable: true}`, a sender's UOW is a publication. It reaches every
+    durable subscriber of the topic that subscribed before the sender committed it (later
+    subscribers see only later publications); each subscriber receives it whole and settles it
+    for itself (Receive and Settle with the topic and the subscriber's name as `receiver`). A
+    publication is removed once every eligible subscriber committed or cancelled it, or when its
+    lifetime ends (TIMEOUT). A subscription unused for the topic's subscription expiration (on
+    the pseudo-clock) is removed and releases what it had still to receive.
+
     Like MessagingService, only the leader serves (NOT_LEADER otherwise, with the leader in the
     ErrorInfo metadata). Errors of this service (ErrorInfo reasons): UNKNOWN_UOW (NOT_FOUND),
     UOW_STATE (FAILED_PRECONDITION: the UOW's status does not allow the action, e.g. adding to a
@@ -103,7 +137,8 @@ class UowServiceServicer:
     UOW another receiver holds), UOW_ABORTED (ABORTED, retriable: the UOW was backed out because
     the leader changed before the sender committed it; nothing of it is visible; send it again as
     a new UOW), UOW_EXISTS (ALREADY_EXISTS: opening an id that is open), INVALID_ARGUMENT,
-    MESSAGE_TOO_LARGE, STORE_LIMIT_EXCEEDED, UNKNOWN_DESTINATION, LOG_FORMAT_PENDING.
+    MESSAGE_TOO_LARGE, STORE_LIMIT_EXCEEDED, UNKNOWN_DESTINATION, LOG_FORMAT_PENDING,
+    NOT_SUBSCRIBED (FAILED_PRECONDITION: receiving from a durable topic without a subscription).
     """
 
     def Send(self, request, context):
@@ -146,6 +181,29 @@ class UowServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Subscribe(self, request, context):
+        """Subscribe durably to a durable topic: publications committed from now on are kept for this
+        subscriber until it settles them. Subscribing again keeps the subscription (and marks it
+        used).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Unsubscribe(self, request, context):
+        """End a durable subscription: the publications it had still to receive are released.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSubscriptions(self, request, context):
+        """The durable subscriptions of the cluster (or of one topic).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_UowServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +232,21 @@ def add_UowServiceServicer_to_server(servicer, server):
                     request_deserializer=strongroom_dot_v1_dot_uow__pb2.UowStatusRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_uow__pb2.UowStatusResponse.SerializeToString,
             ),
+            'Subscribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Subscribe,
+                    request_deserializer=strongroom_dot_v1_dot_uow__pb2.UowSubscribeRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_uow__pb2.UowSubscribeResponse.SerializeToString,
+            ),
+            'Unsubscribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Unsubscribe,
+                    request_deserializer=strongroom_dot_v1_dot_uow__pb2.UowUnsubscribeRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_uow__pb2.UowUnsubscribeResponse.SerializeToString,
+            ),
+            'ListSubscriptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSubscriptions,
+                    request_deserializer=strongroom_dot_v1_dot_uow__pb2.UowListSubscriptionsRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_uow__pb2.UowListSubscriptionsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'strongroom.v1.UowService', rpc_method_handlers)
@@ -196,6 +269,15 @@ class UowService:
     seconds during which the cluster had a serving leader, replicated through the log, so nothing
     times out while the cluster is down or leaderless (ClusterStatus.uow_clock shows it).
 
+    Durable publications (EntireX's durable publish and subscribe): on a topic whose realm rule
+    says `units_of_work: {durable: true}`, a sender's UOW is a publication. It reaches every
+    durable subscriber of the topic that subscribed before the sender committed it (later
+    subscribers see only later publications); each subscriber receives it whole and settles it
+    for itself (Receive and Settle with the topic and the subscriber's name as `receiver`). A
+    publication is removed once every eligible subscriber committed or cancelled it, or when its
+    lifetime ends (TIMEOUT). A subscription unused for the topic's subscription expiration (on
+    the pseudo-clock) is removed and releases what it had still to receive.
+
     Like MessagingService, only the leader serves (NOT_LEADER otherwise, with the leader in the
     ErrorInfo metadata). Errors of this service (ErrorInfo reasons): UNKNOWN_UOW (NOT_FOUND),
     UOW_STATE (FAILED_PRECONDITION: the UOW's status does not allow the action, e.g. adding to a
@@ -203,7 +285,8 @@ class UowService:
     UOW another receiver holds), UOW_ABORTED (ABORTED, retriable: the UOW was backed out because
     the leader changed before the sender committed it; nothing of it is visible; send it again as
     a new UOW), UOW_EXISTS (ALREADY_EXISTS: opening an id that is open), INVALID_ARGUMENT,
-    MESSAGE_TOO_LARGE, STORE_LIMIT_EXCEEDED, UNKNOWN_DESTINATION, LOG_FORMAT_PENDING.
+    MESSAGE_TOO_LARGE, STORE_LIMIT_EXCEEDED, UNKNOWN_DESTINATION, LOG_FORMAT_PENDING,
+    NOT_SUBSCRIBED (FAILED_PRECONDITION: receiving from a durable topic without a subscription).
     """
 
     @staticmethod
@@ -331,6 +414,87 @@ class UowService:
             '/strongroom.v1.UowService/Status',
             strongroom_dot_v1_dot_uow__pb2.UowStatusRequest.SerializeToString,
             strongroom_dot_v1_dot_uow__pb2.UowStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.UowService/Subscribe',
+            strongroom_dot_v1_dot_uow__pb2.UowSubscribeRequest.SerializeToString,
+            strongroom_dot_v1_dot_uow__pb2.UowSubscribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Unsubscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.UowService/Unsubscribe',
+            strongroom_dot_v1_dot_uow__pb2.UowUnsubscribeRequest.SerializeToString,
+            strongroom_dot_v1_dot_uow__pb2.UowUnsubscribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSubscriptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.UowService/ListSubscriptions',
+            strongroom_dot_v1_dot_uow__pb2.UowListSubscriptionsRequest.SerializeToString,
+            strongroom_dot_v1_dot_uow__pb2.UowListSubscriptionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
