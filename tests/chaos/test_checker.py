@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from strongroom.chaos.checker import check, leader_of_subscription, unavailability
-from strongroom.chaos.history import FAIL, INFO, INVOKE, OK, Event, History, load_history
+from strongroom.chaos.history import AUDIT, FAIL, INFO, INVOKE, OK, Event, History, load_history
 
 TOPIC = "t"
 QUEUE = "q"
@@ -57,8 +57,30 @@ class Builder:
         self._rec("c", INVOKE, "ack", **values)
         self._rec("c", outcome, "ack", **values)
 
+    def uow_send(self, uow: str, n: int = 3, outcome: str = OK, error: str | None = None) -> list[str]:
+        """A UOW of `n` messages sent whole; its bodies."""
+        messages = uow_bodies(uow, n)
+        self._rec("s", INVOKE, "uow-send", uow=uow, dest=QUEUE, messages=messages, via="stream")
+        if outcome:
+            self._rec("s", outcome, "uow-send", uow=uow, dest=QUEUE, error=error)
+        return messages
+
+    def uow_receive(self, uow: str, messages: list[str], proc: str = "r1", invoked: float | None = None,
+                    dest: str = QUEUE) -> None:
+        start = self.now + 0.5 if invoked is None else invoked
+        self._rec(proc, OK, "uow-receive", uow=uow, dest=dest, messages=messages, start=start)
+
+    def uow_settle(self, uow: str, kind: str = "commit", outcome: str = OK, proc: str = "r1") -> None:
+        self._rec(proc, INVOKE, "uow-settle", uow=uow, dest=QUEUE, kind=kind)
+        if outcome:
+            self._rec(proc, outcome, "uow-settle", uow=uow, dest=QUEUE, kind=kind)
+
     def events(self) -> list[Event]:
         return self.h.events
+
+
+def uow_bodies(uow: str, n: int) -> list[str]:
+    return [f"{uow}|{i}/{n}|" for i in range(1, n + 1)]
 
 
 def clean() -> Builder:
@@ -286,14 +308,14 @@ def test_unavailability_sums_the_gaps_between_confirmations() -> None:
 
 
 def test_history_round_trips_through_jsonl(tmp_path: Path) -> None:
-    path = tmp_path / "h.jsonl"
-    b = clean()
-    h = History(path)
-    h.extend(b.events())
-    h.close()
-    loaded = load_history(path)
-    assert loaded == b.events()
-    assert check(loaded).ok
+    for i, b in enumerate((clean(), uows_clean())):  # uows_clean: UOW ids and message lists too
+        path = tmp_path / f"h{i}.jsonl"
+        h = History(path)
+        h.extend(b.events())
+        h.close()
+        loaded = load_history(path)
+        assert loaded == b.events()
+        assert check(loaded).ok
 
 
 def test_leader_of_a_subscription_id() -> None:
@@ -307,3 +329,119 @@ def test_a_recorded_violation_is_a_liveness_finding() -> None:
     res = check(b.events())
     assert res.ok  # safety holds; the run fails on liveness separately
     assert res.liveness == [f"at {b.now + 1:.3f}: no leader of an epoch newer than 4 within 9s"]
+
+
+# --- units of work ---------------------------------------------------------------------------------
+
+
+def uows_clean() -> Builder:
+    """A UOW received whole and committed; one backed out by its receiver, offered again whole
+    to another and committed; one its sender saw abort, never delivered; one of unknown
+    outcome delivered whole, one of unknown outcome never delivered."""
+    b = clean()
+    b.uow_receive("U1", b.uow_send("U1"))
+    b.uow_settle("U1")
+    u2 = b.uow_send("U2", n=2)
+    b.uow_receive("U2", u2)
+    b.uow_settle("U2", kind="backout")
+    b.uow_receive("U2", u2, proc="r2")
+    b.uow_settle("U2", proc="r2")
+    b.uow_send("U3", outcome=FAIL, error="UOW_ABORTED: the leader changed")
+    b.uow_receive("U4", b.uow_send("U4", outcome=INFO))
+    b.uow_settle("U4")
+    b.uow_send("U5", outcome=INFO)
+    return b
+
+
+def test_a_clean_uow_history_passes() -> None:
+    res = check(uows_clean().events())
+    assert res.ok and res.uow_violations == 0, res.summary()
+    assert (res.uow_sends, res.uows_confirmed, res.uows_failed, res.uows_unknown) == (5, 2, 1, 2)
+    assert (res.uow_receives, res.uows_processed) == (4, 3)
+
+
+def test_a_uow_received_without_some_of_its_messages_is_partial() -> None:
+    b = uows_clean()
+    sent = b.uow_send("U6", n=4)
+    b.uow_receive("U6", sent[:3])  # the last message is missing
+    b.uow_settle("U6")
+    res = check(b.events())
+    assert not res.ok and len(res.uow_partial) == 1, res.summary()
+    assert res.uow_partial[0].startswith("U6 received by r1") and "got 3 of its 4 messages" in res.uow_partial[0]
+
+
+def test_a_uow_of_unknown_outcome_must_still_be_whole_in_order_and_its_own() -> None:
+    b = uows_clean()
+    unknown = b.uow_send("U6", outcome=INFO)
+    b.uow_receive("U6", [unknown[1], unknown[0], unknown[2]])  # reordered
+    other = b.uow_send("U7", n=2)
+    b.uow_receive("U7", [*other, "U1|1/3|"])  # a message of another UOW in it
+    b.uow_settle("U7")
+    b.uow_receive("U8", uow_bodies("U8", 2))  # never sent
+    res = check(b.events())
+    assert not res.ok and len(res.uow_partial) == 3, res.summary()
+    assert "another order" in res.uow_partial[0]
+    assert "not its own ['U1|1/3|']" in res.uow_partial[1]
+    assert "no sender sent it" in res.uow_partial[2]
+
+
+def test_a_uow_committed_by_its_sender_that_no_receiver_committed_is_lost() -> None:
+    b = uows_clean()
+    b.uow_send("U6")  # never received
+    held = b.uow_send("U7")
+    b.uow_receive("U7", held)
+    b.uow_settle("U7", outcome=INFO)  # received, but its commit was never confirmed
+    res = check(b.events())
+    assert not res.ok and len(res.uow_lost) == 2, res.summary()
+    assert res.uow_lost[0].startswith("U6: committed by its sender s")
+    assert res.uow_lost[1].startswith("U7:")
+
+
+def test_a_uow_the_audit_still_finds_is_not_lost() -> None:
+    b = uows_clean()
+    b.uow_receive("U6", b.uow_send("U6"), proc=AUDIT)
+    res = check(b.events())
+    assert res.ok and not res.uow_lost, res.summary()
+
+
+def test_a_uow_lost_inside_a_documented_loss_window_is_reported_apart() -> None:
+    b = uows_clean()
+    b.uow_send("U6")
+    confirmed_at = b.now
+    b.h.record("nemesis", INFO, "loss-window", t=b.now + 1, member="m2", start=confirmed_at - 0.5,
+               end=confirmed_at + 0.5, detail="disk-async crash")
+    b.uow_send("U7")  # confirmed after the window: a real loss
+    res = check(b.events())
+    assert len(res.uow_allowed) == 1 and res.uow_allowed[0].startswith("U6:"), res.summary()
+    assert len(res.uow_lost) == 1 and res.uow_lost[0].startswith("U7:")
+
+
+def test_a_uow_its_sender_saw_fail_is_never_delivered() -> None:
+    b = uows_clean()
+    aborted = b.uow_send("U6", outcome=FAIL, error="UOW_ABORTED: the leader changed")
+    b.uow_receive("U6", aborted)
+    res = check(b.events())
+    assert not res.ok and len(res.uow_aborted_delivered) == 1, res.summary()
+    assert "saw it fail" in res.uow_aborted_delivered[0] and "UOW_ABORTED" in res.uow_aborted_delivered[0]
+    assert not res.uow_partial
+
+
+def test_a_uow_received_again_after_a_confirmed_receiver_commit_is_a_violation() -> None:
+    b = uows_clean()
+    b.uow_receive("U1", uow_bodies("U1", 3), proc="r2")  # invoked after r1's commit was confirmed
+    res = check(b.events())
+    assert not res.ok and len(res.uow_redelivered) == 1, res.summary()
+    assert res.uow_redelivered[0].startswith("U1 received by r2") and "r1's commit of it" in res.uow_redelivered[0]
+
+
+def test_redelivery_is_allowed_before_a_commit_is_confirmed_or_when_its_outcome_is_unknown() -> None:
+    b = uows_clean()
+    sent = b.uow_send("U6")
+    b.uow_receive("U6", sent)
+    invoked_before_the_commit = b.now + 0.5
+    b.uow_settle("U6", outcome=INFO)  # unknown: it may have been released and offered again
+    b.uow_receive("U6", sent, proc="r2")
+    b.uow_settle("U6", proc="r2")
+    b.uow_receive("U6", sent, proc="r3", invoked=invoked_before_the_commit)  # answered late
+    res = check(b.events())
+    assert res.ok and not res.uow_redelivered, res.summary()

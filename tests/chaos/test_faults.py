@@ -2,8 +2,9 @@
 full workload, judged by the history checker.
 
 Every scenario must end with nothing lost, phantom, reordered, duplicated beyond the redelivery
-rules or confirmed by a fenced member; every consumer must have drained everything; every member
-must agree on the final state. `make chaos` runs the same scenarios longer and prints a table.
+rules or confirmed by a fenced member, and no unit of work partial, lost, delivered after its
+sender saw it abort or again after a receiver's commit was confirmed; every consumer and UOW
+receiver must have drained everything; every member must agree on the final state. `make chaos` runs the same scenarios longer and prints a table.
 
 CHAOS_TEST_SECONDS sets the fault time per scenario (default 12).
 """
@@ -35,3 +36,4 @@ async def test_fault(fault: str, tmp_path: Path) -> None:
         pytest.skip(result.skipped)
     assert result.passed, result.describe() + "\n" + (tmp_path / fault / "logs").as_posix()
     assert result.check.confirmed > 0 and result.check.deliveries > 0
+    assert result.check.uows_confirmed > 0 and result.check.uows_processed > 0

@@ -1,7 +1,8 @@
 """The store event log on a real cluster (real etcd, real member processes): what the files hold
 after publishing, acknowledging, expiry, and a leader killed with SIGKILL under load: every
 stored message exactly once, every acknowledgment exactly once, every expiry exactly once, by
-key, with the new leader continuing where the last published file ended."""
+key, with the new leader continuing where the last published file ended; and a unit of work's
+state changes."""
 
 from __future__ import annotations
 
@@ -86,6 +87,14 @@ async def test_events_exact_by_key_across_a_leader_killed_under_load(make_cluste
         got += 1
     await sub.acks_written()
     await sub.close()
+    # A unit of work sent, received and committed: each state it went through is a row.
+    job = client.unit_of_work("jobs.queue", uow_id="job-1")
+    job.add(b"line 1")
+    job.add(b"line 2")
+    await job.commit()
+    got = await client.receive_uow("jobs.queue", "worker", wait=10)
+    assert got is not None and await got.commit() == "PROCESSED"
+    job_bytes = (await client.uow_status("job-1")).bytes
 
     async def complete() -> bool:
         table, _ = read_events(events_dir)
@@ -93,7 +102,8 @@ async def test_events_exact_by_key_across_a_leader_killed_under_load(make_cluste
             return False
         acked = rows_of(table, "message_acked", "orders.queue")
         expired = [r for r in table.to_pylist() if r["kind"] == "message_expired"]
-        return len(acked) >= total and len(expired) >= len(expiring)
+        return len(acked) >= total and len(expired) >= len(expiring) and len(rows_of(table, "uow_state",
+                                                                                     "jobs.queue")) >= 3
 
     await wait_for(complete, timeout=60, interval=0.5)
     await asyncio.sleep(2.5)  # files published late would show up as duplicates now
@@ -132,5 +142,11 @@ async def test_events_exact_by_key_across_a_leader_killed_under_load(make_cluste
     delivered = rows_of(table, "message_delivered", "orders.queue")
     assert len(delivered) >= total and {r["seq"] for r in delivered} == set(stored)
     assert indexes[0] >= 1 and len(log_rows) + len(delivered) <= table.num_rows
+    job_rows = sorted(rows_of(table, "uow_state", "jobs.queue"), key=lambda r: (r["log_index"], r["position"]))
+    assert [(r["detail"], r["reason"], r["store"], r["size"]) for r in job_rows] == [
+        ("job-1 ACCEPTED 2", "commit", "default", job_bytes),
+        ("job-1 DELIVERED 2", "deliver", "default", job_bytes),
+        ("job-1 PROCESSED 2", "receiver_commit", "default", job_bytes)]
+    assert job_bytes > 0 and len({r["log_index"] for r in job_rows}) == 3
     st = await cluster.status(new)
     assert st is not None and st.role == "leader"

@@ -1,11 +1,14 @@
 """Units of work on a real 3-member cluster: atomic visibility, receiver commit / backout /
 cancel, the backout threshold and the dead-letter queue, user status, the status query, bad
 input; then across a leader SIGKILL and a whole-cluster restart, the four persistence
-variations and the pseudo-clock (a lifetime does not run while the cluster is down)."""
+variations and the pseudo-clock (a lifetime does not run while the cluster is down); and a
+receiver's commit across a leader SIGKILL (processed exactly once)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -13,6 +16,7 @@ import pytest
 from harness import Cluster, realm_yaml, running_cluster, wait_for
 
 from strongroom.client import Client
+from strongroom.client.uow import ReceivedUnitOfWork
 from strongroom.errors import (
     InvalidArgument,
     UnknownDestination,
@@ -260,3 +264,88 @@ async def test_the_pseudo_clock_stands_still_while_the_cluster_is_down(make_clus
         await wait_for(forgotten, timeout=25)
         leader_status = await cluster.status(await cluster.leader())
         assert leader_status is not None and leader_status.uow_clock >= done.completed_at + 10.0
+
+
+BRIEF_CONVERSATION = """\
+  - name: brief.queue
+    kind: queue
+    store: default
+    units_of_work:
+      conversation_timeout_seconds: 2
+"""
+
+
+async def receive_whole(client: Client, destination: str, receiver: str, sent: list[bytes]) -> ReceivedUnitOfWork:
+    """The next UOW of a queue, which must be the one holding exactly `sent`."""
+    got = await client.receive_uow(destination, receiver, wait=10)
+    assert got is not None and [m.body for m in got.messages] == sent, got
+    return got
+
+
+@pytest.mark.slow
+async def test_a_receiver_commit_across_a_leader_sigkill_is_processed_exactly_once(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Atomic visibility, receiver side: the leader is SIGKILLed before a receiver's commit
+    reached the log, after it was applied but before the receiver heard, and under a commit in
+    flight. The receiver's retry against the new leader is answered PROCESSED each time (a
+    duplicate where the commit had been applied), and no UOW is offered again, to anyone."""
+    cluster: Cluster = make_cluster(extra_destinations=BRIEF_CONVERSATION)
+    first = await cluster.leader()
+    async with Client(cluster.addresses(), timeout=30) as client:
+        sent: dict[str, list[bytes]] = {}
+        for name, destination, count in (("before-log", "held.queue", 3), ("released", "brief.queue", 2)):
+            uow = client.unit_of_work(destination, uow_id=name)
+            sent[name] = [f"{name} {i}/{count}".encode() for i in range(1, count + 1)]
+            for body in sent[name]:
+                uow.add(body)
+            await uow.commit()
+        held = await receive_whole(client, "held.queue", "r1", sent["before-log"])
+        forgotten = await receive_whole(client, "brief.queue", "r2", sent["released"])
+
+        # 1. Before the log: the leader is stopped, the commit goes to it, then it is killed
+        # unread. The new leader has the UOW DELIVERED to r1, and the retry commits it there.
+        cluster.kill(first, signal.SIGSTOP)
+        commit = asyncio.create_task(held.commit())
+        await asyncio.sleep(0.3)
+        cluster.kill(first, signal.SIGKILL)
+        assert await commit == "PROCESSED" and not held.duplicate
+        second = await cluster.leader(exclude=first)
+        cluster.start(first)
+        # r2 never settled: once its conversation timed out (2 s of uptime) the UOW is offered
+        # again, whole, and r2's late commit is refused.
+
+        async def released() -> bool:
+            info = await client.uow_status("released")
+            return (info.status, info.backout_count) == ("ACCEPTED", 1)
+
+        await wait_for(released, timeout=20)
+        with pytest.raises(UowStateError):
+            await forgotten.commit()
+        again = await receive_whole(client, "brief.queue", "r3", sent["released"])
+        assert again.backout_count == 1 and await again.commit() == "PROCESSED"
+
+        # 2. Applied, not heard: the commit was applied (an earlier request of r1 whose answer
+        # never reached it), then the leader is killed; r1 commits again on the new leader.
+        # 3. In flight: the leader is killed while a commit is on its way, whichever side of the
+        # log it lands on.
+        for name in ("applied", "in-flight"):
+            uow = client.unit_of_work("held.queue", uow_id=name)
+            sent[name] = [f"{name} {i}/4".encode() for i in range(1, 5)]
+            for body in sent[name]:
+                uow.add(body)
+            await uow.commit()
+        unheard = await receive_whole(client, "held.queue", "r1", sent["applied"])
+        racing = await receive_whole(client, "held.queue", "r1", sent["in-flight"])
+        assert await dataclasses.replace(unheard).commit() == "PROCESSED"
+        in_flight = asyncio.create_task(racing.commit())
+        await asyncio.sleep(0.002)
+        cluster.kill(second, signal.SIGKILL)
+        assert await unheard.commit() == "PROCESSED" and unheard.duplicate
+        assert await in_flight == "PROCESSED"
+        await cluster.leader(exclude=second)
+
+        # Nothing is offered again, to anyone; each was processed once, by its receiver.
+        for destination in ("held.queue", "brief.queue"):
+            assert await client.receive_uow(destination, "r9", wait=1.0) is None
+        for name, receiver in (("before-log", "r1"), ("released", "r3"), ("applied", "r1"), ("in-flight", "r1")):
+            info = await client.uow_status(name)
+            assert (info.status, info.receiver, info.messages) == ("PROCESSED", receiver, len(sent[name])), info

@@ -20,6 +20,7 @@ from strongroom.events.writer import EventWriter, last_published_index
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.state import StateMachine, durable_key
 from strongroom.persistence.storage import RocksStorage
+from strongroom.uow.table import OpKind
 
 T0 = 1_763_900_000.0
 
@@ -40,6 +41,22 @@ def create(dest: str, name: str, kind: int = cpb.DURABLE_KIND_STANDARD, matcher:
 
 def ack(dest: str, name: str, *seqs: int) -> rpb.Operation:
     return rpb.Operation(ack=rpb.AckOp(store="s", durable_key=durable_key(dest, name), message_seqs=seqs))
+
+
+JOBS = rpb.UowDefinition(store="s", destination="jobs", persistent=True, persistent_status=True, lifetime=100,
+                        status_lifetime_multiple=1, backout_threshold=1, dead_letter_store="s",
+                        dead_letter_destination="jobs.dlq", conversation_timeout=30)
+
+
+def uow(kind: OpKind, *ids: str, clock: float = 1.0, **fields: Any) -> rpb.Operation:
+    return rpb.Operation(uow=rpb.UowOp(clock=clock, kind=int(kind), uow_ids=ids, **fields))
+
+
+def uow_commit(uow_id: str, *bodies: bytes) -> rpb.Operation:
+    """A whole UOW sent and committed (new -> ACCEPTED) on `jobs`."""
+    msgs = [cpb.Message(body=b) for b in bodies]
+    return uow(OpKind.COMMIT, uow_id, definition=JOBS, messages=msgs, message_count=len(msgs),
+               message_bytes=sum(m.ByteSize() for m in msgs))
 
 
 class Member:
@@ -176,6 +193,45 @@ def test_suspension_resumption_and_delete_of_a_durable_are_events() -> None:
     assert rows[-1]["reason"] == "deleted by an operator"
 
 
+def test_every_uow_state_change_is_a_uow_state_row() -> None:
+    m = Member()
+    m.apply(uow_commit("u1", b"a", b"bb"))
+    m.apply(uow(OpKind.DELIVER, "u1", receiver="r1"))
+    m.apply(uow(OpKind.RECEIVER_BACKOUT, "u1", receiver="r1"))  # offered again: 1 backout
+    m.apply(uow(OpKind.DELIVER, "u1", receiver="r2"))
+    m.apply(uow(OpKind.RECEIVER_BACKOUT, "u1", receiver="r2"))  # past the threshold of 1: to jobs.dlq
+    m.apply(uow(OpKind.DELIVER, "u1", receiver="r3"))
+    m.apply(uow(OpKind.RECEIVER_COMMIT, "u1", receiver="r2"))  # refused (r3 holds it): no row
+    m.apply(uow(OpKind.USER_STATUS, "u1", user_status=b"x"))  # no state change: no row
+    m.apply(uow(OpKind.RECEIVER_COMMIT, "u1", receiver="r3"))
+    m.apply(uow(OpKind.OPEN, "u2", definition=JOBS), uow(OpKind.SENDER_BACKOUT, "u2"))
+    m.apply(uow_commit("u3", b"c"))
+    m.apply(uow(OpKind.TIMEOUT, "u3", clock=300.0), time=T0 + 5)
+    m.apply(uow(OpKind.FORGET, "u1", "u2", "u3", clock=500.0))  # their status lifetimes ended
+    rows = [r for r in m.rows() if r["kind"] == "uow_state"]
+    assert [(r["log_index"], r["position"], r["detail"], r["reason"], r["destination"], r["target"])
+            for r in rows] == [
+        (1, 0, "u1 ACCEPTED 2", "commit", "jobs", None),
+        (2, 0, "u1 DELIVERED 2", "deliver", "jobs", None),
+        (3, 0, "u1 ACCEPTED 2", "receiver_backout", "jobs", None),
+        (4, 0, "u1 DELIVERED 2", "deliver", "jobs", None),
+        (5, 0, "u1 ACCEPTED 2", "receiver_backout", "jobs", "jobs.dlq"),
+        (6, 0, "u1 DELIVERED 2", "deliver", "jobs.dlq", None),
+        (9, 0, "u1 PROCESSED 2", "receiver_commit", "jobs.dlq", None),
+        (10, 0, "u2 RECEIVED 0", "open", "jobs", None),
+        (10, 1, "u2 BACKEDOUT 0", "sender_backout", "jobs", None),
+        (11, 0, "u3 ACCEPTED 1", "commit", "jobs", None),
+        (12, 0, "u3 TIMEOUT 1", "timeout", "jobs", None),
+        (13, 0, "u1 DELETED 2", "forget", "jobs.dlq", None),
+        (13, 1, "u2 DELETED 0", "forget", "jobs", None),
+        (13, 2, "u3 DELETED 1", "forget", "jobs", None)]
+    two = sum(cpb.Message(body=b).ByteSize() for b in (b"a", b"bb"))
+    assert [r["size"] for r in rows[:3]] == [two] * 3 and rows[7]["size"] == 0
+    assert {r["store"] for r in rows} == {"s"}
+    assert rows[0]["time"].timestamp() == T0 and rows[10]["time"].timestamp() == T0 + 5
+    assert kinds(m.rows()) == {"uow_state": 14}  # a UOW's messages are no message rows
+
+
 def test_two_members_derive_identical_rows_one_from_the_log_read_back() -> None:
     leader, follower = Member(), Member()
     follower.journal.keep_entries = False
@@ -196,8 +252,10 @@ def test_disk_state_machine_notes_the_same_events(tmp_path: Path) -> None:
             member.apply(batch("t", [b"x"] * 4), batch("q", [b"y"] * 2, queue=True, first=50, ttl=1))
             member.apply(ack("t", "a", 2, 3))
             member.apply(rpb.Operation(expire=rpb.ExpireOp(message_seqs=[5, 6], now=T0 + 2)))
+            member.apply(uow_commit("u1", b"x", b"y"), uow(OpKind.DELIVER, "u1", receiver="r"))
+            member.apply(uow(OpKind.RECEIVER_COMMIT, "u1", receiver="r"))
         assert disk.rows() == mem.rows()
-        assert kinds(disk.rows())["message_expired"] == 2
+        assert kinds(disk.rows())["message_expired"] == 2 and kinds(disk.rows())["uow_state"] == 3
     finally:
         storage.close()
 

@@ -1,13 +1,17 @@
 """Fault injection with a history checker (issue 6).
 
-A workload of confirmed publishers and acknowledging consumers runs against a real cluster
-(etcd and member processes on loopback) while a fault is injected over and over; every
-operation goes to a JSONL history that `checker.check` judges: lost, duplicated, phantom,
-reordered, acknowledged-then-redelivered, and confirmed by a fenced member.
+A workload of confirmed publishers and acknowledging consumers, and of senders and receivers
+of units of work, runs against a real cluster (etcd and member processes on loopback) while a
+fault is injected over and over; every operation goes to a JSONL history that `checker.check`
+judges: lost, duplicated, phantom, reordered, acknowledged-then-redelivered, confirmed by a
+fenced member; a unit of work partial, lost, delivered after an abort or after a confirmed
+receiver commit.
 
 - `history`  the event record
 - `checker`  pure logic over a history
 - `workload` publishers, consumers, probes
+- `uowload`  senders and receivers of units of work
+- `operations` what the clients share: an outcome from an exception, pacing
 - `faults`   the faults and their rounds
 - `cluster`  the processes under test and their hooks (proxies, fsync journal, tmpfs)
 - `netproxy` per-link loopback proxies that know which process connects

@@ -19,8 +19,23 @@ What it finds, per durable (destination/durable name):
 
 - **liveness**: `violation` events a fault recorded (no leader of a newer epoch in time).
 
-`CheckResult.ok` is false on any lost, phantom, order or fence violation; duplicates and
-liveness findings are reported and a caller decides (the chaos runs fail on them too).
+Units of work (`uow-send`, `uow-receive`, `uow-settle` events), per UOW id:
+
+- **uow_partial**: a receiver got a UOW with other messages than its sender put in it (some
+  missing, one too many, another order, another queue), or one no sender sent: a UOW is
+  visible whole or not at all, whatever its sender was told (an unknown outcome too).
+- **uow_lost**: a UOW its sender saw committed (`ok`) that no receiver committed (confirmed)
+  and the audit receiver did not find either. Inside a `loss-window` it is reported apart
+  (`uow_allowed`).
+- **uow_aborted_delivered**: a UOW delivered although its sender saw it certainly fail (backed
+  out, UOW_ABORTED, or its commit never sent).
+- **uow_redelivered**: a UOW received again, by a receive invoked after a receiver's commit
+  of it was confirmed (a commit confirmed inside a `loss-window`: `uow_allowed`). A commit
+  whose outcome is unknown allows anything.
+
+`CheckResult.ok` is false on any lost, phantom, order or fence violation and on any of the
+four UOW findings; message duplicates and liveness findings are reported and a caller decides
+(the chaos runs fail on them too).
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from strongroom.chaos.history import FAIL, INFO, INVOKE, OK, Event
+from strongroom.chaos.history import AUDIT, FAIL, INFO, INVOKE, OK, Event
 
 __all__ = ["CheckResult", "check", "leader_of_subscription", "unavailability"]
 
@@ -63,6 +78,19 @@ class CheckResult:
     """`violation` events the faults recorded (e.g. no new leader in time)."""
     unavailable_seconds: float = 0.0
     longest_gap_seconds: float = 0.0
+    uow_sends: int = 0
+    uows_confirmed: int = 0
+    uows_failed: int = 0
+    uows_unknown: int = 0
+    uow_receives: int = 0
+    uows_processed: int = 0
+    """UOWs with a receiver's commit confirmed."""
+    uow_partial: list[str] = field(default_factory=list)
+    uow_lost: list[str] = field(default_factory=list)
+    uow_aborted_delivered: list[str] = field(default_factory=list)
+    uow_redelivered: list[str] = field(default_factory=list)
+    uow_allowed: list[str] = field(default_factory=list)
+    """UOW losses and redeliveries inside a documented loss window (they do not fail the run)."""
 
     @property
     def lost_messages(self) -> int:
@@ -70,9 +98,15 @@ class CheckResult:
         return len({line.split(" ", 1)[0] for line in self.lost})
 
     @property
+    def uow_violations(self) -> int:
+        """Findings of the four UOW rules."""
+        return len(self.uow_partial) + len(self.uow_lost) + len(self.uow_aborted_delivered) + len(
+            self.uow_redelivered)
+
+    @property
     def ok(self) -> bool:
-        """No loss, no phantom, no order violation, no fenced confirmation."""
-        return not (self.lost or self.phantom or self.order or self.fence)
+        """No loss, no phantom, no order violation, no fenced confirmation, no UOW finding."""
+        return not (self.lost or self.phantom or self.order or self.fence or self.uow_violations)
 
     def summary(self) -> str:
         """A few lines for a test failure or the console."""
@@ -82,10 +116,16 @@ class CheckResult:
                 f"duplicated={len(self.duplicated)} phantom={len(self.phantom)} order={len(self.order)} "
                 f"fence={len(self.fence)} liveness={len(self.liveness)} ack_redelivered={len(self.ack_redelivered)} "
                 f"redelivered_after_async_ack={self.redelivered_after_async_ack} "
-                f"unavailable={self.unavailable_seconds:.1f}s longest_gap={self.longest_gap_seconds:.1f}s")
+                f"unavailable={self.unavailable_seconds:.1f}s longest_gap={self.longest_gap_seconds:.1f}s\n"
+                f"  uows: sent={self.uow_sends} confirmed={self.uows_confirmed} failed={self.uows_failed} "
+                f"unknown={self.uows_unknown} receives={self.uow_receives} processed={self.uows_processed} "
+                f"partial={len(self.uow_partial)} lost={len(self.uow_lost)} "
+                f"aborted_delivered={len(self.uow_aborted_delivered)} redelivered={len(self.uow_redelivered)} "
+                f"allowed={len(self.uow_allowed)}")
         lines = [head]
         for name in ("lost", "lost_allowed", "phantom", "duplicated", "ack_redelivered", "order", "fence",
-                     "liveness"):
+                     "liveness", "uow_partial", "uow_lost", "uow_aborted_delivered", "uow_redelivered",
+                     "uow_allowed"):
             items: list[str] = getattr(self, name)
             for line in items[:EXAMPLES]:
                 lines.append(f"  {name}: {line}")
@@ -95,7 +135,9 @@ class CheckResult:
 
 
 @dataclass
-class _Publish:
+class _Invoked:
+    """An operation invoked and its first outcome."""
+
     invoke: Event
     outcome: Event | None = None
 
@@ -117,7 +159,7 @@ def unavailability(events: list[Event], gap: float = 1.0) -> tuple[float, float]
 def check(events: list[Event]) -> CheckResult:
     """Check a history (in recording order)."""
     res = CheckResult()
-    publishes: dict[str, _Publish] = {}
+    publishes: dict[str, _Invoked] = {}
     durables: dict[str, Event] = {}
     deliveries: dict[str, list[Event]] = defaultdict(list)  # durable key -> deliveries in order
     acks_ok: list[tuple[Event, Event]] = []  # (invoke, ok) of confirmed acks
@@ -126,6 +168,9 @@ def check(events: list[Event]) -> CheckResult:
     fences: list[Event] = []
     loss_windows: list[Event] = []
     sub_first_seen: dict[str, float] = {}
+    uow_sends: dict[str, _Invoked] = {}
+    uow_receives: list[Event] = []
+    uow_commits: dict[str, Event] = {}  # UOW id -> the first confirmed receiver commit
 
     for e in events:
         if e.sub:
@@ -136,7 +181,7 @@ def check(events: list[Event]) -> CheckResult:
             if e.type == INVOKE:
                 res.publishes += 1
                 res.operations += 1
-                publishes[e.msg] = _Publish(e)
+                publishes[e.msg] = _Invoked(e)
             else:
                 p = publishes.get(e.msg)
                 if p is not None and p.outcome is None:
@@ -164,6 +209,24 @@ def check(events: list[Event]) -> CheckResult:
             loss_windows.append(e)
         elif e.f == "violation":
             res.liveness.append(f"at {e.t:.3f}: {e.detail}")
+        elif e.f == "uow-send":
+            if e.type == INVOKE:
+                res.uow_sends += 1
+                res.operations += 1
+                uow_sends[e.uow or ""] = _Invoked(e)
+            else:
+                sent = uow_sends.get(e.uow or "")
+                if sent is not None and sent.outcome is None:
+                    sent.outcome = e
+        elif e.f == "uow-receive" and e.type == OK:
+            res.uow_receives += 1
+            res.operations += 1
+            uow_receives.append(e)
+        elif e.f == "uow-settle":
+            if e.type == INVOKE:
+                res.operations += 1
+            elif e.type == OK and e.kind == "commit":
+                uow_commits.setdefault(e.uow or "", e)
 
     for p in publishes.values():
         if p.outcome is None or p.outcome.type == INFO:
@@ -177,11 +240,12 @@ def check(events: list[Event]) -> CheckResult:
     _check_duplicates(res, deliveries, acks_ok, async_acks, sub_first_seen)
     _check_order(res, durables, deliveries)
     _check_fences(res, publishes, fences)
+    _check_uows(res, uow_sends, uow_receives, uow_commits, loss_windows)
     res.unavailable_seconds, res.longest_gap_seconds = unavailability(events)
     return res
 
 
-def _check_deliveries(res: CheckResult, publishes: dict[str, _Publish], durables: dict[str, Event],
+def _check_deliveries(res: CheckResult, publishes: dict[str, _Invoked], durables: dict[str, Event],
                       deliveries: dict[str, list[Event]], loss_windows: list[Event]) -> None:
     delivered: dict[str, set[str]] = {key: {d.msg for d in ds} for key, ds in deliveries.items()}
     phantoms: set[tuple[str, str]] = set()
@@ -278,7 +342,7 @@ def _check_order(res: CheckResult, durables: dict[str, Event], deliveries: dict[
                 last[producer] = (d.seq or 0, d.t)
 
 
-def _check_fences(res: CheckResult, publishes: dict[str, _Publish], fences: list[Event]) -> None:
+def _check_fences(res: CheckResult, publishes: dict[str, _Invoked], fences: list[Event]) -> None:
     for p in publishes.values():
         if p.outcome is None or p.outcome.type != OK or not (p.invoke.via or "").startswith("direct:"):
             continue
@@ -293,3 +357,77 @@ def _check_fences(res: CheckResult, publishes: dict[str, _Publish], fences: list
                                  f"{p.invoke.t:.3f}) although fenced ({fence.detail}) from {start:.3f} "
                                  f"to {end:.3f}")
                 break
+
+
+def _in_window(t: float, loss_windows: list[Event]) -> str | None:
+    """The member of a documented loss window holding time `t`, or None."""
+    return next((w.member or "" for w in loss_windows if (w.start or 0.0) <= t <= (w.end or 0.0)), None)
+
+
+def _difference(sent: list[str], got: list[str]) -> str:
+    """How the messages a receiver got differ from those sent, in a few words."""
+    missing = [m for m in sent if m not in got]
+    extra = [m for m in got if m not in sent]
+    if not missing and not extra:
+        return f"its {len(sent)} messages in another order or repeated: {got}"
+    parts = [f"got {len(got)} of its {len(sent)} messages"]
+    if missing:
+        parts.append(f"missing {missing[:3]}")
+    if extra:
+        parts.append(f"not its own {extra[:3]}")
+    return ", ".join(parts)
+
+
+def _check_uows(res: CheckResult, sends: dict[str, _Invoked], receives: list[Event], commits: dict[str, Event],
+                loss_windows: list[Event]) -> None:
+    for sent in sends.values():
+        kind = sent.outcome.type if sent.outcome is not None else INFO
+        if kind == OK:
+            res.uows_confirmed += 1
+        elif kind == FAIL:
+            res.uows_failed += 1
+        else:
+            res.uows_unknown += 1
+    res.uows_processed = len(commits)
+    found: set[tuple[str, str]] = set()  # (finding, UOW id): each UOW once per finding
+
+    def report(finding: str, uow: str, line: str) -> None:
+        if (finding, uow) not in found:
+            found.add((finding, uow))
+            getattr(res, finding).append(line)
+
+    for r in receives:
+        uow = r.uow or ""
+        where = f"{uow} received by {r.proc} at {r.t:.3f}"
+        sent = sends.get(uow)
+        if sent is None:
+            report("uow_partial", uow, f"{where}: no sender sent it")
+        else:
+            if (r.messages or []) != (sent.invoke.messages or []):
+                report("uow_partial", uow, f"{where}: {_difference(sent.invoke.messages or [], r.messages or [])}")
+            elif r.dest != sent.invoke.dest:
+                report("uow_partial", uow, f"{where}: sent to {sent.invoke.dest}, received on {r.dest}")
+            if sent.outcome is not None and sent.outcome.type == FAIL:
+                report("uow_aborted_delivered", uow, f"{where}: its sender {sent.invoke.proc} saw it fail at "
+                                                       f"{sent.outcome.t:.3f} ({sent.outcome.error})")
+        commit = commits.get(uow)
+        invoked = r.start if r.start is not None else r.t
+        if commit is not None and invoked > commit.t:
+            line = (f"{where} (receive invoked at {invoked:.3f}): {commit.proc}'s commit of it was confirmed at "
+                    f"{commit.t:.3f}")
+            member = _in_window(commit.t, loss_windows)
+            if member is not None:
+                report("uow_allowed", uow, line + f" [inside the documented loss window of {member}]")
+            else:
+                report("uow_redelivered", uow, line)
+    audited = {r.uow for r in receives if r.proc == AUDIT}
+    for uow, sent in sends.items():
+        if sent.outcome is None or sent.outcome.type != OK or uow in commits or uow in audited:
+            continue
+        line = (f"{uow}: committed by its sender {sent.invoke.proc} at {sent.outcome.t:.3f}, never committed by a "
+                f"receiver nor left for the audit")
+        member = _in_window(sent.outcome.t, loss_windows)
+        if member is not None:
+            report("uow_allowed", uow, line + f" [inside the documented loss window of {member}]")
+        else:
+            report("uow_lost", uow, line)

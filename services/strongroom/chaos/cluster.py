@@ -59,7 +59,10 @@ class ClusterSpec:
 
 
 def realm_text(spec: ClusterSpec) -> str:
-    """The realm of the test cluster: one replicated store, a topic rule and a queue rule."""
+    """The realm of the test cluster: one replicated store, a topic rule and a queue rule, and a
+    rule for the units-of-work queues (`*.uow.q`) whose receivers' conversations time out after
+    3 s of uptime: a UOW delivered to a receiver that never heard the answer (the leader died
+    under the call) is offered again within the drain, not after the default 300 s."""
     members = "\n".join(f"      - name: m{i}" for i in range(1, spec.members + 1))
     return f"""\
 clusters:
@@ -73,6 +76,11 @@ stores:
   - name: default
     cluster: {CLUSTER}
 destinations:
+  - name: "*.uow.q"
+    kind: queue
+    store: default
+    units_of_work:
+      conversation_timeout_seconds: 3
   - name: "*.q"
     kind: queue
     store: default

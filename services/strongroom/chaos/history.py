@@ -1,7 +1,8 @@
 """The history of a chaos run: every operation a client invoked and how it ended, in JSONL.
 
-One `Event` per line. Publishes and synchronous acks are pairs (`invoke`, then `ok`, `fail` or
-`info` for an unknown outcome); deliveries and asynchronous acks are single events. Faults,
+One `Event` per line. Publishes, synchronous acks, units of work sent and settled are pairs
+(`invoke`, then `ok`, `fail` or `info` for an unknown outcome); deliveries, units of work
+received and asynchronous acks are single events. Faults,
 fences, loss windows and phases are recorded alongside so the checker needs nothing else.
 Times are `time.monotonic()` seconds of the process that ran the workload.
 """
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["FAIL", "INFO", "INVOKE", "OK", "Event", "History", "load_history", "message_id"]
+__all__ = ["AUDIT", "FAIL", "INFO", "INVOKE", "OK", "Event", "History", "load_history", "message_id"]
 
 INVOKE = "invoke"
 OK = "ok"
@@ -23,6 +24,9 @@ FAIL = "fail"
 """The operation certainly did not take effect (rejected before anything was stored)."""
 INFO = "info"
 """The outcome is unknown (timeout, leader gone): it may or may not have taken effect."""
+AUDIT = "audit"
+"""The client that reads what is left once the others stopped (its deliveries and UOWs received
+tell stored-but-never-delivered apart from lost)."""
 
 
 def message_id(producer: str, sequence: int) -> str:
@@ -41,7 +45,8 @@ class Event:
     type: str
     """invoke | ok | fail | info"""
     f: str
-    """publish | deliver | ack | durable | fault | fence | loss-window | phase | status"""
+    """publish | deliver | ack | durable | uow-send | uow-receive | uow-settle | fault | fence |
+    loss-window | phase | status"""
     producer: str | None = None
     seq: int | None = None
     """The producer's sequence of the message."""
@@ -64,6 +69,11 @@ class Event:
     end: float | None = None
     error: str | None = None
     detail: str | None = None
+    uow: str | None = None
+    """The unit of work's id (uow-send, uow-receive, uow-settle)."""
+    messages: list[str] | None = None
+    """A unit of work's message bodies, in order: as its sender put them in (uow-send invoke)
+    or as a receiver got them (uow-receive)."""
 
     @property
     def msg(self) -> str:

@@ -47,7 +47,8 @@ class ScenarioResult:
     converged: bool = False
     convergence: str = ""
     missing_after_drain: int = 0
-    """Confirmed (message, durable) pairs the consumers had not received when draining ended."""
+    """Confirmed (message, durable) pairs the consumers had not received, and confirmed UOWs no
+    receiver's commit was confirmed for, when draining ended."""
     missing_after_audit: int = 0
     """... and that a fresh subscriber did not receive either."""
     errors: list[str] = field(default_factory=list)
@@ -56,7 +57,8 @@ class ScenarioResult:
 
     @property
     def passed(self) -> bool:
-        """Skipped, or: nothing lost, phantom, reordered, duplicated or fenced; members agree."""
+        """Skipped, or: nothing lost, phantom, reordered, duplicated or fenced, no UOW partial,
+        lost, delivered after an abort or after a confirmed receiver commit; members agree."""
         if self.skipped is not None:
             return True
         return (self.check.ok and not self.check.duplicated and not self.check.liveness and self.converged
@@ -153,21 +155,24 @@ def run_scenario_sync(fault_name: str, seconds: float, root: Path, seed: int = 1
 
 def format_table(results: list[ScenarioResult]) -> str:
     """One row per scenario: operations, confirmed publishes, lost, duplicated, phantom, order and
-    fence violations, (message, durable) pairs the consumers never got (`stuck`), liveness
-    violations (no leader of a newer epoch in time after a fault), seconds without
-    a confirmed publish during the faults, the longest such gap, wall time and verdict."""
-    head = ("fault", "ops", "confirmed", "lost", "dup", "phantom", "order", "fenced", "stuck", "liveness",
-            "unavail s", "max gap s", "wall s", "result")
+    fence violations, UOWs their senders saw committed and the findings of the UOW rules
+    (partial, lost, delivered after an abort, delivered after a confirmed receiver commit),
+    (message, durable) pairs and UOWs the consumers never got (`stuck`), liveness violations (no
+    leader of a newer epoch in time after a fault), seconds without a confirmed publish during
+    the faults, the longest such gap, wall time and verdict."""
+    head = ("fault", "ops", "confirmed", "lost", "dup", "phantom", "order", "fenced", "uows", "uow bad", "stuck",
+            "liveness", "unavail s", "max gap s", "wall s", "result")
     rows: list[tuple[str, ...]] = [head]
     for r in results:
         c = r.check
         if r.skipped is not None:
-            rows.append((r.fault, *["-"] * 11, f"{r.wall_seconds:.0f}", "SKIP"))
+            rows.append((r.fault, *["-"] * 13, f"{r.wall_seconds:.0f}", "SKIP"))
             continue
         lost = str(c.lost_messages) + (f" (+{len(c.lost_allowed)} allowed)" if c.lost_allowed else "")
+        uow_bad = str(c.uow_violations) + (f" (+{len(c.uow_allowed)} allowed)" if c.uow_allowed else "")
         rows.append((r.fault, str(c.operations), str(c.confirmed), lost, str(len(c.duplicated)), str(len(c.phantom)),
-                     str(len(c.order)), str(len(c.fence)), str(r.missing_after_drain), str(len(c.liveness)),
-                     f"{c.unavailable_seconds:.1f}",
+                     str(len(c.order)), str(len(c.fence)), str(c.uows_confirmed), uow_bad,
+                     str(r.missing_after_drain), str(len(c.liveness)), f"{c.unavailable_seconds:.1f}",
                      f"{c.longest_gap_seconds:.1f}", f"{r.wall_seconds:.0f}", "PASS" if r.passed else "FAIL"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -218,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
                            "lost": r.check.lost_messages, "lost_allowed": len(r.check.lost_allowed),
                            "duplicated": len(r.check.duplicated), "phantom": len(r.check.phantom),
                            "order": len(r.check.order), "fence": len(r.check.fence),
+                           "uows_confirmed": r.check.uows_confirmed, "uow_violations": r.check.uow_violations,
                            "unavailable_seconds": round(r.check.unavailable_seconds, 2)} for r in results], indent=1))
     if failed or args.out:
         print(f"\nhistories and logs: {out}")

@@ -7,7 +7,9 @@
   synchronously (`ordered`), and a shared durable with two consumers (one acks synchronously,
   one on the stream); the queue has one consumer acking on the stream (`ordered`);
 - direct probes: publishes sent straight to one member, without redirects, while a fault
-  fences it (the checker verifies it confirmed none).
+  fences it (the checker verifies it confirmed none);
+- units of work on a queue of their own (`strongroom.chaos.uowload`): senders, receivers that
+  commit and now and then back out, and their audit.
 
 Every durable exists before the first publish. Bodies carry the publisher, producer id and
 sequence, so a delivered message can be traced to its invocation.
@@ -23,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -31,34 +33,15 @@ import grpc
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
-from strongroom.chaos.history import FAIL, INFO, INVOKE, OK, History, message_id
+from strongroom.chaos.history import AUDIT, INFO, INVOKE, OK, History, message_id
+from strongroom.chaos.operations import outcome_of, pace
+from strongroom.chaos.uowload import UowConfig, UowWorkload
 from strongroom.client import AckMode, Client, DurableKind, PublishResult, Received, Subscription
-from strongroom.errors import StrongroomError, SubscriptionClosed
-from strongroom.grpcerrors import from_rpc_error
+from strongroom.errors import SubscriptionClosed
 
-__all__ = ["ConsumerSpec", "Workload", "WorkloadConfig", "outcome_of"]
+__all__ = ["ConsumerSpec", "Workload", "WorkloadConfig"]
 
 log = logging.getLogger("strongroom.chaos.workload")
-
-# Rejections that happen before anything is stored: the publish certainly did not take effect.
-# Everything else (NOT_LEADER after a step-down, NO_QUORUM, timeouts) may have been stored.
-DEFINITE_FAILURES = {"INVALID_ARGUMENT", "MESSAGE_TOO_LARGE", "UNKNOWN_DESTINATION",
-                     "SEQUENCE_OUTSIDE_DEDUP_WINDOW", "PERMISSION_DENIED", "UNKNOWN_DURABLE_KIND",
-                     "UNKNOWN_MESSAGE", "FOREIGN_MESSAGE"}
-
-
-def outcome_of(exc: BaseException) -> tuple[str, str]:
-    """(fail | info, error text) for an exception a client operation raised."""
-    if isinstance(exc, StrongroomError):
-        return (FAIL if exc.reason in DEFINITE_FAILURES else INFO), f"{exc.reason}: {exc.message}"
-    if isinstance(exc, grpc.aio.AioRpcError):
-        err = from_rpc_error(exc)
-        if err is not None:
-            return outcome_of(err)
-        return INFO, f"{exc.code().name}: {exc.details()}"
-    if isinstance(exc, asyncio.TimeoutError):
-        return INFO, "timeout"
-    return INFO, f"{type(exc).__name__}: {exc}"
 
 
 class _StreamCancelled(Exception):
@@ -102,6 +85,8 @@ class WorkloadConfig:
     body_bytes: int = 100
     client_timeout: float = 15.0
     credit: int = 64
+    uows: UowConfig = field(default_factory=UowConfig)
+    """The units-of-work senders and receivers."""
 
     def consumers(self) -> list[ConsumerSpec]:
         """The consumers (and so the durables) of the run."""
@@ -134,6 +119,7 @@ class Workload:
         self._ready: dict[str, asyncio.Event] = {}
         self._probe_ids = itertools.count(1)
         self.errors: list[str] = []
+        self.uows = UowWorkload(history, config.uows, self._client)
 
     def _client(self, name: str) -> Client:
         client = Client(self.endpoints, client_name=name, timeout=self.config.client_timeout)
@@ -159,13 +145,16 @@ class Workload:
         for i in range(self.config.unary):
             name = f"p-unary-{i + 1}"
             self._publishers.append(asyncio.create_task(self._unary(name, dests[i % 2]), name=name))
+        self.uows.start()
 
     async def stop_publishing(self, timeout: float = 60.0) -> None:
-        """Stop publishing; wait (bounded) until every publish has an outcome."""
+        """Stop publishing and sending UOWs; wait (bounded) until every publish and UOW has an
+        outcome."""
         self._stop_publishing.set()
+        self.uows.stop_sending()
         for task in self._probes:
             task.cancel()
-        tasks = self._publishers + self._probes
+        tasks = self._publishers + self._probes + self.uows.senders
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=timeout)
             for task in pending:
@@ -174,19 +163,22 @@ class Workload:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def missing(self) -> int:
-        """Confirmed (message, durable) pairs not delivered yet."""
-        count = 0
+        """Confirmed (message, durable) pairs not delivered yet, and confirmed UOWs no
+        receiver's commit was confirmed for."""
+        count = self.uows.missing()
         for spec in {(s.dest, s.durable) for s in self.config.consumers()}:
             key = f"{spec[0]}/{spec[1]}"
             count += len(self.confirmed.get(spec[0], set()) - self.delivered.get(key, set()))
         return count
 
     async def drain(self, timeout: float = 60.0, quiet: float = 2.0) -> int:
-        """Keep consuming until every confirmed message reached every durable and nothing
-        arrived for `quiet` seconds (or `timeout`); returns how many were still missing."""
+        """Keep consuming until every confirmed message reached every durable, every confirmed
+        UOW was committed by a receiver and nothing arrived for `quiet` seconds (or `timeout`);
+        returns how many were still missing."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.missing() == 0 and time.monotonic() - self.last_delivery >= quiet:
+            last = max(self.last_delivery, self.uows.last_receive)
+            if self.missing() == 0 and time.monotonic() - last >= quiet:
                 break
             await asyncio.sleep(0.2)
         return self.missing()
@@ -194,20 +186,21 @@ class Workload:
     async def audit(self, idle: float = 2.0, timeout: float = 30.0) -> None:
         """After the consumers stopped: read every durable once more on a fresh subscription,
         without acknowledging, so a message still stored but never delivered is told apart from
-        one that is gone. Deliveries are recorded (process `audit`)."""
-        client = self._client("audit")
+        one that is gone; and take every UOW still offered. Deliveries are recorded (process
+        `audit`)."""
+        client = self._client(AUDIT)
         durables = sorted({(c.dest, c.durable, c.kind) for c in self.config.consumers()}, key=lambda x: x[:2])
-        await asyncio.gather(*(self._audit_one(client, dest, durable, kind, idle, timeout)
-                               for dest, durable, kind in durables))
+        await asyncio.gather(self.uows.audit(idle), *(self._audit_one(client, dest, durable, kind, idle, timeout)
+                                                      for dest, durable, kind in durables))
 
     async def _audit_one(self, client: Client, dest: str, durable: str, kind: str | None, idle: float,
                          timeout: float) -> None:
-        spec = ConsumerSpec("audit", dest, durable, kind, sync_ack=False, ordered=False)
+        spec = ConsumerSpec(AUDIT, dest, durable, kind, sync_ack=False, ordered=False)
         key = f"{dest}/{durable}"
         try:
             sub = await asyncio.wait_for(self._subscribe(client, spec), timeout)
         except Exception as exc:  # noqa: BLE001 - recorded
-            self.history.record("audit", INFO, "subscribe", dest=dest, durable=durable, error=outcome_of(exc)[1])
+            self.history.record(AUDIT, INFO, "subscribe", dest=dest, durable=durable, error=outcome_of(exc)[1])
             return
         deadline = time.monotonic() + timeout
         pending: asyncio.Task[Received] | None = None
@@ -224,13 +217,13 @@ class Workload:
                     msg = task.result()
                 except SubscriptionClosed:
                     break
-                self.history.record("audit", OK, "deliver", dest=dest, durable=durable,
+                self.history.record(AUDIT, OK, "deliver", dest=dest, durable=durable,
                                     producer=msg.producer_id, seq=msg.sequence,
                                     body=msg.body.decode(errors="replace"), mseq=msg.seq,
                                     count=msg.delivery_count, sub=sub.subscription_id)
                 self.delivered.setdefault(key, set()).add(message_id(msg.producer_id, msg.sequence))
         except Exception as exc:  # noqa: BLE001 - recorded
-            self.history.record("audit", INFO, "subscribe", dest=dest, durable=durable, error=outcome_of(exc)[1])
+            self.history.record(AUDIT, INFO, "subscribe", dest=dest, durable=durable, error=outcome_of(exc)[1])
         finally:
             if pending is not None:
                 pending.cancel()
@@ -241,8 +234,10 @@ class Workload:
                 log.debug("closing the audit subscription of %s failed", key)
 
     async def stop_consumers(self) -> None:
-        """Stop the consumers (their unacknowledged messages stay pending)."""
+        """Stop the consumers and the UOW receivers (their unacknowledged messages stay
+        pending)."""
         self._stop_consuming.set()
+        await self.uows.stop_receivers()
         if self._consumers:
             _, pending = await asyncio.wait(self._consumers, timeout=10)
             for task in pending:
@@ -266,6 +261,7 @@ class Workload:
         """Stop the consumers and close every client."""
         self._stop_publishing.set()
         self._stop_consuming.set()
+        await self.uows.close()
         tasks = self._consumers + self._publishers + self._probes
         _, pending = await asyncio.wait(tasks, timeout=10) if tasks else (set(), set())
         for task in pending:
@@ -295,12 +291,6 @@ class Workload:
                             mseq=res.message_seq, detail="duplicate" if res.duplicate else None)
         self.confirmed.setdefault(dest, set()).add(message_id(producer, seq))
 
-    async def _pace(self, started: float, sent: int) -> None:
-        due = started + sent / self.config.rate
-        wait = due - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-
     async def _pipelined(self, name: str, dest: str) -> None:
         client = self._client(name)
         pub = client.publisher(dest, window=self.config.window)
@@ -319,7 +309,7 @@ class Workload:
                 self.history.record(name, INVOKE, "publish", producer=producer, seq=seq, dest=dest,
                                     body=body, via="stream")
                 fut.add_done_callback(functools.partial(self._published, name, dest, producer, seq, "stream"))
-                await self._pace(started, seq)
+                await pace(started, seq, self.config.rate)
         finally:
             await pub.flush()
             await pub.close()
@@ -355,7 +345,7 @@ class Workload:
                                     mseq=resp.message_seq, member=self.member_of(used[-1]),
                                     detail="duplicate" if resp.duplicate else None)
                 self.confirmed.setdefault(dest, set()).add(message_id(producer, seq))
-            await self._pace(started, seq)
+            await pace(started, seq, self.config.rate)
 
     # --- probes ------------------------------------------------------------------------------------
 

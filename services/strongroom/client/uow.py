@@ -218,7 +218,11 @@ class UnitOfWork:
 
 @dataclass
 class ReceivedUnitOfWork:
-    """A UOW a receiver holds: settle it with commit, backout or cancel."""
+    """A UOW a receiver holds: settle it with commit, backout or cancel.
+
+    A settlement whose answer is lost (the leader went down under the call, the connection
+    broke) is sent again to the leader; if the first one was applied, the leader answers the
+    repeat as done (`duplicate`), so a commit is never reported as failed once it took effect."""
 
     connection: Connection
     receiver: str
@@ -227,6 +231,8 @@ class ReceivedUnitOfWork:
     messages: list[cpb.Message]
     backout_count: int
     user_status: bytes
+    duplicate: bool = False
+    """The last settlement was answered as a repeat of one applied before (it was retried)."""
 
     async def _settle(self, settlement: int, user_status: bytes | None) -> tuple[str, int, str]:
         req = upb.UowSettleRequest(uow_id=self.uow_id, receiver=self.receiver, settlement=settlement)  # type: ignore[arg-type]
@@ -237,6 +243,7 @@ class ReceivedUnitOfWork:
             return await uow_stub(self.connection, address).Settle(req, timeout=self.connection.policy.timeout)
 
         resp = await self.connection.call_leader(attempt)
+        self.duplicate = resp.duplicate
         return STATUS_NAMES.get(resp.status, str(resp.status)), resp.backout_count, resp.dead_lettered_to
 
     async def commit(self, user_status: bytes | None = None) -> str:

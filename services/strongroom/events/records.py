@@ -38,6 +38,11 @@ class RecordKind(IntEnum):
     come from the DeadLetterOp."""
     REPLAYED = 8
     """(op, REPLAYED, durable, sequences made pending, sequences released)."""
+    UOW = 9
+    """(op, UOW, uow id, store, destination, status, messages, bytes, operation, target): a unit
+    of work changed state (one per UOW a UowOp changed; status `DELETED` once its status lifetime
+    ended). Store and destination are where it was when the operation applied; target is the
+    dead-letter queue a backout moved it to (else None)."""
 
 
 Record = tuple[Any, ...]

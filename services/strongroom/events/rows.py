@@ -45,8 +45,8 @@ class RowBuilder:
     string to convert)."""
 
     _COLUMNS = ("epoch", "log_index", "position", "kind", "time", "store", "destination", "durable", "seq",
-                "size", "published_at", "producer", "deliveries", "reason", "target")
-    _STRINGS = ("store", "destination", "durable", "producer", "reason", "target")
+                "size", "published_at", "producer", "deliveries", "reason", "target", "detail")
+    _STRINGS = ("store", "destination", "durable", "producer", "reason", "target", "detail")
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
@@ -75,7 +75,8 @@ class RowBuilder:
     def _row(self, epoch: int, index: int, position: int, kind: EventKind, time_us: int, store: str | None,
              destination: str | None, durable: str | None = None, seq: int | None = None,
              size: int | None = None, published_at: int | None = None, producer: str | None = None,
-             deliveries: int | None = None, reason: str | None = None, target: str | None = None) -> None:
+             deliveries: int | None = None, reason: str | None = None, target: str | None = None,
+             detail: str | None = None) -> None:
         c = self.cols
         code = self._code
         for name, value in (("epoch", epoch), ("log_index", index), ("position", position),
@@ -84,7 +85,7 @@ class RowBuilder:
                             ("durable", code("durable", durable)), ("seq", seq), ("size", size),
                             ("published_at", published_at), ("producer", code("producer", producer)),
                             ("deliveries", deliveries), ("reason", code("reason", reason)),
-                            ("target", code("target", target))):
+                            ("target", code("target", target)), ("detail", code("detail", detail))):
             c[name].append(value)
 
     # --- entries -----------------------------------------------------------------------------------
@@ -172,7 +173,7 @@ class RowBuilder:
             c["seq"] += ps
             c["size"] += zs
             c["producer"] += [None] * k
-        for name in ("deliveries", "reason", "target"):
+        for name in ("deliveries", "reason", "target", "detail"):
             c[name] += [None] * rows
         return position + rows
 
@@ -221,6 +222,11 @@ class RowBuilder:
                     self._row(e, i, position, ev, t, d.store, d.destination, d.name, seq)
                     position += 1
             return position
+        if kind == RecordKind.UOW:
+            _, _, uow_id, store, destination, status, count, size, operation, target = rec
+            self._row(e, i, position, EventKind.UOW_STATE, t, store, destination, size=size, reason=operation,
+                      target=target, detail=f"{uow_id} {status} {count}")
+            return position + 1
         raise AssertionError(f"unknown event record {rec[:2]}")
 
     # --- deliveries ----------------------------------------------------------------------------------
@@ -251,8 +257,6 @@ class RowBuilder:
                                                              pa.array([self.cluster])))
             elif f.name == "kind":
                 arrays.append(pa.DictionaryArray.from_arrays(pa.array(c["kind"], pa.int32()), pa.array(_KINDS)))
-            elif f.name == "detail":
-                arrays.append(pa.nulls(len(c["kind"]), f.type))
             elif pa.types.is_timestamp(f.type):
                 arrays.append(pa.array(c[f.name], pa.int64()).cast(f.type))
             elif f.name in dicts:

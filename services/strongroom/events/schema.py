@@ -91,13 +91,21 @@ class EventKind(str, Enum):
     DURABLE_SUSPENDED = "durable_suspended"
     """A realm change left the durable unreachable: it takes no new messages, keeps its backlog."""
     DURABLE_RESUMED = "durable_resumed"
-    # Kinds of the services still to come (reserved names: readers must accept them).
+    # Kinds of later services (units of work write uow_state; the others are reserved names of
+    # services still to come: readers must accept them).
     MESSAGE_FORWARDED = "message_forwarded"
     """Routing: a message was forwarded to another cluster (target: the cluster)."""
     MESSAGE_SHIPPED = "message_shipped"
     """DR: a log entry reached a standby site (target: the site)."""
     UOW_STATE = "uow_state"
-    """Units of work: a unit of work changed state (detail: its id and state)."""
+    """Units of work: a unit of work changed state, one row per UOW a UowOp changed (detail:
+    `<uow id> <status> <messages>`, space-separated: the status it has now, `DELETED` once its
+    status lifetime ended, and how many messages it holds; reason: the operation, lower case:
+    `open`, `commit`, `deliver`, `receiver_commit`, `receiver_backout`, `release`, `timeout`,
+    `abandon`, `discard`, `sender_backout`, `sender_cancel`, `receiver_cancel`, `forget`; store
+    and destination: where it was when the operation applied; size: its messages' bytes; target:
+    the dead-letter queue a backout moved it to). A refused operation or a user status alone
+    changes no state: no row."""
     RECORDS_LOADED = "records_loaded"
     RECORDS_UNLOADED = "records_unloaded"
 
@@ -121,17 +129,19 @@ SCHEMA = pa.schema(
         pa.field("durable", _DICT),
         # The message's store sequence (0: not about one message).
         pa.field("seq", pa.uint64()),
-        # The message's size in bytes.
+        # The message's size in bytes (a unit of work: its messages' bytes).
         pa.field("size", pa.uint32()),
         pa.field("published_at", _TS),
         pa.field("producer", _DICT),
         # Deliveries of the message to the durable so far (delivered, dead-lettered).
         pa.field("deliveries", pa.uint32()),
-        # Why (discarded: the limit; dead-lettered: limit or terminated; deleted: by whom).
+        # Why (discarded: the limit; dead-lettered: limit or terminated; deleted: by whom; a unit
+        # of work's state: the operation).
         pa.field("reason", _DICT),
-        # Where to (dead letters: the destination; later: a cluster or a DR site).
+        # Where to (dead letters, a unit of work moved to a dead-letter queue: the destination;
+        # later: a cluster or a DR site).
         pa.field("target", _DICT),
-        # Kind-specific text for later kinds (units of work: id and state).
+        # Kind-specific text (uow_state: `<uow id> <status> <messages>`).
         pa.field("detail", _DICT),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},

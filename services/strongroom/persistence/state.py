@@ -30,7 +30,8 @@ from strongroom.events.records import Record, RecordKind
 from strongroom.events.schema import EventKind
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
 from strongroom.persistence.swap import PayloadSource, PayloadStore
-from strongroom.uow.table import UowTable
+from strongroom.uow.table import OpKind as UowOpKind
+from strongroom.uow.table import Uow, UowTable
 
 __all__ = [
     "StateMachine",
@@ -372,6 +373,8 @@ class StateMachine:
         if which == "delete_durable":
             return self._delete_durable(op.delete_durable.durable_key)
         if which == "uow":
+            if self.events is not None:
+                return self._apply_uow_noted(op.uow, self.events)
             return self.uows.apply(op.uow, self._uow_room)
         if which == "clock":
             self.advance_clock(op.clock.clock)
@@ -488,6 +491,26 @@ class StateMachine:
         if cfg.max_bytes and self.store_bytes.get(store, 0) + size > cfg.max_bytes:
             return f"store {store!r} would exceed its limit of {cfg.max_bytes} bytes"
         return ""
+
+    def _apply_uow_noted(self, op: rpb.UowOp, events: list[Record]) -> object:
+        """A UowOp applied with the event log on: each unit of work it changed is noted with its
+        new status (`RecordKind.UOW`), where it was before the operation and, when a backout
+        moved it to a dead-letter queue, that queue. A refusal or a user status alone changes
+        no state and is not noted."""
+        table = self.uows
+        before = {uow_id: (table.uows[uow_id].store, table.uows[uow_id].destination)
+                  for uow_id in op.uow_ids if uow_id in table.uows}
+        result = table.apply(op, self._uow_room)
+        kind = UowOpKind(op.kind)
+        changed = [result] if isinstance(result, Uow) else result if isinstance(result, list) else []
+        if kind == UowOpKind.USER_STATUS:
+            changed = []
+        for uow in changed:
+            store, destination = before.get(uow.id, (uow.store, uow.destination))
+            status = "DELETED" if kind == UowOpKind.FORGET else uow.status.name
+            events.append((self._op, RecordKind.UOW, uow.id, store, destination, status, uow.count, uow.size,
+                           kind.name.lower(), uow.destination if uow.destination != destination else None))
+        return result
 
     def _uow_room(self, store: str, count: int, size: int) -> str:
         """Why a store cannot take a unit of work of `count` messages and `size` bytes ('' when

@@ -394,6 +394,15 @@ class UowFront:
         if user_status is not None:
             op.user_status = user_status
         result, index = await apply(term, replicated, op)
+        if isinstance(result, Refused) and result.reason in ("UOW_STATE", "UOW_NOT_HELD"):
+            again = find(term, uow_id)
+            if again is not None and _settled_by(again[0], receiver, kind):
+                uow = again[0]
+                if uow.publication:
+                    reader = (uow.readers or {})[receiver]
+                    return SettleOutcome(reader.status, reader.backouts, duplicate=True)
+                return SettleOutcome(uow.status, uow.backouts, uow.destination if uow.dead_lettered_from else "",
+                                     duplicate=True)
         done = _accepted(result)
         if done.final:
             leader.held.pop(uow_id, None)
@@ -430,6 +439,38 @@ class UowFront:
         """The pseudo-clock as the current term runs it (0: not leading)."""
         leader = self._scope.leader
         return leader.clock() if leader is not None and leader.term.alive() else 0.0
+
+
+def _settled_by(uow: Uow, receiver: str, kind: OpKind) -> bool:
+    """Whether `uow` is as `receiver`'s settlement `kind` leaves it: a receiver whose commit was
+    applied but who never heard the answer (the leader died between the two, or the answer was
+    lost) sends it again, to the new leader, and must hear that it is done, not UOW_STATE; a
+    production broker's receiver retries a settlement it did not hear about. Told apart by
+    what the UOW keeps: the receiver that last held it, and whether it was still held when it
+    ended (a receiver cancel ends a DELIVERED UOW, with its delivery time; a sender cancel an
+    ACCEPTED one, whose delivery time a backout cleared). A backout repeated while the UOW is
+    offered again with this receiver as its last holder is answered as done too (given back is
+    given back, whether by the backout or by its conversation's timeout); once another receiver
+    took it, it is refused. A UOW whose status is not persistent is forgotten once complete: a
+    repeated settlement of it is answered UNKNOWN_UOW."""
+    if uow.publication:
+        # A publication: this subscriber's own reader says where it stands.
+        reader = (uow.readers or {}).get(receiver)
+        if reader is None:
+            return False
+        if kind == OpKind.RECEIVER_COMMIT:
+            return reader.status == UowStatus.PROCESSED
+        if kind == OpKind.RECEIVER_CANCEL:
+            return reader.status == UowStatus.CANCELLED
+        return reader.status == UowStatus.ACCEPTED and reader.backouts > 0
+    if uow.receiver != receiver:
+        return False
+    if kind == OpKind.RECEIVER_COMMIT:
+        return uow.status == UowStatus.PROCESSED
+    if kind == OpKind.RECEIVER_CANCEL:
+        return uow.status == UowStatus.CANCELLED and uow.delivered_at > 0
+    return uow.status == UowStatus.ACCEPTED and uow.backouts > 0
+
 
 def _choose(asked: bool | None, default: bool | None, store_default: bool) -> bool:
     if asked is not None:

@@ -172,7 +172,8 @@ class UowServicer(ugrpc.UowServiceServicer):
         except StrongroomError as err:
             await abort_with(context, self.named(err))
         return upb.UowSettleResponse(status=int(out.status), backout_count=out.backouts,
-                                     dead_lettered_to=out.dead_lettered_to, log_index=out.log_index)
+                                     dead_lettered_to=out.dead_lettered_to, log_index=out.log_index,
+                                     duplicate=out.duplicate)
 
     async def Status(self, request: upb.UowStatusRequest, context: Context) -> upb.UowStatusResponse:
         try:

@@ -98,6 +98,8 @@ class SettleOutcome:
     backouts: int
     dead_lettered_to: str = ""
     log_index: int = 0
+    duplicate: bool = False
+    """The receiver's same settlement had been applied already (a retry): nothing changed."""
 
 
 @dataclass(frozen=True)

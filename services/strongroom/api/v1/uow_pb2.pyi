@@ -163,16 +163,18 @@ class UowSettleRequest(_message.Message):
     def __init__(self, uow_id: _Optional[str] = ..., receiver: _Optional[str] = ..., settlement: _Optional[_Union[UowSettlement, str]] = ..., user_status: _Optional[bytes] = ...) -> None: ...
 
 class UowSettleResponse(_message.Message):
-    __slots__ = ("status", "backout_count", "dead_lettered_to", "log_index")
+    __slots__ = ("status", "backout_count", "dead_lettered_to", "log_index", "duplicate")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     BACKOUT_COUNT_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_TO_FIELD_NUMBER: _ClassVar[int]
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     status: UowStatus
     backout_count: int
     dead_lettered_to: str
     log_index: int
-    def __init__(self, status: _Optional[_Union[UowStatus, str]] = ..., backout_count: _Optional[int] = ..., dead_lettered_to: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
+    duplicate: bool
+    def __init__(self, status: _Optional[_Union[UowStatus, str]] = ..., backout_count: _Optional[int] = ..., dead_lettered_to: _Optional[str] = ..., log_index: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class UowStatusRequest(_message.Message):
     __slots__ = ("uow_id",)

@@ -167,7 +167,9 @@ class UowServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Settle(self, request, context):
-        """The receiver settles a UOW it holds: commit, back out or cancel.
+        """The receiver settles a UOW it holds: commit, back out or cancel. Sending the same
+        settlement again (same UOW, receiver and settlement) once it was applied is answered as a
+        success with `duplicate`, so a receiver that did not hear the answer may retry it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
