@@ -356,3 +356,15 @@ def test_a_publication_times_out_only_while_no_subscriber_holds_it() -> None:
     assert sm.uows.due(40.0)[OpKind.TIMEOUT] == ["p"]
     sm.apply_op(op(OpKind.TIMEOUT, "p", clock=40.0))
     assert status(sm, "p") == UowStatus.TIMEOUT
+
+
+def test_with_the_event_log_on_subscriptions_apply_and_only_publications_are_noted() -> None:
+    sm = StateMachine()
+    sm.events = []
+    sm.apply_op(subscribe("a", expiration=5.0))
+    publish(sm, "p")
+    ended = sm.apply_op(op(OpKind.EXPIRE_SUBSCRIPTIONS, clock=10.0,
+                           subscriptions=[s.to_state() for s in sm.uows.due_subscriptions(10.0)]))
+    assert [s.subscriber for s in ended] == ["a"]  # type: ignore[union-attr]
+    noted = [(r[2], r[5]) for r in sm.events]
+    assert noted == [("p", "ACCEPTED")]

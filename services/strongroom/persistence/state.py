@@ -30,7 +30,7 @@ from strongroom.events.records import Record, RecordKind
 from strongroom.events.schema import EventKind
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
 from strongroom.persistence.swap import PayloadSource, PayloadStore
-from strongroom.uow.table import OpKind as UowOpKind
+from strongroom.uow.model import OpKind as UowOpKind
 from strongroom.uow.table import Uow, UowTable
 
 __all__ = [
@@ -502,7 +502,9 @@ class StateMachine:
                   for uow_id in op.uow_ids if uow_id in table.uows}
         result = table.apply(op, self._uow_room)
         kind = UowOpKind(op.kind)
-        changed = [result] if isinstance(result, Uow) else result if isinstance(result, list) else []
+        # Subscriptions' operations answer subscriptions, not UOWs: no row (not events yet).
+        changed = [result] if isinstance(result, Uow) else [u for u in result if isinstance(u, Uow)] \
+            if isinstance(result, list) else []
         if kind == UowOpKind.USER_STATUS:
             changed = []
         for uow in changed:
