@@ -20,11 +20,13 @@ from strongroom.client.maps import Map
 from strongroom.client.messages import PublishResult, build_matcher, fill_message
 from strongroom.client.publisher import Publisher
 from strongroom.client.retry import RetryPolicy
+from strongroom.client.shared import SharedSenders
 from strongroom.client.subscription import AckMode, DurableKind, Subscription, ack_sync
 from strongroom.client.uow import (
     PublicationSubscription,
     ReceivedUnitOfWork,
     UnitOfWork,
+    UowResult,
     UowStatusInfo,
     list_subscriptions,
     new_uow_id,
@@ -36,13 +38,21 @@ from strongroom.client.uow import unsubscribe as uow_unsubscribe
 from strongroom.client.uowsender import UowSender
 from strongroom.errors import InvalidArgument
 
-__all__ = ["MAX_SHARED_PUBLISHERS", "SHARED_WINDOW", "Client"]
+__all__ = ["MAX_SHARED_PUBLISHERS", "MAX_SHARED_UOW_SENDERS", "SHARED_UOW_WINDOW", "SHARED_WINDOW", "Client"]
 
 T = TypeVar("T")
 
 # publish(): messages in flight on a destination's shared stream, and how many such streams stay open.
 SHARED_WINDOW = 1024
 MAX_SHARED_PUBLISHERS = 64
+# A UnitOfWork's whole commit: UOWs in flight on a (destination, options) shared stream, and how
+# many such streams stay open.
+SHARED_UOW_WINDOW = 64
+MAX_SHARED_UOW_SENDERS = 64
+
+UowKey = tuple[str, bool | None, bool | None, float | None, int | None]
+"""A shared UOW sender's destination and options (persistent, persistent_status, lifetime,
+status_lifetime_multiple)."""
 
 
 class Client:
@@ -57,9 +67,13 @@ class Client:
         self.client_name = client_name or f"client-{uuid.uuid4().hex[:8]}"
         self.producer_id = uuid.uuid4().hex
         self._sequence = itertools.count(1)
-        # publish(): one shared publisher per (destination, confirm), most recently used last.
-        self._publishers: dict[tuple[str, bool | None], Publisher] = {}
-        self._closing: set[asyncio.Future[None]] = set()
+        # publish(): one shared publisher per (destination, confirm).
+        self._publishers: SharedSenders[tuple[str, bool | None], Publisher] = SharedSenders(
+            lambda key: Publisher(self.connection, key[0], SHARED_WINDOW, key[1]), MAX_SHARED_PUBLISHERS)
+        # UnitOfWork.commit() of a whole UOW: one shared sender per destination and options.
+        self._uow_senders: SharedSenders[UowKey, UowSender] = SharedSenders(
+            lambda key: UowSender(self.connection, key[0], SHARED_UOW_WINDOW, *key[1:], failures="as_raised"),
+            MAX_SHARED_UOW_SENDERS)
 
     @property
     def endpoints(self) -> list[str]:
@@ -95,13 +109,9 @@ class Client:
         return next(self._sequence)
 
     async def close(self) -> None:
-        """End the shared publish streams and close every channel."""
-        publishers = list(self._publishers.values())
-        self._publishers.clear()
-        for pub in publishers:
-            pub.abandon()
-        for task in list(self._closing):
-            task.cancel()
+        """End the shared publish and unit-of-work streams and close every channel."""
+        self._publishers.abandon()
+        self._uow_senders.abandon()
         await self.connection.close()
 
     async def __aenter__(self) -> Self:
@@ -127,17 +137,7 @@ class Client:
         Goes on a publish stream the client keeps open per destination (a stream round trip
         costs about half a unary call), so concurrent calls share it and its group-commit
         rounds; failover, redirects and re-sends are the `Publisher`'s."""
-        key = (destination, confirm)
-        pub = self._publishers.pop(key, None)
-        if pub is None or pub.closed:
-            pub = Publisher(self.connection, destination, SHARED_WINDOW, confirm)
-            if len(self._publishers) >= MAX_SHARED_PUBLISHERS:
-                # Least recently used first: its stream closes once what it carries is confirmed.
-                oldest = next(iter(self._publishers))
-                task = asyncio.ensure_future(self._publishers.pop(oldest).close())
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
-        self._publishers[key] = pub
+        pub = self._publishers.get((destination, confirm))
         return await (await pub.send(body, fields))
 
     def publisher(self, destination: str, window: int = 256, confirm: bool | None = None) -> Publisher:
@@ -189,9 +189,19 @@ class Client:
                      persistent_status: bool | None = None, lifetime: float | None = None,
                      status_lifetime_multiple: int | None = None) -> UnitOfWork:
         """A new unit of work to a queue (nothing is sent before `open`, `send` or `commit`);
-        unset options take the destination's defaults from the realm."""
+        unset options take the destination's defaults from the realm. Committed whole (never
+        opened before), it goes on a `SendStream` the client shares per destination and options
+        (see `_commit_whole`)."""
         return UnitOfWork(self.connection, destination, uow_id or new_uow_id(), persistent, persistent_status,
-                          lifetime, status_lifetime_multiple)
+                          lifetime, status_lifetime_multiple, commit_whole=self._commit_whole)
+
+    async def _commit_whole(self, uow: UnitOfWork) -> UowResult:
+        """A whole UOW's one request (open + messages + COMMIT) on the shared `UowSender` of its
+        destination and options: a round trip on an open stream instead of a new unary call;
+        failover, redirects and the re-send under its id are the sender's."""
+        sender = self._uow_senders.get((uow.destination, uow.persistent, uow.persistent_status, uow.lifetime,
+                                        uow.status_lifetime_multiple))
+        return await (await sender.submit(uow.whole_request()))
 
     def uow_sender(self, destination: str, window: int = 64, persistent: bool | None = None,
                    persistent_status: bool | None = None, lifetime: float | None = None,

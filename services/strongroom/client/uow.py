@@ -16,10 +16,12 @@ is a publication every durable subscriber that subscribed before its commit rece
     got = await client.receive_uow("news.topic", "reader-1", wait=5)   # the subscriber's name
     await got.commit()                                  # settled for this subscriber only
 
-A UOW's messages are sent with its commit, in one call that opens and commits it (one log
+A UOW's messages are sent with its commit, in one request that opens and commits it (one log
 entry), under an id the client chose: a commit that fails with a retriable error (leader gone,
 no quorum) or a broken connection is sent again with the same id, and the leader stores it
-once (`duplicate` in the answer). `open()` sends the opening alone, so the UOW is RECEIVED and
+once (`duplicate` in the answer). A `Client`'s UOWs send that request on a `SendStream` the
+client shares per destination and options (`UowSender`); one made without a client, with a
+unary `Send`. `open()` sends the opening alone, so the UOW is RECEIVED and
 visible to status queries while messages are added with `send()`; such a UOW is lost when the
 leader changes before its commit (`UowAborted`: send it again as a new UOW).
 """
@@ -27,6 +29,7 @@ leader changes before its commit (`UowAborted`: send it again as a new UOW).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from strongroom.api.v1 import common_pb2 as cpb
@@ -149,6 +152,10 @@ class UnitOfWork:
     user_status: bytes | None = None
     messages: list[cpb.Message] = field(default_factory=list)
     opened: bool = False
+    commit_whole: Callable[[UnitOfWork], Awaitable[UowResult]] | None = field(default=None, repr=False,
+                                                                              compare=False)
+    """How a commit of a UOW never opened is sent (`Client`: on a shared stream); None: the
+    unary `Send`. Either raises the same errors and retries the same way."""
 
     def add(self, body: bytes, fields: dict[str, object] | None = None) -> None:
         """Add a message (sent with the commit, or with the next `send`)."""
@@ -189,10 +196,14 @@ class UnitOfWork:
             return await uow_stub(self.connection, address).Send(req, timeout=self.connection.policy.timeout)
 
         resp = await self.connection.call_leader(attempt)
+        self._sent()
+        return response_result(resp)
+
+    def _sent(self) -> None:
+        """What was added is with the leader now."""
         self.opened = True
         self.messages = []
         self.user_status = None
-        return response_result(resp)
 
     async def open(self) -> UowResult:
         """Open it now (RECEIVED), with the messages added so far."""
@@ -204,7 +215,11 @@ class UnitOfWork:
 
     async def commit(self) -> UowResult:
         """Commit: every message becomes visible at once (ACCEPTED)."""
-        return await self._call(upb.UOW_ACTION_COMMIT)
+        if self.opened or self.commit_whole is None:
+            return await self._call(upb.UOW_ACTION_COMMIT)
+        result = await self.commit_whole(self)
+        self._sent()
+        return result
 
     async def backout(self) -> UowResult:
         """Back out an open UOW: nothing of it is ever visible (BACKEDOUT)."""

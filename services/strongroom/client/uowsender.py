@@ -10,6 +10,9 @@ leader commits it as one log entry, and up to `window` of them are in flight on 
 After a retriable failure (NOT_LEADER, no quorum, a broken stream) every unanswered UOW is sent
 again, in order and under the same id, on a new stream to the leader: one the old leader had
 committed is answered with `duplicate` and stored once.
+
+`Client` also keeps one per destination and options for `UnitOfWork.commit()` of a whole UOW
+(`failures="as_raised"`: a UOW fails with the error a unary commit would raise).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Literal
 
 import grpc
 
@@ -44,7 +48,8 @@ class UowSender:
 
     def __init__(self, connection: Connection, destination: str, window: int = 64, persistent: bool | None = None,
                  persistent_status: bool | None = None, lifetime: float | None = None,
-                 status_lifetime_multiple: int | None = None) -> None:
+                 status_lifetime_multiple: int | None = None,
+                 failures: Literal["outcome_unknown", "as_raised"] = "outcome_unknown") -> None:
         if window < 1:
             raise InvalidArgument(f"window must be 1 or more, not {window}")
         self.connection = connection
@@ -61,6 +66,9 @@ class UowSender:
         self._writes: asyncio.Queue[upb.UowSendRequest | None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        # Once the retry policy gives up: fail what is unanswered with "outcome unknown", or
+        # with the policy's own error (as a unary call raises it).
+        self._failures = failures
         self.streams = 0
         """Streams opened so far (more than 1: it failed over)."""
 
@@ -77,7 +85,13 @@ class UowSender:
         if not uow.messages:
             raise InvalidArgument("a unit of work needs one message or more")
         uow.user_status = user_status
-        req = uow.whole_request()
+        return await self.submit(uow.whole_request())
+
+    async def submit(self, req: upb.UowSendRequest) -> asyncio.Future[UowResult]:
+        """Queue one whole UOW's request (`UnitOfWork.whole_request`), waiting for room in the
+        window; the returned future resolves when it is committed (or fails)."""
+        if self._closed:
+            raise InvalidArgument("the unit-of-work sender is closed")
         await self._slots.acquire()
         self._next_id += 1
         req.correlation_id = self._next_id
@@ -88,6 +102,11 @@ class UowSender:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         return fut
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` or `abandon()` was called."""
+        return self._closed
 
     @property
     def in_flight(self) -> int:
@@ -123,7 +142,9 @@ class UowSender:
         try:
             await self.connection.call_leader(lambda address: self._stream(address, outage), outage)
         except StrongroomError as err:
-            self._fail_unanswered(outcome_unknown(err, self.connection.policy.timeout, "units of work"))
+            if self._failures == "outcome_unknown":
+                err = outcome_unknown(err, self.connection.policy.timeout, "units of work")
+            self._fail_unanswered(err)
 
     def _answered(self, correlation_id: int) -> asyncio.Future[UowResult]:
         self._slots.release()
