@@ -18,6 +18,7 @@ __all__ = [
     "ENTRY_OPS",
     "OPERATION_PUBLISH",
     "OPERATION_PUBLISH_BATCH",
+    "OPERATION_UOW",
     "PUBLISH_BATCH_HEAD",
     "PUBLISH_BATCH_MESSAGES",
     "PUBLISH_MESSAGE",
@@ -36,6 +37,7 @@ ENTRY_OPS = _tag(3)          # LogEntry.ops
 OPERATION_PUBLISH = _tag(2)  # Operation.publish
 PUBLISH_MESSAGE = _tag(3)    # PublishOp.message
 OPERATION_PUBLISH_BATCH = _tag(10)  # Operation.publish_batch
+OPERATION_UOW = _tag(13)     # Operation.uow
 PUBLISH_BATCH_HEAD = _tag(1)        # PublishBatchOp.publish
 PUBLISH_BATCH_MESSAGES = _tag(2)    # PublishBatchOp.messages
 APPEND_ENTRIES = _tag(5)     # AppendRequest.entries

@@ -45,3 +45,12 @@ def test_a_spliced_publish_batch_parses_as_the_real_operation() -> None:
     messages = [cpb.Message(body=b"x" * n, producer_id="p", sequence=n) for n in (1, 200, 70000)]
     raw = _publish_batch_op(head.SerializeToString(), [m.SerializeToString() for m in messages])
     assert rpb.Operation.FromString(raw) == rpb.Operation(publish_batch=rpb.PublishBatchOp(publish=head, messages=messages))
+
+
+def test_a_uow_op_wrapped_as_bytes_parses_as_the_operation() -> None:
+    from strongroom.wire import OPERATION_UOW, length_delimited
+
+    op = rpb.UowOp(clock=2.5, kind=2, uow_ids=["u1"], message_count=2, message_bytes=300,
+                   definition=rpb.UowDefinition(store="s", destination="d.queue", persistent=True, lifetime=60))
+    op.messages.extend(cpb.Message(body=b"y" * n) for n in (100, 200))
+    assert rpb.Operation.FromString(length_delimited(OPERATION_UOW, op.SerializeToString())) == rpb.Operation(uow=op)

@@ -253,7 +253,11 @@ class LeaderTerm:
 
     async def commit(self, op: rpb.Operation) -> tuple[object, int]:
         """Commit one operation: its result and log index."""
-        fut = self.submit([op])
+        return await self.commit_raw(op.SerializeToString())
+
+    async def commit_raw(self, op: bytes) -> tuple[object, int]:
+        """Like `commit`, the operation already serialised."""
+        fut = self.submit_raw([op])
         assert fut is not None
         done = await fut
         return done.results[0], done.log_index

@@ -22,6 +22,7 @@ from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import Destination, Route
 from strongroom.uow.leader import UowLeader
 from strongroom.uow.model import OpKind, Uow
+from strongroom.wire import OPERATION_UOW, length_delimited
 
 __all__ = ["FORMAT_WAIT_SECONDS", "PUBLICATION_LOG_FORMAT", "UOW_LOG_FORMAT", "UowScope", "apply", "check_name",
            "find", "gone", "let_go", "make_op"]
@@ -97,7 +98,9 @@ async def apply(term: LeaderTerm, replicated: bool, op: rpb.UowOp) -> tuple[obje
     """Through the log (replicated) or into the leader's own state: the result and the log
     index (0: not replicated)."""
     if replicated:
-        return await term.commit(rpb.Operation(uow=op))
+        # The Operation as bytes around the serialised op: `rpb.Operation(uow=op)` would copy
+        # the op, with a commit's every message, before serialising it.
+        return await term.commit_raw(length_delimited(OPERATION_UOW, op.SerializeToString()))
     return term.local_state.apply_op(rpb.Operation(uow=op)), 0
 
 
