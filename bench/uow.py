@@ -5,8 +5,9 @@ In order:
 
 - `confirm`: sequential confirmed publishes (`StrongroomTarget.confirm`): one publish's latency,
   and what 10 of them one after the other take (the same 10 messages sent without a UOW);
-- `uow_commit`: one whole UOW at a time through the unary `Send` (open + 10 messages + COMMIT,
-  one log entry): the sender's commit latency;
+- `uow_commit`: one whole UOW at a time through `UnitOfWork.commit()` (one request, open + 10
+  messages + COMMIT: one log entry, on the `SendStream` the client shares per destination): the
+  sender's commit latency;
 - `pipelined`: one pipelined publisher, 256 in flight (`StrongroomTarget.pipelined`);
 - `uow_pipelined`: whole UOWs through one `UowSender`, 64 in flight, as many messages as
   `pipelined`: UOWs/s and messages/s;
@@ -85,7 +86,7 @@ async def _commit_one(target: Any, dest: str) -> float:
 
 
 async def uow_commit(target: Any, n: int) -> dict[str, Any]:
-    """One whole UOW at a time through the unary Send, each waiting for its commit."""
+    """One whole UOW at a time through `UnitOfWork.commit()`, each waiting for its commit."""
     dest = target.dest("uow-commit.queue")
     for _ in range(WARMUP_MESSAGES):
         await _commit_one(target, dest)
