@@ -85,3 +85,36 @@ async def test_a_leader_sigkill_under_pipelined_uows_loses_and_duplicates_none(m
             assert received == bodies(int(uow_id.removeprefix("fo-"))), f"{uow_id} not whole"
     finally:
         await client.close()
+
+
+@pytest.mark.slow
+async def test_whole_uow_commits_across_a_leader_sigkill_are_each_stored_once(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """`UnitOfWork.commit()` of whole UOWs, many at once on the client's shared stream, with the
+    leader SIGKILLed under them: every commit returns ACCEPTED (a repeat the old leader had
+    committed answered duplicate), and every UOW is received once, whole."""
+    cluster: Cluster = make_cluster()
+    old = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    try:
+        async def commit(i: int) -> UowResult:
+            uow = client.unit_of_work("whole.queue", uow_id=f"wh-{i}")
+            for body in bodies(i):
+                uow.add(body)
+            result = await uow.commit()
+            assert uow.opened and not uow.messages  # sent: the UOW is with the leader
+            return result
+
+        total = 300
+        tasks = []
+        for i in range(total):
+            tasks.append(asyncio.create_task(commit(i)))
+            if i == total // 3:
+                await asyncio.sleep(0.05)  # some answered, some in flight
+                cluster.kill(old, signal.SIGKILL)
+        results = await asyncio.gather(*tasks)
+        assert [(r.uow_id, r.status) for r in results] == [(f"wh-{i}", "ACCEPTED") for i in range(total)]
+        assert await cluster.leader(exclude=old) != old
+        got = await receive_all(client, "whole.queue")
+        assert got == {f"wh-{i}": bodies(i) for i in range(total)}
+    finally:
+        await client.close()
