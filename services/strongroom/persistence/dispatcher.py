@@ -129,11 +129,14 @@ class Dispatcher:
 
     def __init__(self, id_prefix: str = "",
                  redelivery_limit: Callable[[Durable], int] | None = None,
-                 dead_letter: Callable[[Durable, int, int, str], None] | None = None) -> None:
+                 dead_letter: Callable[[Durable, int, int, str], None] | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         # Subscription ids name the member and epoch, so ids never repeat across leaders.
         self._id_prefix = id_prefix
         self._limit_of = redelivery_limit or (lambda durable: 0)
         self._dead_letter = dead_letter
+        # The term's pseudo-clock: a message whose time-to-live on it ended is not delivered.
+        self._clock = clock or (lambda: 0.0)
         self._durables: dict[str, _DurableDelivery] = {}
         self._subs: dict[str, Subscription] = {}
         self._dirty: set[str] = set()
@@ -461,7 +464,7 @@ class Dispatcher:
             for sub in dd.subs:
                 if sub.latest and sub.credit > 0:
                     stored = state.message(sub.latest)
-                    if stored is not None and not (stored.expires_at and stored.expires_at <= time.time()):
+                    if stored is not None and not stored.ttl_ended(time.time(), self._clock()):
                         sub.credit -= 1
                         if self.on_delivered is not None:
                             self.on_delivered(state, durable, stored, 1)
@@ -472,6 +475,7 @@ class Dispatcher:
         batches: dict[str, list[Delivered]] = {}
         limit = self._limit_of(durable) if self._dead_letter is not None else 0
         now = time.time()
+        clock = self._clock()
         while True:
             sub = self._next_with_credit(dd)
             if sub is None:
@@ -482,7 +486,7 @@ class Dispatcher:
             stored = state.message(seq)
             if stored is None:
                 continue
-            if stored.expires_at and stored.expires_at <= now:
+            if (stored.expires_at or stored.expires_clock) and stored.ttl_ended(now, clock):
                 # Expired: the leader's expiry round removes it from every durable.
                 continue
             count = dd.counts.get(seq, 0) + 1

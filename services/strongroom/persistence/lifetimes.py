@@ -4,8 +4,10 @@
   (`ConfigureStoreOp`s where they differ from the state's), static durables and the suspension
   of durables the realm no longer reaches (see `durables`) into the log, so every member
   applies them from the same log index on.
-- Time-to-lives and retentions end on the leader's clock: its expiry loop turns due messages
-  into `ExpireOp`s, and the log carries the decision to every member.
+- Time-to-lives end on the pseudo-clock (or, when their rule says `ttl_clock: wall`, and for
+  every message stored before log format 5, on the leader's wall clock); retentions end on the
+  wall clock. The leader's expiry loop turns due messages into `ExpireOp`s carrying both clocks'
+  values, and the log carries the decision to every member.
 - A message delivered more often than its destination's redelivery limit is moved to the
   destination's dead-letter destination (or dropped, if it names none) with a `DeadLetterOp`.
 """
@@ -21,6 +23,7 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import StrongroomError
 from strongroom.persistence.durables import reach_changes, static_durable_ops
+from strongroom.persistence.log import LIFETIMES_LOG_FORMAT
 from strongroom.persistence.state import Durable
 from strongroom.persistence.term import CommitResult, LeaderTerm
 from strongroom.realm.model import LimitPolicyName, Realm, Route, Store
@@ -109,24 +112,27 @@ class StoreKeeper:
 
     async def expire(self, term: LeaderTerm) -> None:
         """Turn ended time-to-lives and retentions into ExpireOps while `term` lasts (the
-        leader's clock decides, the log carries the decision to every member)."""
+        leader's clocks decide, the log carries the decision to every member)."""
         local = term.local_state
         while term.alive():
             now = time.time()
+            # The pseudo-clock goes into ExpireOps only once every member reads it (before, no
+            # message has a time-to-live on it).
+            clock = term.clock() if term.membership.all_read(LIFETIMES_LOG_FORMAT) else 0.0
             state = term.state
             try:
-                due = local.due(now)
+                due = local.due(now, clock)
                 if due:
-                    local.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
-                due = state.due(now)
+                    local.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now, clock=clock)))
+                due = state.due(now, clock)
                 if due:
-                    await term.commit(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
+                    await term.commit(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now, clock=clock)))
                     continue
             except StrongroomError as err:
                 log.info("expiry round failed: %s", err)
-            timers = [t for t in (state.next_timer(), local.next_timer()) if t]
-            await asyncio.sleep(min(EXPIRY_POLL_SECONDS, max(0.01, min(timers) - time.time())) if timers
-                                else EXPIRY_POLL_SECONDS)
+            waits = [t - now for t in (state.next_timer(), local.next_timer()) if t]
+            waits += [t - clock for t in (state.next_clock_timer(), local.next_clock_timer()) if t and clock]
+            await asyncio.sleep(min(EXPIRY_POLL_SECONDS, max(0.01, min(waits))) if waits else EXPIRY_POLL_SECONDS)
 
     # --- dead letters -------------------------------------------------------------------------
 

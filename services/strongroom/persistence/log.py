@@ -11,7 +11,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.storage import LoadedState, Storage
 from strongroom.tracing import traced
 
-__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED"]
+__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT"]
 
 
 class AppendOutcome:
@@ -26,9 +26,15 @@ class AppendOutcome:
 
 
 # The log format this member reads and writes: 2 adds PublishBatchOp, 3 SuspendDurablesOp and
-# DeleteDurableOp, 4 UowOp and ClockOp (units of work). A member registers it in etcd; a leader
-# writes an operation of format N only once every member of its cluster has registered N or later.
-LOG_FORMAT = 4
+# DeleteDurableOp, 4 UowOp and ClockOp (units of work), 5 lifetimes on the pseudo-clock (see
+# LIFETIMES_LOG_FORMAT). A member registers it in etcd; a leader writes an operation (or a field)
+# of format N only once every member of its cluster has registered N or later.
+LOG_FORMAT = 5
+
+LIFETIMES_LOG_FORMAT = 5
+"""Message time-to-lives on the pseudo-clock (`PublishOp.expires_clock`, `ExpireOp.clock`). A
+member of format 4 would not know the field and keep such a message for ever, so until every
+member reads format 5 time-to-lives stay on the wall clock."""
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

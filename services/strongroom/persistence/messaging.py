@@ -33,6 +33,7 @@ from strongroom.errors import (
 )
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.durables import TEMPLATE_KINDS, kind_word
+from strongroom.persistence.log import LIFETIMES_LOG_FORMAT
 from strongroom.persistence.matcher import (
     compile_matcher,
     key_of,
@@ -59,7 +60,7 @@ from strongroom.persistence.state import (
     durable_key,
 )
 from strongroom.persistence.term import CommitResult, LeaderTerm
-from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store
+from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store, TtlClock
 from strongroom.tracing import traced
 
 __all__ = ["MessagingFront", "Replay", "Routes"]
@@ -186,7 +187,7 @@ class MessagingFront:
                 if known is None:
                     route = self.resolve(destination)
                     guard = route.rule.require_interest and not route.queue and not route.rule.retain_seconds
-                    known = heads[destination] = (route, _publish_head(route, destination, now), guard)
+                    known = heads[destination] = (route, _publish_head(route, destination, now, term), guard)
                 route, head, guard = known
                 store = route.store
                 message = item.message
@@ -450,13 +451,21 @@ def _acknowledge(term: LeaderTerm, durable: Durable, state: StateMachine, seqs: 
     return term.submit([op], want_result=wait)
 
 
-def _publish_head(route: Route, destination: str, now: float) -> bytes:
-    """A PublishOp to `destination` at `now`, without its message, encoded."""
+def _publish_head(route: Route, destination: str, now: float, term: LeaderTerm) -> bytes:
+    """A PublishOp to `destination` at wall-clock time `now`, without its message, encoded. A
+    time-to-live ends on the clock its rule names: the term's pseudo-clock once every member
+    reads it (log format 5), else the wall clock."""
     rule = route.rule
-    return rpb.PublishOp(
-        store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
-        published_at=now, expires_at=now + rule.ttl_seconds if rule.ttl_seconds else 0.0,
-        retain_until=now + rule.retain_seconds if rule.retain_seconds else 0.0).SerializeToString()
+    op = rpb.PublishOp(store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
+                       published_at=now)
+    if rule.ttl_seconds:
+        if rule.ttl_clock == TtlClock.PSEUDO and term.membership.all_read(LIFETIMES_LOG_FORMAT):
+            op.expires_clock = term.clock() + rule.ttl_seconds
+        else:
+            op.expires_at = now + rule.ttl_seconds
+    if rule.retain_seconds:
+        op.retain_until = now + rule.retain_seconds
+    return op.SerializeToString()
 
 
 def _durable_key(route: Route, name: str) -> str:

@@ -295,7 +295,7 @@ class PersistenceNode:
         term.run(self.uows.run(term), "uow-timers")
         term.serve(Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.keeper.redelivery_limit,
                               dead_letter=lambda durable, seq, count, why: self.keeper.dead_letter(
-                                  term, self.realm, durable, seq, count, why)))
+                                  term, self.realm, durable, seq, count, why), clock=term.clock))
         event_log = self._event_log()
         if event_log is not None and self.replica.events is not None:
             root, interval = event_log

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -83,12 +83,12 @@ class StoredMessage:
     """
 
     __slots__ = ("seq", "store", "destination", "_message", "_source", "size", "refs", "queue", "content",
-                 "published_at", "expires_at", "retain_until", "retained")
+                 "published_at", "expires_at", "expires_clock", "retain_until", "retained")
 
     def __init__(self, seq: int, store: str, destination: str, message: cpb.Message | None, size: int,
                  refs: int = 0, queue: bool = False, content: bool = False, published_at: float = 0.0,
-                 expires_at: float = 0.0, retain_until: float = 0.0, retained: bool = False,
-                 source: PayloadSource | None = None) -> None:
+                 expires_at: float = 0.0, expires_clock: float = 0.0, retain_until: float = 0.0,
+                 retained: bool = False, source: PayloadSource | None = None) -> None:
         self.seq = seq
         self.store = store
         self.destination = destination
@@ -99,7 +99,10 @@ class StoredMessage:
         self.queue = queue
         self.content = content
         self.published_at = published_at
+        # Its time-to-live ends on one clock: the leader's wall clock (expires_at, unix seconds)
+        # or the pseudo-clock (expires_clock); 0: no end on that clock.
         self.expires_at = expires_at
+        self.expires_clock = expires_clock
         self.retain_until = retain_until
         # Holds a replay-retention reference until retain_until.
         self.retained = retained
@@ -112,6 +115,12 @@ class StoredMessage:
             assert self._source is not None, f"message {self.seq} has no payload"
             return self._source.read(self)
         return msg
+
+    def ttl_ended(self, now: float, clock: float) -> bool:
+        """Its time-to-live ended by wall-clock time `now` or pseudo-clock time `clock`, on the
+        clock it runs on."""
+        return bool((self.expires_at and self.expires_at <= now) or
+                    (self.expires_clock and self.expires_clock <= clock))
 
     @property
     def swapped(self) -> bool:
@@ -231,6 +240,58 @@ class _ProducerWindow:
             self.seqs.pop(order.popleft(), None)
 
 
+class _Timers:
+    """Where lifetimes end on one clock, soonest first: a heap of (time, message sequence).
+    Entries of messages already gone are dropped lazily (followers never run `due`), and the
+    heap is rebuilt once most of it is such entries."""
+
+    __slots__ = ("heap", "stale")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int]] = []
+        self.stale = 0
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def add(self, when: float, seq: int) -> None:
+        """A lifetime of message `seq` ends at `when`."""
+        heapq.heappush(self.heap, (when, seq))
+
+    def load(self, items: list[tuple[float, int]]) -> None:
+        """Take entries in any order (a state reopened from disk)."""
+        self.heap.extend(items)
+        heapq.heapify(self.heap)
+
+    def gone(self, count: int, live: Container[int]) -> None:
+        """`count` entries belong to a message that left (`live`: the messages still stored)."""
+        self.stale += count
+        if self.stale > 1024 and 2 * self.stale > len(self.heap):
+            self.heap = [(when, seq) for when, seq in self.heap if seq in live]
+            heapq.heapify(self.heap)
+            self.stale = 0
+
+    def next(self) -> float:
+        """When the earliest lifetime ends (0: none)."""
+        return self.heap[0][0] if self.heap else 0.0
+
+    def due(self, until: float, ended: Callable[[int], bool], limit: int) -> list[int]:
+        """Messages with an entry at or before `until` whose lifetime did end (`ended`), at most
+        `limit`. Their entries stay until the expiry is applied; others at or before `until`
+        (the message left, or its retention was released) are dropped."""
+        out: list[int] = []
+        keep: list[tuple[float, int]] = []
+        heap = self.heap
+        while heap and heap[0][0] <= until and len(out) < limit:
+            item = heapq.heappop(heap)
+            if ended(item[1]):
+                out.append(item[1])
+                keep.append(item)
+        for item in keep:
+            heapq.heappush(heap, item)
+        return out
+
+
 class StateMachine:
     """Stores, durables, maps and dedup windows; `apply` is the only way in for replicated stores."""
 
@@ -253,10 +314,13 @@ class StateMachine:
         self.store_configs: dict[str, rpb.ConfigureStoreOp] = {}
         # (store, map) -> key -> (value, version)
         self.maps: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
-        # (time, seq) of every time-to-live end and retention end; entries of messages already
-        # gone are dropped lazily. Each member keeps its own copy; it never decides anything.
-        self._timers: list[tuple[float, int]] = []
-        self._stale_timers = 0
+        # Where lifetimes end: on the wall clock (time-to-lives of `expires_at`, retentions) and
+        # on the pseudo-clock (time-to-lives of `expires_clock`). Each member keeps its own copy;
+        # only the leader reads them (`due`), and the log carries its decision.
+        self._timers = _Timers()
+        self._clock_timers = _Timers()
+        # Messages stored with a time-to-live on the pseudo-clock (`timed`).
+        self._clock_ttls = 0
         # Version of map writes for a state fed directly (non-replicated stores).
         self._local_writes = 0
         self._index = 0
@@ -290,8 +354,9 @@ class StateMachine:
         return self.uows.clock
 
     def timed(self) -> bool:
-        """Something is measured on the pseudo-clock (the leader then writes it every second)."""
-        return bool(self.uows.uows or self.uows.gone)
+        """Something is measured on the pseudo-clock (the leader then writes it every second):
+        units of work, or messages whose time-to-live runs on it."""
+        return bool(self.uows.uows or self.uows.gone) or self._clock_ttls > 0
 
     def advance_clock(self, clock: float) -> None:
         """The pseudo-clock moves on to `clock` (never back)."""
@@ -523,18 +588,19 @@ class StateMachine:
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
         return self._publish_message(op.message, op.store, op.destination, op.queue, op.content, op.published_at,
-                                     op.expires_at, op.retain_until)
+                                     op.expires_at, op.expires_clock, op.retain_until)
 
     def _publish_batch(self, op: rpb.PublishBatchOp) -> list[PublishResult]:
         """Each message as a PublishOp with the batch's shared fields, in order."""
         head = op.publish
         shared = (head.store, head.destination, head.queue, head.content, head.published_at, head.expires_at,
-                  head.retain_until)
+                  head.expires_clock, head.retain_until)
         publish = self._publish_message
         return [publish(msg, *shared) for msg in op.messages]
 
     def _publish_message(self, msg: cpb.Message, store: str, destination: str, queue: bool, content: bool,
-                         published_at: float, expires_at: float, retain_until: float) -> PublishResult:
+                         published_at: float, expires_at: float, expires_clock: float,
+                         retain_until: float) -> PublishResult:
         # Runs once per message on every member: each proto field is read once.
         producer_id = msg.producer_id
         window = self.producers.get(producer_id) if producer_id else None
@@ -567,7 +633,7 @@ class StateMachine:
             seq = self.next_seq
             self.next_seq = seq + 1
             stored = StoredMessage(seq, store, destination, msg, size, 0, queue, content, published_at,
-                                   expires_at, retain_until)
+                                   expires_at, expires_clock, retain_until)
             self._index_message(stored)
             if retain_until:
                 stored.retained = True
@@ -591,9 +657,12 @@ class StateMachine:
         self.store_count[stored.store] = self.store_count.get(stored.store, 0) + 1
         self.store_seqs.setdefault(stored.store, {})[seq] = None
         if stored.expires_at:
-            heapq.heappush(self._timers, (stored.expires_at, seq))
+            self._timers.add(stored.expires_at, seq)
+        if stored.expires_clock:
+            self._clock_timers.add(stored.expires_clock, seq)
+            self._clock_ttls += 1
         if stored.retain_until:
-            heapq.heappush(self._timers, (stored.retain_until, seq))
+            self._timers.add(stored.retain_until, seq)
         if self.payloads is not None:
             self.payloads.admit(stored)
 
@@ -659,12 +728,11 @@ class StateMachine:
         self.store_bytes[stored.store] -= stored.size
         self.store_count[stored.store] -= 1
         self.store_seqs[stored.store].pop(stored.seq, None)
-        self._stale_timers += bool(stored.expires_at) + bool(stored.retain_until)
-        if self._stale_timers > 1024 and 2 * self._stale_timers > len(self._timers):
-            # Timers of messages already gone: rebuild (followers never run `due`).
-            self._timers = [(when, seq) for when, seq in self._timers if seq in self.messages]
-            heapq.heapify(self._timers)
-            self._stale_timers = 0
+        if stored.expires_at or stored.retain_until:
+            self._timers.gone(bool(stored.expires_at) + bool(stored.retain_until), self.messages)
+        if stored.expires_clock:
+            self._clock_ttls -= 1
+            self._clock_timers.gone(1, self.messages)
 
     def _drop(self, seq: int, kind: RecordKind, reason: str) -> None:
         """Remove a message from every holder at once (expired, or discarded at a limit)."""
@@ -690,12 +758,16 @@ class StateMachine:
         self._forget(stored)
 
     def _expire(self, op: rpb.ExpireOp) -> int:
+        """Expire the listed messages whose time-to-live (or retention) ended by the leader's
+        decision: its wall clock `now`, its pseudo-clock `clock` (which this state's moves on to)."""
         expired = 0
+        if op.clock:
+            self.advance_clock(op.clock)
         for seq in op.message_seqs:
             stored = self.messages.get(seq)
             if stored is None:
                 continue
-            if stored.expires_at and stored.expires_at <= op.now:
+            if stored.ttl_ended(op.now, op.clock):
                 self._drop(seq, RecordKind.EXPIRED, "time-to-live")
                 expired += 1
             elif stored.retained and stored.retain_until <= op.now:
@@ -707,29 +779,34 @@ class StateMachine:
                                         stored.size, "retention"))
         return expired
 
-    def due(self, now: float, limit: int = 10000) -> list[int]:
-        """Messages whose time-to-live or retention ended by `now` (the leader turns them into
-        an ExpireOp). The timers stay until the operation is applied, so a leader that loses
-        its leadership in between leaves them for the next one."""
-        out: list[int] = []
-        keep: list[tuple[float, int]] = []
-        timers = self._timers
-        while timers and timers[0][0] <= now and len(out) < limit:
-            when, seq = heapq.heappop(timers)
-            stored = self.messages.get(seq)
-            if stored is None:
-                continue
-            if (stored.expires_at and stored.expires_at <= now) or (stored.retained and stored.retain_until <= now):
-                if not out or out[-1] != seq:
-                    out.append(seq)
-                keep.append((when, seq))
-        for item in keep:
-            heapq.heappush(timers, item)
-        return sorted(set(out))
+    def due(self, now: float, clock: float = 0.0, limit: int = 10000) -> list[int]:
+        """Messages whose time-to-live or retention ended by wall-clock time `now`, or whose
+        time-to-live on the pseudo-clock ended by `clock` (the leader turns them into an
+        ExpireOp). The timers stay until the operation is applied, so a leader that loses its
+        leadership in between leaves them for the next one."""
+        messages = self.messages
+
+        def wall_ended(seq: int) -> bool:
+            stored = messages.get(seq)
+            return stored is not None and bool((stored.expires_at and stored.expires_at <= now) or
+                                               (stored.retained and stored.retain_until <= now))
+
+        def clock_ended(seq: int) -> bool:
+            stored = messages.get(seq)
+            return stored is not None and bool(stored.expires_clock and stored.expires_clock <= clock)
+
+        out = self._timers.due(now, wall_ended, limit)
+        if clock:
+            out += self._clock_timers.due(clock, clock_ended, limit)
+        return sorted(set(out))[:limit]
 
     def next_timer(self) -> float:
-        """When the earliest time-to-live or retention ends (0: none)."""
-        return self._timers[0][0] if self._timers else 0.0
+        """When the earliest time-to-live or retention on the wall clock ends (0: none)."""
+        return self._timers.next()
+
+    def next_clock_timer(self) -> float:
+        """When the earliest time-to-live on the pseudo-clock ends (0: none)."""
+        return self._clock_timers.next()
 
     def _dead_letter(self, op: rpb.DeadLetterOp) -> bool:
         """Move a message past its redelivery limit out of the durable, into the dead-letter
@@ -863,7 +940,8 @@ class StateMachine:
             snap.messages.append(rpb.StoredMessage(
                 seq=stored.seq, store=stored.store, destination=stored.destination, message=stored.message,
                 content=stored.content, published_at=stored.published_at, expires_at=stored.expires_at,
-                retain_until=stored.retain_until if stored.retained else 0.0, queue=stored.queue))
+                retain_until=stored.retain_until if stored.retained else 0.0, queue=stored.queue,
+                expires_clock=stored.expires_clock))
         for d in self.durables.values():
             snap.durables.append(rpb.DurableState(
                 key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
@@ -902,7 +980,7 @@ class StateMachine:
             stored = StoredMessage(seq=m.seq, store=m.store, destination=m.destination, message=m.message,
                                    size=m.message.ByteSize(), queue=m.queue, content=m.content,
                                    published_at=m.published_at, expires_at=m.expires_at,
-                                   retain_until=m.retain_until)
+                                   expires_clock=m.expires_clock, retain_until=m.retain_until)
             sm._index_message(stored)
             if m.retain_until:
                 stored.retained = True

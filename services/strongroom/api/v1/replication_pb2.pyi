@@ -86,12 +86,14 @@ class ConfigureStoreOp(_message.Message):
     def __init__(self, store: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ...) -> None: ...
 
 class ExpireOp(_message.Message):
-    __slots__ = ("message_seqs", "now")
+    __slots__ = ("message_seqs", "now", "clock")
     MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
     NOW_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     message_seqs: _containers.RepeatedScalarFieldContainer[int]
     now: float
-    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ..., now: _Optional[float] = ...) -> None: ...
+    clock: float
+    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ..., now: _Optional[float] = ..., clock: _Optional[float] = ...) -> None: ...
 
 class DeadLetterOp(_message.Message):
     __slots__ = ("durable_key", "message_seq", "deliveries", "target_store", "target_destination", "target_queue", "published_at", "reason")
@@ -148,7 +150,7 @@ class Noop(_message.Message):
     def __init__(self, leader: _Optional[str] = ...) -> None: ...
 
 class PublishOp(_message.Message):
-    __slots__ = ("store", "destination", "message", "queue", "content", "published_at", "expires_at", "retain_until")
+    __slots__ = ("store", "destination", "message", "queue", "content", "published_at", "expires_at", "retain_until", "expires_clock")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +159,7 @@ class PublishOp(_message.Message):
     PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_CLOCK_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     message: _common_pb2.Message
@@ -165,7 +168,8 @@ class PublishOp(_message.Message):
     published_at: float
     expires_at: float
     retain_until: float
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ...) -> None: ...
+    expires_clock: float
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., expires_clock: _Optional[float] = ...) -> None: ...
 
 class PublishBatchOp(_message.Message):
     __slots__ = ("publish", "messages")
@@ -482,7 +486,7 @@ class StateSnapshot(_message.Message):
     def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
-    __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue")
+    __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue", "expires_clock")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
@@ -492,6 +496,7 @@ class StoredMessage(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_CLOCK_FIELD_NUMBER: _ClassVar[int]
     seq: int
     store: str
     destination: str
@@ -501,7 +506,8 @@ class StoredMessage(_message.Message):
     expires_at: float
     retain_until: float
     queue: bool
-    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ...) -> None: ...
+    expires_clock: float
+    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ..., expires_clock: _Optional[float] = ...) -> None: ...
 
 class DurableState(_message.Message):
     __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended")
