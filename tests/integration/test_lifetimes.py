@@ -34,33 +34,42 @@ async def _pending(cluster: Cluster, member: str, queue: str) -> int:
     return next(d.pending_messages for s in st.stores for d in s.durables if d.destination == queue and not d.name)
 
 
+async def _registered(cluster: Cluster) -> str:
+    """The leader, once it has heard every member register (and so knows that each reads log
+    format 5: a member it has not heard from counts as an older version, and time-to-lives then
+    stay on the wall clock)."""
+    leader = await cluster.leader()
+
+    async def heard() -> bool:
+        st = await cluster.status(leader)
+        return st is not None and all(m.replication for m in st.members if m.name != leader)
+
+    await wait_for(heard, timeout=20)
+    return leader
+
+
 @pytest.mark.slow
 async def test_a_time_to_live_on_the_pseudo_clock_survives_a_stop_and_a_leader_change(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(extra_destinations=DESTINATIONS)
-    leader = await cluster.leader()
+    leader = await _registered(cluster)
     async with Client(cluster.addresses(), timeout=30) as client:
-        await client.publish("pttl.q", b"pseudo-clock")
         await client.publish("wttl.q", b"wall clock")
-        status = await cluster.status(leader)
-        assert status is not None
-        # The applied pseudo-clock trails the leader's: the message's end is at least this + TTL.
-        published = status.uow_clock
+        await client.publish("pttl.q", b"pseudo-clock")
+        # Serving time the test sees, in three spans (each a little less than the leader served).
+        served = [time.monotonic()]
         # A tick writes the clock into the log (every second while a time-to-live runs on it).
         await asyncio.sleep(1.5)
         assert await _pending(cluster, leader, "pttl.q") == 1
         assert await _pending(cluster, leader, "wttl.q") == 1
+        served[0] = time.monotonic() - served[0]
         cluster.stop_all()
         # Down twice as long as the time-to-live.
         await asyncio.sleep(2 * TTL)
         cluster.start_all()
         leader = await cluster.leader()
         up = time.monotonic()
-        status = await cluster.status(leader)
-        assert status is not None
         # The pseudo-clock resumed where the log left it: the message is still there.
         assert await _pending(cluster, leader, "pttl.q") == 1
-        remaining = published + TTL - status.uow_clock
-        assert 0 < remaining <= TTL
 
         # The wall-clock deadline passed while the cluster was down: it goes at once.
         async def wall_gone() -> bool:
@@ -69,7 +78,7 @@ async def test_a_time_to_live_on_the_pseudo_clock_survives_a_stop_and_a_leader_c
         await wait_for(wall_gone, timeout=5)
         # A leader change part of the way: the clock stands still while there is no leader.
         await asyncio.sleep(2.0)
-        served = time.monotonic() - up
+        served.append(time.monotonic() - up)
         cluster.kill(leader)
         leader = await cluster.leader(exclude=leader)
         up = time.monotonic()
@@ -79,7 +88,8 @@ async def test_a_time_to_live_on_the_pseudo_clock_survives_a_stop_and_a_leader_c
             return await _pending(cluster, leader, "pttl.q") == 0
 
         await wait_for(pseudo_gone, timeout=30)
-        after = time.monotonic() - up
-        # It expired after that much more uptime, not before (1 s for the leader's status
-        # answers and polling), and not much later (the clock loses at most a tick at a kill).
-        assert remaining - served - 1.0 <= after <= remaining - served + 5.0, (remaining, served, after)
+        served.append(time.monotonic() - up)
+        # It expired after its time-to-live of serving time, not before: the spans the test
+        # sees start once it found each leader (up to about 1 s after the leader began to serve),
+        # and not much later: the clock loses at most about a tick at a stop and at a kill.
+        assert TTL - 2.0 <= sum(served) <= TTL + 4.0, served
