@@ -26,8 +26,12 @@ def op_strategy() -> st.SearchStrategy[tuple[object, ...]]:
     return st.one_of(
         st.tuples(st.just("publish"), st.sampled_from(DESTS), st.integers(0, 40), st.integers(0, 3),
                   st.booleans(), st.sampled_from(["x", "y", "z"]), st.booleans()),
-        st.tuples(st.just("create"), st.integers(0, len(DURABLES) - 1)),
-        st.tuples(st.just("ack"), st.integers(0, 2), st.lists(st.integers(1, 60), max_size=4)),
+        st.tuples(st.just("create"), st.integers(0, len(DURABLES) - 1), st.integers(0, 100)),
+        st.tuples(st.just("ack"), st.integers(0, 2), st.lists(st.integers(1, 60), max_size=4), st.integers(0, 100)),
+        st.tuples(st.just("use"), st.lists(st.integers(0, len(ALL_KEYS) - 1), max_size=3), st.integers(0, 100),
+                  st.booleans()),
+        st.tuples(st.just("expire_durable"), st.integers(0, len(ALL_KEYS) - 1), st.integers(0, 100),
+                  st.integers(1, 30)),
         st.tuples(st.just("limit"), st.integers(0, 8), st.booleans()),
         st.tuples(st.just("expire"), st.integers(0, 100), st.integers(0, 100)),
         st.tuples(st.just("tick"), st.integers(0, 100)),
@@ -58,9 +62,17 @@ def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
     if kind == "create":
         dest, name, dkind = DURABLES[spec[1]]  # type: ignore[index]
         return rpb.Operation(create_durable=rpb.CreateDurableOp(
-            store="s", destination=dest, durable=name, kind=dkind, key_field="sym" if name == "k" else ""))
+            store="s", destination=dest, durable=name, kind=dkind, key_field="sym" if name == "k" else "",
+            clock=float(spec[2])))  # type: ignore[arg-type]
     if kind == "ack":
-        return rpb.Operation(ack=rpb.AckOp(store="s", durable_key=ACK_KEYS[spec[1]], message_seqs=spec[2]))  # type: ignore[index,arg-type]
+        return rpb.Operation(ack=rpb.AckOp(store="s", durable_key=ACK_KEYS[spec[1]], message_seqs=spec[2],  # type: ignore[index,arg-type]
+                                           clock=float(spec[3])))  # type: ignore[arg-type]
+    if kind == "use":
+        return rpb.Operation(durable_use=rpb.DurableUseOp(durable_keys=[ALL_KEYS[i] for i in spec[1]],  # type: ignore[attr-defined]
+                                                          clock=float(spec[2]), attached=bool(spec[3])))  # type: ignore[arg-type]
+    if kind == "expire_durable":
+        return rpb.Operation(delete_durable=rpb.DeleteDurableOp(durable_key=ALL_KEYS[spec[1]], expiry=rpb.DurableExpiry(  # type: ignore[index]
+            clock=float(spec[2]), unused_for=float(spec[3]))))  # type: ignore[arg-type]
     if kind == "limit":
         return rpb.Operation(configure_store=rpb.ConfigureStoreOp(
             store="s", max_messages=int(spec[1]) * 3,  # type: ignore[call-overload]
@@ -97,7 +109,7 @@ def observe(sm: StateMachine) -> dict[str, object]:
     messages = {m.seq: (m.store, m.destination, m.refs, m.size, m.queue, m.retained, m.expires_at, m.expires_clock,
                         m.message.SerializeToString(deterministic=True)) for m in sm.messages.values()}
     durables = {k: (d.kind, list(d.pending), len(d.pending), d.pending_bytes, d.last_value_seq, dict(d.last_values),
-                    d.suspended, d.wants_all) for k, d in sm.durables.items()}
+                    d.suspended, d.wants_all, d.last_used, d.attached) for k, d in sm.durables.items()}
     indexed = {k: sorted(d.key for d in ds) for k, ds in (*sm.by_destination.items(), *sm.content_durables.items())
                if ds}
     producers = {p: (list(w.order), dict(w.seqs), w.max_seq) for p, w in sm.producers.items()}

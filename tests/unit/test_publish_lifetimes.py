@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.membership import MemberRecord, Membership
 from strongroom.persistence.messaging import _publish_head
+from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import parse_realm
 
 REALM = parse_realm("""\
@@ -34,9 +35,11 @@ destinations:
 
 @dataclass
 class _Term:
-    """What the publish head reads of a LeaderTerm: the membership and the pseudo-clock."""
+    """What the publish head reads of a LeaderTerm: the membership and the pseudo-clock (and
+    the term's own rule for when the log may carry it)."""
 
     membership: Membership
+    lifetimes_clock = LeaderTerm.lifetimes_clock
 
     def clock(self) -> float:
         return 500.0
@@ -75,3 +78,13 @@ def test_until_every_member_reads_log_format_5_a_time_to_live_stays_on_the_wall_
 def test_retention_stays_on_the_wall_clock() -> None:
     head = _head("kept", (5, 5))
     assert (head.retain_until, head.expires_at, head.expires_clock) == (1060.0, 0.0, 0.0)
+
+
+def test_the_last_member_upgraded_switches_time_to_lives_to_the_pseudo_clock_by_itself() -> None:
+    term = _term((5, 4))
+    route = REALM.route("orders")
+    assert rpb.PublishOp.FromString(_publish_head(route, "orders", 1000.0, term)).expires_at == 1010.0  # type: ignore[arg-type]
+    # m3 restarts on this version and registers log format 5.
+    term.membership.note("m3", MemberRecord("127.0.0.1:5", log_format=5).to_bytes())
+    head = rpb.PublishOp.FromString(_publish_head(route, "orders", 1000.0, term))  # type: ignore[arg-type]
+    assert (head.expires_clock, head.expires_at) == (510.0, 0.0)

@@ -145,6 +145,10 @@ class Dispatcher:
         # The store event log: called with (state, durable, stored message, delivery count)
         # for every delivery (set by the term when the event log is on).
         self.on_delivered: Callable[[StateMachine, Durable, StoredMessage, int], None] | None = None
+        # Durable expiry: keys of durables whose first subscriber attached or last one went since
+        # `take_used`, and a call when one does (the leader writes their use into the log).
+        self._used: set[str] = set()
+        self.on_use: Callable[[], None] | None = None
 
     def attach(self, state: StateMachine) -> None:
         """Track a state machine's durables; everything pending is (re)delivered."""
@@ -263,6 +267,8 @@ class Dispatcher:
                 sub.latest = latest if stored is not None and (match is None or match(stored.message)) else 0
             else:
                 sub.latest = durable.last_value_seq
+        if not dd.subs:
+            self._use_changed(durable.key)
         dd.subs.append(sub)
         self._subs[sub.id] = sub
         sub.outbox.put_nowait(Opened(subscription_id=sub.id, durable=durable.name, kind=durable.kind,
@@ -288,6 +294,8 @@ class Dispatcher:
         if dd is not None:
             if sub in dd.subs:
                 dd.subs.remove(sub)
+                if not dd.subs:
+                    self._use_changed(sub.durable_key)
             for seq in sub.inflight:
                 if dd.inflight.get(seq) is sub:
                     del dd.inflight[seq]
@@ -297,6 +305,17 @@ class Dispatcher:
         if reason:
             sub.outbox.put_nowait(Closed(reason, message))
         sub.outbox.put_nowait(None)
+
+    def _use_changed(self, key: str) -> None:
+        self._used.add(key)
+        if self.on_use is not None:
+            self.on_use()
+
+    def take_used(self) -> set[str]:
+        """Keys of the durables whose first subscriber attached or last one went since the last
+        call."""
+        used, self._used = self._used, set()
+        return used
 
     def subscription(self, sub_id: str) -> Subscription | None:
         """An open subscription by id."""

@@ -32,9 +32,11 @@ class AppendOutcome:
 LOG_FORMAT = 5
 
 LIFETIMES_LOG_FORMAT = 5
-"""Message time-to-lives on the pseudo-clock (`PublishOp.expires_clock`, `ExpireOp.clock`). A
-member of format 4 would not know the field and keep such a message for ever, so until every
-member reads format 5 time-to-lives stay on the wall clock."""
+"""Lifetimes on the pseudo-clock: message time-to-lives (`PublishOp.expires_clock`,
+`ExpireOp.clock`) and the use and expiry of durables (`DurableUseOp`, `AckOp.clock`,
+`CreateDurableOp.clock`, `DeleteDurableOp.expiry`). A member of format 4 would not know them
+(it would keep such a message for ever, or delete a durable whatever its use), so until every
+member reads format 5 time-to-lives stay on the wall clock and no durable expires."""
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

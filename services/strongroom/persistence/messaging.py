@@ -33,7 +33,6 @@ from strongroom.errors import (
 )
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.durables import TEMPLATE_KINDS, kind_word
-from strongroom.persistence.log import LIFETIMES_LOG_FORMAT
 from strongroom.persistence.matcher import (
     compile_matcher,
     key_of,
@@ -299,7 +298,8 @@ class MessagingFront:
         if durable is None:
             create = rpb.CreateDurableOp(
                 store=store.name, destination=destination, durable=durable_name, kind=kind, queue=route.queue,
-                matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode)
+                matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode,
+                clock=term.lifetimes_clock() or 0.0)
             await _apply_or_commit(term, store, rpb.Operation(create_durable=create))
             durable = state.durables.get(key)
             if durable is None:
@@ -442,7 +442,9 @@ def _acknowledge(term: LeaderTerm, durable: Durable, state: StateMachine, seqs: 
     """Acknowledgments the dispatcher accepted: applied at once in a non-replicated store, else
     into the next round, the dispatcher holding the messages back until they commit; with
     `wait`, the future of their round."""
-    op = rpb.Operation(ack=rpb.AckOp(store=durable.store, durable_key=durable.key, message_seqs=seqs))
+    # The acknowledgment is a use of the durable (durable expiry), at the leader's pseudo-clock.
+    op = rpb.Operation(ack=rpb.AckOp(store=durable.store, durable_key=durable.key, message_seqs=seqs,
+                                     clock=term.lifetimes_clock() or 0.0))
     if state is term.local_state:
         state.apply_op(op)
         return None
@@ -459,8 +461,9 @@ def _publish_head(route: Route, destination: str, now: float, term: LeaderTerm) 
     op = rpb.PublishOp(store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
                        published_at=now)
     if rule.ttl_seconds:
-        if rule.ttl_clock == TtlClock.PSEUDO and term.membership.all_read(LIFETIMES_LOG_FORMAT):
-            op.expires_clock = term.clock() + rule.ttl_seconds
+        clock = term.lifetimes_clock() if rule.ttl_clock == TtlClock.PSEUDO else None
+        if clock is not None:
+            op.expires_clock = clock + rule.ttl_seconds
         else:
             op.expires_at = now + rule.ttl_seconds
     if rule.retain_seconds:

@@ -161,6 +161,11 @@ class Durable:
     # messages and keeps what it holds. It stays among its destination's durables, so an
     # expiry or a discard still finds it.
     suspended: bool = False
+    # Its last use on the pseudo-clock (created, acknowledged, a subscriber attached or gone;
+    # 0: not known, created before log format 5) and whether a subscriber was attached when the
+    # leader last said: what durable expiry reads, the same on every member.
+    last_used: float = 0.0
+    attached: bool = False
     match: Match | None = field(default=None, repr=False)
     # Not suspended, no key field and no matcher: wants every message of its destination
     # (read per message).
@@ -177,6 +182,13 @@ class Durable:
         """Stop (or resume) taking new messages."""
         self.suspended = suspended
         self._set_wants_all()
+
+    def idle(self, clock: float) -> float:
+        """Pseudo-clock seconds it has been unused at `clock`: 0 while a subscriber is attached
+        and while its last use is not known (durable expiry counts from what the log says)."""
+        if self.attached or not self.last_used:
+            return 0.0
+        return max(0.0, clock - self.last_used)
 
     def wants(self, message: cpb.Message) -> bool:
         """Whether a message of its destination (or store) is of interest."""
@@ -435,7 +447,12 @@ class StateMachine:
         if which == "suspend_durables":
             return self._suspend(op.suspend_durables)
         if which == "delete_durable":
+            if op.delete_durable.HasField("expiry"):
+                return self._expire_durable(op.delete_durable.durable_key, op.delete_durable.expiry)
             return self._delete_durable(op.delete_durable.durable_key)
+        if which == "durable_use":
+            self._use_durables(op.durable_use)
+            return None
         if which == "uow":
             return self.uows.apply(op.uow, self._uow_room)
         if which == "clock":
@@ -446,6 +463,8 @@ class StateMachine:
         raise UnknownOperation(f"operation of a kind this version does not know ({_unknown_field(op)})")
 
     def _create_durable(self, op: rpb.CreateDurableOp) -> Durable:
+        if op.clock:
+            self.advance_clock(op.clock)
         key = content_durable_key(op.store, op.durable) if op.content else durable_key(op.destination, op.durable)
         durable = self.durables.get(key)
         if durable is not None:
@@ -454,7 +473,7 @@ class StateMachine:
         matcher.CopyFrom(op.matcher)
         durable = Durable(key=key, store=op.store, destination=op.destination, name=op.durable,
                           kind=op.kind, queue=op.queue, matcher=matcher, key_field=op.key_field,
-                          content=op.content, ack_sync_mode=op.ack_sync_mode)
+                          content=op.content, ack_sync_mode=op.ack_sync_mode, last_used=op.clock)
         self._add_durable(durable)
         return durable
 
@@ -476,7 +495,26 @@ class StateMachine:
                 self.on_reset(durable)
         return changed
 
-    def _delete_durable(self, key: str) -> DeleteResult | None:
+    def _use_durables(self, op: rpb.DurableUseOp) -> None:
+        """Durables in use (a subscriber attached) or no longer: their last use moves on."""
+        self.advance_clock(op.clock)
+        for key in op.durable_keys:
+            durable = self.durables.get(key)
+            if durable is not None:
+                durable.last_used = max(durable.last_used, op.clock)
+                durable.attached = op.attached
+
+    def _expire_durable(self, key: str, expiry: rpb.DurableExpiry) -> DeleteResult | None:
+        """The leader expires a durable: deleted only if it is still unused for that long (a use
+        that reached the log before this operation wins); None: nothing changed."""
+        self.advance_clock(expiry.clock)
+        durable = self.durables.get(key)
+        if durable is None or not expiry.unused_for or durable.idle(expiry.clock) < expiry.unused_for:
+            return None
+        return self._delete_durable(key, EventKind.DURABLE_EXPIRED, f"unused for {expiry.unused_for:g} s")
+
+    def _delete_durable(self, key: str, kind: EventKind = EventKind.DURABLE_DELETED,
+                        reason: str = "deleted by an operator") -> DeleteResult | None:
         """Remove a durable, releasing every message it holds (None: no such durable)."""
         durable = self.durables.get(key)
         if durable is None:
@@ -490,7 +528,7 @@ class StateMachine:
             self._unref(seq)
         released += len(slots)
         # Its pending messages leave with it: a reader of the event log drops what it held.
-        self.note_durable(durable, EventKind.DURABLE_DELETED, "deleted by an operator")
+        self.note_durable(durable, kind, reason)
         del self.durables[key]
         index = self.content_durables if durable.content else self.by_destination
         where = durable.store if durable.content else durable.destination
@@ -706,6 +744,9 @@ class StateMachine:
         durable = self.durables.get(op.durable_key)
         if durable is None:
             return 0
+        if op.clock:
+            self.advance_clock(op.clock)
+            durable.last_used = max(durable.last_used, op.clock)
         acked = self._release(durable, list(op.message_seqs))
         if self.on_acked is not None:
             self.on_acked(op.durable_key, list(op.message_seqs))
@@ -947,7 +988,7 @@ class StateMachine:
                 key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                 pending=list(d.pending), last_value_seq=d.last_value_seq, queue=d.queue, matcher=d.matcher,
                 key_field=d.key_field, content=d.content, ack_sync_mode=d.ack_sync_mode,
-                last_values=d.last_values, suspended=d.suspended))
+                last_values=d.last_values, suspended=d.suspended, last_used=d.last_used, attached=d.attached))
         for pid, window in self.producers.items():
             seqs = list(window.order)
             snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs,
@@ -989,7 +1030,8 @@ class StateMachine:
             d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name,
                         kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=ds.matcher,
                         key_field=ds.key_field, content=ds.content, ack_sync_mode=ds.ack_sync_mode,
-                        last_values=dict(ds.last_values), suspended=ds.suspended)
+                        last_values=dict(ds.last_values), suspended=ds.suspended, last_used=ds.last_used,
+                        attached=ds.attached)
             for seq in ds.pending:
                 d.pending[seq] = None
                 stored = sm.messages.get(seq)

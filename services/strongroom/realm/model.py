@@ -267,6 +267,12 @@ class _DeliveryOptions(_Model):
     """Refuse a publish that no durable wants (NO_INTEREST) instead of answering that it was not
     stored: a guard against misspelled topic names (default: false). Queues always store; a rule
     with `retain_seconds` stores for replay."""
+    durable_expiry_seconds: float = Field(default=0, ge=0)
+    """A durable created on this topic or endpoint (by a subscriber) that stays unused this long
+    on the pseudo-clock is deleted as `strongroom durable delete` would, releasing what only it
+    held (0, the default: durables never expire). Unused: no subscriber attached and no
+    acknowledgment. Static durables of the realm never expire; a queue's own durable (its
+    messages) neither, so a queue rule may not set it."""
 
 
 class UnitsOfWork(_Model):
@@ -601,11 +607,16 @@ class Realm(_Model):
 
 def _check_lifetimes(section: str, i: int, rule: Destination | Endpoint) -> list[tuple[tuple[Any, ...], str]]:
     """A lifetime option that does nothing without another is a mistake: say which."""
+    problems: list[tuple[tuple[Any, ...], str]] = []
     if rule.ttl_clock == TtlClock.WALL and not rule.ttl_seconds:
-        return [((section, i, "ttl_clock"), (f"{rule.name!r} sets ttl_clock: wall but no ttl_seconds; ttl_clock "
-                                             f"says which clock the time-to-live runs on (set ttl_seconds, or "
-                                             f"remove ttl_clock)"))]
-    return []
+        problems.append(((section, i, "ttl_clock"), (f"{rule.name!r} sets ttl_clock: wall but no ttl_seconds; "
+                                                     f"ttl_clock says which clock the time-to-live runs on (set "
+                                                     f"ttl_seconds, or remove ttl_clock)")))
+    if rule.durable_expiry_seconds and isinstance(rule, Destination) and rule.kind == DestinationKind.QUEUE:
+        problems.append(((section, i, "durable_expiry_seconds"),
+                         (f"{rule.name!r} is a queue: its own durable holds the queue's messages and never expires; "
+                          f"durable_expiry_seconds applies to topics and endpoints")))
+    return problems
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ UOW_OP_KIND_FORGET: UowOpKind
 UOW_OP_KIND_USER_STATUS: UowOpKind
 
 class Operation(_message.Message):
-    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock")
+    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock", "durable_use")
     NOOP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class Operation(_message.Message):
     DELETE_DURABLE_FIELD_NUMBER: _ClassVar[int]
     UOW_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_USE_FIELD_NUMBER: _ClassVar[int]
     noop: Noop
     publish: PublishOp
     ack: AckOp
@@ -71,7 +72,8 @@ class Operation(_message.Message):
     delete_durable: DeleteDurableOp
     uow: UowOp
     clock: ClockOp
-    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ...) -> None: ...
+    durable_use: DurableUseOp
+    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ..., durable_use: _Optional[_Union[DurableUseOp, _Mapping]] = ...) -> None: ...
 
 class ConfigureStoreOp(_message.Message):
     __slots__ = ("store", "max_messages", "max_bytes", "policy")
@@ -180,17 +182,19 @@ class PublishBatchOp(_message.Message):
     def __init__(self, publish: _Optional[_Union[PublishOp, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ...) -> None: ...
 
 class AckOp(_message.Message):
-    __slots__ = ("store", "durable_key", "message_seqs")
+    __slots__ = ("store", "durable_key", "message_seqs", "clock")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     store: str
     durable_key: str
     message_seqs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, store: _Optional[str] = ..., durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
+    clock: float
+    def __init__(self, store: _Optional[str] = ..., durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ..., clock: _Optional[float] = ...) -> None: ...
 
 class CreateDurableOp(_message.Message):
-    __slots__ = ("store", "destination", "durable", "kind", "queue", "matcher", "key_field", "content", "ack_sync_mode")
+    __slots__ = ("store", "destination", "durable", "kind", "queue", "matcher", "key_field", "content", "ack_sync_mode", "clock")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +204,7 @@ class CreateDurableOp(_message.Message):
     KEY_FIELD_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     durable: str
@@ -209,7 +214,8 @@ class CreateDurableOp(_message.Message):
     key_field: str
     content: bool
     ack_sync_mode: _common_pb2.AckSyncMode
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ...) -> None: ...
+    clock: float
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., clock: _Optional[float] = ...) -> None: ...
 
 class SuspendDurablesOp(_message.Message):
     __slots__ = ("durable_keys", "suspended")
@@ -220,10 +226,30 @@ class SuspendDurablesOp(_message.Message):
     def __init__(self, durable_keys: _Optional[_Iterable[str]] = ..., suspended: _Optional[bool] = ...) -> None: ...
 
 class DeleteDurableOp(_message.Message):
-    __slots__ = ("durable_key",)
+    __slots__ = ("durable_key", "expiry")
     DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_FIELD_NUMBER: _ClassVar[int]
     durable_key: str
-    def __init__(self, durable_key: _Optional[str] = ...) -> None: ...
+    expiry: DurableExpiry
+    def __init__(self, durable_key: _Optional[str] = ..., expiry: _Optional[_Union[DurableExpiry, _Mapping]] = ...) -> None: ...
+
+class DurableExpiry(_message.Message):
+    __slots__ = ("clock", "unused_for")
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    UNUSED_FOR_FIELD_NUMBER: _ClassVar[int]
+    clock: float
+    unused_for: float
+    def __init__(self, clock: _Optional[float] = ..., unused_for: _Optional[float] = ...) -> None: ...
+
+class DurableUseOp(_message.Message):
+    __slots__ = ("durable_keys", "clock", "attached")
+    DURABLE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    durable_keys: _containers.RepeatedScalarFieldContainer[str]
+    clock: float
+    attached: bool
+    def __init__(self, durable_keys: _Optional[_Iterable[str]] = ..., clock: _Optional[float] = ..., attached: _Optional[bool] = ...) -> None: ...
 
 class ClockOp(_message.Message):
     __slots__ = ("clock",)
@@ -510,7 +536,7 @@ class StoredMessage(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ..., expires_clock: _Optional[float] = ...) -> None: ...
 
 class DurableState(_message.Message):
-    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended")
+    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended", "last_used", "attached")
     class LastValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -532,6 +558,8 @@ class DurableState(_message.Message):
     ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
     LAST_VALUES_FIELD_NUMBER: _ClassVar[int]
     SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
     key: str
     store: str
     destination: str
@@ -546,7 +574,9 @@ class DurableState(_message.Message):
     ack_sync_mode: _common_pb2.AckSyncMode
     last_values: _containers.ScalarMap[str, int]
     suspended: bool
-    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ...) -> None: ...
+    last_used: float
+    attached: bool
+    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ...) -> None: ...
 
 class MapEntryState(_message.Message):
     __slots__ = ("key", "value", "version")
