@@ -253,7 +253,7 @@ class DurableUnreachable(SubscriptionClosed):
 
 
 class DurableDeleted(SubscriptionClosed):
-    """A subscription's end: an operator deleted its durable."""
+    """A subscription's end: an operator deleted its durable, or it expired unused."""
 
     reason = "DURABLE_DELETED"
     code = "NOT_FOUND"

@@ -222,6 +222,16 @@ def test_subscribe_rejects_bad_values(capsys: pytest.CaptureFixture[str], bad: l
     assert bad[0] in usage_error(capsys, "subscribe", "orders", "--durable", "d", *bad)
 
 
+# --- durable -------------------------------------------------------------------------------------
+
+
+def test_durable_list_filters_and_json() -> None:
+    args = parse("durable", "list")
+    assert (args.store, args.destination, args.json) == (None, None, False)
+    args = parse("-s", "h1:1", "durable", "list", "--store", "default", "--destination", "orders", "--json")
+    assert (args.store, args.destination, args.json, args.endpoints) == ("default", "orders", True, "h1:1")
+
+
 # --- uow -----------------------------------------------------------------------------------------
 
 

@@ -25,11 +25,16 @@ DURABLES = [("t", "a", cpb.DURABLE_KIND_STANDARD), ("t", "b", cpb.DURABLE_KIND_S
 def op_strategy() -> st.SearchStrategy[tuple[object, ...]]:
     return st.one_of(
         st.tuples(st.just("publish"), st.sampled_from(DESTS), st.integers(0, 40), st.integers(0, 3),
-                  st.booleans(), st.sampled_from(["x", "y", "z"])),
-        st.tuples(st.just("create"), st.integers(0, len(DURABLES) - 1)),
-        st.tuples(st.just("ack"), st.integers(0, 2), st.lists(st.integers(1, 60), max_size=4)),
+                  st.booleans(), st.sampled_from(["x", "y", "z"]), st.booleans()),
+        st.tuples(st.just("create"), st.integers(0, len(DURABLES) - 1), st.integers(0, 100)),
+        st.tuples(st.just("ack"), st.integers(0, 2), st.lists(st.integers(1, 60), max_size=4), st.integers(0, 100)),
+        st.tuples(st.just("use"), st.lists(st.integers(0, len(ALL_KEYS) - 1), max_size=3), st.integers(0, 100),
+                  st.booleans()),
+        st.tuples(st.just("expire_durable"), st.integers(0, len(ALL_KEYS) - 1), st.integers(0, 100),
+                  st.integers(1, 30)),
         st.tuples(st.just("limit"), st.integers(0, 8), st.booleans()),
-        st.tuples(st.just("expire"), st.integers(0, 100)),
+        st.tuples(st.just("expire"), st.integers(0, 100), st.integers(0, 100)),
+        st.tuples(st.just("tick"), st.integers(0, 100)),
         st.tuples(st.just("dead_letter"), st.integers(0, 2), st.integers(1, 60)),
         st.tuples(st.just("replay"), st.integers(0, 1), st.integers(0, 40)),
         st.tuples(st.just("map"), st.sampled_from(["k1", "k2"]), st.booleans(), st.binary(max_size=4)),
@@ -46,23 +51,37 @@ ALL_KEYS = [*ACK_KEYS, durable_key("u", "lv"), durable_key("u", "k")]
 def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
     kind = spec[0]
     if kind == "publish":
-        _, dest, seq, ttl, pid, sym = spec
+        _, dest, seq, ttl, pid, sym, on_clock = spec
         msg = cpb.Message(body=f"{dest}-{seq}".encode() * 3, producer_id="p" if pid else "", sequence=int(seq) if pid else 0)  # type: ignore[call-overload]
         msg.fields["sym"].string_value = str(sym)
+        end = float(ttl) * 25 if ttl else 0.0  # type: ignore[arg-type]
+        # A time-to-live on the wall clock (as before log format 5) or on the pseudo-clock.
         return rpb.Operation(publish=rpb.PublishOp(store="s", destination=str(dest), message=msg, queue=dest == "q",
-                                                   published_at=float(seq), expires_at=float(ttl) * 25 if ttl else 0.0))  # type: ignore[arg-type]
+                                                   published_at=float(seq), expires_at=0.0 if on_clock else end,  # type: ignore[arg-type]
+                                                   expires_clock=end if on_clock else 0.0))
     if kind == "create":
         dest, name, dkind = DURABLES[spec[1]]  # type: ignore[index]
         return rpb.Operation(create_durable=rpb.CreateDurableOp(
-            store="s", destination=dest, durable=name, kind=dkind, key_field="sym" if name == "k" else ""))
+            store="s", destination=dest, durable=name, kind=dkind, key_field="sym" if name == "k" else "",
+            clock=float(spec[2])))  # type: ignore[arg-type]
     if kind == "ack":
-        return rpb.Operation(ack=rpb.AckOp(store="s", durable_key=ACK_KEYS[spec[1]], message_seqs=spec[2]))  # type: ignore[index,arg-type]
+        return rpb.Operation(ack=rpb.AckOp(store="s", durable_key=ACK_KEYS[spec[1]], message_seqs=spec[2],  # type: ignore[index,arg-type]
+                                           clock=float(spec[3])))  # type: ignore[arg-type]
+    if kind == "use":
+        return rpb.Operation(durable_use=rpb.DurableUseOp(durable_keys=[ALL_KEYS[i] for i in spec[1]],  # type: ignore[attr-defined]
+                                                          clock=float(spec[2]), attached=bool(spec[3])))  # type: ignore[arg-type]
+    if kind == "expire_durable":
+        return rpb.Operation(delete_durable=rpb.DeleteDurableOp(durable_key=ALL_KEYS[spec[1]], expiry=rpb.DurableExpiry(  # type: ignore[index]
+            clock=float(spec[2]), unused_for=float(spec[3]))))  # type: ignore[arg-type]
     if kind == "limit":
         return rpb.Operation(configure_store=rpb.ConfigureStoreOp(
             store="s", max_messages=int(spec[1]) * 3,  # type: ignore[call-overload]
             policy=cpb.LIMIT_POLICY_DISCARD_OLDEST if spec[2] else cpb.LIMIT_POLICY_UNSPECIFIED))
     if kind == "expire":
-        return rpb.Operation(expire=rpb.ExpireOp(message_seqs=list(range(1, 60)), now=float(spec[1])))  # type: ignore[arg-type]
+        return rpb.Operation(expire=rpb.ExpireOp(message_seqs=list(range(1, 60)), now=float(spec[1]),  # type: ignore[arg-type]
+                                                 clock=float(spec[2])))  # type: ignore[arg-type]
+    if kind == "tick":
+        return rpb.Operation(clock=rpb.ClockOp(clock=float(spec[1])))  # type: ignore[arg-type]
     if kind == "dead_letter":
         return rpb.Operation(dead_letter=rpb.DeadLetterOp(durable_key=ACK_KEYS[spec[1]], message_seq=spec[2],  # type: ignore[index,arg-type]
                                                           deliveries=5, target_store="s", target_destination="q",
@@ -87,10 +106,10 @@ def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
 
 def observe(sm: StateMachine) -> dict[str, object]:
     """Everything a client or the dispatcher can see of a state machine."""
-    messages = {m.seq: (m.store, m.destination, m.refs, m.size, m.queue, m.retained, m.expires_at,
+    messages = {m.seq: (m.store, m.destination, m.refs, m.size, m.queue, m.retained, m.expires_at, m.expires_clock,
                         m.message.SerializeToString(deterministic=True)) for m in sm.messages.values()}
     durables = {k: (d.kind, list(d.pending), len(d.pending), d.pending_bytes, d.last_value_seq, dict(d.last_values),
-                    d.suspended, d.wants_all) for k, d in sm.durables.items()}
+                    d.suspended, d.wants_all, d.last_used, d.attached) for k, d in sm.durables.items()}
     indexed = {k: sorted(d.key for d in ds) for k, ds in (*sm.by_destination.items(), *sm.content_durables.items())
                if ds}
     producers = {p: (list(w.order), dict(w.seqs), w.max_seq) for p, w in sm.producers.items()}
@@ -101,7 +120,8 @@ def observe(sm: StateMachine) -> dict[str, object]:
         "store_seqs": {k: list(v) for k, v in sm.store_seqs.items() if len(list(v))},
         "configs": {k: v.SerializeToString() for k, v in sm.store_configs.items()},
         # Non-empty maps only: the memory state keeps an empty map after a delete of a missing key.
-        "maps": {k: v for k, v in sm.maps.items() if v}, "due": sm.due(1e9),
+        "maps": {k: v for k, v in sm.maps.items() if v}, "due": sm.due(1e9), "clock_due": sm.due(0.0, 1e9),
+        "clock": sm.clock, "timed": sm.timed(),
     }
 
 

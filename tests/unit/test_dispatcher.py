@@ -163,3 +163,23 @@ async def test_a_terminated_message_goes_to_dead_lettering_and_is_not_delivered_
         assert await _delivered(again) == [(2, 2)]
     finally:
         await dispatcher.stop("", "")
+
+
+async def test_a_message_whose_time_to_live_ended_on_the_pseudo_clock_is_not_delivered() -> None:
+    clock = [10.0]
+    sm = StateMachine()
+    dispatcher = Dispatcher("t", clock=lambda: clock[0])
+    dispatcher.attach(sm)
+    dispatcher.start()
+    try:
+        for index, end in ((1, 12.0), (2, 0.0)):
+            sm.apply_entry(rpb.LogEntry(index=index, epoch=1, ops=[rpb.Operation(publish=rpb.PublishOp(
+                store="s", destination="q", queue=True, message=cpb.Message(body=b"m"), expires_clock=end))]))
+        queue = sm.durable("q", "")
+        assert queue is not None
+        # Past its end on the term's pseudo-clock (the expiry round has not removed it yet).
+        clock[0] = 12.0
+        sub = dispatcher.open(queue, sm, "c", credit=10)
+        assert await _received(sub) == [2]
+    finally:
+        await dispatcher.stop("", "")

@@ -9,7 +9,17 @@ import pytest
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import RealmInvalid
-from strongroom.persistence.durables import reach_changes, static_durable_ops, unreachable_reason
+from strongroom.events.records import RecordKind
+from strongroom.events.schema import EventKind
+from strongroom.persistence.durables import (
+    durable_expiry,
+    expires_in,
+    is_static,
+    reach_changes,
+    static_durable_ops,
+    unreachable_reason,
+    use_changes,
+)
 from strongroom.persistence.state import DeleteResult, Durable, StateMachine, content_durable_key, durable_key
 from strongroom.realm.model import Realm, parse_realm
 
@@ -221,3 +231,103 @@ def test_deleting_a_durable_releases_its_messages_and_its_name() -> None:
     # The name is free: a new durable starts empty.
     sm.apply_entry(rpb.LogEntry(index=4, epoch=1, ops=[ops[0]]))
     assert not sm.durables[durable_key("t", "a")].pending
+
+
+# --- use and expiry --------------------------------------------------------------------------------
+
+EXPIRING = """\
+  - name: "short.*"
+    store: s
+    durable_expiry_seconds: 3
+  - name: "eph.*"
+    store: s
+    durable_expiry_seconds: 60"""
+
+
+def test_a_durable_expires_after_its_rules_expiry_unless_static_a_queue_or_suspended() -> None:
+    r = realm(durables="    durables:\n      - name: keep\n        destination: short.x", destinations=EXPIRING,
+              endpoints="  - name: eph\n    store: lv\n    template: latest\n    durable_expiry_seconds: 5")
+    assert durable_expiry(durable("short.x", "a"), r, "c") == 3.0
+    assert durable_expiry(durable("other", "a"), r, "c") == 0.0  # the default: never
+    # An endpoint durable takes the expiry of the endpoint it was created on.
+    assert durable_expiry(durable("eph", "a", content=True, kind=cpb.DURABLE_KIND_LASTVALUE, store="lv"), r, "c") == 5.0
+    # Static durables of the realm never expire, nor a queue's own durable, nor a suspended one.
+    assert is_static(durable("short.x", "keep"), r) and durable_expiry(durable("short.x", "keep"), r, "c") == 0.0
+    assert durable_expiry(durable("short.queue", "", queue=True), r, "c") == 0.0
+    suspended = durable("short.x", "b")
+    suspended.suspend(True)
+    assert durable_expiry(suspended, r, "c") == 0.0
+
+
+def test_a_queue_rule_may_not_set_a_durable_expiry() -> None:
+    with pytest.raises(RealmInvalid) as err:
+        realm(destinations="  - name: jobs.queue\n    kind: queue\n    store: s\n    durable_expiry_seconds: 10")
+    (problem,) = err.value.problems
+    # Line 14 of the document: the rule's durable_expiry_seconds.
+    assert problem == ("realm.yaml:14:5: destinations[0].durable_expiry_seconds: 'jobs.queue' is a queue: its own "
+                       "durable holds the queue's messages and never expires; durable_expiry_seconds applies to "
+                       "topics and endpoints")
+
+
+def test_the_leader_marks_use_and_expires_what_stayed_unused_long_enough() -> None:
+    fresh = durable("t", "fresh")  # last use unknown (created before log format 5)
+    busy = durable("t", "busy")
+    busy.last_used = 10.0
+    left = durable("t", "left")  # its subscriber went since the last look
+    left.last_used, left.attached = 10.0, True
+    quick = durable("t", "quick")  # a subscriber came and went between two looks
+    quick.last_used = 10.0
+    idle = durable("t", "idle")
+    idle.last_used = 10.0
+    recent = durable("t", "recent")
+    recent.last_used = 12.0
+    changes = use_changes([fresh, busy, left, quick, idle, recent], lambda key: key == busy.key, {quick.key},
+                          lambda d: 3.0, clock=13.0)
+    assert changes.attached == [busy.key]
+    assert changes.released == [fresh.key, left.key, quick.key]
+    assert changes.expired == [(idle.key, 3.0)]
+    assert expires_in(recent, 3.0, False, 13.0) == 2.0 and expires_in(idle, 3.0, False, 13.0) == 0.0
+    assert expires_in(idle, 0.0, False, 13.0) is None and expires_in(idle, 3.0, True, 13.0) is None
+    assert expires_in(fresh, 3.0, False, 13.0) is None
+
+
+def test_use_is_replicated_and_an_expiry_deletes_only_a_durable_still_unused() -> None:
+    sm = StateMachine()
+    sm.events = []
+    removed: list[tuple[str, str]] = []
+    sm.on_removed = lambda d, why: removed.append((d.key, why))
+    key = durable_key("t", "a")
+    create = rpb.CreateDurableOp(store="s", destination="t", durable="a", kind=cpb.DURABLE_KIND_STANDARD, clock=5.0)
+    sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[rpb.Operation(create_durable=create), publish("t", b"1")]))
+    assert (sm.durables[key].last_used, sm.clock) == (5.0, 5.0)
+    # An acknowledgment is a use, at the leader's clock.
+    sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(ack=rpb.AckOp(
+        store="s", durable_key=key, message_seqs=[], clock=7.0))]))
+    assert sm.durables[key].last_used == 7.0 and sm.clock == 7.0
+
+    def expire(clock: float, unused_for: float = 3.0) -> rpb.Operation:
+        return rpb.Operation(delete_durable=rpb.DeleteDurableOp(
+            durable_key=key, expiry=rpb.DurableExpiry(clock=clock, unused_for=unused_for)))
+
+    def use(clock: float, attached: bool) -> rpb.Operation:
+        return rpb.Operation(durable_use=rpb.DurableUseOp(durable_keys=[key], clock=clock, attached=attached))
+
+    # Not unused for long enough at the clock the leader decided: nothing changes.
+    assert sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[expire(9.9)])) == [None]
+    # A subscriber attached (in the log before the expiry): in use, whatever the clock says.
+    assert sm.apply_entry(rpb.LogEntry(index=4, epoch=1, ops=[use(8.0, True), expire(100.0)])) == [None, None]
+    assert sm.durables[key].attached and sm.durables[key].idle(1e9) == 0.0
+    # Gone at 101: unused from then on.
+    sm.apply_entry(rpb.LogEntry(index=5, epoch=1, ops=[use(101.0, False)]))
+    assert (sm.durables[key].last_used, sm.durables[key].attached) == (101.0, False)
+    # The use and attachment survive a snapshot.
+    again = StateMachine.from_snapshot(sm.to_snapshot())
+    assert (again.durables[key].last_used, again.durables[key].attached, again.clock) == (101.0, False, 101.0)
+    assert sm.apply_entry(rpb.LogEntry(index=6, epoch=1, ops=[expire(103.9)])) == [None]
+    sm.events = []
+    (result,) = sm.apply_entry(rpb.LogEntry(index=7, epoch=1, ops=[expire(104.0)]))
+    # Deleted as an operator's delete would: what it held is released, its subscriptions end.
+    assert result == DeleteResult("s", 1) and key not in sm.durables and not sm.messages
+    assert removed == [(key, "DURABLE_DELETED")]
+    assert [(r[1], r[3], r[4]) for r in sm.events] == [(RecordKind.DURABLE, EventKind.DURABLE_EXPIRED,
+                                                        "unused for 3 s")]

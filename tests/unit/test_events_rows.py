@@ -232,6 +232,22 @@ def test_every_uow_state_change_is_a_uow_state_row() -> None:
     assert kinds(m.rows()) == {"uow_state": 14}  # a UOW's messages are no message rows
 
 
+def test_a_durable_expired_unused_is_a_durable_expired_event() -> None:
+    m = Member()
+    key = durable_key("t", "a")
+    m.apply(create("t", "a"), batch("t", [b"x"]))
+    m.apply(rpb.Operation(durable_use=rpb.DurableUseOp(durable_keys=[key], clock=10.0, attached=False)))
+    # Not unused long enough yet: nothing happens, no row.
+    m.apply(rpb.Operation(delete_durable=rpb.DeleteDurableOp(
+        durable_key=key, expiry=rpb.DurableExpiry(clock=11.0, unused_for=3.0))))
+    m.apply(rpb.Operation(delete_durable=rpb.DeleteDurableOp(
+        durable_key=key, expiry=rpb.DurableExpiry(clock=13.0, unused_for=3.0))), time=T0 + 5)
+    rows = [r for r in m.rows() if r["kind"].startswith("durable_")]
+    assert [(r["kind"], r["log_index"], r["durable"], r["destination"], r["reason"]) for r in rows] == [
+        ("durable_created", 1, "a", "t", None), ("durable_expired", 4, "a", "t", "unused for 3 s")]
+    assert rows[-1]["time"].timestamp() == T0 + 5
+
+
 def test_two_members_derive_identical_rows_one_from_the_log_read_back() -> None:
     leader, follower = Member(), Member()
     follower.journal.keep_entries = False

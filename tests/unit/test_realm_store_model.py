@@ -7,7 +7,7 @@ import json
 import pytest
 
 from strongroom.errors import RealmInvalid
-from strongroom.realm.model import AckSync, LimitPolicyName, TemplateKind, parse_realm
+from strongroom.realm.model import AckSync, LimitPolicyName, TemplateKind, TtlClock, parse_realm
 
 BASE = """\
 clusters:
@@ -118,6 +118,26 @@ def test_negative_ttl_is_located() -> None:
     text = realm(destinations="  - name: orders\n    store: s1\n    ttl_seconds: -1\n")
     (p,) = problems_of(text)
     assert f":{line_of(text, 'ttl_seconds')}:" in p and "greater than or equal to 0" in p
+
+
+def test_a_time_to_live_runs_on_the_pseudo_clock_unless_the_rule_asks_for_the_wall_clock() -> None:
+    r = parse_realm(realm(destinations="  - name: prices\n    store: s1\n    ttl_seconds: 10\n    ttl_clock: wall\n"
+                                       "  - name: orders\n    store: s1\n    ttl_seconds: 10\n"))
+    assert r.route("prices").rule.ttl_clock == TtlClock.WALL
+    assert r.route("orders").rule.ttl_clock == TtlClock.PSEUDO
+    assert json.loads(r.to_json())["destinations"][1]["ttl_clock"] == "pseudo"
+
+
+def test_a_wall_ttl_clock_without_a_time_to_live_is_located() -> None:
+    text = realm(destinations="  - name: prices\n    store: s1\n    ttl_clock: wall\n")
+    (p,) = problems_of(text)
+    assert p == (f"realm.yaml:{line_of(text, 'ttl_clock')}:5: destinations[0].ttl_clock: 'prices' sets ttl_clock: "
+                 f"wall but no ttl_seconds; ttl_clock says which clock the time-to-live runs on (set ttl_seconds, "
+                 f"or remove ttl_clock)")
+    text = realm(destinations="  - name: prices\n    store: s1\n    ttl_seconds: 5\n    ttl_clock: sundial\n")
+    (p,) = problems_of(text)
+    assert p.startswith(f"realm.yaml:{line_of(text, 'sundial')}:5: destinations[0].ttl_clock: 'sundial' is not one of")
+    assert "'pseudo'" in p and "'wall'" in p
 
 
 def test_endpoints_and_templates() -> None:

@@ -145,6 +145,53 @@ def test_expiry_and_retention() -> None:
     assert 3 not in sm.messages
 
 
+def test_a_time_to_live_on_the_pseudo_clock_ends_on_the_pseudo_clock_only() -> None:
+    sm = StateMachine()
+    create(sm, "t", "d")
+    assert not sm.timed()
+    publish(sm, "t", msg("pseudo"), published_at=100.0, expires_clock=15.0)
+    # Measured on the pseudo-clock: the leader then writes it every second.
+    assert sm.timed()
+    # Whatever the wall clock says, it is not due before the pseudo-clock reaches its end.
+    assert sm.due(1e12) == [] and sm.due(1e12, 14.9) == []
+    assert sm.next_timer() == 0.0 and sm.next_clock_timer() == 15.0
+    due = sm.due(0.0, 15.0)
+    assert due == [1]
+    # An ExpireOp whose pseudo-clock is short of the end expires nothing (the decision is in it).
+    sm.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=1e12, clock=14.0)))
+    assert 1 in sm.messages and sm.clock == 14.0
+    sm.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=0.0, clock=15.0)))
+    assert 1 not in sm.messages and bodies(sm, durable_key("t", "d")) == []
+    # The state's pseudo-clock moved on with the operation; nothing is measured on it any more.
+    assert sm.clock == 15.0 and not sm.timed()
+
+
+def test_a_wall_clock_time_to_live_of_an_older_version_keeps_expiring_on_the_wall_clock() -> None:
+    sm = StateMachine()
+    create(sm, "t", "d")
+    # As every version before log format 5 wrote it (and a rule with ttl_clock: wall does).
+    publish(sm, "t", msg("wall"), published_at=100.0, expires_at=110.0)
+    assert not sm.timed()
+    assert sm.due(109.0, 1e9) == [] and sm.due(110.0) == [1]
+    # An ExpireOp of a pseudo-clock far past 110 does not expire it before the wall clock does.
+    sm.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=[1], now=105.0, clock=1e9)))
+    assert 1 in sm.messages
+    sm.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=[1], now=110.0)))
+    assert 1 not in sm.messages
+
+
+def test_a_snapshot_keeps_which_clock_each_time_to_live_runs_on() -> None:
+    sm = StateMachine()
+    create(sm, "t", "d")
+    publish(sm, "t", msg("wall"), published_at=100.0, expires_at=110.0)
+    publish(sm, "t", msg("pseudo"), published_at=100.0, expires_clock=20.0)
+    sm.advance_clock(5.0)
+    again = StateMachine.from_snapshot(sm.to_snapshot())
+    assert [(m.expires_at, m.expires_clock) for m in again.messages.values()] == [(110.0, 0.0), (0.0, 20.0)]
+    assert again.timed() and again.clock == 5.0
+    assert again.due(110.0) == [1] and again.due(0.0, 20.0) == [2]
+
+
 def test_replay_repositions_within_what_is_stored() -> None:
     sm = StateMachine()
     for i in range(6):

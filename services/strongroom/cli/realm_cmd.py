@@ -39,7 +39,7 @@ from strongroom.cli.common import (
 )
 from strongroom.errors import RealmInvalid
 from strongroom.keys import REALM_SERVICE
-from strongroom.realm.model import Realm, parse_realm
+from strongroom.realm.model import Destination, Endpoint, Realm, TtlClock, parse_realm
 
 __all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "locate_realm_service", "print_grid"]
 
@@ -284,18 +284,28 @@ def print_grid(realm: Realm) -> None:
     for c in realm.clusters:
         print(f"cluster {c.name}: storage {c.storage.value}, indexes on disk {str(c.indexes_on_disk).lower()}, "
               f"memory budget {c.memory_budget_mb or '-'} MiB")
-    print(f"{'DESTINATION':<16} {'KIND':<8} {'STORE':<12} {'ACK':<6} {'TTL S':>6} {'RETAIN S':>8} "
-          f"{'REDELIVER':>9}  DEAD LETTER")
+    # TTL S: seconds on the pseudo-clock, or "N wall" (ttl_clock: wall); DURABLE EXP S: a
+    # durable unused that long is deleted.
+    print(f"{'DESTINATION':<16} {'KIND':<8} {'STORE':<12} {'ACK':<6} {'TTL S':>8} {'RETAIN S':>8} "
+          f"{'REDELIVER':>9} {'DURABLE EXP S':>13}  DEAD LETTER")
     for d in realm.destinations:
-        print(f"{d.name:<16} {d.kind.value:<8} {d.store:<12} {d.ack_mode.value:<6} {d.ttl_seconds or '-':>6} "
-              f"{d.retain_seconds or '-':>8} {d.redelivery_limit or '-':>9}  {d.dead_letter or '-'}")
+        print(f"{d.name:<16} {d.kind.value:<8} {d.store:<12} {d.ack_mode.value:<6} {_ttl(d):>8} "
+              f"{d.retain_seconds or '-':>8} {d.redelivery_limit or '-':>9} {d.durable_expiry_seconds or '-':>13}  "
+              f"{d.dead_letter or '-'}")
     for e in realm.endpoints:
         t = realm.template(e.template)
         kind = f"{t.kind.value}" + (f" by {t.key_field}" if t and t.key_field else "") if t else "?"
         ack = t.ack_mode.value if t else "?"
-        print(f"{e.name:<16} {'endpoint':<8} {e.store:<12} {ack:<6} {e.ttl_seconds or '-':>6} "
-              f"{e.retain_seconds or '-':>8} {e.redelivery_limit or '-':>9}  {e.dead_letter or '-'}"
-              f"  (template {e.template}: {kind})")
+        print(f"{e.name:<16} {'endpoint':<8} {e.store:<12} {ack:<6} {_ttl(e):>8} "
+              f"{e.retain_seconds or '-':>8} {e.redelivery_limit or '-':>9} {e.durable_expiry_seconds or '-':>13}  "
+              f"{e.dead_letter or '-'}  (template {e.template}: {kind})")
+
+
+def _ttl(rule: Destination | Endpoint) -> str:
+    """A rule's time-to-live in the grid: seconds on the pseudo-clock, or "N wall"."""
+    if not rule.ttl_seconds:
+        return "-"
+    return f"{rule.ttl_seconds:g}" + (" wall" if rule.ttl_clock == TtlClock.WALL else "")
 
 
 def _cmd_get(args: argparse.Namespace) -> int:

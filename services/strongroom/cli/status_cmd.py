@@ -13,7 +13,7 @@ from typing import Any
 from strongroom.api.v1 import common_pb2
 from strongroom.cli.common import CliError, ExitCode, resolve_endpoints, say_error, where_options
 
-__all__ = ["add_parsers", "cmd_status", "human_bytes", "proto_dict"]
+__all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes", "proto_dict"]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -94,7 +94,7 @@ def _print_status(replies: Sequence[Any]) -> None:
                 print(f"    units of work: {store.uows} ({store.uows_pending} committed, not settled), "
                       f"{store.uow_messages} messages, {human_bytes(store.uow_bytes)}")
             for d in store.durables:
-                dkind = common_pb2.DurableKind.Name(d.kind).removeprefix("DURABLE_KIND_").lower()
+                dkind = durable_kind(d)
                 if d.key_field:
                     dkind += f" by {d.key_field}"
                 label = f"{'static ' if d.static else ''}durable {d.name}" if d.name else "queue durable"
@@ -102,8 +102,10 @@ def _print_status(replies: Sequence[Any]) -> None:
                 interest = f" [{d.matcher}]" if d.matcher else ""
                 ack = {common_pb2.ACK_SYNC_MODE_SYNC: ", sync acks", common_pb2.ACK_SYNC_MODE_ASYNC: ""}.get(
                     d.ack_sync_mode, "")
+                expiry = (f", expires in {d.expires_in_seconds:.1f} s unused" if d.HasField("expires_in_seconds")
+                          else "")
                 print(f"    {label} on {where}{interest} ({dkind}{ack}): {d.pending_messages} pending "
-                      f"({human_bytes(d.pending_bytes)}), {d.unacked} unacked, {d.subscribers} subscriber(s)")
+                      f"({human_bytes(d.pending_bytes)}), {d.unacked} unacked, {d.subscribers} subscriber(s){expiry}")
                 if d.unreachable:
                     delete = f"strongroom durable delete {d.destination}{f' {d.name}' if d.name else ''}" + (
                         " --endpoint" if d.content else "")
@@ -127,6 +129,12 @@ def _store_settings(store: Any) -> str:
             f"max message {human_bytes(store.max_message_bytes)}, maps {str(store.maps).lower()} "
             f"({store.map_count}), routed {str(store.routed).lower()}{extra}")
 
+
+
+def durable_kind(d: Any) -> str:
+    """A DurableStatus's kind as the CLI names it (`subscribe --kind`): standard, shared,
+    lastvalue."""
+    return str(common_pb2.DurableKind.Name(d.kind)).removeprefix("DURABLE_KIND_").lower()
 
 
 def proto_dict(message: Any) -> dict[str, Any]:

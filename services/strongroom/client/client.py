@@ -252,6 +252,20 @@ class Client:
         reply = await connection.call_leader(call)
         return reply.store, reply.released_messages
 
+    async def list_durables(self, store: str = "", destination: str = "") -> admin_pb2.ListDurablesResponse:
+        """Every durable of the cluster as the leader sees it (only those of `store`, created on
+        `destination`, when given): pending messages, subscribers, last use and expiry on the
+        pseudo-clock (`clock`: the leader's now). UnknownStore for a store the cluster lacks."""
+        req = admin_pb2.ListDurablesRequest(store=store, destination=destination)
+        connection = self.connection
+
+        async def call(address: str) -> admin_pb2.ListDurablesResponse:
+            reply: admin_pb2.ListDurablesResponse = await connection.admin(address).ListDurables(
+                req, timeout=connection.policy.timeout)
+            return reply
+
+        return await connection.call_leader(call)
+
     # --- status ----------------------------------------------------------------------------------
 
     async def status(self, timeout: float = 3.0) -> list[admin_pb2.ClusterStatus]:

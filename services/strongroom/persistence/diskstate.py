@@ -20,7 +20,8 @@ Column families (keys big-endian, so iteration is in sequence order):
 | `storeseq` | store id + seq              | (empty) a store's messages, oldest first       |
 | `lv`       | durable id + slot key       | seq of the keyed last-value slot               |
 | `dedup`    | producer id, 0, position    | producer sequence, message seq                 |
-| `timers`   | time + seq                  | (empty) time-to-live and retention ends        |
+| `timers`   | time + seq; `c` + time + seq | (empty) wall-clock time-to-live and retention  |
+|            |                             | ends; pseudo-clock time-to-live ends          |
 | `sm`       | applied index, next seq, durable definitions and counters, store counters and
 |            | configurations, map entries                                                 |
 
@@ -42,7 +43,6 @@ the families (`to_snapshot`); installing one (`install`) rewrites the families i
 
 from __future__ import annotations
 
-import heapq
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -74,6 +74,11 @@ _DOUBLE = struct.Struct(">d")
 _CLOCK = struct.Struct(">dQ")
 
 _QUEUE, _CONTENT, _RETAINED = 1, 2, 4
+# The record's time-to-live end is on the pseudo-clock (`expires_clock`), not the wall clock.
+# Records written before log format 5 never have it: their time-to-lives stay on the wall clock.
+_CLOCK_TTL = 8
+# Timer keys of pseudo-clock time-to-live ends (wall-clock ones are the bare time + seq).
+_CLOCK_TIMER = b"c"
 
 K_APPLIED = b"applied"
 K_NEXT_SEQ = b"next_seq"
@@ -357,6 +362,18 @@ class _StoreSeqs(dict[str, _DiskSeqSet]):
         return self[store]
 
 
+def _timer_keys(stored: StoredMessage) -> list[bytes]:
+    """The `timers` family's keys of a message's lifetime ends."""
+    keys = []
+    if stored.expires_at:
+        keys.append(_TIMER.pack(stored.expires_at, stored.seq))
+    if stored.expires_clock:
+        keys.append(_CLOCK_TIMER + _TIMER.pack(stored.expires_clock, stored.seq))
+    if stored.retain_until:
+        keys.append(_TIMER.pack(stored.retain_until, stored.seq))
+    return keys
+
+
 class DiskStateMachine(StateMachine, PayloadSource):
     """The state machine with messages, pending sets and store indexes in RocksDB."""
 
@@ -425,7 +442,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name, kind=ds.kind,
                             queue=ds.queue, matcher=ds.matcher, key_field=ds.key_field, content=ds.content,
                             ack_sync_mode=ds.ack_sync_mode, pending_bytes=pbytes, last_value_seq=lvs,
-                            suspended=ds.suspended)
+                            suspended=ds.suspended, last_used=ds.last_used, attached=ds.attached)
                 sm._adopt(d, ident, count, slots.get(ident, {}))
                 sm._register(d)
             elif key.startswith(P_STORE):
@@ -466,12 +483,21 @@ class DiskStateMachine(StateMachine, PayloadSource):
             _ProducerWindow.record(window, seq, mseq)
             window.next = pos + 1
             it.next()
+        wall: list[tuple[float, int]] = []
+        pseudo: list[tuple[float, int]] = []
         it = sm._cf("timers").iter()
         it.seek_to_first()
         while it.valid():
-            sm._timers.append(_TIMER.unpack(it.key()))
+            key = it.key()
+            if key.startswith(_CLOCK_TIMER):
+                pseudo.append(_TIMER.unpack_from(key, len(_CLOCK_TIMER)))
+            else:
+                wall.append(_TIMER.unpack(key))
             it.next()
-        heapq.heapify(sm._timers)
+        sm._timers.load(wall)
+        sm._clock_timers.load(pseudo)
+        # Each stored message with a pseudo-clock time-to-live has exactly one such key.
+        sm._clock_ttls = len(pseudo)
         sm._dirty_durables.clear()
         sm._dirty_sets.clear()
         sm._dirty_slots.clear()
@@ -541,20 +567,18 @@ class DiskStateMachine(StateMachine, PayloadSource):
         stored._source = self
         super()._index_message(stored)
         self._dirty_stores = True
-        handle = self._handle("timers")
-        if stored.expires_at:
-            self._wb.put(_TIMER.pack(stored.expires_at, stored.seq), b"", handle)
-        if stored.retain_until:
-            self._wb.put(_TIMER.pack(stored.retain_until, stored.seq), b"", handle)
+        if stored.expires_at or stored.expires_clock or stored.retain_until:
+            handle = self._handle("timers")
+            for key in _timer_keys(stored):
+                self._wb.put(key, b"", handle)
 
     def _forget(self, stored: StoredMessage) -> None:
         super()._forget(stored)
         self._dirty_stores = True
-        handle = self._handle("timers")
-        if stored.expires_at:
-            self._wb.delete(_TIMER.pack(stored.expires_at, stored.seq), handle)
-        if stored.retain_until:
-            self._wb.delete(_TIMER.pack(stored.retain_until, stored.seq), handle)
+        if stored.expires_at or stored.expires_clock or stored.retain_until:
+            handle = self._handle("timers")
+            for key in _timer_keys(stored):
+                self._wb.delete(key, handle)
 
     def _map(self, op: rpb.MapOp) -> object:
         result = super()._map(op)
@@ -569,19 +593,21 @@ class DiskStateMachine(StateMachine, PayloadSource):
     # --- records -------------------------------------------------------------------------------
 
     def _decode(self, seq: int, raw: bytes) -> StoredMessage:
-        refs, size, published_at, expires_at, retain_until, flags = _MSG.unpack_from(raw)
+        refs, size, published_at, expires, retain_until, flags = _MSG.unpack_from(raw)
         store, destination = raw[_MSG.size:].decode().split("\x00", 1)
+        on_clock = flags & _CLOCK_TTL
         return StoredMessage(seq=seq, store=store, destination=destination, message=None, size=size, refs=refs,
                              queue=bool(flags & _QUEUE), content=bool(flags & _CONTENT), published_at=published_at,
-                             expires_at=expires_at, retain_until=retain_until, retained=bool(flags & _RETAINED),
-                             source=self)
+                             expires_at=0.0 if on_clock else expires, expires_clock=expires if on_clock else 0.0,
+                             retain_until=retain_until, retained=bool(flags & _RETAINED), source=self)
 
     @staticmethod
     def _encode(stored: StoredMessage) -> bytes:
+        # One time-to-live end per message (its clock in the flags): the record keeps its layout.
         flags = (_QUEUE if stored.queue else 0) | (_CONTENT if stored.content else 0) | \
-            (_RETAINED if stored.retained else 0)
-        return _MSG.pack(stored.refs, stored.size, stored.published_at, stored.expires_at, stored.retain_until,
-                         flags) + f"{stored.store}\x00{stored.destination}".encode()
+            (_RETAINED if stored.retained else 0) | (_CLOCK_TTL if stored.expires_clock else 0)
+        return _MSG.pack(stored.refs, stored.size, stored.published_at, stored.expires_clock or stored.expires_at,
+                         stored.retain_until, flags) + f"{stored.store}\x00{stored.destination}".encode()
 
     def read(self, stored: StoredMessage) -> cpb.Message:
         """A payload, from the `payload` family."""
@@ -665,7 +691,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
     def _encode_durable(d: Durable) -> bytes:
         ds = rpb.DurableState(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                               queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
-                              ack_sync_mode=d.ack_sync_mode, suspended=d.suspended)
+                              ack_sync_mode=d.ack_sync_mode, suspended=d.suspended, last_used=d.last_used,
+                              attached=d.attached)
         return _DURABLE.pack(d._id, len(d.pending), d.pending_bytes, d.last_value_seq) + \
             ds.SerializeToString()  # type: ignore[attr-defined]
 
@@ -690,7 +717,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
             copy = StoredMessage(seq=stored.seq, store=stored.store, destination=stored.destination,
                                  message=stored.message, size=stored.size, queue=stored.queue, content=stored.content,
                                  published_at=stored.published_at, expires_at=stored.expires_at,
-                                 retain_until=stored.retain_until, retained=stored.retained)
+                                 expires_clock=stored.expires_clock, retain_until=stored.retain_until,
+                                 retained=stored.retained)
             fresh._index_message(copy)
             copy.refs = stored.refs
             done += 1
@@ -700,7 +728,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
             copy_d = Durable(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                              queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
                              ack_sync_mode=d.ack_sync_mode, last_value_seq=d.last_value_seq,
-                             suspended=d.suspended)
+                             suspended=d.suspended, last_used=d.last_used, attached=d.attached)
             fresh._adopt(copy_d, None, 0, {})
             fresh._register(copy_d)
             for slot, seq in d.last_values.items():

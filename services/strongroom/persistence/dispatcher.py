@@ -129,11 +129,14 @@ class Dispatcher:
 
     def __init__(self, id_prefix: str = "",
                  redelivery_limit: Callable[[Durable], int] | None = None,
-                 dead_letter: Callable[[Durable, int, int, str], None] | None = None) -> None:
+                 dead_letter: Callable[[Durable, int, int, str], None] | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         # Subscription ids name the member and epoch, so ids never repeat across leaders.
         self._id_prefix = id_prefix
         self._limit_of = redelivery_limit or (lambda durable: 0)
         self._dead_letter = dead_letter
+        # The term's pseudo-clock: a message whose time-to-live on it ended is not delivered.
+        self._clock = clock or (lambda: 0.0)
         self._durables: dict[str, _DurableDelivery] = {}
         self._subs: dict[str, Subscription] = {}
         self._dirty: set[str] = set()
@@ -142,6 +145,10 @@ class Dispatcher:
         # The store event log: called with (state, durable, stored message, delivery count)
         # for every delivery (set by the term when the event log is on).
         self.on_delivered: Callable[[StateMachine, Durable, StoredMessage, int], None] | None = None
+        # Durable expiry: keys of durables whose first subscriber attached or last one went since
+        # `take_used`, and a call when one does (the leader writes their use into the log).
+        self._used: set[str] = set()
+        self.on_use: Callable[[], None] | None = None
 
     def attach(self, state: StateMachine) -> None:
         """Track a state machine's durables; everything pending is (re)delivered."""
@@ -260,6 +267,8 @@ class Dispatcher:
                 sub.latest = latest if stored is not None and (match is None or match(stored.message)) else 0
             else:
                 sub.latest = durable.last_value_seq
+        if not dd.subs:
+            self._use_changed(durable.key)
         dd.subs.append(sub)
         self._subs[sub.id] = sub
         sub.outbox.put_nowait(Opened(subscription_id=sub.id, durable=durable.name, kind=durable.kind,
@@ -285,6 +294,8 @@ class Dispatcher:
         if dd is not None:
             if sub in dd.subs:
                 dd.subs.remove(sub)
+                if not dd.subs:
+                    self._use_changed(sub.durable_key)
             for seq in sub.inflight:
                 if dd.inflight.get(seq) is sub:
                     del dd.inflight[seq]
@@ -294,6 +305,17 @@ class Dispatcher:
         if reason:
             sub.outbox.put_nowait(Closed(reason, message))
         sub.outbox.put_nowait(None)
+
+    def _use_changed(self, key: str) -> None:
+        self._used.add(key)
+        if self.on_use is not None:
+            self.on_use()
+
+    def take_used(self) -> set[str]:
+        """Keys of the durables whose first subscriber attached or last one went since the last
+        call."""
+        used, self._used = self._used, set()
+        return used
 
     def subscription(self, sub_id: str) -> Subscription | None:
         """An open subscription by id."""
@@ -461,7 +483,7 @@ class Dispatcher:
             for sub in dd.subs:
                 if sub.latest and sub.credit > 0:
                     stored = state.message(sub.latest)
-                    if stored is not None and not (stored.expires_at and stored.expires_at <= time.time()):
+                    if stored is not None and not stored.ttl_ended(time.time(), self._clock()):
                         sub.credit -= 1
                         if self.on_delivered is not None:
                             self.on_delivered(state, durable, stored, 1)
@@ -472,6 +494,7 @@ class Dispatcher:
         batches: dict[str, list[Delivered]] = {}
         limit = self._limit_of(durable) if self._dead_letter is not None else 0
         now = time.time()
+        clock = self._clock()
         while True:
             sub = self._next_with_credit(dd)
             if sub is None:
@@ -482,7 +505,7 @@ class Dispatcher:
             stored = state.message(seq)
             if stored is None:
                 continue
-            if stored.expires_at and stored.expires_at <= now:
+            if (stored.expires_at or stored.expires_clock) and stored.ttl_ended(now, clock):
                 # Expired: the leader's expiry round removes it from every durable.
                 continue
             count = dd.counts.get(seq, 0) + 1

@@ -13,14 +13,24 @@
   (`strongroom durable delete`). A topic moved to another store of the same cluster keeps its
   durables (they take the new messages; status lists them under the store they were created
   in).
+- **Use and expiry.** A durable created on a topic or endpoint whose rule sets
+  `durable_expiry_seconds` is deleted once it has been unused that long on the pseudo-clock:
+  no subscriber attached and no acknowledgment. Its last use is replicated state
+  (`Durable.last_used`, `Durable.attached`), written by the operations that use it (its
+  creation and acknowledgments carry the leader's clock) and by `DurableUseOp`s the leader
+  writes when a durable's first subscriber attaches or its last one goes. A durable with a
+  subscriber attached is in use until the log says otherwise, so a new leader counts it unused
+  only from when it leads (a failover delays an expiry, never brings it forward). Static
+  durables, a queue's own durable and suspended durables never expire.
 
 Pure functions over the realm and the durables: the leader (`StoreKeeper`) turns them into log
-operations and status into its `unreachable` column.
+operations and status into its `unreachable` and `expires_in` columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -28,7 +38,8 @@ from strongroom.errors import StrongroomError
 from strongroom.persistence.state import Durable, content_durable_key, durable_key
 from strongroom.realm.model import AckSync, Realm, StaticDurable, Store, TemplateKind
 
-__all__ = ["TEMPLATE_KINDS", "kind_word", "static_durable_ops", "unreachable_reason", "reach_changes"]
+__all__ = ["TEMPLATE_KINDS", "ExpiryMemo", "UseChanges", "durable_expiry", "expires_in", "is_static", "kind_word",
+           "static_durable_ops", "unreachable_reason", "reach_changes", "use_changes"]
 
 TEMPLATE_KINDS = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD, TemplateKind.SHARED: cpb.DURABLE_KIND_SHARED,
                   TemplateKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE}
@@ -114,3 +125,77 @@ def reach_changes(durables: Iterable[Durable], realm: Realm, cluster: str) -> li
     if suspend:
         ops.append(rpb.Operation(suspend_durables=rpb.SuspendDurablesOp(durable_keys=suspend, suspended=True)))
     return ops
+
+
+def is_static(durable: Durable, realm: Realm) -> bool:
+    """Declared in the realm (a store's `durables`): a topic durable by topic and name, an
+    endpoint durable (store-wide) by name."""
+    store = realm.store(durable.store)
+    where = None if durable.content else durable.destination
+    return store is not None and any((None if d.endpoint else d.destination) == where and d.name == durable.name
+                                     for d in store.durables)
+
+
+ExpiryMemo = dict[tuple[str, str, bool, int], float]
+"""What `durable_expiry` found of the rules of one realm, by (store, destination, content,
+kind): durables of one destination share it, and resolving a rule (globs) is the costly part."""
+
+
+def durable_expiry(durable: Durable, realm: Realm, cluster: str, memo: ExpiryMemo | None = None) -> float:
+    """Pseudo-clock seconds unused after which the durable expires (0: never): the
+    `durable_expiry_seconds` of the destination or endpoint it was created on. Never a queue's
+    own durable, a static durable, a suspended one or one the realm no longer reaches. `memo`:
+    kept by a caller that asks for many durables under one realm."""
+    if durable.queue or durable.suspended or is_static(durable, realm):
+        return 0.0
+    key = (durable.store, durable.destination, durable.content, durable.kind)
+    found = memo.get(key) if memo is not None else None
+    if found is None:
+        found = 0.0
+        if not unreachable_reason(durable, realm, cluster):
+            try:
+                found = realm.route(durable.destination).rule.durable_expiry_seconds
+            except StrongroomError:
+                pass
+        if memo is not None:
+            memo[key] = found
+    return found
+
+
+def expires_in(durable: Durable, expiry: float, in_use: bool, clock: float) -> float | None:
+    """Pseudo-clock seconds at `clock` before the durable expires if it stays unused (0: due);
+    None while it does not expire (no expiry, in use, its last use not known yet)."""
+    if not expiry or in_use or durable.attached or not durable.last_used:
+        return None
+    return max(0.0, expiry - durable.idle(clock))
+
+
+class UseChanges(NamedTuple):
+    """What the leader writes about the durables' use (`use_changes`)."""
+
+    attached: list[str]
+    """Keys of durables a subscriber attached to (a `DurableUseOp`, attached)."""
+    released: list[str]
+    """Keys of durables used until now and no longer in use, or whose last use is not known
+    yet (a `DurableUseOp`, not attached: their last use is now)."""
+    expired: list[tuple[str, float]]
+    """(key, expiry) of durables unused for their expiry (`DeleteDurableOp` with its expiry)."""
+
+
+def use_changes(durables: Iterable[Durable], in_use: Callable[[str], bool], used: set[str],
+                expiry_of: Callable[[Durable], float], clock: float) -> UseChanges:
+    """At pseudo-clock `clock`, given which durables have a subscriber now (`in_use`) and which
+    had one attach or go since the last call (`used`): the durables to mark attached, the ones
+    whose last use is now, and the ones to expire."""
+    changes = UseChanges([], [], [])
+    for d in durables:
+        if in_use(d.key):
+            if not d.attached:
+                changes.attached.append(d.key)
+        elif d.attached or not d.last_used or d.key in used:
+            changes.released.append(d.key)
+        else:
+            expiry = expiry_of(d)
+            if expires_in(d, expiry, False, clock) == 0.0:
+                changes.expired.append((d.key, expiry))
+    return changes

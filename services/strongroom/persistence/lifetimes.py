@@ -4,8 +4,14 @@
   (`ConfigureStoreOp`s where they differ from the state's), static durables and the suspension
   of durables the realm no longer reaches (see `durables`) into the log, so every member
   applies them from the same log index on.
-- Time-to-lives and retentions end on the leader's clock: its expiry loop turns due messages
-  into `ExpireOp`s, and the log carries the decision to every member.
+- Time-to-lives end on the pseudo-clock (or, when their rule says `ttl_clock: wall`, and for
+  every message stored before log format 5, on the leader's wall clock); retentions end on the
+  wall clock. The leader's expiry loop turns due messages into `ExpireOp`s carrying both clocks'
+  values, and the log carries the decision to every member.
+- Durables: the leader writes which durables have a subscriber attached and when they were
+  last used (`DurableUseOp`), and expires the ones unused for their rule's
+  `durable_expiry_seconds` on the pseudo-clock (`DeleteDurableOp` with its expiry; see
+  `durables`).
 - A message delivered more often than its destination's redelivery limit is moved to the
   destination's dead-letter destination (or dropped, if it names none) with a `DeadLetterOp`.
 """
@@ -15,13 +21,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
+from strongroom.aio import wait_event
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import StrongroomError
-from strongroom.persistence.durables import reach_changes, static_durable_ops
-from strongroom.persistence.state import Durable
+from strongroom.persistence.durables import (
+    ExpiryMemo,
+    durable_expiry,
+    reach_changes,
+    static_durable_ops,
+    use_changes,
+)
+from strongroom.persistence.state import DeleteResult, Durable, StateMachine
 from strongroom.persistence.term import CommitResult, LeaderTerm
 from strongroom.realm.model import LimitPolicyName, Realm, Route, Store
 
@@ -35,6 +49,9 @@ stays pending, is not delivered, and is offered to the dead-letter destination a
 long (seconds)."""
 EXPIRY_POLL_SECONDS = 0.25
 """The leader looks for ended time-to-lives and retentions at least this often (seconds)."""
+DURABLE_POLL_SECONDS = 1.0
+"""The leader looks at the durables' use at least this often (seconds), and as soon as a
+durable's first subscriber attaches or its last one goes."""
 
 
 def store_config(store: Store) -> rpb.ConfigureStoreOp:
@@ -109,24 +126,76 @@ class StoreKeeper:
 
     async def expire(self, term: LeaderTerm) -> None:
         """Turn ended time-to-lives and retentions into ExpireOps while `term` lasts (the
-        leader's clock decides, the log carries the decision to every member)."""
+        leader's clocks decide, the log carries the decision to every member)."""
         local = term.local_state
         while term.alive():
             now = time.time()
+            # The pseudo-clock goes into ExpireOps only once every member reads it (before, no
+            # message has a time-to-live on it).
+            clock = term.lifetimes_clock() or 0.0
             state = term.state
             try:
-                due = local.due(now)
+                due = local.due(now, clock)
                 if due:
-                    local.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
-                due = state.due(now)
+                    local.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now, clock=clock)))
+                due = state.due(now, clock)
                 if due:
-                    await term.commit(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now)))
+                    await term.commit(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now, clock=clock)))
                     continue
             except StrongroomError as err:
                 log.info("expiry round failed: %s", err)
-            timers = [t for t in (state.next_timer(), local.next_timer()) if t]
-            await asyncio.sleep(min(EXPIRY_POLL_SECONDS, max(0.01, min(timers) - time.time())) if timers
-                                else EXPIRY_POLL_SECONDS)
+            waits = [t - now for t in (state.next_timer(), local.next_timer()) if t]
+            waits += [t - clock for t in (state.next_clock_timer(), local.next_clock_timer()) if t and clock]
+            await asyncio.sleep(min(EXPIRY_POLL_SECONDS, max(0.01, min(waits))) if waits else EXPIRY_POLL_SECONDS)
+
+    # --- durables' use and expiry ------------------------------------------------------------
+
+    async def track_durables(self, term: LeaderTerm, realm: Callable[[], Realm]) -> None:
+        """While `term` serves: write into the log which durables have a subscriber attached
+        and when they were last used, and expire the ones unused past their rule's
+        `durable_expiry_seconds` (`realm()`: the realm in force). Nothing until every member
+        reads log format 5."""
+        dispatcher = term.dispatcher
+        assert dispatcher is not None, "the term serves"
+        wake = asyncio.Event()
+        dispatcher.on_use = wake.set
+        while term.alive():
+            wake.clear()
+            if term.lifetimes_clock() is not None:
+                used = dispatcher.take_used()
+                try:
+                    for replicated in (True, False):
+                        await self._durables_round(term, term.state_for(replicated), replicated, realm(), used)
+                except StrongroomError as err:
+                    log.info("durable use round failed: %s", err)
+            await wait_event(wake, DURABLE_POLL_SECONDS)
+
+    async def _durables_round(self, term: LeaderTerm, state: StateMachine, replicated: bool, realm: Realm,
+                              used: set[str]) -> None:
+        dispatcher = term.dispatcher
+        assert dispatcher is not None
+        clock = term.clock()
+        memo: ExpiryMemo = {}
+        changes = use_changes(list(state.durables.values()), lambda key: dispatcher.subscribers(key) > 0, used,
+                              lambda d: durable_expiry(d, realm, self.cluster, memo), clock)
+        ops = [rpb.Operation(durable_use=rpb.DurableUseOp(durable_keys=keys, clock=clock, attached=attached))
+               for keys, attached in ((changes.attached, True), (changes.released, False)) if keys]
+        ops += [rpb.Operation(delete_durable=rpb.DeleteDurableOp(
+            durable_key=key, expiry=rpb.DurableExpiry(clock=clock, unused_for=expiry))) for key, expiry in changes.expired]
+        if not ops:
+            return
+        gone = {key: state.durables[key] for key, _ in changes.expired}
+        if replicated:
+            fut = term.submit(ops)
+            assert fut is not None
+            results = (await fut).results
+        else:
+            results = [state.apply_op(op) for op in ops]
+        for op, result in zip(ops, results):
+            if isinstance(result, DeleteResult):
+                d = gone[op.delete_durable.durable_key]
+                log.info("durable %r on %r expired: unused for %g s; released %d message(s)",
+                         d.name, d.destination, op.delete_durable.expiry.unused_for, result.released)
 
     # --- dead letters -------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.storage import LoadedState, Storage
 from strongroom.tracing import traced
 
-__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED"]
+__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT"]
 
 
 class AppendOutcome:
@@ -26,11 +26,19 @@ class AppendOutcome:
 
 
 # The log format this member reads and writes: 2 adds PublishBatchOp, 3 SuspendDurablesOp and
-# DeleteDurableOp, 4 UowOp and ClockOp (units of work), 5 publications on durable topics (UowOp
-# kinds SUBSCRIBE, UNSUBSCRIBE, EXPIRE_SUBSCRIPTIONS; UowDefinition.publication). A member
-# registers it in etcd; a leader writes an operation of format N only once every member of its
-# cluster has registered N or later.
+# DeleteDurableOp, 4 UowOp and ClockOp (units of work), 5 lifetimes on the pseudo-clock (see
+# LIFETIMES_LOG_FORMAT) and publications on durable topics (UowOp kinds SUBSCRIBE, UNSUBSCRIBE,
+# EXPIRE_SUBSCRIPTIONS; UowDefinition.publication). A member registers it in etcd; a leader writes
+# an operation (or a field) of format N only once every member of its cluster has registered N or
+# later.
 LOG_FORMAT = 5
+
+LIFETIMES_LOG_FORMAT = 5
+"""Lifetimes on the pseudo-clock: message time-to-lives (`PublishOp.expires_clock`,
+`ExpireOp.clock`) and the use and expiry of durables (`DurableUseOp`, `AckOp.clock`,
+`CreateDurableOp.clock`, `DeleteDurableOp.expiry`). A member of format 4 would not know them
+(it would keep such a message for ever, or delete a durable whatever its use), so until every
+member reads format 5 time-to-lives stay on the wall clock and no durable expires."""
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

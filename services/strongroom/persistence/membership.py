@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient
@@ -70,8 +71,10 @@ class Membership:
         self._addresses[member] = address
         # Peers' replication link addresses (None: they registered none).
         self._links: dict[str, str | None] = {}
-        # The log format each peer registered it reads.
+        # The log format each peer registered it reads, and the lowest of them (None: to be
+        # computed again; asked on every publish batch and acknowledgment).
         self._formats: dict[str, int] = {}
+        self._lowest_format: int | None = None
 
     # --- questions ------------------------------------------------------------------------------
 
@@ -106,7 +109,11 @@ class Membership:
 
     def all_read(self, log_format: int) -> bool:
         """Whether every other member registered that it reads `log_format` (or newer)."""
-        return all(self._formats.get(name, 1) >= log_format for name in self.peers())
+        lowest = self._lowest_format
+        if lowest is None:
+            lowest = self._lowest_format = min((self._formats.get(name, 1) for name in self.peers()),
+                                               default=sys.maxsize)
+        return lowest >= log_format
 
     # --- changes --------------------------------------------------------------------------------
 
@@ -116,6 +123,7 @@ class Membership:
         if [m.name for m in cluster.members] != self.names:
             return False
         self.cluster = cluster
+        self._lowest_format = None
         for m in cluster.members:
             if m.address:
                 self._addresses[m.name] = m.address
@@ -144,6 +152,7 @@ class Membership:
         if self._formats.get(name) != record.log_format:
             log.info("member %s reads log format %d", name, record.log_format)
             self._formats[name] = record.log_format
+            self._lowest_format = None
         if member.address:
             return
         if self._addresses.get(name) != record.address:

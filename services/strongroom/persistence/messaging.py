@@ -59,7 +59,7 @@ from strongroom.persistence.state import (
     durable_key,
 )
 from strongroom.persistence.term import CommitResult, LeaderTerm
-from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store
+from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store, TtlClock
 from strongroom.tracing import traced
 
 __all__ = ["MessagingFront", "Replay", "Routes"]
@@ -186,7 +186,7 @@ class MessagingFront:
                 if known is None:
                     route = self.resolve(destination)
                     guard = route.rule.require_interest and not route.queue and not route.rule.retain_seconds
-                    known = heads[destination] = (route, _publish_head(route, destination, now), guard)
+                    known = heads[destination] = (route, _publish_head(route, destination, now, term), guard)
                 route, head, guard = known
                 store = route.store
                 message = item.message
@@ -298,7 +298,8 @@ class MessagingFront:
         if durable is None:
             create = rpb.CreateDurableOp(
                 store=store.name, destination=destination, durable=durable_name, kind=kind, queue=route.queue,
-                matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode)
+                matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode,
+                clock=term.lifetimes_clock() or 0.0)
             await _apply_or_commit(term, store, rpb.Operation(create_durable=create))
             durable = state.durables.get(key)
             if durable is None:
@@ -441,7 +442,9 @@ def _acknowledge(term: LeaderTerm, durable: Durable, state: StateMachine, seqs: 
     """Acknowledgments the dispatcher accepted: applied at once in a non-replicated store, else
     into the next round, the dispatcher holding the messages back until they commit; with
     `wait`, the future of their round."""
-    op = rpb.Operation(ack=rpb.AckOp(store=durable.store, durable_key=durable.key, message_seqs=seqs))
+    # The acknowledgment is a use of the durable (durable expiry), at the leader's pseudo-clock.
+    op = rpb.Operation(ack=rpb.AckOp(store=durable.store, durable_key=durable.key, message_seqs=seqs,
+                                     clock=term.lifetimes_clock() or 0.0))
     if state is term.local_state:
         state.apply_op(op)
         return None
@@ -450,13 +453,22 @@ def _acknowledge(term: LeaderTerm, durable: Durable, state: StateMachine, seqs: 
     return term.submit([op], want_result=wait)
 
 
-def _publish_head(route: Route, destination: str, now: float) -> bytes:
-    """A PublishOp to `destination` at `now`, without its message, encoded."""
+def _publish_head(route: Route, destination: str, now: float, term: LeaderTerm) -> bytes:
+    """A PublishOp to `destination` at wall-clock time `now`, without its message, encoded. A
+    time-to-live ends on the clock its rule names: the term's pseudo-clock once every member
+    reads it (log format 5), else the wall clock."""
     rule = route.rule
-    return rpb.PublishOp(
-        store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
-        published_at=now, expires_at=now + rule.ttl_seconds if rule.ttl_seconds else 0.0,
-        retain_until=now + rule.retain_seconds if rule.retain_seconds else 0.0).SerializeToString()
+    op = rpb.PublishOp(store=route.store.name, destination=destination, queue=route.queue, content=route.endpoint,
+                       published_at=now)
+    if rule.ttl_seconds:
+        clock = term.lifetimes_clock() if rule.ttl_clock == TtlClock.PSEUDO else None
+        if clock is not None:
+            op.expires_clock = clock + rule.ttl_seconds
+        else:
+            op.expires_at = now + rule.ttl_seconds
+    if rule.retain_seconds:
+        op.retain_until = now + rule.retain_seconds
+    return op.SerializeToString()
 
 
 def _durable_key(route: Route, name: str) -> str:

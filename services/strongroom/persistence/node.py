@@ -49,7 +49,7 @@ from strongroom.persistence.recovery import PeerCalls, Recovery
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.replicator import PeerReplicator
 from strongroom.persistence.state import DeleteResult
-from strongroom.persistence.status import ClusterStatus, cluster_status
+from strongroom.persistence.status import ClusterStatus, DurableList, cluster_status, durable_list
 from strongroom.persistence.term import LeaderTerm
 from strongroom.persistence.transport import FollowerConnection, PeerClient
 from strongroom.realm.model import Cluster, Realm, StorageMode
@@ -295,7 +295,8 @@ class PersistenceNode:
         term.run(self.uows.run(term), "uow-timers")
         term.serve(Dispatcher(f"{self.member}-{epoch}", redelivery_limit=self.keeper.redelivery_limit,
                               dead_letter=lambda durable, seq, count, why: self.keeper.dead_letter(
-                                  term, self.realm, durable, seq, count, why)))
+                                  term, self.realm, durable, seq, count, why), clock=term.clock))
+        term.run(self.keeper.track_durables(term, lambda: self.realm), "durables")
         event_log = self._event_log()
         if event_log is not None and self.replica.events is not None:
             root, interval = event_log
@@ -383,6 +384,15 @@ class PersistenceNode:
             return await self.messaging.delete_durable(destination, name, content)
         except StrongroomError as err:
             raise self.name_leader(err) from None
+
+    def list_durables(self, store: str, destination: str) -> DurableList:
+        """Every durable of the cluster, as the leader sees them (others say NOT_LEADER, naming
+        it)."""
+        try:
+            term = self.require_leader()
+        except StrongroomError as err:
+            raise self.name_leader(err) from None
+        return durable_list(self.replica, self.membership, term, self.realm, store, destination)
 
     async def _on_deposed(self, reason: str) -> None:
         await self.step_down(reason)

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol, cast
 
 import grpc
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from strongroom.api.v1 import admin_pb2 as apb
 from strongroom.api.v1 import admin_pb2_grpc as agrpc
@@ -29,7 +30,7 @@ from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
 from strongroom.persistence.publishing import PendingPublishes, PublishItem, PublishOutcome
 from strongroom.persistence.state import DeleteResult
-from strongroom.persistence.status import ClusterStatus
+from strongroom.persistence.status import ClusterStatus, DurableList, DurableStatus
 
 __all__ = ["AdminServicer", "MessagingServicer", "ReplicationServicer"]
 
@@ -320,6 +321,8 @@ class Administered(Protocol):
 
     async def delete_durable(self, destination: str, name: str, content: bool) -> DeleteResult: ...
 
+    def list_durables(self, store: str, destination: str) -> DurableList: ...
+
 
 _ROLES = {Role.FOLLOWER: apb.MEMBER_ROLE_FOLLOWER, Role.RECOVERING: apb.MEMBER_ROLE_RECOVERING,
           Role.LEADER: apb.MEMBER_ROLE_LEADER}
@@ -344,14 +347,19 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
             limit_policy=s.limit_policy, maps=s.maps, routed=s.routed, max_message_bytes=s.max_message_bytes,
             map_count=s.map_count, swapped_messages=s.swapped_messages, uows=s.uows, uows_pending=s.uows_pending,
             uow_messages=s.uow_messages, uow_bytes=s.uow_bytes)
-        for d in s.durables:
-            store.durables.add(name=d.name, destination=d.destination, kind=d.kind,
-                               pending_messages=d.pending_messages, pending_bytes=d.pending_bytes,
-                               unacked=d.unacked, subscribers=d.subscribers, matcher=d.matcher,
-                               key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content,
-                               refused=d.refused, unreachable=bool(d.unreachable_reason),
-                               unreachable_reason=d.unreachable_reason, static=d.static)
+        add_durables(store.durables, s.durables)
     return reply
+
+
+def add_durables(into: RepeatedCompositeFieldContainer[apb.DurableStatus], durables: list[DurableStatus]) -> None:
+    """The admin API's DurableStatus of each durable's status, added to `into`."""
+    for d in durables:
+        into.add(name=d.name, destination=d.destination, kind=d.kind, pending_messages=d.pending_messages,
+                 pending_bytes=d.pending_bytes, unacked=d.unacked, subscribers=d.subscribers, matcher=d.matcher,
+                 key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content, refused=d.refused,
+                 unreachable=bool(d.unreachable_reason), unreachable_reason=d.unreachable_reason, static=d.static,
+                 store=d.store, last_used=d.last_used, attached=d.attached, expiry_seconds=d.expiry_seconds,
+                 expires_in_seconds=d.expires_in)
 
 
 class AdminServicer(agrpc.AdminServiceServicer):
@@ -375,3 +383,12 @@ class AdminServicer(agrpc.AdminServiceServicer):
         except StrongroomError as err:
             await abort_with(context, err)
         return apb.DeleteDurableResponse(store=result.store, released_messages=result.released)
+
+    async def ListDurables(self, request: apb.ListDurablesRequest, context: Context) -> apb.ListDurablesResponse:
+        try:
+            listed = self.member.list_durables(request.store, request.destination)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        reply = apb.ListDurablesResponse(clock=listed.clock)
+        add_durables(reply.durables, listed.durables)
+        return reply

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -84,12 +84,12 @@ class StoredMessage:
     """
 
     __slots__ = ("seq", "store", "destination", "_message", "_source", "size", "refs", "queue", "content",
-                 "published_at", "expires_at", "retain_until", "retained")
+                 "published_at", "expires_at", "expires_clock", "retain_until", "retained")
 
     def __init__(self, seq: int, store: str, destination: str, message: cpb.Message | None, size: int,
                  refs: int = 0, queue: bool = False, content: bool = False, published_at: float = 0.0,
-                 expires_at: float = 0.0, retain_until: float = 0.0, retained: bool = False,
-                 source: PayloadSource | None = None) -> None:
+                 expires_at: float = 0.0, expires_clock: float = 0.0, retain_until: float = 0.0,
+                 retained: bool = False, source: PayloadSource | None = None) -> None:
         self.seq = seq
         self.store = store
         self.destination = destination
@@ -100,7 +100,10 @@ class StoredMessage:
         self.queue = queue
         self.content = content
         self.published_at = published_at
+        # Its time-to-live ends on one clock: the leader's wall clock (expires_at, unix seconds)
+        # or the pseudo-clock (expires_clock); 0: no end on that clock.
         self.expires_at = expires_at
+        self.expires_clock = expires_clock
         self.retain_until = retain_until
         # Holds a replay-retention reference until retain_until.
         self.retained = retained
@@ -113,6 +116,12 @@ class StoredMessage:
             assert self._source is not None, f"message {self.seq} has no payload"
             return self._source.read(self)
         return msg
+
+    def ttl_ended(self, now: float, clock: float) -> bool:
+        """Its time-to-live ended by wall-clock time `now` or pseudo-clock time `clock`, on the
+        clock it runs on."""
+        return bool((self.expires_at and self.expires_at <= now) or
+                    (self.expires_clock and self.expires_clock <= clock))
 
     @property
     def swapped(self) -> bool:
@@ -153,6 +162,11 @@ class Durable:
     # messages and keeps what it holds. It stays among its destination's durables, so an
     # expiry or a discard still finds it.
     suspended: bool = False
+    # Its last use on the pseudo-clock (created, acknowledged, a subscriber attached or gone;
+    # 0: not known, created before log format 5) and whether a subscriber was attached when the
+    # leader last said: what durable expiry reads, the same on every member.
+    last_used: float = 0.0
+    attached: bool = False
     match: Match | None = field(default=None, repr=False)
     # Not suspended, no key field and no matcher: wants every message of its destination
     # (read per message).
@@ -169,6 +183,13 @@ class Durable:
         """Stop (or resume) taking new messages."""
         self.suspended = suspended
         self._set_wants_all()
+
+    def idle(self, clock: float) -> float:
+        """Pseudo-clock seconds it has been unused at `clock`: 0 while a subscriber is attached
+        and while its last use is not known (durable expiry counts from what the log says)."""
+        if self.attached or not self.last_used:
+            return 0.0
+        return max(0.0, clock - self.last_used)
 
     def wants(self, message: cpb.Message) -> bool:
         """Whether a message of its destination (or store) is of interest."""
@@ -232,6 +253,58 @@ class _ProducerWindow:
             self.seqs.pop(order.popleft(), None)
 
 
+class _Timers:
+    """Where lifetimes end on one clock, soonest first: a heap of (time, message sequence).
+    Entries of messages already gone are dropped lazily (followers never run `due`), and the
+    heap is rebuilt once most of it is such entries."""
+
+    __slots__ = ("heap", "stale")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int]] = []
+        self.stale = 0
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def add(self, when: float, seq: int) -> None:
+        """A lifetime of message `seq` ends at `when`."""
+        heapq.heappush(self.heap, (when, seq))
+
+    def load(self, items: list[tuple[float, int]]) -> None:
+        """Take entries in any order (a state reopened from disk)."""
+        self.heap.extend(items)
+        heapq.heapify(self.heap)
+
+    def gone(self, count: int, live: Container[int]) -> None:
+        """`count` entries belong to a message that left (`live`: the messages still stored)."""
+        self.stale += count
+        if self.stale > 1024 and 2 * self.stale > len(self.heap):
+            self.heap = [(when, seq) for when, seq in self.heap if seq in live]
+            heapq.heapify(self.heap)
+            self.stale = 0
+
+    def next(self) -> float:
+        """When the earliest lifetime ends (0: none)."""
+        return self.heap[0][0] if self.heap else 0.0
+
+    def due(self, until: float, ended: Callable[[int], bool], limit: int) -> list[int]:
+        """Messages with an entry at or before `until` whose lifetime did end (`ended`), at most
+        `limit`. Their entries stay until the expiry is applied; others at or before `until`
+        (the message left, or its retention was released) are dropped."""
+        out: list[int] = []
+        keep: list[tuple[float, int]] = []
+        heap = self.heap
+        while heap and heap[0][0] <= until and len(out) < limit:
+            item = heapq.heappop(heap)
+            if ended(item[1]):
+                out.append(item[1])
+                keep.append(item)
+        for item in keep:
+            heapq.heappush(heap, item)
+        return out
+
+
 class StateMachine:
     """Stores, durables, maps and dedup windows; `apply` is the only way in for replicated stores."""
 
@@ -254,10 +327,13 @@ class StateMachine:
         self.store_configs: dict[str, rpb.ConfigureStoreOp] = {}
         # (store, map) -> key -> (value, version)
         self.maps: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
-        # (time, seq) of every time-to-live end and retention end; entries of messages already
-        # gone are dropped lazily. Each member keeps its own copy; it never decides anything.
-        self._timers: list[tuple[float, int]] = []
-        self._stale_timers = 0
+        # Where lifetimes end: on the wall clock (time-to-lives of `expires_at`, retentions) and
+        # on the pseudo-clock (time-to-lives of `expires_clock`). Each member keeps its own copy;
+        # only the leader reads them (`due`), and the log carries its decision.
+        self._timers = _Timers()
+        self._clock_timers = _Timers()
+        # Messages stored with a time-to-live on the pseudo-clock (`timed`).
+        self._clock_ttls = 0
         # Version of map writes for a state fed directly (non-replicated stores).
         self._local_writes = 0
         self._index = 0
@@ -291,8 +367,11 @@ class StateMachine:
         return self.uows.clock
 
     def timed(self) -> bool:
-        """Something is measured on the pseudo-clock (the leader then writes it every second)."""
-        return bool(self.uows.uows or self.uows.gone or self.uows.subscriptions)
+        """Something is measured on the pseudo-clock (the leader then writes it every second):
+        units of work, or messages whose time-to-live runs on it. Durable subscriptions alone do
+        not count: their expirations are days, and the idle ticks (10 s) bound what a restart
+        loses of them."""
+        return bool(self.uows.uows or self.uows.gone) or self._clock_ttls > 0
 
     def advance_clock(self, clock: float) -> None:
         """The pseudo-clock moves on to `clock` (never back)."""
@@ -371,7 +450,12 @@ class StateMachine:
         if which == "suspend_durables":
             return self._suspend(op.suspend_durables)
         if which == "delete_durable":
+            if op.delete_durable.HasField("expiry"):
+                return self._expire_durable(op.delete_durable.durable_key, op.delete_durable.expiry)
             return self._delete_durable(op.delete_durable.durable_key)
+        if which == "durable_use":
+            self._use_durables(op.durable_use)
+            return None
         if which == "uow":
             if self.events is not None:
                 return self._apply_uow_noted(op.uow, self.events)
@@ -384,6 +468,8 @@ class StateMachine:
         raise UnknownOperation(f"operation of a kind this version does not know ({_unknown_field(op)})")
 
     def _create_durable(self, op: rpb.CreateDurableOp) -> Durable:
+        if op.clock:
+            self.advance_clock(op.clock)
         key = content_durable_key(op.store, op.durable) if op.content else durable_key(op.destination, op.durable)
         durable = self.durables.get(key)
         if durable is not None:
@@ -392,7 +478,7 @@ class StateMachine:
         matcher.CopyFrom(op.matcher)
         durable = Durable(key=key, store=op.store, destination=op.destination, name=op.durable,
                           kind=op.kind, queue=op.queue, matcher=matcher, key_field=op.key_field,
-                          content=op.content, ack_sync_mode=op.ack_sync_mode)
+                          content=op.content, ack_sync_mode=op.ack_sync_mode, last_used=op.clock)
         self._add_durable(durable)
         return durable
 
@@ -414,7 +500,26 @@ class StateMachine:
                 self.on_reset(durable)
         return changed
 
-    def _delete_durable(self, key: str) -> DeleteResult | None:
+    def _use_durables(self, op: rpb.DurableUseOp) -> None:
+        """Durables in use (a subscriber attached) or no longer: their last use moves on."""
+        self.advance_clock(op.clock)
+        for key in op.durable_keys:
+            durable = self.durables.get(key)
+            if durable is not None:
+                durable.last_used = max(durable.last_used, op.clock)
+                durable.attached = op.attached
+
+    def _expire_durable(self, key: str, expiry: rpb.DurableExpiry) -> DeleteResult | None:
+        """The leader expires a durable: deleted only if it is still unused for that long (a use
+        that reached the log before this operation wins); None: nothing changed."""
+        self.advance_clock(expiry.clock)
+        durable = self.durables.get(key)
+        if durable is None or not expiry.unused_for or durable.idle(expiry.clock) < expiry.unused_for:
+            return None
+        return self._delete_durable(key, EventKind.DURABLE_EXPIRED, f"unused for {expiry.unused_for:g} s")
+
+    def _delete_durable(self, key: str, kind: EventKind = EventKind.DURABLE_DELETED,
+                        reason: str = "deleted by an operator") -> DeleteResult | None:
         """Remove a durable, releasing every message it holds (None: no such durable)."""
         durable = self.durables.get(key)
         if durable is None:
@@ -428,7 +533,7 @@ class StateMachine:
             self._unref(seq)
         released += len(slots)
         # Its pending messages leave with it: a reader of the event log drops what it held.
-        self.note_durable(durable, EventKind.DURABLE_DELETED, "deleted by an operator")
+        self.note_durable(durable, kind, reason)
         del self.durables[key]
         index = self.content_durables if durable.content else self.by_destination
         where = durable.store if durable.content else durable.destination
@@ -548,18 +653,19 @@ class StateMachine:
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
         return self._publish_message(op.message, op.store, op.destination, op.queue, op.content, op.published_at,
-                                     op.expires_at, op.retain_until)
+                                     op.expires_at, op.expires_clock, op.retain_until)
 
     def _publish_batch(self, op: rpb.PublishBatchOp) -> list[PublishResult]:
         """Each message as a PublishOp with the batch's shared fields, in order."""
         head = op.publish
         shared = (head.store, head.destination, head.queue, head.content, head.published_at, head.expires_at,
-                  head.retain_until)
+                  head.expires_clock, head.retain_until)
         publish = self._publish_message
         return [publish(msg, *shared) for msg in op.messages]
 
     def _publish_message(self, msg: cpb.Message, store: str, destination: str, queue: bool, content: bool,
-                         published_at: float, expires_at: float, retain_until: float) -> PublishResult:
+                         published_at: float, expires_at: float, expires_clock: float,
+                         retain_until: float) -> PublishResult:
         # Runs once per message on every member: each proto field is read once.
         producer_id = msg.producer_id
         window = self.producers.get(producer_id) if producer_id else None
@@ -592,7 +698,7 @@ class StateMachine:
             seq = self.next_seq
             self.next_seq = seq + 1
             stored = StoredMessage(seq, store, destination, msg, size, 0, queue, content, published_at,
-                                   expires_at, retain_until)
+                                   expires_at, expires_clock, retain_until)
             self._index_message(stored)
             if retain_until:
                 stored.retained = True
@@ -616,9 +722,12 @@ class StateMachine:
         self.store_count[stored.store] = self.store_count.get(stored.store, 0) + 1
         self.store_seqs.setdefault(stored.store, {})[seq] = None
         if stored.expires_at:
-            heapq.heappush(self._timers, (stored.expires_at, seq))
+            self._timers.add(stored.expires_at, seq)
+        if stored.expires_clock:
+            self._clock_timers.add(stored.expires_clock, seq)
+            self._clock_ttls += 1
         if stored.retain_until:
-            heapq.heappush(self._timers, (stored.retain_until, seq))
+            self._timers.add(stored.retain_until, seq)
         if self.payloads is not None:
             self.payloads.admit(stored)
 
@@ -662,6 +771,9 @@ class StateMachine:
         durable = self.durables.get(op.durable_key)
         if durable is None:
             return 0
+        if op.clock:
+            self.advance_clock(op.clock)
+            durable.last_used = max(durable.last_used, op.clock)
         acked = self._release(durable, list(op.message_seqs))
         if self.on_acked is not None:
             self.on_acked(op.durable_key, list(op.message_seqs))
@@ -684,12 +796,11 @@ class StateMachine:
         self.store_bytes[stored.store] -= stored.size
         self.store_count[stored.store] -= 1
         self.store_seqs[stored.store].pop(stored.seq, None)
-        self._stale_timers += bool(stored.expires_at) + bool(stored.retain_until)
-        if self._stale_timers > 1024 and 2 * self._stale_timers > len(self._timers):
-            # Timers of messages already gone: rebuild (followers never run `due`).
-            self._timers = [(when, seq) for when, seq in self._timers if seq in self.messages]
-            heapq.heapify(self._timers)
-            self._stale_timers = 0
+        if stored.expires_at or stored.retain_until:
+            self._timers.gone(bool(stored.expires_at) + bool(stored.retain_until), self.messages)
+        if stored.expires_clock:
+            self._clock_ttls -= 1
+            self._clock_timers.gone(1, self.messages)
 
     def _drop(self, seq: int, kind: RecordKind, reason: str) -> None:
         """Remove a message from every holder at once (expired, or discarded at a limit)."""
@@ -715,12 +826,16 @@ class StateMachine:
         self._forget(stored)
 
     def _expire(self, op: rpb.ExpireOp) -> int:
+        """Expire the listed messages whose time-to-live (or retention) ended by the leader's
+        decision: its wall clock `now`, its pseudo-clock `clock` (which this state's moves on to)."""
         expired = 0
+        if op.clock:
+            self.advance_clock(op.clock)
         for seq in op.message_seqs:
             stored = self.messages.get(seq)
             if stored is None:
                 continue
-            if stored.expires_at and stored.expires_at <= op.now:
+            if stored.ttl_ended(op.now, op.clock):
                 self._drop(seq, RecordKind.EXPIRED, "time-to-live")
                 expired += 1
             elif stored.retained and stored.retain_until <= op.now:
@@ -732,29 +847,34 @@ class StateMachine:
                                         stored.size, "retention"))
         return expired
 
-    def due(self, now: float, limit: int = 10000) -> list[int]:
-        """Messages whose time-to-live or retention ended by `now` (the leader turns them into
-        an ExpireOp). The timers stay until the operation is applied, so a leader that loses
-        its leadership in between leaves them for the next one."""
-        out: list[int] = []
-        keep: list[tuple[float, int]] = []
-        timers = self._timers
-        while timers and timers[0][0] <= now and len(out) < limit:
-            when, seq = heapq.heappop(timers)
-            stored = self.messages.get(seq)
-            if stored is None:
-                continue
-            if (stored.expires_at and stored.expires_at <= now) or (stored.retained and stored.retain_until <= now):
-                if not out or out[-1] != seq:
-                    out.append(seq)
-                keep.append((when, seq))
-        for item in keep:
-            heapq.heappush(timers, item)
-        return sorted(set(out))
+    def due(self, now: float, clock: float = 0.0, limit: int = 10000) -> list[int]:
+        """Messages whose time-to-live or retention ended by wall-clock time `now`, or whose
+        time-to-live on the pseudo-clock ended by `clock` (the leader turns them into an
+        ExpireOp). The timers stay until the operation is applied, so a leader that loses its
+        leadership in between leaves them for the next one."""
+        messages = self.messages
+
+        def wall_ended(seq: int) -> bool:
+            stored = messages.get(seq)
+            return stored is not None and bool((stored.expires_at and stored.expires_at <= now) or
+                                               (stored.retained and stored.retain_until <= now))
+
+        def clock_ended(seq: int) -> bool:
+            stored = messages.get(seq)
+            return stored is not None and bool(stored.expires_clock and stored.expires_clock <= clock)
+
+        out = self._timers.due(now, wall_ended, limit)
+        if clock:
+            out += self._clock_timers.due(clock, clock_ended, limit)
+        return sorted(set(out))[:limit]
 
     def next_timer(self) -> float:
-        """When the earliest time-to-live or retention ends (0: none)."""
-        return self._timers[0][0] if self._timers else 0.0
+        """When the earliest time-to-live or retention on the wall clock ends (0: none)."""
+        return self._timers.next()
+
+    def next_clock_timer(self) -> float:
+        """When the earliest time-to-live on the pseudo-clock ends (0: none)."""
+        return self._clock_timers.next()
 
     def _dead_letter(self, op: rpb.DeadLetterOp) -> bool:
         """Move a message past its redelivery limit out of the durable, into the dead-letter
@@ -888,13 +1008,14 @@ class StateMachine:
             snap.messages.append(rpb.StoredMessage(
                 seq=stored.seq, store=stored.store, destination=stored.destination, message=stored.message,
                 content=stored.content, published_at=stored.published_at, expires_at=stored.expires_at,
-                retain_until=stored.retain_until if stored.retained else 0.0, queue=stored.queue))
+                retain_until=stored.retain_until if stored.retained else 0.0, queue=stored.queue,
+                expires_clock=stored.expires_clock))
         for d in self.durables.values():
             snap.durables.append(rpb.DurableState(
                 key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                 pending=list(d.pending), last_value_seq=d.last_value_seq, queue=d.queue, matcher=d.matcher,
                 key_field=d.key_field, content=d.content, ack_sync_mode=d.ack_sync_mode,
-                last_values=d.last_values, suspended=d.suspended))
+                last_values=d.last_values, suspended=d.suspended, last_used=d.last_used, attached=d.attached))
         for pid, window in self.producers.items():
             seqs = list(window.order)
             snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs,
@@ -927,7 +1048,7 @@ class StateMachine:
             stored = StoredMessage(seq=m.seq, store=m.store, destination=m.destination, message=m.message,
                                    size=m.message.ByteSize(), queue=m.queue, content=m.content,
                                    published_at=m.published_at, expires_at=m.expires_at,
-                                   retain_until=m.retain_until)
+                                   expires_clock=m.expires_clock, retain_until=m.retain_until)
             sm._index_message(stored)
             if m.retain_until:
                 stored.retained = True
@@ -936,7 +1057,8 @@ class StateMachine:
             d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name,
                         kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=ds.matcher,
                         key_field=ds.key_field, content=ds.content, ack_sync_mode=ds.ack_sync_mode,
-                        last_values=dict(ds.last_values), suspended=ds.suspended)
+                        last_values=dict(ds.last_values), suspended=ds.suspended, last_used=ds.last_used,
+                        attached=ds.attached)
             for seq in ds.pending:
                 d.pending[seq] = None
                 stored = sm.messages.get(seq)

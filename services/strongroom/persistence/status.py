@@ -5,11 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from strongroom.api.v1 import common_pb2 as cpb
-from strongroom.errors import StrongroomError
+from strongroom.errors import StrongroomError, UnknownStore
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
-from strongroom.persistence.durables import unreachable_reason
+from strongroom.persistence.durables import (
+    ExpiryMemo,
+    durable_expiry,
+    expires_in,
+    is_static,
+    unreachable_reason,
+)
 from strongroom.persistence.lifetimes import store_config
+from strongroom.persistence.log import LIFETIMES_LOG_FORMAT
 from strongroom.persistence.matcher import matcher_text
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
@@ -17,7 +24,8 @@ from strongroom.persistence.state import Durable, StateMachine
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import AckSync, Realm, Store
 
-__all__ = ["ClusterStatus", "DurableStatus", "MemberStatus", "StoreStatus", "cluster_status"]
+__all__ = ["ClusterStatus", "DurableList", "DurableStatus", "MemberStatus", "StoreStatus", "cluster_status",
+           "durable_list"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,24 @@ class DurableStatus:
     """Why the realm in force no longer reaches it ("": it does)."""
     static: bool = False
     """Declared in the realm (a store's `durables`)."""
+    store: str = ""
+    last_used: float = 0.0
+    """Its last use on the pseudo-clock (0: not known yet)."""
+    attached: bool = False
+    """A subscriber is attached, as the log says (every member knows it)."""
+    expiry_seconds: float = 0.0
+    """Unused this long on the pseudo-clock, it is deleted (0: never)."""
+    expires_in: float | None = None
+    """Pseudo-clock seconds until it expires if it stays unused; None: it does not now."""
+
+
+@dataclass(frozen=True)
+class DurableList:
+    """Every durable of the cluster (or of a store, or a destination), as the leader sees it."""
+
+    clock: float
+    """The leader's pseudo-clock now (`DurableStatus.last_used` is on it)."""
+    durables: list[DurableStatus]
 
 
 @dataclass(frozen=True)
@@ -127,22 +153,54 @@ def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm
     return cpb.ACK_SYNC_MODE_SYNC if default == AckSync.SYNC else cpb.ACK_SYNC_MODE_ASYNC
 
 
-def _durables(state: StateMachine, store: Store, dispatcher: Dispatcher | None, realm: Realm) -> list[DurableStatus]:
-    static = {(None if d.endpoint else d.destination, d.name) for d in store.durables}
+def _durables(state: StateMachine, store: Store, dispatcher: Dispatcher | None, realm: Realm,
+              clock: float | None, destination: str = "") -> list[DurableStatus]:
+    """The durables of a store (created on `destination`, if given). `clock`: the pseudo-clock
+    now, None while durables do not expire (a member does not read log format 5 yet)."""
     durables = []
+    memo: ExpiryMemo = {}
     for d in state.durables_of_store(store.name):
+        if destination and d.destination != destination:
+            continue
         held = (1 if d.last_value_seq else 0) + len(d.last_values)
+        subscribers = dispatcher.subscribers(d.key) if dispatcher else 0
+        expiry = durable_expiry(d, realm, store.cluster, memo)
         durables.append(DurableStatus(
             name=d.name, destination=d.destination, kind=d.kind,
             pending_messages=len(d.pending) if d.kind != cpb.DURABLE_KIND_LASTVALUE else held,
             pending_bytes=d.pending_bytes,
-            unacked=dispatcher.unacked(d.key) if dispatcher else 0,
-            subscribers=dispatcher.subscribers(d.key) if dispatcher else 0,
+            unacked=dispatcher.unacked(d.key) if dispatcher else 0, subscribers=subscribers,
             matcher=matcher_text(d.matcher), key_field=d.key_field, ack_sync_mode=_ack_sync_mode(d, dispatcher, realm),
             content=d.content, refused=dispatcher.refusals(d.key) if dispatcher else 0,
-            unreachable_reason=unreachable_reason(d, realm, store.cluster),
-            static=(None if d.content else d.destination, d.name) in static))
+            unreachable_reason=unreachable_reason(d, realm, store.cluster), static=is_static(d, realm),
+            store=store.name, last_used=d.last_used, attached=d.attached, expiry_seconds=expiry,
+            expires_in=expires_in(d, expiry, subscribers > 0, clock) if clock is not None else None))
     return durables
+
+
+def _clock(replica: Replica, membership: Membership, term: LeaderTerm | None) -> float | None:
+    """The pseudo-clock durable expiry reads: the leader's running one, else the applied one;
+    None while some member does not read log format 5 (nothing expires)."""
+    if term is not None:
+        return term.lifetimes_clock()
+    return replica.state.clock if membership.all_read(LIFETIMES_LOG_FORMAT) else None
+
+
+def durable_list(replica: Replica, membership: Membership, term: LeaderTerm, realm: Realm, store: str = "",
+                 destination: str = "") -> DurableList:
+    """Every durable of the cluster's stores as the serving leader (`term`) sees it; only those
+    of `store` and created on `destination` when given (UnknownStore: no such store here)."""
+    cluster = membership.cluster.name
+    stores = [s for s in realm.stores if s.cluster == cluster]
+    if store and all(s.name != store for s in stores):
+        raise UnknownStore(f"no store {store!r} in cluster {cluster}; its stores: "
+                           f"{', '.join(s.name for s in stores) or '(none)'}")
+    clock = _clock(replica, membership, term)
+    durables = []
+    for s in stores:
+        if not store or s.name == store:
+            durables += _durables(term.state_for(s.replicated), s, term.dispatcher, realm, clock, destination)
+    return DurableList(term.clock(), durables)
 
 
 def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | None, realm: Realm,
@@ -164,6 +222,7 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
     cluster = membership.cluster.name
     storage = replica.storage_mode.value
     dispatcher = term.dispatcher if term is not None else None
+    clock = _clock(replica, membership, term)
     stores = []
     for store in realm.stores:
         if store.cluster != cluster:
@@ -179,7 +238,7 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
             name=store.name, replicated=store.replicated,
             messages=state.store_count.get(store.name, 0) if state else 0,
             bytes=state.store_bytes.get(store.name, 0) if state else 0,
-            durables=_durables(state, store, dispatcher, realm) if state else [],
+            durables=_durables(state, store, dispatcher, realm, clock) if state else [],
             cluster=store.cluster, storage=storage, publisher_mode=store.publisher_mode.value,
             max_messages=config.max_messages, max_bytes=config.max_bytes, limit_policy=config.policy,
             maps=bool(store.maps), routed=store.routed, max_message_bytes=store.max_message_bytes,

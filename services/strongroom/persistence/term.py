@@ -27,7 +27,7 @@ from strongroom.errors import NoQuorumError, NotLeaderError, PersistenceUnavaila
 from strongroom.events.publisher import EventPublisher
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
-from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.log import LIFETIMES_LOG_FORMAT, ReplicatedLog
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.state import StateMachine
@@ -153,6 +153,11 @@ class LeaderTerm:
         if not self._clock_since:
             return max(self.state.clock, self.local_state.clock)
         return self._clock_base + (time.monotonic() - self._clock_since)
+
+    def lifetimes_clock(self) -> float | None:
+        """The pseudo-clock now, for the lifetime fields of the log (log format 5: time-to-lives
+        and durables' use on it); None while some member does not read that format."""
+        return self.clock() if self.membership.all_read(LIFETIMES_LOG_FORMAT) else None
 
     def alive(self) -> bool:
         """Still this member's term: not closed, and the election still holds the key."""

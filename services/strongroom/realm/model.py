@@ -41,7 +41,7 @@ from strongroom.realm.locations import (
 )
 
 __all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "StaticDurable", "Destination",
-           "UnitsOfWork",
+           "UnitsOfWork", "TtlClock",
     "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
     "parse_realm", "DEFAULT_REALM_YAML"]
 
@@ -83,6 +83,15 @@ class LimitPolicyName(str, Enum):
 
     REJECT = "reject"  # the publisher gets STORE_LIMIT_EXCEEDED
     DISCARD_OLDEST = "discard_oldest"  # the store's oldest messages make room
+
+
+class TtlClock(str, Enum):
+    """The clock a message's time-to-live runs on."""
+
+    PSEUDO = "pseudo"
+    """The pseudo-clock: seconds during which the cluster had a serving leader (the default)."""
+    WALL = "wall"
+    """The leader's wall clock: an absolute deadline, running while the cluster is down too."""
 
 
 class TemplateKind(str, Enum):
@@ -227,15 +236,27 @@ class Store(_Model):
 
 
 class _DeliveryOptions(_Model):
-    """Message lifetime and redelivery options shared by destinations and endpoints."""
+    """Message lifetime and redelivery options shared by destinations and endpoints.
+
+    A time-to-live runs on the pseudo-clock by default (`ttl_clock: pseudo`): it counts only
+    the seconds during which the cluster had a serving leader, so a message does not expire
+    while the cluster is down or leaderless, as units of work's lifetimes (EntireX's
+    pseudo-clock); a consumer that was kept from it by an outage still gets it. `ttl_clock:
+    wall` is for a deadline that holds whatever happens to the cluster (a price that is stale
+    after 10 s of real time). Replay retention (`retain_seconds`) stays on the wall clock: it
+    promises how far back in real time a replay reaches."""
 
     ttl_seconds: float = Field(default=0, ge=0)
     """Time-to-live: a message not consumed this long after publishing expires (0, the
-    default: never)."""
+    default: never), measured on `ttl_clock`."""
+    ttl_clock: TtlClock = TtlClock.PSEUDO
+    """The clock `ttl_seconds` runs on: pseudo (the default: uptime of the cluster with a
+    leader) or wall (the leader's wall clock, an absolute deadline). A message keeps the clock
+    it was published with when the realm changes."""
     retain_seconds: float = Field(default=0, ge=0)
     """Replay retention: messages stay stored at least this long after publishing even when no
     durable wants them, so a durable can replay them (0, the default: a message is kept only
-    while some durable wants it)."""
+    while some durable wants it). Wall-clock seconds."""
     redelivery_limit: int = Field(default=0, ge=0)
     """Deliveries of one message to a durable before it is dead-lettered (0, the default: no
     limit)."""
@@ -246,6 +267,12 @@ class _DeliveryOptions(_Model):
     """Refuse a publish that no durable wants (NO_INTEREST) instead of answering that it was not
     stored: a guard against misspelled topic names (default: false). Queues always store; a rule
     with `retain_seconds` stores for replay."""
+    durable_expiry_seconds: float = Field(default=0, ge=0)
+    """A durable created on this topic or endpoint (by a subscriber) that stays unused this long
+    on the pseudo-clock is deleted as `strongroom durable delete` would, releasing what only it
+    held (0, the default: durables never expire). Unused: no subscriber attached and no
+    acknowledgment. Static durables of the realm never expire; a queue's own durable (its
+    messages) neither, so a queue rule may not set it."""
 
 
 class UnitsOfWork(_Model):
@@ -412,6 +439,7 @@ class Realm(_Model):
         for section, rules in (("destinations", self.destinations), ("endpoints", self.endpoints)):
             for i, r in enumerate(rules):
                 problems.extend(self._check_dead_letter(section, i, r, stores))
+                problems.extend(_check_lifetimes(section, i, r))
         for i, d in enumerate(self.destinations):
             problems.extend(self._check_units_of_work(i, d, stores))
         for i, s in enumerate(self.stores):
@@ -593,6 +621,20 @@ class Realm(_Model):
     def to_json(self) -> str:
         """Normalised JSON (defaults filled in)."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+
+def _check_lifetimes(section: str, i: int, rule: Destination | Endpoint) -> list[tuple[tuple[Any, ...], str]]:
+    """A lifetime option that does nothing without another is a mistake: say which."""
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    if rule.ttl_clock == TtlClock.WALL and not rule.ttl_seconds:
+        problems.append(((section, i, "ttl_clock"), (f"{rule.name!r} sets ttl_clock: wall but no ttl_seconds; "
+                                                     f"ttl_clock says which clock the time-to-live runs on (set "
+                                                     f"ttl_seconds, or remove ttl_clock)")))
+    if rule.durable_expiry_seconds and isinstance(rule, Destination) and rule.kind == DestinationKind.QUEUE:
+        problems.append(((section, i, "durable_expiry_seconds"),
+                         (f"{rule.name!r} is a queue: its own durable holds the queue's messages and never expires; "
+                          f"durable_expiry_seconds applies to topics and endpoints")))
+    return problems
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,22 @@ MEMBER_ROLE_FOLLOWER: MemberRole
 MEMBER_ROLE_RECOVERING: MemberRole
 MEMBER_ROLE_LEADER: MemberRole
 
+class ListDurablesRequest(_message.Message):
+    __slots__ = ("store", "destination")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    destination: str
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ...) -> None: ...
+
+class ListDurablesResponse(_message.Message):
+    __slots__ = ("durables", "clock")
+    DURABLES_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    durables: _containers.RepeatedCompositeFieldContainer[DurableStatus]
+    clock: float
+    def __init__(self, durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., clock: _Optional[float] = ...) -> None: ...
+
 class DeleteDurableRequest(_message.Message):
     __slots__ = ("destination", "durable", "content")
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
@@ -56,7 +72,7 @@ class MemberStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ..., replication: _Optional[str] = ...) -> None: ...
 
 class DurableStatus(_message.Message):
-    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused", "unreachable", "unreachable_reason", "static")
+    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused", "unreachable", "unreachable_reason", "static", "store", "last_used", "attached", "expiry_seconds", "expires_in_seconds")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +88,11 @@ class DurableStatus(_message.Message):
     UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
     UNREACHABLE_REASON_FIELD_NUMBER: _ClassVar[int]
     STATIC_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     destination: str
     kind: _common_pb2.DurableKind
@@ -87,7 +108,12 @@ class DurableStatus(_message.Message):
     unreachable: bool
     unreachable_reason: str
     static: bool
-    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ..., refused: _Optional[int] = ..., unreachable: _Optional[bool] = ..., unreachable_reason: _Optional[str] = ..., static: _Optional[bool] = ...) -> None: ...
+    store: str
+    last_used: float
+    attached: bool
+    expiry_seconds: float
+    expires_in_seconds: float
+    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ..., refused: _Optional[int] = ..., unreachable: _Optional[bool] = ..., unreachable_reason: _Optional[str] = ..., static: _Optional[bool] = ..., store: _Optional[str] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ..., expiry_seconds: _Optional[float] = ..., expires_in_seconds: _Optional[float] = ...) -> None: ...
 
 class StoreStatus(_message.Message):
     __slots__ = ("name", "replicated", "messages", "bytes", "durables", "cluster", "storage", "publisher_mode", "max_messages", "max_bytes", "limit_policy", "maps", "routed", "max_message_bytes", "swapped_messages", "map_count", "uows", "uows_pending", "uow_messages", "uow_bytes")

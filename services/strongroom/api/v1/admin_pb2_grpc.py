@@ -51,6 +51,11 @@ class AdminServiceStub:
                 request_serializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableResponse.FromString,
                 _registered_method=True)
+        self.ListDurables = channel.unary_unary(
+                '/strongroom.v1.AdminService/ListDurables',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -83,6 +88,16 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDurables(self, request, context):
+        """Every durable of the cluster as the leader sees it (a follower says NOT_LEADER, naming the
+        leader): subscribers, use and expiry on the pseudo-clock. One row per durable, in store
+        order; a later kind of durable (units of work's durable subscriptions) adds rows of its
+        own kind. Errors: UNKNOWN_STORE (the store filter names no store of the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -100,6 +115,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DeleteDurable,
                     request_deserializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_admin__pb2.DeleteDurableResponse.SerializeToString,
+            ),
+            'ListDurables': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDurables,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -185,6 +205,33 @@ class AdminService:
             '/strongroom.v1.AdminService/DeleteDurable',
             strongroom_dot_v1_dot_admin__pb2.DeleteDurableRequest.SerializeToString,
             strongroom_dot_v1_dot_admin__pb2.DeleteDurableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDurables(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/ListDurables',
+            strongroom_dot_v1_dot_admin__pb2.ListDurablesRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.ListDurablesResponse.FromString,
             options,
             channel_credentials,
             insecure,

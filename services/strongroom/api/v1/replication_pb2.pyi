@@ -48,7 +48,7 @@ UOW_OP_KIND_UNSUBSCRIBE: UowOpKind
 UOW_OP_KIND_EXPIRE_SUBSCRIPTIONS: UowOpKind
 
 class Operation(_message.Message):
-    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock")
+    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock", "durable_use")
     NOOP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class Operation(_message.Message):
     DELETE_DURABLE_FIELD_NUMBER: _ClassVar[int]
     UOW_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_USE_FIELD_NUMBER: _ClassVar[int]
     noop: Noop
     publish: PublishOp
     ack: AckOp
@@ -77,7 +78,8 @@ class Operation(_message.Message):
     delete_durable: DeleteDurableOp
     uow: UowOp
     clock: ClockOp
-    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ...) -> None: ...
+    durable_use: DurableUseOp
+    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ..., durable_use: _Optional[_Union[DurableUseOp, _Mapping]] = ...) -> None: ...
 
 class ConfigureStoreOp(_message.Message):
     __slots__ = ("store", "max_messages", "max_bytes", "policy")
@@ -92,12 +94,14 @@ class ConfigureStoreOp(_message.Message):
     def __init__(self, store: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ...) -> None: ...
 
 class ExpireOp(_message.Message):
-    __slots__ = ("message_seqs", "now")
+    __slots__ = ("message_seqs", "now", "clock")
     MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
     NOW_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     message_seqs: _containers.RepeatedScalarFieldContainer[int]
     now: float
-    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ..., now: _Optional[float] = ...) -> None: ...
+    clock: float
+    def __init__(self, message_seqs: _Optional[_Iterable[int]] = ..., now: _Optional[float] = ..., clock: _Optional[float] = ...) -> None: ...
 
 class DeadLetterOp(_message.Message):
     __slots__ = ("durable_key", "message_seq", "deliveries", "target_store", "target_destination", "target_queue", "published_at", "reason")
@@ -154,7 +158,7 @@ class Noop(_message.Message):
     def __init__(self, leader: _Optional[str] = ...) -> None: ...
 
 class PublishOp(_message.Message):
-    __slots__ = ("store", "destination", "message", "queue", "content", "published_at", "expires_at", "retain_until")
+    __slots__ = ("store", "destination", "message", "queue", "content", "published_at", "expires_at", "retain_until", "expires_clock")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -163,6 +167,7 @@ class PublishOp(_message.Message):
     PUBLISHED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_CLOCK_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     message: _common_pb2.Message
@@ -171,7 +176,8 @@ class PublishOp(_message.Message):
     published_at: float
     expires_at: float
     retain_until: float
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ...) -> None: ...
+    expires_clock: float
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., expires_clock: _Optional[float] = ...) -> None: ...
 
 class PublishBatchOp(_message.Message):
     __slots__ = ("publish", "messages")
@@ -182,17 +188,19 @@ class PublishBatchOp(_message.Message):
     def __init__(self, publish: _Optional[_Union[PublishOp, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ...) -> None: ...
 
 class AckOp(_message.Message):
-    __slots__ = ("store", "durable_key", "message_seqs")
+    __slots__ = ("store", "durable_key", "message_seqs", "clock")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     store: str
     durable_key: str
     message_seqs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, store: _Optional[str] = ..., durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
+    clock: float
+    def __init__(self, store: _Optional[str] = ..., durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ..., clock: _Optional[float] = ...) -> None: ...
 
 class CreateDurableOp(_message.Message):
-    __slots__ = ("store", "destination", "durable", "kind", "queue", "matcher", "key_field", "content", "ack_sync_mode")
+    __slots__ = ("store", "destination", "durable", "kind", "queue", "matcher", "key_field", "content", "ack_sync_mode", "clock")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +210,7 @@ class CreateDurableOp(_message.Message):
     KEY_FIELD_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     durable: str
@@ -211,7 +220,8 @@ class CreateDurableOp(_message.Message):
     key_field: str
     content: bool
     ack_sync_mode: _common_pb2.AckSyncMode
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ...) -> None: ...
+    clock: float
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., durable: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., clock: _Optional[float] = ...) -> None: ...
 
 class SuspendDurablesOp(_message.Message):
     __slots__ = ("durable_keys", "suspended")
@@ -222,10 +232,30 @@ class SuspendDurablesOp(_message.Message):
     def __init__(self, durable_keys: _Optional[_Iterable[str]] = ..., suspended: _Optional[bool] = ...) -> None: ...
 
 class DeleteDurableOp(_message.Message):
-    __slots__ = ("durable_key",)
+    __slots__ = ("durable_key", "expiry")
     DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_FIELD_NUMBER: _ClassVar[int]
     durable_key: str
-    def __init__(self, durable_key: _Optional[str] = ...) -> None: ...
+    expiry: DurableExpiry
+    def __init__(self, durable_key: _Optional[str] = ..., expiry: _Optional[_Union[DurableExpiry, _Mapping]] = ...) -> None: ...
+
+class DurableExpiry(_message.Message):
+    __slots__ = ("clock", "unused_for")
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    UNUSED_FOR_FIELD_NUMBER: _ClassVar[int]
+    clock: float
+    unused_for: float
+    def __init__(self, clock: _Optional[float] = ..., unused_for: _Optional[float] = ...) -> None: ...
+
+class DurableUseOp(_message.Message):
+    __slots__ = ("durable_keys", "clock", "attached")
+    DURABLE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    durable_keys: _containers.RepeatedScalarFieldContainer[str]
+    clock: float
+    attached: bool
+    def __init__(self, durable_keys: _Optional[_Iterable[str]] = ..., clock: _Optional[float] = ..., attached: _Optional[bool] = ...) -> None: ...
 
 class ClockOp(_message.Message):
     __slots__ = ("clock",)
@@ -524,7 +554,7 @@ class StateSnapshot(_message.Message):
     def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ..., uow_subscriptions: _Optional[_Iterable[_Union[UowSubscriptionState, _Mapping]]] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
-    __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue")
+    __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue", "expires_clock")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
@@ -534,6 +564,7 @@ class StoredMessage(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_CLOCK_FIELD_NUMBER: _ClassVar[int]
     seq: int
     store: str
     destination: str
@@ -543,10 +574,11 @@ class StoredMessage(_message.Message):
     expires_at: float
     retain_until: float
     queue: bool
-    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ...) -> None: ...
+    expires_clock: float
+    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ..., expires_clock: _Optional[float] = ...) -> None: ...
 
 class DurableState(_message.Message):
-    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended")
+    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended", "last_used", "attached")
     class LastValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -568,6 +600,8 @@ class DurableState(_message.Message):
     ACK_SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
     LAST_VALUES_FIELD_NUMBER: _ClassVar[int]
     SUSPENDED_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_FIELD_NUMBER: _ClassVar[int]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
     key: str
     store: str
     destination: str
@@ -582,7 +616,9 @@ class DurableState(_message.Message):
     ack_sync_mode: _common_pb2.AckSyncMode
     last_values: _containers.ScalarMap[str, int]
     suspended: bool
-    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ...) -> None: ...
+    last_used: float
+    attached: bool
+    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ...) -> None: ...
 
 class MapEntryState(_message.Message):
     __slots__ = ("key", "value", "version")
