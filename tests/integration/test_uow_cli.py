@@ -139,3 +139,24 @@ async def test_durable_subscriptions_and_publications_from_the_command_line(serv
     assert ok_json(servers, "uow", "unsubscribe", "cli.news", "reader-1")["released"] == 0
     refused = strongroom(servers, "uow", "receive", "cli.news", "--receiver", "reader-1")
     assert refused.returncode == 1 and "NOT_SUBSCRIBED" in refused.stderr
+
+
+async def test_durable_list_and_delete_take_in_the_durable_subscriptions_of_publications(servers: str) -> None:
+    ok_json(servers, "uow", "subscribe", "cli.news", "lister")
+    ok_json(servers, "uow", "send", "cli.news", "--body", "waiting for lister")
+    listed = ok_json(servers, "durable", "list", "--destination", "cli.news")
+    rows = [r for r in listed["durables"] if r["kind"] == "publication"]
+    assert [(r["name"], r["pending_messages"], r["store"]) for r in rows] == [("lister", 1, "default")]
+    assert 0 < rows[0]["expires_in_seconds"] <= rows[0]["expiry_seconds"]
+    other = ok_json(servers, "durable", "list", "--destination", "elsewhere.topic")
+    assert [r for r in other["durables"] if r["kind"] == "publication"] == []
+    text = strongroom(servers, "durable", "list")
+    assert text.returncode == 0 and "publication" in text.stdout and "lister" in text.stdout
+    usage = strongroom(servers, "durable", "delete", "cli.news", "--publication")
+    assert usage.returncode == 2 and "TOPIC NAME" in usage.stderr
+    deleted = ok_json(servers, "durable", "delete", "cli.news", "lister", "--publication")
+    assert deleted["released_publications"] == 1
+    after = ok_json(servers, "durable", "list", "--destination", "cli.news")
+    assert [r for r in after["durables"] if r["kind"] == "publication"] == []
+    again = strongroom(servers, "durable", "delete", "cli.news", "lister", "--publication")
+    assert again.returncode == 1 and "NOT_SUBSCRIBED" in again.stderr

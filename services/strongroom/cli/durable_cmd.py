@@ -1,16 +1,20 @@
 """`strongroom durable list` and `strongroom durable delete`: the durables of a cluster.
 
     strongroom durable list [--store S] [--destination D] [--json]
-    strongroom durable delete DESTINATION [NAME] [--endpoint] [--json]
+    strongroom durable delete DESTINATION [NAME] [--endpoint | --publication] [--json]
 
 `list` asks the leader (`AdminService.ListDurables`) for every durable: store, destination or
-endpoint, name, kind (standard, shared, lastvalue, or queue for a queue's own durable; a later
-kind of durable is more rows of its own kind), pending messages, subscribers, whether it is
-suspended or static, its last use on the pseudo-clock and when it expires if it stays unused.
+endpoint, name, kind (standard, shared, lastvalue, or queue for a queue's own durable), pending
+messages, subscribers, whether it is suspended or static, its last use on the pseudo-clock and
+when it expires if it stays unused; then (`UowService.ListSubscriptions`) the durable
+subscriptions to durable topics, as rows of kind `publication` (pending: the publications it has
+still to receive or settle).
 
 `delete` names the durable as `list` (or `strongroom status`) shows it: the destination (or
 endpoint) it was created on and its name; `--endpoint` for one opened through an endpoint; no
-NAME for a queue's own durable (which deletes the queue's messages). Its open subscriptions end
+NAME for a queue's own durable (which deletes the queue's messages); `--publication` for a
+durable subscription to a durable topic (it ends as `strongroom uow unsubscribe` ends it,
+releasing the publications it had still to receive; NOT_SUBSCRIBED when there is none). Its open subscriptions end
 with DURABLE_DELETED. The usual case is a durable status marks unreachable after a realm change.
 
 Exit status: 0 done; 1 the cluster refused (no such durable: UNKNOWN_DURABLE; no such store:
@@ -25,6 +29,7 @@ from typing import Any
 
 from strongroom.cli.common import (
     CLIENT_NAME,
+    CliError,
     ExitCode,
     add_command_group,
     print_json,
@@ -39,6 +44,8 @@ __all__ = ["add_parsers"]
 async def _delete(args: argparse.Namespace) -> int:
     from strongroom.client import Client
 
+    if args.publication:
+        return await _delete_subscription(args)
     async with Client(resolve_endpoints(args), client_name=CLIENT_NAME) as client:
         store, released = await client.delete_durable(args.destination, args.name, args.endpoint)
     if args.json:
@@ -48,6 +55,33 @@ async def _delete(args: argparse.Namespace) -> int:
         what = f"durable {args.name!r} on {args.destination!r}" if args.name else f"queue {args.destination!r}"
         print(f"deleted {what} (store {store}): released {released} message{'s' * (released != 1)}")
     return ExitCode.OK
+
+
+async def _delete_subscription(args: argparse.Namespace) -> int:
+    from strongroom.client import Client
+
+    if not args.name or args.endpoint:
+        raise CliError("--publication names a durable topic and a subscriber: durable delete TOPIC NAME "
+                       "--publication (not with --endpoint)", ExitCode.USAGE)
+    async with Client(resolve_endpoints(args), client_name=CLIENT_NAME) as client:
+        released = await client.unsubscribe_publications(args.destination, args.name)
+    if args.json:
+        print_json({"destination": args.destination, "durable": args.name, "publication": True,
+                    "released_publications": released})
+    else:
+        print(f"deleted durable subscription {args.name!r} to {args.destination!r}: released {released} "
+              f"publication{'s' * (released != 1)}")
+    return ExitCode.OK
+
+
+def _subscription_row(s: Any, clock: float) -> dict[str, Any]:
+    """One durable subscription to a durable topic, as a row of `durable list --json`."""
+    return {
+        "store": s.store, "destination": s.topic, "endpoint": False, "name": s.subscriber, "kind": "publication",
+        "pending_messages": s.pending, "pending_bytes": 0, "unacked": 0, "subscribers": 0, "attached": False,
+        "suspended": False, "unreachable_reason": "", "static": False, "last_used": s.last_used,
+        "expiry_seconds": s.expires_at - s.last_used, "expires_in_seconds": max(0.0, s.expires_at - clock),
+    }
 
 
 def _row(d: Any) -> dict[str, Any]:
@@ -71,7 +105,11 @@ async def _list(args: argparse.Namespace) -> int:
 
     async with Client(resolve_endpoints(args), client_name=CLIENT_NAME) as client:
         listed = await client.list_durables(args.store or "", args.destination or "")
+        subscriptions, _ = await client.publication_subscriptions()
     rows = [_row(d) for d in listed.durables]
+    # Durable subscriptions to durable topics: `pending_messages` counts their publications.
+    rows += [_subscription_row(s, listed.clock) for s in subscriptions
+             if (not args.store or s.store == args.store) and (not args.destination or s.topic == args.destination)]
     if args.json:
         print_json({"clock": listed.clock, "durables": rows}, indent=2)
         return ExitCode.OK
@@ -117,5 +155,7 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("name", metavar="NAME", nargs="?", default="",
                    help="its name (none: a queue's own durable, with the queue's messages)")
     p.add_argument("--endpoint", action="store_true", help="it was opened through an endpoint (status: content)")
+    p.add_argument("--publication", action="store_true",
+                   help="a durable subscription to a durable topic (list: kind publication)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=lambda args: asyncio.run(_delete(args)))

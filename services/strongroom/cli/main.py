@@ -7,7 +7,7 @@
     strongroom subscribe DEST [--durable NAME] [--kind standard|shared|lastvalue] [--count N]
                          [--ack explicit|auto] [--timeout S] [--json]
     strongroom durable list [--store S] [--destination D] [--json]
-    strongroom durable delete DESTINATION [NAME] [--endpoint] [--json]
+    strongroom durable delete DESTINATION [NAME] [--endpoint | --publication] [--json]
     strongroom uow send DEST [--count N | --body TEXT ...] [--field NAME=VALUE ...] [--no-commit] [--json]
     strongroom uow receive DEST [--receiver NAME] [--wait S] [--commit | --backout | --cancel] [--json]
     strongroom uow status ID [--json]
