@@ -8,8 +8,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +198,16 @@ def running_cluster(root: Path, text: str, members: int = 3) -> Iterator[Cluster
     finally:
         cluster.stop_all()
         etcd.stop()
+
+
+@asynccontextmanager
+async def leader_client(cluster: Cluster, timeout: float = 20.0) -> AsyncIterator[Any]:
+    """A client of `cluster` once it has a leader (a test's `client` fixture), closed after."""
+    from strongroom.client import Client
+
+    await cluster.leader()
+    async with Client(cluster.addresses(), timeout=timeout) as client:
+        yield client
 
 
 async def drain(sub: Any, n: int, timeout: float = 10.0, ack: bool = True) -> list[Any]:

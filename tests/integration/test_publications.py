@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from harness import Cluster, realm_yaml, running_cluster, wait_for
+from harness import Cluster, leader_client, realm_yaml, running_cluster, wait_for
 
 from strongroom.client import Client
 from strongroom.client.uow import ReceivedUnitOfWork
@@ -41,12 +41,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture
 async def client(cluster: Cluster) -> AsyncIterator[Client]:
-    await cluster.leader()
-    c = Client(cluster.addresses(), timeout=20)
-    try:
+    async with leader_client(cluster) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def publish(client: Client, topic: str, *bodies: bytes) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Cluster, put_realm, realm_yaml, running_cluster, wait_for
+from harness import Cluster, leader_client, put_realm, realm_yaml, running_cluster, wait_for
 from strongroom.api.v1 import admin_pb2
 from strongroom.client import Client, Subscription
 from strongroom.errors import DurableDeleted, DurableUnreachable, UnknownDurable
@@ -62,12 +62,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture
 async def client(cluster: Cluster) -> AsyncIterator[Client]:
-    await cluster.leader()
-    c = Client(cluster.addresses(), timeout=20)
-    try:
+    async with leader_client(cluster) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def durable_status(cluster: Cluster, destination: str, name: str,

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from harness import Cluster, realm_yaml, running_cluster, wait_for
+from harness import Cluster, leader_client, realm_yaml, running_cluster, wait_for
 
 from strongroom.client import Client
 from strongroom.client.uow import ReceivedUnitOfWork
@@ -48,12 +48,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture
 async def client(cluster: Cluster) -> AsyncIterator[Client]:
-    await cluster.leader()
-    c = Client(cluster.addresses(), timeout=20)
-    try:
+    async with leader_client(cluster) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def test_a_uow_is_invisible_until_committed_then_received_whole_and_processed(client: Client) -> None:
