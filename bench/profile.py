@@ -1,6 +1,6 @@
 """Profile a Strongroom workload with py-spy: where the leader (and the client) spend their time.
 
-    python -m bench.profile [--config disk-sync] [--workload pipelined|confirm|consume|fanout]
+    python -m bench.profile [--config disk-sync] [--workload pipelined|confirm|consume|fanout|uow]
                             [--publishers N] [--seconds 5] [--out DIR] [--gil] [--native]
 
 Starts a fresh cluster of the configuration, runs the workload in a loop, records the leader,
@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.common import BODY, Progress
 from bench.ours import StrongroomTarget
+from bench.uow import UOW_MESSAGES, UOW_WINDOW
 
 __all__ = ["main", "summarize_raw"]
 
@@ -134,6 +135,19 @@ async def _workload_loop(target: StrongroomTarget, workload: str, publishers: in
         for s in subs:
             await s.close()
         return sum(counts[1:])
+    if workload == "uow":
+        # Whole UOWs of 10 × 1 KiB through one UowSender, 64 in flight (the `uow` group's
+        # `uow_pipelined`); counted in messages.
+        sender = target.client.uow_sender(target.dest("prof.queue"), window=UOW_WINDOW)
+        bodies = [BODY] * UOW_MESSAGES
+        try:
+            while not stop.is_set():
+                await sender.send(bodies)
+                done += UOW_MESSAGES
+            await sender.flush()
+        finally:
+            await sender.close()
+        return done
     raise SystemExit(f"unknown workload {workload}")
 
 
@@ -182,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="disk-sync", choices=["disk-sync", "disk-async", "non-replicated"])
-    p.add_argument("--workload", default="pipelined", choices=["confirm", "pipelined", "consume", "fanout"])
+    p.add_argument("--workload", default="pipelined", choices=["confirm", "pipelined", "consume", "fanout", "uow"])
     p.add_argument("--publishers", type=int, default=1)
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--out", type=Path, default=None)
