@@ -402,7 +402,8 @@ for _cls in list(globals().values()):
 
 
 def error_for_reason(reason: str, message: str, metadata: dict[str, str] | None = None) -> StrongroomError:
-    """Rebuild the domain error a server raised from its ErrorInfo reason (client side)."""
+    """The domain error of an ErrorInfo reason: rebuilt on the client side from a server's
+    answer, and made on the leader from a refusal the state machine decided at apply."""
     meta = dict(metadata or {})
     cls = _REGISTRY.get(reason, StrongroomError)
     if cls is NotLeaderError:

@@ -188,10 +188,10 @@ class Client:
     def unit_of_work(self, destination: str, uow_id: str | None = None, persistent: bool | None = None,
                      persistent_status: bool | None = None, lifetime: float | None = None,
                      status_lifetime_multiple: int | None = None) -> UnitOfWork:
-        """A new unit of work to a queue (nothing is sent before `open`, `send` or `commit`);
-        unset options take the destination's defaults from the realm. Committed whole (never
-        opened before), it goes on a `SendStream` the client shares per destination and options
-        (see `_commit_whole`)."""
+        """A new unit of work to a queue, or a publication to a durable topic (nothing is sent
+        before `open`, `send` or `commit`); unset options take the destination's defaults from
+        the realm. Committed whole (never opened before), it goes on a `SendStream` the client
+        shares per destination and options (see `_commit_whole`)."""
         return UnitOfWork(self.connection, destination, uow_id or new_uow_id(), persistent, persistent_status,
                           lifetime, status_lifetime_multiple, commit_whole=self._commit_whole)
 

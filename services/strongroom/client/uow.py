@@ -31,6 +31,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import uow_pb2 as upb
@@ -40,7 +41,7 @@ from strongroom.client.messages import fill_message
 
 __all__ = ["STATUS_NAMES", "PublicationSubscription", "ReceivedUnitOfWork", "SubscriberStatus", "UnitOfWork",
            "UowResult", "UowStatusInfo", "list_subscriptions", "new_uow_id", "response_result", "subscribe",
-           "unsubscribe", "uow_stub"]
+           "unsubscribe", "uow_call", "uow_stub"]
 
 STATUS_NAMES = {v.number: v.name.removeprefix("UOW_STATUS_") for v in upb.UowStatus.DESCRIPTOR.values}
 
@@ -132,6 +133,21 @@ def uow_stub(connection: Connection, address: str) -> ugrpc.UowServiceStub:
     return ugrpc.UowServiceStub(connection.channel(address))
 
 
+R = TypeVar("R")
+
+
+async def uow_call(connection: Connection, method: Callable[[ugrpc.UowServiceStub], Callable[..., Awaitable[R]]],
+                   request: object, wait: float = 0.0) -> R:
+    """One unary UowService call on the leader (`method` picks it from a stub): redirects and
+    retries are `call_leader`'s; `wait`: seconds the call may wait on the server beyond the
+    policy's timeout."""
+
+    async def attempt(address: str) -> R:
+        return await method(uow_stub(connection, address))(request, timeout=wait + connection.policy.timeout)
+
+    return await connection.call_leader(attempt)
+
+
 def response_result(resp: upb.UowSendResponse) -> UowResult:
     """A sender's answer as a `UowResult`."""
     return UowResult(resp.uow_id, STATUS_NAMES.get(resp.status, str(resp.status)), resp.messages, resp.duplicate,
@@ -190,12 +206,7 @@ class UnitOfWork:
         return self._request(upb.UOW_ACTION_COMMIT)
 
     async def _call(self, action: int) -> UowResult:
-        req = self._request(action)
-
-        async def attempt(address: str) -> upb.UowSendResponse:
-            return await uow_stub(self.connection, address).Send(req, timeout=self.connection.policy.timeout)
-
-        resp = await self.connection.call_leader(attempt)
+        resp = await uow_call(self.connection, lambda stub: stub.Send, self._request(action))
         self._sent()
         return response_result(resp)
 
@@ -253,11 +264,7 @@ class ReceivedUnitOfWork:
         req = upb.UowSettleRequest(uow_id=self.uow_id, receiver=self.receiver, settlement=settlement)  # type: ignore[arg-type]
         if user_status is not None:
             req.user_status = user_status
-
-        async def attempt(address: str) -> upb.UowSettleResponse:
-            return await uow_stub(self.connection, address).Settle(req, timeout=self.connection.policy.timeout)
-
-        resp = await self.connection.call_leader(attempt)
+        resp = await uow_call(self.connection, lambda stub: stub.Settle, req)
         self.duplicate = resp.duplicate
         return STATUS_NAMES.get(resp.status, str(resp.status)), resp.backout_count, resp.dead_lettered_to
 
@@ -278,11 +285,7 @@ async def receive_uow(connection: Connection, destination: str, receiver: str,
                       wait: float = 0.0) -> ReceivedUnitOfWork | None:
     """Take the oldest committed UOW of a queue (waiting up to `wait` seconds); None if none."""
     req = upb.UowReceiveRequest(destination=destination, receiver=receiver, wait_seconds=wait)
-
-    async def attempt(address: str) -> upb.UowReceiveResponse:
-        return await uow_stub(connection, address).Receive(req, timeout=wait + connection.policy.timeout)
-
-    resp = await connection.call_leader(attempt)
+    resp = await uow_call(connection, lambda stub: stub.Receive, req, wait)
     if not resp.received:
         return None
     return ReceivedUnitOfWork(connection, receiver, resp.uow_id, resp.destination,
@@ -291,12 +294,7 @@ async def receive_uow(connection: Connection, destination: str, receiver: str,
 
 async def uow_status(connection: Connection, uow_id: str) -> UowStatusInfo:
     """A UOW's status by id."""
-    req = upb.UowStatusRequest(uow_id=uow_id)
-
-    async def attempt(address: str) -> upb.UowStatusResponse:
-        return await uow_stub(connection, address).Status(req, timeout=connection.policy.timeout)
-
-    r = await connection.call_leader(attempt)
+    r = await uow_call(connection, lambda stub: stub.Status, upb.UowStatusRequest(uow_id=uow_id))
     o = r.options
     return UowStatusInfo(r.uow_id, STATUS_NAMES.get(r.status, str(r.status)), r.destination, r.store, r.messages,
                          r.bytes, r.backout_count, r.user_status, r.receiver, o.persistent, o.persistent_status,
@@ -309,33 +307,21 @@ async def uow_status(connection: Connection, uow_id: str) -> UowStatusInfo:
 async def subscribe(connection: Connection, topic: str, subscriber: str) -> tuple[PublicationSubscription, bool]:
     """Subscribe durably to a durable topic (again: mark it used); the subscription and whether
     it is new. Safe to retry."""
-    req = upb.UowSubscribeRequest(topic=topic, subscriber=subscriber)
-
-    async def attempt(address: str) -> upb.UowSubscribeResponse:
-        return await uow_stub(connection, address).Subscribe(req, timeout=connection.policy.timeout)
-
-    resp = await connection.call_leader(attempt)
+    resp = await uow_call(connection, lambda stub: stub.Subscribe,
+                          upb.UowSubscribeRequest(topic=topic, subscriber=subscriber))
     return PublicationSubscription.from_proto(resp.subscription), resp.created
 
 
 async def unsubscribe(connection: Connection, topic: str, subscriber: str) -> int:
     """End a durable subscription; how many publications it released. NotSubscribed when there
     is none (also when a retry after a failover finds the first attempt already ended it)."""
-    req = upb.UowUnsubscribeRequest(topic=topic, subscriber=subscriber)
-
-    async def attempt(address: str) -> upb.UowUnsubscribeResponse:
-        return await uow_stub(connection, address).Unsubscribe(req, timeout=connection.policy.timeout)
-
-    return (await connection.call_leader(attempt)).released
+    resp = await uow_call(connection, lambda stub: stub.Unsubscribe,
+                          upb.UowUnsubscribeRequest(topic=topic, subscriber=subscriber))
+    return resp.released
 
 
 async def list_subscriptions(connection: Connection, topic: str = "") -> tuple[list[PublicationSubscription], float]:
     """The durable subscriptions (of one topic, or all) and the pseudo-clock now."""
-    req = upb.UowListSubscriptionsRequest(topic=topic)
-
-    async def attempt(address: str) -> upb.UowListSubscriptionsResponse:
-        return await uow_stub(connection, address).ListSubscriptions(req, timeout=connection.policy.timeout)
-
-    resp = await connection.call_leader(attempt)
+    resp = await uow_call(connection, lambda stub: stub.ListSubscriptions, upb.UowListSubscriptionsRequest(topic=topic))
     return [PublicationSubscription.from_proto(s) for s in resp.subscriptions], resp.clock
 

@@ -396,6 +396,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._dirty_slots: dict[bytes, int | None] = {}
         self._dirty_stores = False
         self.uows.track_changes()
+        # The (pseudo-clock, UOW order) last written: an entry that moves neither writes no key.
+        self._uow_mark: tuple[float, int] | None = None
 
     # --- storage access ----------------------------------------------------------------------
 
@@ -451,7 +453,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 sm._store_ids[store] = ident
                 sm.store_bytes[store] = nbytes
                 sm.store_count[store] = count
-                sm.store_seqs[store]
+                sm.store_seqs[store]  # creates the store's on-disk sequence set
             elif key.startswith(P_CONFIG):
                 cfg = rpb.ConfigureStoreOp.FromString(value)
                 sm.store_configs[cfg.store] = cfg
@@ -685,7 +687,10 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 wb.put(P_UOW_GONE + key, _DOUBLE.pack(until), sm_h)
             else:
                 wb.delete(P_UOW_GONE + key, sm_h)
-        wb.put(K_UOW_CLOCK, _CLOCK.pack(table.clock, table.order), sm_h)
+        mark = (table.clock, table.order)
+        if mark != self._uow_mark:
+            wb.put(K_UOW_CLOCK, _CLOCK.pack(*mark), sm_h)
+            self._uow_mark = mark
 
     @staticmethod
     def _encode_durable(d: Durable) -> bytes:

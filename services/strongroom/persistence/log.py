@@ -11,7 +11,8 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.storage import LoadedState, Storage
 from strongroom.tracing import traced
 
-__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT"]
+__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT", "PUBLICATION_LOG_FORMAT",
+           "UOW_LOG_FORMAT"]
 
 
 class AppendOutcome:
@@ -33,6 +34,11 @@ class AppendOutcome:
 # later.
 LOG_FORMAT = 5
 
+UOW_LOG_FORMAT = 4
+"""Units of work and the pseudo-clock: `UowOp` and `ClockOp`."""
+PUBLICATION_LOG_FORMAT = 5
+"""Publications on durable topics and durable subscriptions (`UowOp` kinds SUBSCRIBE,
+UNSUBSCRIBE, EXPIRE_SUBSCRIPTIONS; `UowDefinition.publication`)."""
 LIFETIMES_LOG_FORMAT = 5
 """Lifetimes on the pseudo-clock: message time-to-lives (`PublishOp.expires_clock`,
 `ExpireOp.clock`) and the use and expiry of durables (`DurableUseOp`, `AckOp.clock`,

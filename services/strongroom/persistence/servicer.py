@@ -186,7 +186,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                     return
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
-        except Exception:
+        except Exception:  # logged; the subscription ends and the client reopens
             log.exception("subscription control stream failed")
         finally:
             self.front.close_subscription(sub)

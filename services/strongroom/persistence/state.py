@@ -608,10 +608,8 @@ class StateMachine:
         result = table.apply(op, self._uow_room)
         kind = UowOpKind(op.kind)
         # Subscriptions' operations answer subscriptions, not UOWs: no row (not events yet).
-        changed = [result] if isinstance(result, Uow) else [u for u in result if isinstance(u, Uow)] \
-            if isinstance(result, list) else []
-        if kind == UowOpKind.USER_STATUS:
-            changed = []
+        answered = result if isinstance(result, list) else [result]
+        changed = [] if kind == UowOpKind.USER_STATUS else [u for u in answered if isinstance(u, Uow)]
         for uow in changed:
             store, destination = before.get(uow.id, (uow.store, uow.destination))
             status = "DELETED" if kind == UowOpKind.FORGET else uow.status.name

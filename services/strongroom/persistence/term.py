@@ -27,7 +27,7 @@ from strongroom.errors import NoQuorumError, NotLeaderError, PersistenceUnavaila
 from strongroom.events.publisher import EventPublisher
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
-from strongroom.persistence.log import LIFETIMES_LOG_FORMAT, ReplicatedLog
+from strongroom.persistence.log import LIFETIMES_LOG_FORMAT, UOW_LOG_FORMAT, ReplicatedLog
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.state import StateMachine
@@ -45,9 +45,7 @@ QUORUM_CHECK_SECONDS = 0.25
 CLOCK_TICK_SECONDS = 1.0
 """How often the leader writes the pseudo-clock into the log while something is measured on it."""
 CLOCK_IDLE_TICK_SECONDS = 10.0
-"""... and while nothing is."""
-CLOCK_LOG_FORMAT = 4
-"""`ClockOp` is an operation of log format 4: no tick until every member reads it."""
+"""... and while nothing is (no tick until every member reads `ClockOp`: UOW_LOG_FORMAT)."""
 
 
 class CommitResult(NamedTuple):
@@ -405,7 +403,7 @@ class LeaderTerm:
             wanted = self.state.timed() or self.local_state.timed()
             now = time.monotonic()
             if now - last >= (CLOCK_TICK_SECONDS if wanted else CLOCK_IDLE_TICK_SECONDS) and \
-                    self.membership.all_read(CLOCK_LOG_FORMAT):
+                    self.membership.all_read(UOW_LOG_FORMAT):
                 last = now
                 clock = self.clock()
                 self.local_state.advance_clock(clock)

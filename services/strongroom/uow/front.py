@@ -37,10 +37,10 @@ from strongroom.errors import (
     UnknownUow,
     UowAborted,
     UowExists,
-    UowNotHeld,
     UowStateError,
 )
 from strongroom.persistence.lifetimes import Resolver
+from strongroom.persistence.log import PUBLICATION_LOG_FORMAT, UOW_LOG_FORMAT
 from strongroom.persistence.messaging import Routes
 from strongroom.persistence.publishing import check_message
 from strongroom.persistence.state import StateMachine
@@ -50,8 +50,6 @@ from strongroom.uow.leader import OpenUow, UowLeader
 from strongroom.uow.model import LIVE, OpKind, Refused, Uow, UowStatus
 from strongroom.uow.publications import PublicationFront
 from strongroom.uow.steps import (
-    PUBLICATION_LOG_FORMAT,
-    UOW_LOG_FORMAT,
     UowScope,
     apply,
     check_name,
@@ -483,16 +481,10 @@ def _check_user_status(user_status: bytes | None) -> None:
         raise InvalidArgument(f"a user status has at most {MAX_USER_STATUS} bytes, not {len(user_status)}")
 
 
-_REFUSALS: dict[str, type[StrongroomError]] = {
-    "UNKNOWN_UOW": UnknownUow, "UOW_STATE": UowStateError, "UOW_NOT_HELD": UowNotHeld, "UOW_EXISTS": UowExists,
-    "STORE_LIMIT_EXCEEDED": StoreLimitExceeded, "INVALID_ARGUMENT": InvalidArgument,
-}
-
-
 def _accepted(result: object) -> Uow:
     """The UOW an operation changed, or the error its refusal means."""
     if isinstance(result, Refused):
-        raise _REFUSALS.get(result.reason, UowStateError)(result.message)
+        raise result.error()
     if not isinstance(result, Uow):
         raise PersistenceUnavailable(f"unexpected result of a unit-of-work operation: {result!r}")
     return result

@@ -10,6 +10,7 @@ from enum import IntEnum
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import uow_pb2
+from strongroom.errors import StrongroomError, error_for_reason
 
 __all__ = ["FINAL", "LIVE", "READER_OPS", "RECEIVER_OPS", "TRANSITIONS", "OpKind", "Reader", "Refused", "Subscribed",
            "Subscription", "Uow", "UowStatus", "status_name"]
@@ -96,10 +97,14 @@ READER_OPS: dict[OpKind, tuple[UowStatus, UowStatus | None]] = {
 class Refused:
     """An operation applied to a UOW whose state does not allow it: nothing changed.
     `reason` is the error's ErrorInfo reason (UNKNOWN_UOW, UOW_STATE, UOW_NOT_HELD, UOW_EXISTS,
-    STORE_LIMIT_EXCEEDED)."""
+    STORE_LIMIT_EXCEEDED, INVALID_ARGUMENT, NOT_SUBSCRIBED)."""
 
     reason: str
     message: str
+
+    def error(self) -> StrongroomError:
+        """The domain error of its reason (errors.py's table), to raise to the caller."""
+        return error_for_reason(self.reason, self.message)
 
 
 @dataclass

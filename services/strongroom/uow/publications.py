@@ -14,13 +14,13 @@ import logging
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import NotSubscribed, PersistenceUnavailable
+from strongroom.persistence.log import PUBLICATION_LOG_FORMAT
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import Destination, Route
 from strongroom.uow.leader import UowLeader
 from strongroom.uow.model import OpKind, Refused, Subscribed, Subscription, Uow
 from strongroom.uow.steps import (
-    PUBLICATION_LOG_FORMAT,
     UowScope,
     apply,
     check_name,
@@ -110,7 +110,7 @@ class PublicationFront:
                                                          subscriber=subscriber))
         result, _ = await apply(term, replicated, op)
         if isinstance(result, Refused):
-            raise NotSubscribed(result.message)
+            raise result.error()
         assert isinstance(result, int)
         let_go(term, leader)
         return result

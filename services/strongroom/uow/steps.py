@@ -17,6 +17,7 @@ from strongroom.errors import (
     UnknownDestination,
 )
 from strongroom.persistence.lifetimes import Resolver
+from strongroom.persistence.log import UOW_LOG_FORMAT
 from strongroom.persistence.messaging import Routes
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import Destination, Route
@@ -24,13 +25,8 @@ from strongroom.uow.leader import UowLeader
 from strongroom.uow.model import OpKind, Uow
 from strongroom.wire import OPERATION_UOW, length_delimited
 
-__all__ = ["FORMAT_WAIT_SECONDS", "PUBLICATION_LOG_FORMAT", "UOW_LOG_FORMAT", "UowScope", "apply", "check_name",
-           "find", "gone", "let_go", "make_op"]
+__all__ = ["FORMAT_WAIT_SECONDS", "UowScope", "apply", "check_name", "find", "gone", "let_go", "make_op"]
 
-# Units of work and the pseudo-clock are operations of log format 4; publications and durable
-# subscriptions of format 5.
-UOW_LOG_FORMAT = 4
-PUBLICATION_LOG_FORMAT = 5
 # How long a request waits for every member's registration of a log format before it is refused.
 FORMAT_WAIT_SECONDS = 5.0
 _ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

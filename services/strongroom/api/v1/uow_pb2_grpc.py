@@ -186,7 +186,9 @@ class UowServiceServicer:
     def Subscribe(self, request, context):
         """Subscribe durably to a durable topic: publications committed from now on are kept for this
         subscriber until it settles them. Subscribing again keeps the subscription (and marks it
-        used).
+        used); safe to retry. Errors: INVALID_ARGUMENT (empty topic, a subscriber name outside
+        1-64 of A-Z a-z 0-9 . _ -), UNKNOWN_DESTINATION (a queue, an endpoint, a topic that is not
+        durable), LOG_FORMAT_PENDING.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -194,13 +196,16 @@ class UowServiceServicer:
 
     def Unsubscribe(self, request, context):
         """End a durable subscription: the publications it had still to receive are released.
+        Errors: as Subscribe, and NOT_SUBSCRIBED when there is no such subscription (also when a
+        retry after a failover finds the first attempt already ended it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListSubscriptions(self, request, context):
-        """The durable subscriptions of the cluster (or of one topic).
+        """The durable subscriptions of the cluster (or of one topic: UNKNOWN_DESTINATION when the
+        name is not a durable topic).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
