@@ -10,6 +10,7 @@ Everything Strongroom keeps in etcd lives under `/strongroom/`:
 | `/strongroom/clusters/<c>/leader` | the leader, under its lease | who leads; its create_revision is the epoch |
 | `/strongroom/clusters/<c>/members/<m>` | each member, under its lease | its registration record (`MemberRecord`) |
 | `/strongroom/clusters/<c>/stored/<m>` | each member, once, never removed | it has acknowledged log entries |
+| `/strongroom/clusters/<c>/router` | the active router replica, under its lease | which replica routes for the cluster |
 
 Code that reads or writes one of these keys takes its name from here; nobody else spells them.
 """
@@ -24,6 +25,7 @@ __all__ = [
     "member_key",
     "members_prefix",
     "realm_version_key",
+    "router_key",
     "stored_key",
 ]
 
@@ -70,3 +72,9 @@ def stored_key(cluster: str, member: str) -> str:
     once (every recovery majority still meets every commit majority in a member that holds
     the commit)."""
     return f"{_cluster(cluster)}/stored/{member}"
+
+
+def router_key(cluster: str) -> str:
+    """The key the cluster's active router replica holds, bound to its lease (its value: the
+    replica's name and address)."""
+    return f"{_cluster(cluster)}/router"

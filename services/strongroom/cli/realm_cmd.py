@@ -275,15 +275,20 @@ def print_grid(realm: Realm) -> None:
     print(f"{'STORE':<14} {'CLUSTER':<10} {'REPLICATED':<10} {'STORAGE':<10} {'PUBLISHER':<20} "
           f"{'MAX MSGS':>8} {'MAX BYTES':>10} {'POLICY':<14} {'MAPS':<5} {'ROUTED':<6} {'MSG MAX':>8}")
     for s in realm.stores:
-        c = realm.cluster(s.cluster)
-        storage = c.storage.value if c is not None else "?"
-        print(f"{s.name:<14} {s.cluster:<10} {str(s.replicated).lower():<10} {storage:<10} "
+        storages = {c.storage.value for c in realm.clusters if s.served_by(c.name)}
+        storage = storages.pop() if len(storages) == 1 else "mixed" if storages else "?"
+        where = s.cluster or ",".join(s.clusters)
+        print(f"{s.name:<14} {where:<10} {str(s.replicated).lower():<10} {storage:<10} "
               f"{s.publisher_mode.value:<20} {s.max_messages or '-':>8} {s.max_bytes or '-':>10} "
               f"{s.limit_policy.value:<14} {str(s.maps).lower():<5} {str(s.routed).lower():<6} "
               f"{s.max_message_bytes:>8}")
     for c in realm.clusters:
+        router = f", router {c.router.address}" if c.router is not None else ""
         print(f"cluster {c.name}: storage {c.storage.value}, indexes on disk {str(c.indexes_on_disk).lower()}, "
-              f"memory budget {c.memory_budget_mb or '-'} MiB")
+              f"memory budget {c.memory_budget_mb or '-'} MiB{router}")
+    for z in realm.zones:
+        routed = [s.name for s in realm.stores if z.name in s.zones]
+        print(f"zone {z.name}: clusters {', '.join(z.clusters)}; routed stores {', '.join(routed) or '-'}")
     # TTL S: seconds on the pseudo-clock, or "N wall" (ttl_clock: wall); DURABLE EXP S: a
     # durable unused that long is deleted.
     print(f"{'DESTINATION':<16} {'KIND':<8} {'STORE':<12} {'ACK':<6} {'TTL S':>8} {'RETAIN S':>8} "

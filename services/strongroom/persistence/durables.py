@@ -75,7 +75,7 @@ def static_durable_ops(realm: Realm, cluster: str, existing: dict[str, Durable],
     that `existing` does not hold yet."""
     ops = []
     for store in realm.stores:
-        if store.cluster != cluster or store.replicated != replicated:
+        if not store.served_by(cluster) or store.replicated != replicated:
             continue
         for d in store.durables:
             key = content_durable_key(store.name, d.name) if d.endpoint else durable_key(d.destination or "", d.name)
@@ -99,8 +99,8 @@ def unreachable_reason(durable: Durable, realm: Realm, cluster: str) -> str:
         route = realm.route(durable.destination)
     except StrongroomError:
         return f"no rule of the realm maps {durable.destination!r} any more"
-    if route.store.cluster != cluster:
-        return f"{durable.destination!r} now maps to store {route.store.name!r} of cluster {route.store.cluster!r}"
+    if not route.store.served_by(cluster):
+        return f"{durable.destination!r} now maps to store {route.store.name!r} of {route.store.where}"
     if route.endpoint:
         return f"{durable.destination!r} is now an endpoint"
     if route.queue != durable.queue:

@@ -95,7 +95,7 @@ class StoreKeeper:
                 ops = []
             ops += static_durable_ops(realm, self.cluster, state.durables, replicated)
             for store in realm.stores:
-                if store.cluster == self.cluster and store.replicated == replicated:
+                if store.served_by(self.cluster) and store.replicated == replicated:
                     wanted = store_config(store)
                     if state.store_configs.get(store.name) != wanted:
                         ops.append(rpb.Operation(configure_store=wanted))

@@ -203,8 +203,8 @@ class MapFront:
         store = node.realm.store(name)
         if store is None:
             raise UnknownStore(f"store {name!r} is not defined in the realm (version {node.realm_version})")
-        if store.cluster != node.cluster_name:
-            raise UnknownStore(f"store {name!r} belongs to cluster {store.cluster!r}, not {node.cluster_name!r}")
+        if not store.served_by(node.cluster_name):
+            raise UnknownStore(f"store {name!r} belongs to {store.where}, not {node.cluster_name!r}")
         if not store.maps:
             why = "it is a routed store" if store.routed else "the realm sets maps: false for it"
             raise MapsNotAllowed(f"store {name!r} does not allow maps: {why}")

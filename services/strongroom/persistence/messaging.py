@@ -118,9 +118,9 @@ class MessagingFront:
             return hit
         cluster = self._routes.cluster_name
         route = self._routes.realm.route(destination)
-        if route.store.cluster != cluster:
+        if not route.store.served_by(cluster):
             raise UnknownDestination(f"destination {destination!r} maps to store {route.store.name!r} "
-                                     f"of cluster {route.store.cluster!r}, not {cluster!r}")
+                                     f"of {route.store.where}, not {cluster!r}")
         if len(self._resolved) > 100_000:
             self._resolved.clear()
         self._resolved[destination] = route

@@ -154,7 +154,7 @@ def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm
 
 
 def _durables(state: StateMachine, store: Store, dispatcher: Dispatcher | None, realm: Realm,
-              clock: float | None, destination: str = "") -> list[DurableStatus]:
+              clock: float | None, cluster: str, destination: str = "") -> list[DurableStatus]:
     """The durables of a store (created on `destination`, if given). `clock`: the pseudo-clock
     now, None while durables do not expire (a member does not read log format 5 yet)."""
     durables = []
@@ -164,7 +164,7 @@ def _durables(state: StateMachine, store: Store, dispatcher: Dispatcher | None, 
             continue
         held = (1 if d.last_value_seq else 0) + len(d.last_values)
         subscribers = dispatcher.subscribers(d.key) if dispatcher else 0
-        expiry = durable_expiry(d, realm, store.cluster, memo)
+        expiry = durable_expiry(d, realm, cluster, memo)
         durables.append(DurableStatus(
             name=d.name, destination=d.destination, kind=d.kind,
             pending_messages=len(d.pending) if d.kind != cpb.DURABLE_KIND_LASTVALUE else held,
@@ -172,7 +172,7 @@ def _durables(state: StateMachine, store: Store, dispatcher: Dispatcher | None, 
             unacked=dispatcher.unacked(d.key) if dispatcher else 0, subscribers=subscribers,
             matcher=matcher_text(d.matcher), key_field=d.key_field, ack_sync_mode=_ack_sync_mode(d, dispatcher, realm),
             content=d.content, refused=dispatcher.refusals(d.key) if dispatcher else 0,
-            unreachable_reason=unreachable_reason(d, realm, store.cluster), static=is_static(d, realm),
+            unreachable_reason=unreachable_reason(d, realm, cluster), static=is_static(d, realm),
             store=store.name, last_used=d.last_used, attached=d.attached, expiry_seconds=expiry,
             expires_in=expires_in(d, expiry, subscribers > 0, clock) if clock is not None else None))
     return durables
@@ -191,7 +191,7 @@ def durable_list(replica: Replica, membership: Membership, term: LeaderTerm, rea
     """Every durable of the cluster's stores as the serving leader (`term`) sees it; only those
     of `store` and created on `destination` when given (UnknownStore: no such store here)."""
     cluster = membership.cluster.name
-    stores = [s for s in realm.stores if s.cluster == cluster]
+    stores = [s for s in realm.stores if s.served_by(cluster)]
     if store and all(s.name != store for s in stores):
         raise UnknownStore(f"no store {store!r} in cluster {cluster}; its stores: "
                            f"{', '.join(s.name for s in stores) or '(none)'}")
@@ -199,7 +199,7 @@ def durable_list(replica: Replica, membership: Membership, term: LeaderTerm, rea
     durables = []
     for s in stores:
         if not store or s.name == store:
-            durables += _durables(term.state_for(s.replicated), s, term.dispatcher, realm, clock, destination)
+            durables += _durables(term.state_for(s.replicated), s, term.dispatcher, realm, clock, cluster, destination)
     return DurableList(term.clock(), durables)
 
 
@@ -225,7 +225,7 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
     clock = _clock(replica, membership, term)
     stores = []
     for store in realm.stores:
-        if store.cluster != cluster:
+        if not store.served_by(cluster):
             continue
         # Non-replicated stores live in the leader's term; a member that does not lead holds none.
         state = replica.state if store.replicated else term.local_state if term is not None else None
@@ -238,8 +238,8 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
             name=store.name, replicated=store.replicated,
             messages=state.store_count.get(store.name, 0) if state else 0,
             bytes=state.store_bytes.get(store.name, 0) if state else 0,
-            durables=_durables(state, store, dispatcher, realm, clock) if state else [],
-            cluster=store.cluster, storage=storage, publisher_mode=store.publisher_mode.value,
+            durables=_durables(state, store, dispatcher, realm, clock, cluster) if state else [],
+            cluster=cluster, storage=storage, publisher_mode=store.publisher_mode.value,
             max_messages=config.max_messages, max_bytes=config.max_bytes, limit_policy=config.policy,
             maps=bool(store.maps), routed=store.routed, max_message_bytes=store.max_message_bytes,
             map_count=state.maps_of_store(store.name) if state else 0,

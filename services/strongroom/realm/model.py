@@ -24,6 +24,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -39,11 +40,12 @@ from strongroom.realm.locations import (
     unknown_key,
     yaml_problem,
 )
+from strongroom.realm.zones import RouterSpec, Zone, check_zones, store_clusters
 
 __all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "StaticDurable", "Destination",
            "UnitsOfWork", "TtlClock",
     "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
-    "parse_realm", "DEFAULT_REALM_YAML"]
+    "Zone", "RouterSpec", "parse_realm", "DEFAULT_REALM_YAML"]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 DEST_RE = re.compile(r"^[A-Za-z0-9_.*?\[\]-][A-Za-z0-9_.*?\[\]/-]{0,254}$")
@@ -164,6 +166,9 @@ class Cluster(_Model):
     event_log: EventLog | None = None
     """The store event log: off unless set (a member's `--event-log-dir` or
     STRONGROOM_EVENT_LOG_DIR also turns it on, with that directory)."""
+    router: RouterSpec | None = None
+    """The cluster's router (`strongroom-router`): required when the cluster is in a zone of a
+    routed store with more than one cluster."""
 
     @field_validator("members")
     @classmethod
@@ -204,11 +209,11 @@ class StaticDurable(_Model):
 
 
 class Store(_Model):
-    """A persistence store owned by one cluster."""
+    """A persistence store owned by one cluster, or a routed store at every cluster of its zones."""
 
     name: Name
-    cluster: str
-    """The cluster that owns the store."""
+    cluster: str | None = None
+    """The cluster that owns the store (required unless the store is routed and names zones)."""
     replicated: bool = True
     """Replicated through the log (true) or kept by the leader alone, lost when it goes (false)."""
     publisher_mode: PublisherMode = PublisherMode.STORE_CONFIRM_SEND
@@ -221,18 +226,39 @@ class Store(_Model):
     limit_policy: LimitPolicyName = LimitPolicyName.REJECT
     """At a limit: reject the new message (default) or discard the store's oldest messages."""
     routed: bool = False
-    """A routed (wide-area) store, forwarded between the clusters of a zone. Queues and maps are
-    not allowed in it."""
+    """A routed (wide-area) store, forwarded between the clusters of its zones. Queues and maps
+    are not allowed in it."""
+    zones: list[str] = []
+    """A routed store's forwarding zones: it exists at every cluster of each of them."""
     maps: bool | None = None
     """Clients may create key-value maps in the store (default: true, false for routed stores)."""
     durables: list[StaticDurable] = []
     """Static durables: created when the realm version takes effect (see StaticDurable)."""
 
+    _clusters: tuple[str, ...] = PrivateAttr(default=())
+
     @model_validator(mode="after")
     def _maps_default(self) -> Store:
         if self.maps is None:
             object.__setattr__(self, "maps", not self.routed)
+        if self.cluster is not None:
+            self._clusters = (self.cluster,)
         return self
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """The clusters the store exists at: its cluster, or every cluster of its zones."""
+        return self._clusters
+
+    def served_by(self, cluster: str) -> bool:
+        """True when the store exists at this cluster."""
+        return cluster in self._clusters
+
+    @property
+    def where(self) -> str:
+        """The clusters the store exists at, for messages: "cluster 'a'" or "clusters 'a', 'b'"."""
+        names = ", ".join(repr(c) for c in self._clusters)
+        return f"cluster{'s' if len(self._clusters) > 1 else ''} {names}"
 
 
 class _DeliveryOptions(_Model):
@@ -371,6 +397,8 @@ class Realm(_Model):
     destinations: list[Destination] = []
     durable_templates: list[DurableTemplate] = []
     endpoints: list[Endpoint] = []
+    zones: list[Zone] = []
+    """Forwarding zones (see `strongroom.realm.zones`)."""
 
     @model_validator(mode="after")
     def _references(self) -> Realm:
@@ -389,7 +417,11 @@ class Realm(_Model):
             if s.name in stores:
                 problems.append((("stores", i, "name"), f"store name {s.name!r} appears twice"))
             stores[s.name] = s
-            if s.cluster not in cluster_names:
+            if s.cluster is None and not s.routed:
+                problems.append((("stores", i),
+                                 f"store {s.name!r} names no cluster; a store that is not routed belongs to one "
+                                 f"cluster (give cluster: NAME)"))
+            elif s.cluster is not None and s.cluster not in cluster_names:
                 problems.append((("stores", i, "cluster"),
                                  f"store {s.name!r} names cluster {s.cluster!r}, which the realm does not define"))
             if s.routed and s.maps:
@@ -400,6 +432,10 @@ class Realm(_Model):
                 problems.append((("stores", i, "max_bytes"),
                                  f"store {s.name!r} has max_bytes {s.max_bytes}, below its max_message_bytes "
                                  f"{s.max_message_bytes}: the largest allowed message could never be stored"))
+        zones = {z.name: z for z in self.zones}
+        for s in self.stores:
+            if s.routed and s.zones:
+                s._clusters = tuple(store_clusters(zones, s.zones))
         dest_names: set[str] = set()
         for i, d in enumerate(self.destinations):
             if d.name in dest_names:
@@ -454,9 +490,19 @@ class Realm(_Model):
                     problems.append((("stores", i, "durables", j, "name"),
                                      f"static durable {d.name!r} appears twice"))
                 seen_durables.add(ident)
+        problems.extend(check_zones(self.zones, {c.name: i for i, c in enumerate(self.clusters)},
+                                    {c.name: c.router is not None for c in self.clusters}, self.stores))
         if problems:
             raise _CrossRefError(problems)
         return self
+
+    def zone(self, name: str) -> Zone | None:
+        """The zone with this name."""
+        return next((z for z in self.zones if z.name == name), None)
+
+    def routed_stores(self, cluster: str) -> list[Store]:
+        """The routed stores that exist at this cluster and at some other cluster too."""
+        return [s for s in self.stores if s.routed and len(s.clusters) > 1 and s.served_by(cluster)]
 
     def _check_units_of_work(self, i: int, rule: Destination,
                              stores: dict[str, Store]) -> list[tuple[tuple[Any, ...], str]]:
@@ -518,9 +564,9 @@ class Realm(_Model):
         if match is rule:
             return [(where, f"dead_letter {target!r} maps back to the same destination rule {match.name!r}")]
         own, theirs = stores.get(rule.store), stores.get(match.store)
-        if own is not None and theirs is not None and own.cluster != theirs.cluster:
-            return [(where, f"dead_letter {target!r} maps to store {theirs.name!r} of cluster {theirs.cluster!r}; "
-                            f"it must be a store of cluster {own.cluster!r}")]
+        if own is not None and theirs is not None and not set(own.clusters) <= set(theirs.clusters):
+            return [(where, f"dead_letter {target!r} maps to store {theirs.name!r} of {theirs.where}; "
+                            f"it must be a store at {own.where}")]
         if own is not None and theirs is not None and own.replicated != theirs.replicated:
             return [(where, f"dead_letter {target!r} maps to store {theirs.name!r}, "
                             f"{'' if theirs.replicated else 'non-'}replicated, but {rule.name!r} is in "

@@ -60,7 +60,7 @@ class FieldValue(_message.Message):
     def __init__(self, string_value: _Optional[str] = ..., int_value: _Optional[int] = ..., float_value: _Optional[float] = ..., bytes_value: _Optional[bytes] = ..., bool_value: _Optional[bool] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("body", "fields", "producer_id", "sequence")
+    __slots__ = ("body", "fields", "producer_id", "sequence", "origin")
     class FieldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -72,11 +72,23 @@ class Message(_message.Message):
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     fields: _containers.MessageMap[str, FieldValue]
     producer_id: str
     sequence: int
-    def __init__(self, body: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, FieldValue]] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+    origin: Origin
+    def __init__(self, body: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, FieldValue]] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
+
+class Origin(_message.Message):
+    __slots__ = ("cluster", "store", "sequence")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    store: str
+    sequence: int
+    def __init__(self, cluster: _Optional[str] = ..., store: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class FieldMatch(_message.Message):
     __slots__ = ("equals", "test")
