@@ -81,14 +81,16 @@ class Message(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, FieldValue]] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
 
 class Origin(_message.Message):
-    __slots__ = ("cluster", "store", "sequence")
+    __slots__ = ("cluster", "store", "sequence", "previous")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     store: str
     sequence: int
-    def __init__(self, cluster: _Optional[str] = ..., store: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+    previous: int
+    def __init__(self, cluster: _Optional[str] = ..., store: _Optional[str] = ..., sequence: _Optional[int] = ..., previous: _Optional[int] = ...) -> None: ...
 
 class FieldMatch(_message.Message):
     __slots__ = ("equals", "test")

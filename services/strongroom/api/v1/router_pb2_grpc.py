@@ -79,9 +79,10 @@ class RouterServiceServicer:
     def Forward(self, request_iterator, context):
         """Forwarding: batches of messages from a neighbour's router flow in; one answer per batch
         flows out, in batch order, once every message of the batch is committed in this cluster (or
-        recognised as committed before, by its origin). An error for a batch is in its answer; after
-        an error the stream's later batches fail too, so the sender re-sends them in order on a new
-        stream.
+        recognised as committed before, by its origin). A batch without messages is answered at once
+        with the marks this cluster holds for its destination (every origin): how a sender starts.
+        An error for a batch is in its answer; after an error the stream's later batches fail too,
+        so the sender re-reads the marks and re-sends in order on a new stream.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
