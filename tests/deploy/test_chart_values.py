@@ -89,6 +89,13 @@ def test_valid_edge_cases_render() -> None:
     ({"persistence": {"replicas": 3}}, "replicas"),  # unknown key: a typo is not silently ignored
     ({"etcd": {"externalEndpoints": ["no-port"]}}, "/etcd/externalEndpoints/0"),
     ({"realm": {"stores": [{"name": "s", "cluster": "default", "publisher_mode": "maybe"}]}}, "publisher_mode"),
+    ({"realm": {"stores": [{"name": "s", "routed": "yes", "zones": ["z"]}]}}, "/realm/stores/0/routed"),
+    ({"realm": {"zones": [{"name": "z", "clusters": []}]}}, "/realm/zones/0/clusters"),
+    ({"persistence": {"clusters": [_cluster(router={"address": "no-port"})]}},
+     "/persistence/clusters/0/router/address"),
+    ({"router": {"service": {"type": "ExternalName"}}}, "/router/service/type"),
+    ({"router": {"replicas": 0}}, "/router/replicas"),
+    ({"router": {"probes": {"readinessService": "x"}}}, "readinessService"),
 ])
 def test_schema_types_keys(values: dict[str, Any], where: str) -> None:
     with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmValuesError) as exc:

@@ -93,6 +93,18 @@ leader
 {{ include "strongroom.roleLabelKey" . }}: {{ include "strongroom.leaderRoleValue" . }}
 {{- end }}
 
+{{/* Selector labels of one cluster's router replicas. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.router.selectorLabels" -}}
+{{ include "strongroom.componentSelectorLabels" (dict "root" .root "component" "router") }}
+{{ include "strongroom.clusterLabelKey" . }}: {{ .cluster }}
+{{- end }}
+
+{{/* Full labels of one cluster's router resources. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.router.labels" -}}
+{{ include "strongroom.componentLabels" (dict "root" .root "component" "router") }}
+{{ include "strongroom.clusterLabelKey" . }}: {{ .cluster }}
+{{- end }}
+
 {{/* A label set (YAML, as the helpers above give it) as a kubectl selector "k=v,k2=v2". */}}
 {{- define "strongroom.kubectlSelector" -}}
 {{- $out := list }}
@@ -149,6 +161,11 @@ leader
 {{/* A member's address "<pod>.<headless>.<namespace>.svc.<domain>:<port>". Takes (dict "root" $ "cluster" "default" "ordinal" 0). */}}
 {{- define "strongroom.memberAddress" -}}
 {{- printf "%s.%s:%d" (include "strongroom.memberName" .) (include "strongroom.cluster.peerDomain" .) (int .root.Values.persistence.port) }}
+{{- end }}
+
+{{/* A cluster's router: its Deployment and its Service. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.router.fullname" -}}
+{{- printf "%s-router" (include "strongroom.cluster.fullname" .) }}
 {{- end }}
 
 {{/* The realm service's address, as registered in etcd and used by the apply Job. */}}
@@ -243,6 +260,10 @@ clusters:
     {{- if hasKey $c "maxBatchOps" }}
     max_batch_ops: {{ int $c.maxBatchOps }}
     {{- end }}
+    {{- with (dig "router" "address" "" $c) }}
+    router:
+      address: {{ . | quote }}
+    {{- end }}
     members:
     {{- range $i := until (int $c.members) }}
     {{- $m := dict "root" $root "cluster" $c.name "ordinal" $i }}
@@ -250,10 +271,57 @@ clusters:
         address: {{ include "strongroom.memberAddress" $m }}
     {{- end }}
 {{- end }}
+{{- with .Values.realm.zones }}
+zones:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 stores:
   {{- toYaml .Values.realm.stores | nindent 2 }}
 destinations:
   {{- toYaml .Values.realm.destinations | nindent 2 }}
+{{- end }}
+
+{{/*
+The clusters of this release that the realm routes, as a JSON list in persistence.clusters order:
+those in a zone of a routed store that exists at more than one cluster (the realm's
+Realm.routed_stores, and the local launcher's rule for starting a router). Derived from the
+generated realm file itself, so the routers and the realm cannot disagree; with
+realm.existingConfigMap the chart cannot read the realm while rendering, and router.clusters
+says it instead. Never fails: validateValues reports what is wrong.
+*/}}
+{{- define "strongroom.router.clusters" -}}
+{{- $routed := dict }}
+{{- if .Values.realm.existingConfigMap }}
+{{- range $name := .Values.router.clusters }}
+{{- $_ := set $routed $name true }}
+{{- end }}
+{{- else }}
+{{- $realm := fromYaml (include "strongroom.realm.yaml" .) }}
+{{- $zones := dict }}
+{{- range $z := ($realm.zones | default list) }}
+{{- $_ := set $zones (toString $z.name) ($z.clusters | default list) }}
+{{- end }}
+{{- range $s := ($realm.stores | default list) }}
+{{- if and $s.routed $s.zones }}
+{{- $at := list }}
+{{- range $zn := $s.zones }}
+{{- $at = concat $at (get $zones (toString $zn) | default list) }}
+{{- end }}
+{{- if gt (len (uniq $at)) 1 }}
+{{- range $c := $at }}
+{{- $_ := set $routed (toString $c) true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $out := list }}
+{{- range $c := .Values.persistence.clusters }}
+{{- if hasKey $routed $c.name }}
+{{- $out = append $out $c.name }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
 {{- end }}
 
 {{/* --- validation -------------------------------------------------------------------------- */}}
@@ -300,16 +368,50 @@ a schema cannot: relations between keys and what the services need to form a quo
 {{- end }}
 {{- end }}
 {{- if not .Values.realm.existingConfigMap }}
+{{- $zoneNames := dict }}
+{{- range $i, $z := .Values.realm.zones }}
+{{- $_ := set $zoneNames $z.name true }}
+{{- range $c := $z.clusters }}
+{{- if not (hasKey $seen $c) }}
+{{- $problems = append $problems (printf "realm.zones[%d] (%s) names cluster %q, which persistence.clusters does not define." $i $z.name $c) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $storeNames := dict }}
 {{- range $i, $s := .Values.realm.stores }}
 {{- $_ := set $storeNames $s.name true }}
+{{- if $s.cluster }}
 {{- if not (hasKey $seen $s.cluster) }}
 {{- $problems = append $problems (printf "realm.stores[%d] (%s) names cluster %q, which persistence.clusters does not define." $i $s.name $s.cluster) }}
+{{- end }}
+{{- else if not (and $s.routed $s.zones) }}
+{{- $problems = append $problems (printf "realm.stores[%d] (%s) names no cluster: give cluster (the persistence cluster that owns it), or routed: true and zones (the forwarding zones it exists in)." $i $s.name) }}
+{{- end }}
+{{- range $zn := $s.zones | default list }}
+{{- if not (hasKey $zoneNames $zn) }}
+{{- $problems = append $problems (printf "realm.stores[%d] (%s) names zone %q, which realm.zones does not define." $i $s.name $zn) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- range $i, $d := .Values.realm.destinations }}
 {{- if not (hasKey $storeNames $d.store) }}
 {{- $problems = append $problems (printf "realm.destinations[%d] (%s) names store %q, which realm.stores does not define." $i $d.name $d.store) }}
+{{- end }}
+{{- end }}
+{{- /* The realm service refuses a routed cluster without a router address too, but only once it runs. */}}
+{{- $routed := fromJsonArray (include "strongroom.router.clusters" .) }}
+{{- range $i, $c := $clusters }}
+{{- if and (has $c.name $routed) (not (dig "router" "address" "" $c)) }}
+{{- $problems = append $problems (printf "persistence.clusters[%d] (%s) is in a forwarding zone of a routed store but has no router address: set persistence.clusters[%d].router.address to the host:port other clusters' routers reach it at (its router Service %s.%s.svc.%s:%d within this Kubernetes cluster, or the address of its LoadBalancer)." $i $c.name $i (include "strongroom.router.fullname" (dict "root" $root "cluster" $c.name)) $root.Release.Namespace $root.Values.clusterDomain (int $root.Values.router.port)) }}
+{{- end }}
+{{- end }}
+{{- if .Values.router.clusters }}
+{{- $problems = append $problems "router.clusters is set but the chart generates the realm: it derives the routed clusters from realm.zones and realm.stores itself; leave router.clusters empty (it is for realm.existingConfigMap only)." }}
+{{- end }}
+{{- else }}
+{{- range $i, $name := .Values.router.clusters }}
+{{- if not (hasKey $seen $name) }}
+{{- $problems = append $problems (printf "router.clusters[%d] (%s) is not a cluster of persistence.clusters: list only the clusters this release runs that the realm routes." $i $name) }}
 {{- end }}
 {{- end }}
 {{- end }}
