@@ -38,6 +38,7 @@ __all__ = [
     "parse_match",
     "positive",
     "print_json",
+    "proto_dict",
     "resolve_endpoints",
     "say_error",
     "seconds",
@@ -251,3 +252,17 @@ def parse_match(conditions: Sequence[str], option: str = "--match") -> dict[str,
 def print_json(data: Any, indent: int | None = None, sort_keys: bool = False) -> None:
     """One JSON document on stdout."""
     print(json.dumps(data, indent=indent, sort_keys=sort_keys), flush=True)
+
+
+def proto_dict(message: Any) -> dict[str, Any]:
+    """A protobuf message as a JSON object (field names as in the proto)."""
+    from google.protobuf import json_format
+
+    try:
+        result = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                           always_print_fields_with_no_presence=True,
+                                           unquote_int64_if_possible=True)
+    except TypeError:  # protobuf < 7: 64-bit integers stay quoted
+        result = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                           always_print_fields_with_no_presence=True)
+    return dict(result)

@@ -26,6 +26,7 @@ from strongroom.cli.common import (
     add_command_group,
     data_dir,
     print_json,
+    proto_dict,
     where_options,
 )
 
@@ -98,8 +99,6 @@ def print_routers(replies: list[tuple[str, Any, str]]) -> None:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    from strongroom.cli.status_cmd import proto_dict
-
     addresses = [a for raw in args.router or [] for a in raw.split(",") if a] or state_routers(args)
     if not addresses:
         raise CliError("no router to ask: give --router HOST:PORT, or start a realm with zones "

@@ -15,6 +15,7 @@ from strongroom.cli.common import (
     CliError,
     ExitCode,
     explicit_servers,
+    proto_dict,
     resolve_endpoints,
     say_error,
     where_options,
@@ -22,7 +23,7 @@ from strongroom.cli.common import (
 from strongroom.cli.router_cmd import fetch_router_statuses, print_routers, state_routers
 from strongroom.realm.zones import ROUTE_DURABLE_PREFIX
 
-__all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes", "proto_dict"]
+__all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes"]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -151,20 +152,6 @@ def durable_kind(d: Any) -> str:
     """A DurableStatus's kind as the CLI names it (`subscribe --kind`): standard, shared,
     lastvalue."""
     return str(common_pb2.DurableKind.Name(d.kind)).removeprefix("DURABLE_KIND_").lower()
-
-
-def proto_dict(message: Any) -> dict[str, Any]:
-    """A protobuf message as a JSON object (field names as in the proto)."""
-    from google.protobuf import json_format
-
-    try:
-        result = json_format.MessageToDict(message, preserving_proto_field_name=True,
-                                           always_print_fields_with_no_presence=True,
-                                           unquote_int64_if_possible=True)
-    except TypeError:  # protobuf < 7: 64-bit integers stay quoted
-        result = json_format.MessageToDict(message, preserving_proto_field_name=True,
-                                           always_print_fields_with_no_presence=True)
-    return dict(result)
 
 
 def human_bytes(n: int) -> str:

@@ -15,8 +15,6 @@ zones runs every cluster on one etcd, as before.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
 import sys
 import time
@@ -43,11 +41,20 @@ from strongroom.local.process import (
     ProcessGroup,
     ServiceProcess,
     member_argv,
-    pid_alive,
     realm_argv,
     router_argv,
     spawn,
     stop_processes,
+)
+from strongroom.local.statefile import (
+    STATE_FILE,
+    default_data_dir,
+    down,
+    live_pids,
+    load_state,
+    member_endpoints,
+    state_path,
+    write_state,
 )
 from strongroom.realm.model import DEFAULT_REALM_YAML, Realm, parse_realm
 
@@ -73,7 +80,6 @@ __all__ = [
     "up",
 ]
 
-STATE_FILE = "state.json"
 READY_TIMEOUT = 60.0
 SYNC_TIMEOUT = 10.0  # after the leaders serve, how long `up` waits for every follower to catch up
 
@@ -88,78 +94,7 @@ def _warn(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-# --- state file and processes -------------------------------------------------------------------
-
-
-def default_data_dir() -> Path:
-    """`$STRONGROOM_DATA_DIR`, else `./.strongroom`."""
-    return Path(os.environ.get("STRONGROOM_DATA_DIR") or ".strongroom").absolute()
-
-
-def state_path(data_dir: Path) -> Path:
-    """Where the state file of a data dir lives."""
-    return Path(data_dir) / STATE_FILE
-
-
-def load_state(data_dir: Path) -> dict[str, Any] | None:
-    """The state file of a data dir, or None when there is none (or it is unreadable)."""
-    try:
-        data = json.loads(state_path(data_dir).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_state(data_dir: Path, state: dict[str, Any]) -> None:
-    path = state_path(data_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    tmp.replace(path)  # atomic: readers never see half a file
-
-
-def member_endpoints(state: dict[str, Any]) -> list[str]:
-    """Every member address the state file lists, cluster by cluster."""
-    out: list[str] = []
-    for cluster in state.get("clusters", {}).values():
-        for member in cluster.get("members", {}).values():
-            if member.get("address"):
-                out.append(str(member["address"]))
-    return out
-
-
-def _state_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
-    """(label, pid) of every process in a state file: routers first, then members, realm
-    services, etcds (the order `down` stops them in)."""
-    out: list[tuple[str, int]] = []
-    for cname, cluster in state.get("clusters", {}).items():
-        if cluster.get("router", {}).get("pid"):
-            out.append((f"router {cname}", int(cluster["router"]["pid"])))
-    for cname, cluster in state.get("clusters", {}).items():
-        for mname, member in cluster.get("members", {}).items():
-            if member.get("pid"):
-                out.append((f"member {cname}/{mname}", int(member["pid"])))
-    sites = state.get("sites") or {"": {"realm": state.get("realm", {}), "etcd": state.get("etcd", {})}}
-    for name, site in sites.items():
-        if site.get("realm", {}).get("pid"):
-            out.append((f"realm service {name}".rstrip(), int(site["realm"]["pid"])))
-    for name, site in sites.items():
-        if site.get("etcd", {}).get("pid"):
-            out.append((f"etcd {name}".rstrip(), int(site["etcd"]["pid"])))
-    return out
-
-
-def _looks_like_ours(pid: int) -> bool:
-    """Guard against a reused pid: the command line must be etcd's or a strongroom service's."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc: trust the state file
-    return b"strongroom" in cmdline or b"etcd" in cmdline
-
-
-def live_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
-    """The processes of a state file that are still running."""
-    return [(label, pid) for label, pid in _state_pids(state) if pid_alive(pid) and _looks_like_ours(pid)]
+# --- processes ----------------------------------------------------------------------------------
 
 
 def _group(detach: bool) -> ProcessGroup:
@@ -368,7 +303,7 @@ class LocalCluster:
     def save(self) -> None:
         """Write the state file (when this deployment keeps one)."""
         if self.write_state_file:
-            _write_state(self.data_dir, self.state())
+            write_state(self.data_dir, self.state())
 
     # starting
 
@@ -657,30 +592,4 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
         _say("stopping routers, members, the realm service and etcd ...")
         cluster.stop()
         _say("stopped")
-    return 0
-
-
-def down(data_dir: Path, grace: float = STOP_GRACE) -> int:
-    """`strongroom down`: stop every process of the state file (members, realm, etcd) and remove it."""
-    data_dir = Path(data_dir).absolute()
-    state = load_state(data_dir)
-    if state is None:
-        _say(f"no local cluster in {data_dir} (no {STATE_FILE})")
-        return 0
-    alive = {pid: label for label, pid in live_pids(state)}
-    groups: list[list[tuple[str, int]]] = [
-        [(label, pid) for label, pid in _state_pids(state) if label.startswith(kind)]
-        for kind in ("router ", "member ", "realm service", "etcd")
-    ]
-    for group in groups:
-        running = [(label, pid) for label, pid in group if pid in alive]
-        if running:
-            _say(f"stopping {', '.join(f'{label} (pid {pid})' for label, pid in running)}")
-            stop_processes([pid for _, pid in running], grace)
-    still = live_pids(state)
-    if still:
-        _warn(f"error: still running: {', '.join(f'{label} pid {pid}' for label, pid in still)}")
-        return 1
-    state_path(data_dir).unlink(missing_ok=True)
-    _say(f"stopped the local cluster in {data_dir}")
     return 0
