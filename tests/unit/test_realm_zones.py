@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from strongroom.errors import RealmInvalid
@@ -126,3 +128,12 @@ def test_a_cycle_of_zones_is_allowed() -> None:
                  "  - name: cd\n    clusters: [c, d]\n  - name: da\n    clusters: [d, a]\n",
                  "  - name: wide\n    routed: true\n    zones: [ab, bc, cd, da]\n")
     assert parse_realm(text).store("wide").clusters == ("a", "b", "c", "d")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", ["routing-one-zone.yaml", "routing-chained.yaml"])
+def test_the_example_realms_are_valid(name: str) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / name
+    r = parse_realm(path.read_text(), str(path))
+    wide = r.store("wide")
+    assert wide is not None and wide.clusters == ("rio", "london", "tokyo")
+    assert all(c.router is not None for c in r.clusters)

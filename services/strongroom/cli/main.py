@@ -48,6 +48,7 @@ from strongroom.cli import (
     map_cmd,
     metrics_cmd,
     publish_cmd,
+    router_cmd,
     status_cmd,
     subscribe_cmd,
     uow_cmd,
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, uow_cmd, drill_cmd, bench_cmd,
-                   metrics_cmd):
+                   metrics_cmd, router_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers

@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from strongroom.api.v1 import common_pb2
-from strongroom.cli.common import CliError, ExitCode, resolve_endpoints, say_error, where_options
+from strongroom.cli.common import (
+    CliError,
+    ExitCode,
+    explicit_servers,
+    resolve_endpoints,
+    say_error,
+    where_options,
+)
+from strongroom.cli.router_cmd import fetch_router_statuses, print_routers, state_routers
+from strongroom.realm.zones import ROUTE_DURABLE_PREFIX
 
 __all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes", "proto_dict"]
 
@@ -40,6 +49,9 @@ async def _status(args: argparse.Namespace) -> int:
             say_error(f"{r.endpoint}: {r.error}")
         raise CliError("no member answered")
     _print_status(replies)
+    routers = state_routers(args) if explicit_servers(args) is None else []
+    if routers:
+        print_routers(await fetch_router_statuses(routers))
     return ExitCode.OK
 
 
@@ -97,6 +109,10 @@ def _print_status(replies: Sequence[Any]) -> None:
                 dkind = durable_kind(d)
                 if d.key_field:
                     dkind += f" by {d.key_field}"
+                if d.name.startswith(ROUTE_DURABLE_PREFIX):
+                    print(f"    waiting to forward to {d.name.removeprefix(ROUTE_DURABLE_PREFIX)}: {d.destination} "
+                          f"{d.pending_messages} messages ({human_bytes(d.pending_bytes)}), {d.unacked} in flight")
+                    continue
                 label = f"{'static ' if d.static else ''}durable {d.name}" if d.name else "queue durable"
                 where = f"endpoint {d.destination}" if d.content else d.destination
                 interest = f" [{d.matcher}]" if d.matcher else ""

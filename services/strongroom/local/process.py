@@ -32,6 +32,7 @@ __all__ = [
     "pid_alive",
     "pid_exists",
     "realm_argv",
+    "router_argv",
     "spawn",
     "stop_pid",
     "stop_processes",
@@ -45,6 +46,7 @@ parent to reap it (at once under a usual init; some container inits reap every s
 
 PERSISTENCE_MODULE = "strongroom.persistence.main"
 REALM_MODULE = "strongroom.realm.main"
+ROUTER_MODULE = "strongroom.routing.main"
 
 
 def member_argv(etcd: str, cluster: str, member: str, listen: str, data_dir: str | Path, *,
@@ -68,6 +70,12 @@ def member_argv(etcd: str, cluster: str, member: str, listen: str, data_dir: str
 def realm_argv(etcd: str, listen: str, extra: Sequence[str] = ()) -> list[str]:
     """The command line of the realm service (what `strongroom.realm.main` parses)."""
     return [sys.executable, "-m", REALM_MODULE, "--etcd", etcd, "--listen", listen, *extra]
+
+
+def router_argv(etcd: str, cluster: str, listen: str, replica: str, extra: Sequence[str] = ()) -> list[str]:
+    """The command line of a cluster's router (what `strongroom.routing.main` parses)."""
+    return [sys.executable, "-m", ROUTER_MODULE, "--cluster", cluster, "--etcd", etcd, "--listen", listen,
+            "--replica", replica, *extra]
 
 
 class ProcessGroup(str, Enum):
@@ -202,10 +210,10 @@ def kill(process: subprocess.Popen[bytes]) -> None:
 
 @dataclass
 class ServiceProcess:
-    """One started service process (realm service or persistence member)."""
+    """One started service process (realm service, persistence member or router)."""
 
     name: str
-    """`realm` or `<cluster>/<member>`."""
+    """`realm`, `<cluster>/<member>` or `<cluster>/router`."""
     address: str
     pid: int
     log: str

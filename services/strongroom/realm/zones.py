@@ -17,7 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-__all__ = ["RouterSpec", "Zone", "check_zones", "neighbours", "store_clusters"]
+__all__ = ["ROUTE_DURABLE_PREFIX", "RouterSpec", "Zone", "check_zones", "neighbours", "store_clusters"]
+
+ROUTE_DURABLE_PREFIX = "sr.route."
+"""A router's route durables are named this plus the neighbour cluster: they hold what waits to be
+forwarded there, and are not interest."""
 
 
 class _Model(BaseModel):

@@ -1,0 +1,79 @@
+"""A realm with forwarding zones runs each cluster as a site of its own: `strongroom up` starts an
+etcd and a realm service per cluster, applies the realm at each, and `down` stops all of them.
+
+Real etcd processes, real realm services and members, started through the `strongroom` command.
+(The routers a routed store adds are tested with the router, in test_routing*.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from strongroom.etcd import EtcdClient
+from strongroom.keys import REALM_CURRENT, leader_key
+from strongroom.local.launcher import live_pids, load_state
+from strongroom.local.process import pid_alive
+from tests.integration.test_local_cluster import kill_state_pids, strongroom
+
+REALM = """\
+clusters:
+  - name: east
+    storage: memory
+    members: [{name: e1}]
+  - name: west
+    storage: memory
+    members: [{name: w1}]
+zones:
+  - name: z
+    clusters: [east, west]
+stores:
+  - name: e
+    cluster: east
+  - name: w
+    cluster: west
+destinations:
+  - name: "e.*"
+    store: e
+  - name: "w.*"
+    store: w
+"""
+
+
+async def _keys(endpoint: str) -> tuple[bool, bool, bool]:
+    """Whether this etcd holds the realm, and an east and a west leader key."""
+    etcd = EtcdClient([endpoint])
+    try:
+        realm = await etcd.get(REALM_CURRENT)
+        east = await etcd.get(leader_key("east"))
+        west = await etcd.get(leader_key("west"))
+        return realm is not None, east is not None, west is not None
+    finally:
+        await etcd.close()
+
+
+def test_each_cluster_of_a_zoned_realm_is_a_site(tmp_path: Path) -> None:
+    realm_file = tmp_path / "zones.yaml"
+    realm_file.write_text(REALM)
+    data = tmp_path / "data"
+    try:
+        up = strongroom("up", "--detach", "--realm", str(realm_file), "--data-dir", str(data))
+        assert up.returncode == 0, up.stdout + up.stderr
+        state = load_state(data)
+        assert state is not None
+        sites = state["sites"]
+        assert set(sites) == {"east", "west"}
+        assert sites["east"]["etcd"]["endpoint"] != sites["west"]["etcd"]["endpoint"]
+        assert state["clusters"]["east"]["etcd"] == sites["east"]["etcd"]["endpoint"]
+        # Each site's etcd holds the realm and its own cluster's leader, nothing of the other's.
+        assert asyncio.run(_keys(sites["east"]["etcd"]["endpoint"])) == (True, True, False)
+        assert asyncio.run(_keys(sites["west"]["etcd"]["endpoint"])) == (True, False, True)
+        published = strongroom("publish", "e.a", "--body", "hello", "--data-dir", str(data))
+        assert published.returncode == 0, published.stderr
+        pids = [pid for _, pid in live_pids(state)]
+        assert len(pids) == 6  # two etcds, two realm services, two members
+        down = strongroom("down", "--data-dir", str(data))
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert not any(pid_alive(pid) for pid in pids)
+    finally:
+        kill_state_pids(load_state(data))
