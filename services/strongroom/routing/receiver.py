@@ -60,7 +60,8 @@ class Receiver:
                     continue
                 try:
                     ack = await self._answer(batch, pending)
-                except StrongroomError as err:
+                except Exception as exc:  # noqa: BLE001 - any failure is the batch's error
+                    err = exc if isinstance(exc, StrongroomError) else StrongroomError(f"{type(exc).__name__}: {exc}")
                     failed = err
                     log.warning("batch %d from %s for %s refused: %s: %s", batch.batch_id, batch.from_cluster,
                                 batch.destination, err.reason, err.message)
