@@ -50,6 +50,7 @@ __all__ = [
     "UowAborted",
     "UowExists",
     "NotSubscribed",
+    "NotActiveRouter",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -393,6 +394,16 @@ class RpcFailed(StrongroomError):
 
     reason = "RPC_FAILED"
     code = "UNKNOWN"
+
+
+class NotActiveRouter(StrongroomError):
+    """A RouterService call reached a router replica that is not its cluster's active router
+    (a standby, or one that lost its election key); metadata `active_replica` names the active
+    one when known."""
+
+    reason = "NOT_ACTIVE_ROUTER"
+    code = "FAILED_PRECONDITION"
+    retriable = True
 
 
 _REGISTRY: dict[str, type[StrongroomError]] = {}

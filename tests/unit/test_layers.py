@@ -25,6 +25,10 @@ GRPC_ADAPTERS = {
     "strongroom.uow.servicer",
     # The realm service's servicer and server.
     "strongroom.realm.service",
+    # The router's servicer, server and router-to-router transport.
+    "strongroom.routing.servicer",
+    "strongroom.routing.server",
+    "strongroom.routing.transport",
     # Server reflection (v1 and v1alpha) that both servers serve.
     "strongroom.reflection",
     # The error table at the gRPC boundary, and the etcd client (etcd speaks gRPC).

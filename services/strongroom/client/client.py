@@ -140,9 +140,12 @@ class Client:
         pub = self._publishers.get((destination, confirm))
         return await (await pub.send(body, fields))
 
-    def publisher(self, destination: str, window: int = 256, confirm: bool | None = None) -> Publisher:
-        """A pipelined publisher: up to `window` messages in flight, each confirmed."""
-        return Publisher(self.connection, destination, window, confirm)
+    def publisher(self, destination: str, window: int = 256, confirm: bool | None = None,
+                  resend_refused: bool = True) -> Publisher:
+        """A pipelined publisher: up to `window` messages in flight, each confirmed. With
+        `resend_refused=False` a message the leader refuses with a retriable reason (e.g.
+        ORIGIN_GAP) fails with it instead of being sent again."""
+        return Publisher(self.connection, destination, window, confirm, resend_refused)
 
     # --- subscribing -----------------------------------------------------------------------------
 

@@ -125,6 +125,8 @@ class Received:
     """The producer's sequence: with `producer_id`, the message's id."""
     published_at: float = 0.0
     """Unix seconds, as the leader stamped it."""
+    origin: cpb.Origin | None = None
+    """Where a message forwarded by a router was first published (None: published here)."""
     _sub: _Acknowledger | None = field(default=None, repr=False)
 
     async def ack(self) -> None:

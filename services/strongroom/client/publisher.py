@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 import grpc
 
+from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.client.connection import Connection
 from strongroom.client.messages import PublishResult, fill_message
@@ -55,8 +56,12 @@ def outcome_unknown(err: StrongroomError, timeout: float, what: str) -> Strongro
 class Publisher:
     """Pipelined publishing over one PublishStream, re-sent unconfirmed after a failover."""
 
-    def __init__(self, connection: Connection, destination: str, window: int, confirm: bool | None) -> None:
+    def __init__(self, connection: Connection, destination: str, window: int, confirm: bool | None,
+                 resend_refused: bool = True) -> None:
         self.connection = connection
+        # A message the leader refused with a retriable reason goes again on a new stream (True),
+        # or its future fails with the refusal (False: a router hands ORIGIN_GAP to its sender).
+        self.resend_refused = resend_refused
         self.destination = destination
         self.window = window
         self.mode = publish_mode(confirm)
@@ -79,9 +84,11 @@ class Publisher:
         self.producer_id = uuid.uuid4().hex
         self._sequence = itertools.count(1)
 
-    async def send(self, body: bytes, fields: dict[str, object] | None = None) -> asyncio.Future[PublishResult]:
+    async def send(self, body: bytes, fields: dict[str, object] | None = None,
+                   origin: cpb.Origin | None = None) -> asyncio.Future[PublishResult]:
         """Queue a message; the returned future resolves when it is confirmed (or fails with a
-        `StrongroomError`)."""
+        `StrongroomError`). `origin` is for routers: where a forwarded message was first
+        published (see `Message.origin`)."""
         if self._closed:
             raise InvalidArgument("publisher is closed")
         while self._free <= 0:
@@ -93,6 +100,8 @@ class Publisher:
         sequence = next(self._sequence)
         req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
         fill_message(req.message, body, fields, self.producer_id, sequence)
+        if origin is not None:
+            req.message.origin.CopyFrom(origin)
         raw = length_delimited(BATCH_REQUESTS, req.SerializeToString())
         fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         # The slot is freed when the message leaves `_unconfirmed` (answered or failed).
@@ -208,7 +217,7 @@ class Publisher:
                 continue
             if item.error_reason:
                 err = error_for_reason(item.error_reason, item.error_message, dict(item.error_metadata))
-                if err.retriable:
+                if err.retriable and self.resend_refused:
                     retry = retry or err
                     continue
                 fut = self._settle(item.correlation_id)

@@ -1,7 +1,8 @@
 """Leader election through an etcd lease, with the epoch as fencing token.
 
 A member campaigns by creating `/strongroom/clusters/<c>/leader` bound to its lease if the key
-does not exist. The key's create_revision is the leader's epoch, strictly increasing from
+does not exist (a router replica the same way on `/strongroom/clusters/<c>/router`: `key`, and
+no member registration, `register=False`). The key's create_revision is the leader's epoch, strictly increasing from
 leader to leader. The lease is kept alive every TTL/3; a leader that has not renewed it within
 TTL minus a safety margin is told to step down at once, before etcd can hand the key to anyone
 else.
@@ -45,8 +46,13 @@ class Election:
     def __init__(self, etcd: EtcdClient, cluster: str, member: str, address: str, ttl: int,
                  on_elected: Callable[[int, float], Awaitable[None]],
                  on_deposed: Callable[[str], Awaitable[None]],
-                 on_leader: Callable[[LeaderInfo | None], None], link_address: str = "") -> None:
+                 on_leader: Callable[[LeaderInfo | None], None], link_address: str = "",
+                 key: str | None = None, register: bool = True) -> None:
         self.etcd = etcd
+        # The key campaigned for: the cluster's leader key unless told (a router's key).
+        self.key = key or leader_key(cluster)
+        # Register the member's addresses under its lease (members do; a router does not).
+        self.register = register
         self.cluster = cluster
         self.member = member
         self.address = address
@@ -96,7 +102,7 @@ class Election:
         """Give up leadership now (step-down request): delete our key if still ours."""
         if self.is_leader and self.lease:
             try:
-                await self.etcd.delete_if_lease(leader_key(self.cluster), self.lease)
+                await self.etcd.delete_if_lease(self.key, self.lease)
             except Exception:
                 pass
 
@@ -107,8 +113,9 @@ class Election:
                 self.lease = await self.etcd.grant(self.ttl)
                 self.lease_safe_until = sent + self.ttl - self.margin
                 self._lease_lost.clear()
-                record = MemberRecord(self.address, self.link_address or None, LOG_FORMAT)
-                await self.etcd.put(member_key(self.cluster, self.member), record.to_bytes(), lease=self.lease)
+                if self.register:
+                    record = MemberRecord(self.address, self.link_address or None, LOG_FORMAT)
+                    await self.etcd.put(member_key(self.cluster, self.member), record.to_bytes(), lease=self.lease)
                 return
             except (EtcdUnavailable, Exception) as exc:  # noqa: BLE001 - etcd down: retry
                 log.warning("cannot grant lease: %s", exc)
@@ -166,7 +173,7 @@ class Election:
                 pass
 
     async def _campaign(self) -> None:
-        key = leader_key(self.cluster)
+        key = self.key
         value = json.dumps({"member": self.member, "address": self.address}).encode()
         while True:
             if self.pause_until > time.monotonic():

@@ -22,31 +22,11 @@ from strongroom.etcd import EtcdClient
 from strongroom.persistence.config import MemberConfig
 from strongroom.persistence.node import PersistenceNode
 from strongroom.persistence.server import create_server, link_host
-from strongroom.realm.model import Realm
-from strongroom.realm.store import RealmStore, load_current_realm
+from strongroom.realm.store import RealmStore, wait_for_realm
 
 __all__ = ["main", "serve"]
 
 log = logging.getLogger("strongroom.persistence")
-
-
-async def _load_realm(etcd: EtcdClient) -> tuple[int, Realm]:
-    waited = False
-    while True:
-        try:
-            loaded = await load_current_realm(etcd)
-        except (RealmInvalid, StrongroomError) as exc:
-            log.error("stored realm unreadable: %s", exc)
-            loaded = None
-        except Exception as exc:  # noqa: BLE001 - etcd not up yet
-            log.warning("etcd not reachable yet: %s", exc)
-            loaded = None
-        if loaded is not None:
-            return loaded
-        if not waited:
-            log.warning("no realm in etcd yet; waiting for `strongroom realm apply`")
-            waited = True
-        await asyncio.sleep(0.5)
 
 
 async def _watch_realm(etcd: EtcdClient, node: PersistenceNode) -> None:
@@ -72,7 +52,7 @@ async def serve(config: MemberConfig) -> int:
             print(f"strongroom-persistence: {exc}", file=sys.stderr)
             return 2
     etcd = EtcdClient(config.etcd_endpoints)
-    version, realm = await _load_realm(etcd)
+    version, realm = await wait_for_realm(etcd, log)
     try:
         member, _ = await create_server(config, realm, version)
     except (UnknownMember, ValueError, OSError) as err:

@@ -359,7 +359,7 @@ def add_durables(into: RepeatedCompositeFieldContainer[apb.DurableStatus], durab
                  key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content, refused=d.refused,
                  unreachable=bool(d.unreachable_reason), unreachable_reason=d.unreachable_reason, static=d.static,
                  store=d.store, last_used=d.last_used, attached=d.attached, expiry_seconds=d.expiry_seconds,
-                 expires_in_seconds=d.expires_in)
+                 expires_in_seconds=d.expires_in, content_matcher=d.content_matcher)
 
 
 class AdminServicer(agrpc.AdminServiceServicer):

@@ -71,6 +71,8 @@ class DurableStatus:
     """Unused this long on the pseudo-clock, it is deleted (0: never)."""
     expires_in: float | None = None
     """Pseudo-clock seconds until it expires if it stays unused; None: it does not now."""
+    content_matcher: cpb.ContentMatcher | None = None
+    """Its matcher as conditions (`matcher` is the text of it)."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,8 @@ def _durables(state: StateMachine, store: Store, dispatcher: Dispatcher | None, 
             content=d.content, refused=dispatcher.refusals(d.key) if dispatcher else 0,
             unreachable_reason=unreachable_reason(d, realm, cluster), static=is_static(d, realm),
             store=store.name, last_used=d.last_used, attached=d.attached, expiry_seconds=expiry,
-            expires_in=expires_in(d, expiry, subscribers > 0, clock) if clock is not None else None))
+            expires_in=expires_in(d, expiry, subscribers > 0, clock) if clock is not None else None,
+            content_matcher=d.matcher))
     return durables
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "RealmVersionNotFound",
     "load_current_realm",
     "store_realm",
+    "wait_for_realm",
 ]
 
 log = logging.getLogger(__name__)
@@ -235,6 +236,27 @@ async def load_current_realm(etcd: EtcdClient) -> tuple[int, Realm] | None:
     if current is None:
         return None
     return current.version, current.realm()
+
+
+async def wait_for_realm(etcd: EtcdClient, logger: logging.Logger = log) -> tuple[int, Realm]:
+    """The current realm version and realm, waiting for the first apply (and for etcd) if
+    there is none yet; an unreadable stored realm is logged and waited past."""
+    waited = False
+    while True:
+        try:
+            loaded = await load_current_realm(etcd)
+        except StrongroomError as exc:
+            logger.error("stored realm unreadable: %s", exc)
+            loaded = None
+        except Exception as exc:  # noqa: BLE001 - etcd not up yet
+            logger.warning("etcd not reachable yet: %s", exc)
+            loaded = None
+        if loaded is not None:
+            return loaded
+        if not waited:
+            logger.warning("no realm in etcd yet; waiting for `strongroom realm apply`")
+            waited = True
+        await asyncio.sleep(0.5)
 
 
 async def store_realm(etcd_endpoints: str, yaml_text: str, source: str = DEFAULT_SOURCE,

@@ -72,7 +72,7 @@ class MemberStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ..., replication: _Optional[str] = ...) -> None: ...
 
 class DurableStatus(_message.Message):
-    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused", "unreachable", "unreachable_reason", "static", "store", "last_used", "attached", "expiry_seconds", "expires_in_seconds")
+    __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused", "unreachable", "unreachable_reason", "static", "store", "last_used", "attached", "expiry_seconds", "expires_in_seconds", "content_matcher")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +93,7 @@ class DurableStatus(_message.Message):
     ATTACHED_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_IN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_MATCHER_FIELD_NUMBER: _ClassVar[int]
     name: str
     destination: str
     kind: _common_pb2.DurableKind
@@ -113,7 +114,8 @@ class DurableStatus(_message.Message):
     attached: bool
     expiry_seconds: float
     expires_in_seconds: float
-    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ..., refused: _Optional[int] = ..., unreachable: _Optional[bool] = ..., unreachable_reason: _Optional[str] = ..., static: _Optional[bool] = ..., store: _Optional[str] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ..., expiry_seconds: _Optional[float] = ..., expires_in_seconds: _Optional[float] = ...) -> None: ...
+    content_matcher: _common_pb2.ContentMatcher
+    def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ..., refused: _Optional[int] = ..., unreachable: _Optional[bool] = ..., unreachable_reason: _Optional[str] = ..., static: _Optional[bool] = ..., store: _Optional[str] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ..., expiry_seconds: _Optional[float] = ..., expires_in_seconds: _Optional[float] = ..., content_matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ...) -> None: ...
 
 class StoreStatus(_message.Message):
     __slots__ = ("name", "replicated", "messages", "bytes", "durables", "cluster", "storage", "publisher_mode", "max_messages", "max_bytes", "limit_policy", "maps", "routed", "max_message_bytes", "swapped_messages", "map_count", "uows", "uows_pending", "uow_messages", "uow_bytes")

@@ -1,0 +1,158 @@
+"""Entry point of a cluster's router: `strongroom-router`.
+
+    strongroom-router --etcd 127.0.0.1:2379 --cluster rio --listen 0.0.0.0:7400 --replica r1
+
+The realm must be stored in the cluster's etcd (by its realm service); the router waits for it,
+then checks that the realm routes the cluster (exit status 2 with the reason if not). Replicas
+of one cluster elect the active router through that etcd; a standby waits and takes over when
+the active one's lease lapses. The active replica serves RouterService on `--listen`, which must
+be where the realm's `clusters[].router.address` reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from strongroom.client import Client
+from strongroom.errors import RealmInvalid
+from strongroom.etcd import EtcdClient
+from strongroom.keys import members_prefix
+from strongroom.persistence.membership import MemberRecord
+from strongroom.realm.model import Realm
+from strongroom.realm.store import RealmStore, wait_for_realm
+from strongroom.routing.router import Router, RouterConfig
+from strongroom.routing.server import RouterServer
+from strongroom.routing.transport import GrpcLinks
+
+__all__ = ["main", "serve", "why_not_routed"]
+
+log = logging.getLogger("strongroom.router")
+
+CLIENT_TIMEOUT = 10.0
+"""Seconds the router's client to its own cluster rides out an outage before an operation fails
+(a route then backs off and resumes; a Forward batch is answered with the error)."""
+
+
+def why_not_routed(realm: Realm, cluster: str) -> str | None:
+    """Why the realm gives this cluster nothing to route (None: it routes it)."""
+    c = realm.cluster(cluster)
+    if c is None:
+        return f"the realm defines no cluster {cluster!r}"
+    if not realm.routed_stores(cluster):
+        return (f"the realm routes nothing at cluster {cluster!r}: no routed store with more than one cluster "
+                f"includes it (a router runs only at clusters in the zones of a routed store)")
+    if c.router is None:
+        return f"cluster {cluster!r} has no router address in the realm (clusters[].router.address)"
+    return None
+
+
+async def member_addresses(etcd: EtcdClient, realm: Realm, cluster: str) -> list[str]:
+    """The cluster's members as the realm names them, else as they registered in etcd (waits
+    until at least one is known)."""
+    c = realm.cluster(cluster)
+    named = [m.address for m in (c.members if c is not None else []) if m.address]
+    if c is not None and len(named) == len(c.members):
+        return named
+    waited = False
+    while True:
+        try:
+            records = [MemberRecord.from_bytes(kv.value) for kv in await etcd.get_prefix(members_prefix(cluster))]
+            found = named + [r.address for r in records if r is not None and r.address not in named]
+        except Exception as exc:  # noqa: BLE001 - etcd away: look again
+            log.warning("cannot read the members of %s: %s", cluster, exc)
+            found = named
+        if found:
+            return found
+        if not waited:
+            log.warning("no member of %s registered yet; waiting", cluster)
+            waited = True
+        await asyncio.sleep(0.5)
+
+
+async def _watch_realm(etcd: EtcdClient, router: Router, version: int) -> None:
+    async for current in RealmStore(etcd).watch():
+        if current.version <= version:
+            continue
+        try:
+            realm = current.realm()
+        except RealmInvalid as exc:
+            log.error("ignoring unreadable realm version %d: %s", current.version, exc)
+            continue
+        version = current.version
+        why = why_not_routed(realm, router.cluster)
+        if why is not None:
+            log.error("realm version %d: %s; keeping the routes of the version before", version, why)
+            continue
+        log.info("realm version %d in force", version)
+        router.update_realm(realm)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Run a router replica until SIGTERM/SIGINT; returns the exit status."""
+    etcd = EtcdClient(args.etcd)
+    try:
+        version, realm = await wait_for_realm(etcd, log)
+        why = why_not_routed(realm, args.cluster)
+        if why is not None:
+            print(f"strongroom-router: {why}", file=sys.stderr)
+            return 2
+        cluster = realm.cluster(args.cluster)
+        assert cluster is not None and cluster.router is not None
+        endpoints = await member_addresses(etcd, realm, args.cluster)
+        client = Client(endpoints, client_name=f"router-{args.cluster}-{args.replica}", timeout=CLIENT_TIMEOUT)
+        holder: dict[str, Router] = {}
+
+        def address_of(neighbour: str) -> str:
+            c = holder["router"].realm.cluster(neighbour)
+            return c.router.address if c is not None and c.router is not None else ""
+
+        links = GrpcLinks(address_of)
+        server = RouterServer(args.listen)
+        config = RouterConfig(cluster=args.cluster, replica=args.replica, address=cluster.router.address,
+                              lease_ttl=cluster.lease_ttl_seconds)
+        router = Router(config, realm, client, links, etcd, on_active=server.on_active)
+        holder["router"] = server.router = router
+        await router.start()
+        print(f"READY {args.replica} {args.listen}", flush=True)
+        log.info("router replica %s of %s started (members %s; serves on %s once active)", args.replica,
+                 args.cluster, ",".join(endpoints), args.listen)
+        watcher = asyncio.create_task(_watch_realm(etcd, router, version))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("stopping router replica %s", args.replica)
+        watcher.cancel()
+        await router.stop()
+        await server.unserve()
+        await links.close()
+        await client.close()
+        return 0
+    finally:
+        await etcd.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments and run the router replica."""
+    parser = argparse.ArgumentParser(prog="strongroom-router", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--etcd", required=True, help="the cluster's etcd endpoints, host:port[,host:port]")
+    parser.add_argument("--cluster", required=True, help="the cluster this router routes for")
+    parser.add_argument("--listen", required=True,
+                        help="host:port to serve RouterService on once active (where the realm's router address "
+                             "reaches it)")
+    parser.add_argument("--replica", required=True, help="this replica's name (unique among the cluster's replicas)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format=f"%(asctime)s router-{args.replica} %(levelname)s %(name)s: %(message)s")
+    sys.exit(asyncio.run(serve(args)))
+
+
+if __name__ == "__main__":
+    main()

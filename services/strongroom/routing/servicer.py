@@ -1,0 +1,43 @@
+"""RouterService over gRPC: check, delegate to the `Router`, map its errors through the one
+error table (`strongroom.grpcerrors`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+
+import grpc
+
+from strongroom.api.v1 import router_pb2 as rpb
+from strongroom.api.v1 import router_pb2_grpc as rgrpc
+from strongroom.errors import StrongroomError
+from strongroom.grpcerrors import abort_with
+from strongroom.routing.interest import ClusterInterest
+from strongroom.routing.router import Router
+
+__all__ = ["RouterServicer"]
+
+class RouterServicer(rgrpc.RouterServiceServicer):
+    """The RouterService of one router replica."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    async def ExchangeInterest(self, request: rpb.InterestExchange, context: grpc.aio.ServicerContext) -> rpb.InterestExchange:  # type: ignore[type-arg]
+        try:
+            records = self.router.exchange(request.from_cluster,
+                                           [ClusterInterest.from_proto(r) for r in request.clusters])
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return rpb.InterestExchange(from_cluster=self.router.cluster, clusters=[r.to_proto() for r in records])
+
+    async def Forward(self, request_iterator: AsyncIterable[rpb.ForwardBatch],  # type: ignore[override]
+                      context: grpc.aio.ServicerContext) -> AsyncIterator[rpb.ForwardAck]:  # type: ignore[type-arg]
+        try:
+            self.router.require_active()
+        except StrongroomError as err:
+            await abort_with(context, err)
+        async for ack in self.router.receiver.forward(request_iterator):
+            yield ack
+
+    async def Status(self, request: rpb.RouterStatusRequest, context: grpc.aio.ServicerContext) -> rpb.RouterStatus:  # type: ignore[type-arg]
+        return self.router.status()
