@@ -3,7 +3,6 @@ keeps the invariants a running Strongroom depends on."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from typing import Any
@@ -12,7 +11,6 @@ import kubernetes_validate
 import pytest
 from chartkit import CHART, NAMESPACE, RELEASE, SCENARIOS, Rendered, fullname, helm, load_values
 
-from strongroom.local.process import router_argv
 from strongroom.persistence.k8s import LEADER_VALUE, ROLE_LABEL, patch_body
 from strongroom.realm.model import parse_realm
 
@@ -338,23 +336,11 @@ def test_commands_and_flags_exist_in_the_image_entry_points(scenario: Rendered) 
 _HELP: dict[tuple[str, ...], set[str]] = {}
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # its package is missing
-        return False
-
-
 def _help_flags(command: tuple[str, ...]) -> set[str]:
     if command not in _HELP:
         modules = {"strongroom-persistence": "strongroom.persistence.main",
                    "strongroom-realm": "strongroom.realm.main", "strongroom": "strongroom.cli.main",
                    "strongroom-router": "strongroom.routing.main"}
-        if command[0] == "strongroom-router" and not _importable(modules[command[0]]):
-            # Until the router process is on this branch: its command line as the local launcher
-            # starts it (the one owner of that command line), and the optional --log-level.
-            _HELP[command] = {a for a in router_argv("E", "C", "L", "R") if a.startswith("--")} | {"--log-level"}
-            return _HELP[command]
         argv = [sys.executable, "-c", f"import sys; from {modules[command[0]]} import main; main()",
                 *command[1:], "--help"]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout

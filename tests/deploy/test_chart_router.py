@@ -140,7 +140,7 @@ def test_router_command_line_is_the_launchers(name: str) -> None:
         container = router_container(r.get("Deployment", f"{fn}-{cluster}-router"))
         assert container["command"] == ["strongroom-router"]
         args = args_of(container)
-        assert list(args) == [*launcher_flags[:1], "--etcd", "--listen", "--replica", "--log-level"]
+        assert list(args) == [*launcher_flags[:1], "--etcd", "--listen", "--replica", "--serve-standby", "--log-level"]
         assert set(launcher_flags) <= set(args)
         assert args["--cluster"] == cluster
         assert args["--listen"] == f"0.0.0.0:{r.values['router']['port']}"

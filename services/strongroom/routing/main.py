@@ -111,11 +111,13 @@ async def serve(args: argparse.Namespace) -> int:
             return c.router.address if c is not None and c.router is not None else ""
 
         links = GrpcLinks(address_of)
-        server = RouterServer(args.listen)
+        server = RouterServer(args.listen, serve_standby=args.serve_standby)
         config = RouterConfig(cluster=args.cluster, replica=args.replica, address=cluster.router.address,
                               lease_ttl=cluster.lease_ttl_seconds)
         router = Router(config, realm, client, links, etcd, on_active=server.on_active)
         holder["router"] = server.router = router
+        if args.serve_standby:
+            await server.serve()
         await router.start()
         print(f"READY {args.replica} {args.listen}", flush=True)
         log.info("router replica %s of %s started (members %s; serves on %s once active)", args.replica,
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="host:port to serve RouterService on once active (where the realm's router address "
                              "reaches it)")
     parser.add_argument("--replica", required=True, help="this replica's name (unique among the cluster's replicas)")
+    parser.add_argument("--serve-standby", action="store_true",
+                        help="listen while standby too, RouterService NOT_SERVING in health until active "
+                             "(Kubernetes: each replica has its own address; default: bind once active)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),

@@ -1,9 +1,16 @@
 """A router replica's gRPC server: RouterService, health and reflection (as the members serve
 them), on the cluster's router address.
 
-A standby replica does not listen there: it binds once elected (`serve`) and lets go when it is
-no longer active (`unserve`), so the one address the realm names always reaches the active
-router, wherever the replicas run.
+Two ways to keep the realm's one address on the active replica:
+
+- **Bind when active** (the default; local runs, where replicas share a host and a port): a
+  standby does not listen; it binds once elected (`serve`) and lets go when it is no longer
+  active (`unserve`).
+- **Serve as standby** (`serve_standby`, Kubernetes, where each pod has its own address and a
+  Service picks the ready ones): every replica listens from the start; health service `""` is
+  SERVING on all of them (liveness), `strongroom.v1.RouterService` only on the active one
+  (readiness), and a standby answers RouterService calls with NOT_ACTIVE_ROUTER (Forward,
+  ExchangeInterest) or its own view (Status).
 """
 
 from __future__ import annotations
@@ -30,10 +37,12 @@ SERVICE = router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 class RouterServer:
     """The RouterService of one replica, served while it is the active router."""
 
-    def __init__(self, listen: str) -> None:
+    def __init__(self, listen: str, serve_standby: bool = False) -> None:
         self.listen = listen
+        self.serve_standby = serve_standby
         self.router: Router | None = None
         self._server: grpc.aio.Server | None = None
+        self._health: health.aio.HealthServicer | None = None
         self.port = 0
 
     async def serve(self) -> int:
@@ -51,9 +60,11 @@ class RouterServer:
             await server.stop(None)
             raise OSError(f"cannot listen on {self.listen}")
         await server.start()
-        for name in ("", SERVICE):
-            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self._server, self.port = server, port
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        serving = self.router.active or not self.serve_standby
+        await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.SERVING if serving
+                                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._server, self._health, self.port = server, health_servicer, port
         log.info("router of %s serving on %s", self.router.cluster, self.listen)
         return port
 
@@ -64,8 +75,13 @@ class RouterServer:
             await server.stop(grace)
 
     async def on_active(self, active: bool) -> None:
-        """The router's election hook: serve while active."""
-        if active:
+        """The router's election hook: serve while active (or, serving as standby, say so in
+        RouterService's health)."""
+        if self.serve_standby:
+            if self._health is not None:
+                await self._health.set(SERVICE, health_pb2.HealthCheckResponse.SERVING if active
+                                       else health_pb2.HealthCheckResponse.NOT_SERVING)
+        elif active:
             await self.serve()
         else:
             await self.unserve()

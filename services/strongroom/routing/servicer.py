@@ -24,6 +24,7 @@ class RouterServicer(rgrpc.RouterServiceServicer):
 
     async def ExchangeInterest(self, request: rpb.InterestExchange, context: grpc.aio.ServicerContext) -> rpb.InterestExchange:  # type: ignore[type-arg]
         try:
+            self.router.require_active()
             records = self.router.exchange(request.from_cluster,
                                            [ClusterInterest.from_proto(r) for r in request.clusters])
         except StrongroomError as err:
