@@ -8,6 +8,7 @@ Real etcd processes, real realm services and members, started through the `stron
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from strongroom.etcd import EtcdClient
@@ -70,6 +71,12 @@ def test_each_cluster_of_a_zoned_realm_is_a_site(tmp_path: Path) -> None:
         assert asyncio.run(_keys(sites["west"]["etcd"]["endpoint"])) == (True, False, True)
         published = strongroom("publish", "e.a", "--body", "hello", "--data-dir", str(data))
         assert published.returncode == 0, published.stderr
+        # --at picks one cluster's members of the state file.
+        west = strongroom("status", "--json", "--at", "west", "--data-dir", str(data))
+        assert west.returncode == 0, west.stderr
+        assert [m["cluster"] for m in json.loads(west.stdout)] == ["west"]
+        missing = strongroom("status", "--at", "north", "--data-dir", str(data))
+        assert missing.returncode != 0 and "no cluster 'north'" in missing.stderr
         pids = [pid for _, pid in live_pids(state)]
         assert len(pids) == 6  # two etcds, two realm services, two members
         down = strongroom("down", "--data-dir", str(data))

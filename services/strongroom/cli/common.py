@@ -140,6 +140,9 @@ def add_where(parser: argparse.ArgumentParser, servers: bool, default: object, a
     if servers:
         parser.add_argument("-s", "--server", "--endpoints", *aliases, dest="endpoints", default=default,
                             metavar="HOST:PORT,...", help=server_help)
+        parser.add_argument("--at", dest="at_cluster", default=default, metavar="CLUSTER",
+                            help="only this cluster's members of the local state file (a realm of several "
+                                 "clusters, e.g. publish at one cluster of a routed store)")
 
 
 def where_options(servers: bool = True, aliases: Sequence[str] = (),
@@ -217,7 +220,7 @@ def resolve_endpoints(args: argparse.Namespace) -> list[str]:
         return named[0]
     # Neither -s nor the variable: the local cluster's state file, as the client finds it.
     try:
-        return endpoints_from_environment(data_dir(args))
+        return endpoints_from_environment(data_dir(args), getattr(args, "at_cluster", None))
     except InvalidArgument as err:
         raise CliError(f"{err.message}; or pass -s/--server HOST:PORT,...") from None
 

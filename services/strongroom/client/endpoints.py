@@ -16,13 +16,15 @@ ENDPOINTS_ENV = "STRONGROOM_ENDPOINTS"
 """The environment variable naming the cluster's members, HOST:PORT,..."""
 
 
-def endpoints_from_environment(data_dir: str | os.PathLike[str] | None = None) -> list[str]:
+def endpoints_from_environment(data_dir: str | os.PathLike[str] | None = None, cluster: str | None = None) -> list[str]:
     """The member addresses to give `Client`: `$STRONGROOM_ENDPOINTS` (HOST:PORT,...) when set,
     else every member of the state file of the local cluster in `data_dir` (default:
-    `$STRONGROOM_DATA_DIR`, else `./.strongroom`, as for `strongroom up`).
+    `$STRONGROOM_DATA_DIR`, else `./.strongroom`, as for `strongroom up`); only the members of
+    `cluster` when given (a realm of several clusters, e.g. the clusters of a routed store).
 
     Raises `InvalidArgument` when the variable names no address, or when it is unset and there
-    is no state file (no local cluster was started there) or the file lists no member."""
+    is no state file (no local cluster was started there) or the file lists no member (of
+    `cluster`)."""
     # The launcher owns the data dir's default and the state file's format; imported here so
     # that importing the client does not load it.
     from strongroom.local.launcher import default_data_dir, load_state, member_endpoints, state_path
@@ -38,6 +40,12 @@ def endpoints_from_environment(data_dir: str | os.PathLike[str] | None = None) -
     if state is None:
         raise InvalidArgument(f"no endpoints: set {ENDPOINTS_ENV}=HOST:PORT,... or start a local cluster "
                               f"with `strongroom up` (no state file at {state_path(where)})")
+    if cluster is not None:
+        clusters = state.get("clusters", {})
+        if cluster not in clusters:
+            raise InvalidArgument(f"the state file {state_path(where)} has no cluster {cluster!r}; its clusters: "
+                                  f"{', '.join(clusters) or '(none)'}")
+        state = {"clusters": {cluster: clusters[cluster]}}
     endpoints = member_endpoints(state)
     if not endpoints:
         raise InvalidArgument(f"the state file {state_path(where)} lists no members")
