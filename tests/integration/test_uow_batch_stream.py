@@ -44,7 +44,8 @@ async def stub(shared_cluster: Cluster) -> AsyncIterator[ugrpc.UowServiceStub]:
         yield ugrpc.UowServiceStub(channel)
 
 
-async def exchange(stub: ugrpc.UowServiceStub, batches: list[list[upb.UowSendRequest]]) -> list[upb.UowSendResponseBatch]:
+async def exchange(stub: ugrpc.UowServiceStub,
+                   batches: list[list[upb.UowSendRequest]]) -> list[upb.UowSendResponseBatch]:
     """Every batch written before any answer is read, then the answers until the stream ends."""
     call = stub.SendBatchStream()
     for batch in batches:

@@ -6,6 +6,7 @@ older version, which has no such method (gRPC answers UNIMPLEMENTED), the same U
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -29,7 +30,7 @@ class Member:
     def __init__(self, batches: bool) -> None:
         self.batches = batches
         self.received: list[list[upb.UowSendRequest]] = []
-        handlers: dict[str, grpc.RpcMethodHandler] = {"SendStream": self._handler(self.send_stream, upb.UowSendRequest)}
+        handlers = {"SendStream": self._handler(self.send_stream, upb.UowSendRequest)}
         if batches:
             handlers["SendBatchStream"] = self._handler(self.send_batch_stream, upb.UowSendBatch)
         self.server = grpc.aio.server()
@@ -37,8 +38,8 @@ class Member:
         self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
 
     @staticmethod
-    def _handler(method: Callable[..., AsyncIterator[object]], request: type) -> grpc.RpcMethodHandler:
-        return grpc.stream_stream_rpc_method_handler(method, request_deserializer=request.FromString,  # type: ignore[attr-defined]
+    def _handler(method: Callable[..., AsyncIterator[object]], request: Any) -> grpc.RpcMethodHandler:
+        return grpc.stream_stream_rpc_method_handler(method, request_deserializer=request.FromString,
                                                      response_serializer=lambda m: m.SerializeToString())
 
     async def send_stream(self, requests: AsyncIterator[upb.UowSendRequest],
