@@ -158,7 +158,11 @@ class UowServiceServicer:
     def SendStream(self, request_iterator, context):
         """Pipelined sending: requests flow in, answers flow out in request order with the request's
         correlation id. An error for one request does not end the stream; it is in the answer.
-        SendBatchStream does the same with many requests per stream message, and is faster.
+        Each request is started as it is read, so a request for a UOW may overtake the one before
+        it for the same UOW (an add sent before its open was answered can be answered
+        UNKNOWN_UOW): wait for each answer there, or send whole UOWs. SendBatchStream does the same
+        with many requests per stream message, keeps the requests of one UOW in order, and is
+        faster.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
