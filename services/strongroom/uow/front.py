@@ -63,9 +63,9 @@ from strongroom.uow.values import (
     MAX_WAIT_SECONDS,
     Action,
     ReceivedUow,
+    SenderStream,
     SendOutcome,
     SendRequest,
-    SendStream,
     Settlement,
     SettleOutcome,
     SubscriberView,
@@ -154,13 +154,13 @@ class UowFront:
 
     # --- senders --------------------------------------------------------------------------------
 
-    def open_stream(self) -> SendStream:
+    def open_stream(self) -> SenderStream:
         """A stream of sender requests, pinned to the serving term (NOT_LEADER and the like
         when this member does not serve)."""
         term, _ = self._scope.current()
-        return SendStream(term.epoch)
+        return SenderStream(term.epoch)
 
-    def submit(self, stream: SendStream, requests: Sequence[SendRequest]) -> list[asyncio.Future[SendOutcome]]:
+    def submit(self, stream: SenderStream, requests: Sequence[SendRequest]) -> list[asyncio.Future[SendOutcome]]:
         """Start a stream's requests, in order, at once; each future resolves with its outcome
         (or fails with its error). Whatever of them goes to the log without waiting (a whole
         UOW's commit does) is queued now, in order, so a batch of commits joins the same
@@ -176,7 +176,7 @@ class UowFront:
             started.append(work)
         return started
 
-    async def _stream_send(self, stream: SendStream, req: SendRequest,
+    async def _stream_send(self, stream: SenderStream, req: SendRequest,
                            before: asyncio.Future[SendOutcome] | None) -> SendOutcome:
         if before is not None:
             await asyncio.wait([before])

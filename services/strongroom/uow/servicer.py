@@ -16,9 +16,9 @@ from strongroom.grpcerrors import abort_with, to_status
 from strongroom.uow.values import (
     Action,
     ReceivedUow,
+    SenderStream,
     SendOutcome,
     SendRequest,
-    SendStream,
     Settlement,
     SettleOutcome,
     SubscriptionView,
@@ -43,9 +43,9 @@ class Uows(Protocol):
 
     async def send(self, req: SendRequest) -> SendOutcome: ...
 
-    def open_stream(self) -> SendStream: ...
+    def open_stream(self) -> SenderStream: ...
 
-    def submit(self, stream: SendStream, requests: Sequence[SendRequest]) -> list[asyncio.Future[SendOutcome]]: ...
+    def submit(self, stream: SenderStream, requests: Sequence[SendRequest]) -> list[asyncio.Future[SendOutcome]]: ...
 
     async def receive(self, destination: str, receiver: str, wait: float) -> ReceivedUow | None: ...
 
@@ -222,7 +222,7 @@ class UowServicer(ugrpc.UowServiceServicer):
                 for work in item[1] if item is not None else ():
                     work.add_done_callback(_retrieve)
 
-    def _submit(self, stream: SendStream, requests: list[upb.UowSendRequest]) -> list[asyncio.Future[SendOutcome]]:
+    def _submit(self, stream: SenderStream, requests: list[upb.UowSendRequest]) -> list[asyncio.Future[SendOutcome]]:
         """A batch's requests, started in order: each as its domain request, or failed at once
         when it cannot be one (an unknown action)."""
         domain: list[SendRequest] = []

@@ -15,7 +15,7 @@ __all__ = [
     "ReceivedUow",
     "SendOutcome",
     "SendRequest",
-    "SendStream",
+    "SenderStream",
     "SettleOutcome",
     "Settlement",
     "SubscriberView",
@@ -82,7 +82,7 @@ class SendOutcome:
     log_index: int = 0
 
 
-class SendStream:
+class SenderStream:
     """What the front keeps of one stream of sender requests (`UowFront.submit`)."""
 
     __slots__ = ("broken", "epoch", "working")
