@@ -6,8 +6,8 @@ In order:
 - `confirm`: sequential confirmed publishes (`StrongroomTarget.confirm`): one publish's latency,
   and what 10 of them one after the other take (the same 10 messages sent without a UOW);
 - `uow_commit`: one whole UOW at a time through `UnitOfWork.commit()` (one request, open + 10
-  messages + COMMIT: one log entry, on the `SendStream` the client shares per destination): the
-  sender's commit latency;
+  messages + COMMIT: one log entry, on the `SendBatchStream` the client shares per
+  destination): the sender's commit latency;
 - `pipelined`: one pipelined publisher, 256 in flight (`StrongroomTarget.pipelined`);
 - `uow_pipelined`: whole UOWs through one `UowSender`, 64 in flight, as many messages as
   `pipelined`: UOWs/s and messages/s;

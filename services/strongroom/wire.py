@@ -1,13 +1,13 @@
 """Protobuf wire-format splicing for the write path.
 
 A publish travels as bytes: the Python client serialises each request once and sends a batch
-as the concatenation of its requests (kept for re-sending after a failover); the leader writes each
-`Operation` once, by joining an encoded `PublishOp` head (shared by every message of one
-destination in a round) with the serialised message (log format 2: the head once, followed by
-every message of the destination's run in the round, as one `PublishBatchOp`), and a log entry
-is its encoded head followed by its encoded operations. Protobuf parsers read concatenated
-fields as one message, so followers (and the leader's own apply) parse the result as an
-ordinary `LogEntry`.
+as the concatenation of its requests (kept for re-sending after a failover; a batch of units of
+work goes the same way); the leader writes each `Operation` once, by joining an encoded
+`PublishOp` head (shared by every message of one destination in a round) with the serialised
+message (log format 2: the head once, followed by every message of the destination's run in the
+round, as one `PublishBatchOp`), and a log entry is its encoded head followed by its encoded
+operations. Protobuf parsers read concatenated fields as one message, so followers (and the
+leader's own apply) parse the result as an ordinary `LogEntry`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ __all__ = [
     "PUBLISH_BATCH_HEAD",
     "PUBLISH_BATCH_MESSAGES",
     "PUBLISH_MESSAGE",
+    "UOW_BATCH_REQUESTS",
     "length_delimited",
     "repeated_after",
     "varint",
@@ -32,7 +33,7 @@ def _tag(field: int) -> bytes:
     return bytes([(field << 3) | 2])  # wire type 2: length-delimited
 
 
-# Field tags (numbers from replication.proto and messaging.proto).
+# Field tags (numbers from replication.proto, messaging.proto and uow.proto).
 ENTRY_OPS = _tag(3)          # LogEntry.ops
 OPERATION_PUBLISH = _tag(2)  # Operation.publish
 PUBLISH_MESSAGE = _tag(3)    # PublishOp.message
@@ -42,6 +43,7 @@ PUBLISH_BATCH_HEAD = _tag(1)        # PublishBatchOp.publish
 PUBLISH_BATCH_MESSAGES = _tag(2)    # PublishBatchOp.messages
 APPEND_ENTRIES = _tag(5)     # AppendRequest.entries
 BATCH_REQUESTS = _tag(1)     # PublishBatch.requests
+UOW_BATCH_REQUESTS = _tag(1)  # UowSendBatch.requests
 
 
 def varint(n: int) -> bytes:

@@ -1,8 +1,8 @@
 """The units-of-work half of the chaos workload: senders of UOWs and receivers that settle them,
 every step recorded for the checker's UOW rules.
 
-- a pipelined sender (`Client.uow_sender`: each UOW whole on one SendStream, sent again under
-  its id after a failover) and a sender in steps (`UnitOfWork.open` with the first message,
+- a pipelined sender (`Client.uow_sender`: each UOW whole on one SendBatchStream, sent again
+  under its id after a failover) and a sender in steps (`UnitOfWork.open` with the first message,
   `send` with the middle ones, `commit` with the last; one UOW in `backout_every` it backs out
   instead), which a leader change between steps aborts (UOW_ABORTED);
 - receivers (`Client.receive_uow`) that commit what they get, and back out one UOW in

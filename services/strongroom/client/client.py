@@ -193,8 +193,8 @@ class Client:
                      status_lifetime_multiple: int | None = None) -> UnitOfWork:
         """A new unit of work to a queue, or a publication to a durable topic (nothing is sent
         before `open`, `send` or `commit`); unset options take the destination's defaults from
-        the realm. Committed whole (never opened before), it goes on a `SendStream` the client
-        shares per destination and options (see `_commit_whole`)."""
+        the realm. Committed whole (never opened before), it goes on a `SendBatchStream` the
+        client shares per destination and options (see `_commit_whole`)."""
         return UnitOfWork(self.connection, destination, uow_id or new_uow_id(), persistent, persistent_status,
                           lifetime, status_lifetime_multiple, commit_whole=self._commit_whole)
 

@@ -19,9 +19,9 @@ is a publication every durable subscriber that subscribed before its commit rece
 A UOW's messages are sent with its commit, in one request that opens and commits it (one log
 entry), under an id the client chose: a commit that fails with a retriable error (leader gone,
 no quorum) or a broken connection is sent again with the same id, and the leader stores it
-once (`duplicate` in the answer). A `Client`'s UOWs send that request on a `SendStream` the
-client shares per destination and options (`UowSender`); one made without a client, with a
-unary `Send`. `open()` sends the opening alone, so the UOW is RECEIVED and
+once (`duplicate` in the answer). A `Client`'s UOWs send that request on a `SendBatchStream`
+the client shares per destination and options (`UowSender`); one made without a client, with
+a unary `Send`. `open()` sends the opening alone, so the UOW is RECEIVED and
 visible to status queries while messages are added with `send()`; such a UOW is lost when the
 leader changes before its commit (`UowAborted`: send it again as a new UOW).
 """

@@ -1,4 +1,4 @@
-"""Pipelined sending of whole units of work over one `UowService.SendStream`.
+"""Pipelined sending of whole units of work over one `UowService.SendBatchStream`.
 
     sender = client.uow_sender("orders.queue", window=64)
     fut = await sender.send([b"line 1", b"line 2"])       # waits for room in the window
@@ -7,9 +7,13 @@
 
 Each UOW goes as one request (open + its messages + COMMIT) under an id the client chose, so the
 leader commits it as one log entry, and up to `window` of them are in flight on the stream.
-After a retriable failure (NOT_LEADER, no quorum, a broken stream) every unanswered UOW is sent
-again, in order and under the same id, on a new stream to the leader: one the old leader had
-committed is answered with `duplicate` and stored once.
+Everything queued since the stream's last write goes as one `UowSendBatch` (as the publisher
+writes a `PublishBatch`), so the UOWs reach the leader's group-commit round together. A member
+of an older version answers `SendBatchStream` with UNIMPLEMENTED: the stream goes again to it as
+a `SendStream`, one UOW per stream message. After a retriable failure (NOT_LEADER, no quorum, a
+broken stream) every unanswered UOW is sent again, in order and under the same id, on a new
+stream to the leader: one the old leader had committed is answered with `duplicate` and stored
+once.
 
 `Client` also keeps one per destination and options for `UnitOfWork.commit()` of a whole UOW
 (`failures="as_raised"`: a UOW fails with the error a unary commit would raise).
@@ -19,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
 
 import grpc
 
@@ -28,7 +32,7 @@ from strongroom.api.v1 import uow_pb2 as upb
 from strongroom.client.connection import Connection
 from strongroom.client.publisher import outcome_unknown
 from strongroom.client.retry import Outage
-from strongroom.client.uow import UnitOfWork, UowResult, new_uow_id, response_result, uow_stub
+from strongroom.client.uow import UnitOfWork, UowResult, new_uow_id, response_result
 from strongroom.errors import (
     ConnectionFailed,
     InvalidArgument,
@@ -36,8 +40,14 @@ from strongroom.errors import (
     StrongroomError,
     error_for_reason,
 )
+from strongroom.wire import UOW_BATCH_REQUESTS, repeated_after
 
-__all__ = ["UowSender"]
+__all__ = ["MAX_BATCH_BYTES", "UowSender"]
+
+# Most bytes of requests in one stream message (a UOW larger than that goes alone).
+MAX_BATCH_BYTES = 1 << 20
+SEND_BATCH_STREAM = "/strongroom.v1.UowService/SendBatchStream"
+SEND_STREAM = "/strongroom.v1.UowService/SendStream"
 
 Body = bytes | tuple[bytes, dict[str, object] | None]
 """A message of a UOW: its body, or (body, fields)."""
@@ -59,11 +69,13 @@ class UowSender:
         self._options = (persistent, persistent_status, lifetime, status_lifetime_multiple)
         # A slot per UOW in flight, given back when it is answered or failed.
         self._slots = asyncio.Semaphore(window)
-        # correlation id -> (request, its future), in the order sent: what a new stream sends again.
-        self._unanswered: OrderedDict[int, tuple[upb.UowSendRequest, asyncio.Future[UowResult]]] = OrderedDict()
+        # correlation id -> (its request, serialised once, and its future), in the order sent:
+        # what a new stream sends again, the same bytes.
+        self._unanswered: OrderedDict[int, tuple[bytes, asyncio.Future[UowResult]]] = OrderedDict()
         self._next_id = 0
-        # The current stream's queue of requests to write (None: no stream yet).
-        self._writes: asyncio.Queue[upb.UowSendRequest | None] | None = None
+        # Requests not yet written, taken whole by the stream's writer when `_wake` is set.
+        self._outgoing: list[bytes] = []
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         # Once the retry policy gives up: fail what is unanswered with "outcome unknown", or
@@ -95,10 +107,11 @@ class UowSender:
         await self._slots.acquire()
         self._next_id += 1
         req.correlation_id = self._next_id
+        raw = req.SerializeToString()
         fut: asyncio.Future[UowResult] = asyncio.get_running_loop().create_future()
-        self._unanswered[req.correlation_id] = (req, fut)
-        if self._writes is not None:
-            self._writes.put_nowait(req)
+        self._unanswered[req.correlation_id] = (raw, fut)
+        self._outgoing.append(raw)
+        self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
         return fut
@@ -123,8 +136,7 @@ class UowSender:
         """Flush, then end the stream."""
         await self.flush()
         self._closed = True
-        if self._writes is not None:
-            self._writes.put_nowait(None)
+        self._wake.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
 
@@ -158,21 +170,44 @@ class UowSender:
 
     async def _stream(self, address: str, outage: Outage) -> None:
         """One stream on `address`, until it ends cleanly (closing) or fails: a failure is
-        raised for `call_leader` to judge, and what is unanswered goes again on the next one."""
-        call: grpc.aio.StreamStreamCall[upb.UowSendRequest, upb.UowSendResponse] = uow_stub(
-            self.connection, address).SendStream()
+        raised for `call_leader` to judge, and what is unanswered goes again on the next one.
+        A member that does not know `SendBatchStream` (an older version) gets `SendStream`."""
         self.streams += 1
-        writes: asyncio.Queue[upb.UowSendRequest | None] = asyncio.Queue()
-        for req, _ in self._unanswered.values():
-            writes.put_nowait(req)
-        if self._closed:
-            writes.put_nowait(None)
-        self._writes = writes
+        try:
+            await self._stream_on(address, outage, batched=True)
+            return
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+        # Nothing was taken: the server refused the call before reading a request.
+        await self._stream_on(address, outage, batched=False)
+
+    async def _stream_on(self, address: str, outage: Outage, batched: bool) -> None:
+        channel = self.connection.channel(address)
+        call: grpc.aio.StreamStreamCall[bytes, Any] = channel.stream_stream(
+            SEND_BATCH_STREAM if batched else SEND_STREAM, request_serializer=None,
+            response_deserializer=(upb.UowSendResponseBatch if batched else upb.UowSendResponse).FromString)()
+        # Everything unanswered goes again, in order, under its id.
+        self._outgoing = [raw for raw, _ in self._unanswered.values()]
+        self._wake.set()
 
         async def writer() -> None:
-            while (req := await writes.get()) is not None:
-                await call.write(req)
-            await call.done_writing()
+            # Everything queued at the moment goes as one stream message (MAX_BATCH_BYTES at most
+            # each), or on SendStream one per UOW.
+            wake = self._wake
+            while True:
+                await wake.wait()
+                wake.clear()
+                queued, self._outgoing = self._outgoing, []
+                if batched:
+                    for run in _batches(queued):
+                        await call.write(repeated_after(b"", UOW_BATCH_REQUESTS, run))  # a UowSendBatch
+                else:
+                    for raw in queued:
+                        await call.write(raw)  # a UowSendRequest
+                if self._closed and not self._outgoing:
+                    await call.done_writing()
+                    return
 
         wtask = asyncio.create_task(writer())
         # A write that fails with the stream is seen by the reader; the writer's error is not news.
@@ -180,32 +215,50 @@ class UowSender:
         try:
             while True:
                 resp = await call.read()
-                if not isinstance(resp, upb.UowSendResponse):  # grpc.aio.EOF
+                if resp is grpc.aio.EOF:
                     if self._unanswered:
                         raise ConnectionFailed(f"the unit-of-work stream on {address} ended with "
                                                f"{len(self._unanswered)} unanswered")
                     return
-                self._answer(resp, outage)
+                retry: StrongroomError | None = None
+                for item in resp.responses if batched else (resp,):
+                    retry = self._answer(item, outage) or retry
+                if retry is not None:
+                    raise retry
                 self.connection.note_leader(address)
         finally:
-            self._writes = None
             wtask.cancel()
             call.cancel()
 
-    def _answer(self, resp: upb.UowSendResponse, outage: Outage) -> None:
-        """Settle the UOW an answer is for; a retriable refusal is raised (it and every later
-        UOW go again, in order, on a new stream)."""
+    def _answer(self, resp: upb.UowSendResponse, outage: Outage) -> StrongroomError | None:
+        """Settle the UOW an answer is for; a retriable refusal is returned instead (it and every
+        unanswered UOW go again, in order, on a new stream)."""
         if resp.correlation_id not in self._unanswered:
-            return
+            return None
         if resp.error_reason:
             err = error_for_reason(resp.error_reason, resp.error_message, dict(resp.error_metadata))
             if err.retriable:
-                raise err
+                return err
             fut = self._answered(resp.correlation_id)
             if not fut.done():
                 fut.set_exception(err)
-            return
+            return None
         outage.progress()
         fut = self._answered(resp.correlation_id)
         if not fut.done():
             fut.set_result(response_result(resp))
+        return None
+
+
+def _batches(queued: list[bytes]) -> Iterator[list[bytes]]:
+    """`queued` in runs of at most MAX_BATCH_BYTES (a larger request alone)."""
+    run: list[bytes] = []
+    size = 0
+    for raw in queued:
+        if run and size + len(raw) > MAX_BATCH_BYTES:
+            yield run
+            run, size = [], 0
+        run.append(raw)
+        size += len(raw)
+    if run:
+        yield run

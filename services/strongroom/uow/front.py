@@ -24,8 +24,10 @@ What lives only on the leader, in the term's `UowLeader`:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections.abc import Sequence
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
@@ -61,6 +63,7 @@ from strongroom.uow.values import (
     MAX_WAIT_SECONDS,
     Action,
     ReceivedUow,
+    SenderStream,
     SendOutcome,
     SendRequest,
     Settlement,
@@ -151,8 +154,44 @@ class UowFront:
 
     # --- senders --------------------------------------------------------------------------------
 
-    async def send(self, req: SendRequest) -> SendOutcome:
-        """A sender's request: open, add, and commit / back out / cancel, as it asks."""
+    def open_stream(self) -> SenderStream:
+        """A stream of sender requests, pinned to the serving term (NOT_LEADER and the like
+        when this member does not serve)."""
+        term, _ = self._scope.current()
+        return SenderStream(term.epoch)
+
+    def submit(self, stream: SenderStream, requests: Sequence[SendRequest]) -> list[asyncio.Future[SendOutcome]]:
+        """Start a stream's requests, in order, at once; each future resolves with its outcome
+        (or fails with its error). Whatever of them goes to the log without waiting (a whole
+        UOW's commit does) is queued now, in order, so a batch of commits joins the same
+        group-commit round: each request runs up to its commit before the next starts. A
+        request for a UOW that an earlier request of the stream still works on waits for it."""
+        started: list[asyncio.Future[SendOutcome]] = []
+        for req in requests:
+            before = stream.working.get(req.uow_id) if req.uow_id else None
+            work = asyncio.ensure_future(self._stream_send(stream, req, before))
+            if req.uow_id:
+                stream.working[req.uow_id] = work
+                work.add_done_callback(functools.partial(stream.done, req.uow_id))
+            started.append(work)
+        return started
+
+    async def _stream_send(self, stream: SenderStream, req: SendRequest,
+                           before: asyncio.Future[SendOutcome] | None) -> SendOutcome:
+        if before is not None:
+            await asyncio.wait([before])
+        if stream.broken is not None:
+            raise stream.broken
+        try:
+            return await self.send(req, stream.epoch)
+        except StrongroomError as err:
+            if err.retriable and stream.broken is None:
+                stream.broken = err
+            raise
+
+    async def send(self, req: SendRequest, epoch: int | None = None) -> SendOutcome:
+        """A sender's request: open, add, and commit / back out / cancel, as it asks; `epoch`:
+        refused unless the serving term is still that one (a stream's pin)."""
         route, rule = self._scope.destination(req.destination)
         if req.action not in (Action.NONE, Action.COMMIT, Action.BACKOUT, Action.CANCEL):
             raise InvalidArgument(f"unknown action {req.action!r}")
@@ -170,6 +209,9 @@ class UowFront:
                 raise MessageTooLarge(f"message {i + 1} has {n} bytes; store {route.store.name!r} takes at most {limit}")
             size += n
         term, leader = self._scope.current()
+        if epoch is not None and term.epoch != epoch:
+            raise PersistenceUnavailable("leadership changed during this stream of units of work; send what is "
+                                         "unanswered again on a new stream")
         if req.open:
             return await self._open(term, leader, route, rule, req, size)
         return await self._continue(term, leader, route, req, size)

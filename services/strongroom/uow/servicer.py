@@ -4,7 +4,7 @@ answers and errors back (the error table in `grpcerrors`). Validation lives in `
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Protocol
 
 import grpc
@@ -16,6 +16,7 @@ from strongroom.grpcerrors import abort_with, to_status
 from strongroom.uow.values import (
     Action,
     ReceivedUow,
+    SenderStream,
     SendOutcome,
     SendRequest,
     Settlement,
@@ -41,6 +42,10 @@ class Uows(Protocol):
     """The units-of-work front (`UowFront`)."""
 
     async def send(self, req: SendRequest) -> SendOutcome: ...
+
+    def open_stream(self) -> SenderStream: ...
+
+    def submit(self, stream: SenderStream, requests: Sequence[SendRequest]) -> list[asyncio.Future[SendOutcome]]: ...
 
     async def receive(self, destination: str, receiver: str, wait: float) -> ReceivedUow | None: ...
 
@@ -90,6 +95,40 @@ def _send_response(request: upb.UowSendRequest, out: SendOutcome) -> upb.UowSend
                                messages=out.messages, duplicate=out.duplicate, log_index=out.log_index)
 
 
+def _error_response(request: upb.UowSendRequest, err: StrongroomError) -> upb.UowSendResponse:
+    """A stream's answer to a request that failed (`err` as the client is told it)."""
+    return upb.UowSendResponse(correlation_id=request.correlation_id, uow_id=request.uow_id,
+                               error_code=to_status(err).code.value[0], error_reason=err.reason,
+                               error_message=err.message, error_metadata=err.metadata)
+
+
+def _add_answer(reply: upb.UowSendResponseBatch, request: upb.UowSendRequest, work: asyncio.Future[SendOutcome],
+                named: Naming) -> None:
+    """The answer to one request of a batch, from its finished work."""
+    err = work.exception()
+    if err is None:
+        out = work.result()
+        reply.responses.add(correlation_id=request.correlation_id, uow_id=out.uow_id, status=int(out.status),
+                            messages=out.messages, duplicate=out.duplicate, log_index=out.log_index)
+    elif isinstance(err, StrongroomError):
+        reply.responses.append(_error_response(request, named(err)))
+    else:
+        raise err
+
+
+def _failed(err: StrongroomError) -> asyncio.Future[SendOutcome]:
+    """A request refused before it reached the front, as a failed future."""
+    failed: asyncio.Future[SendOutcome] = asyncio.get_running_loop().create_future()
+    failed.set_exception(err)
+    return failed
+
+
+def _retrieve(work: asyncio.Future[SendOutcome]) -> None:
+    """Mark a finished request's error seen (its stream ended before it was answered)."""
+    if not work.cancelled():
+        work.exception()
+
+
 class UowServicer(ugrpc.UowServiceServicer):
     """Senders, receivers and status queries of units of work."""
 
@@ -129,11 +168,7 @@ class UowServicer(ugrpc.UowServiceServicer):
                 try:
                     yield _send_response(request, await work)
                 except StrongroomError as err:
-                    err = self.named(err)
-                    status = to_status(err)
-                    yield upb.UowSendResponse(correlation_id=request.correlation_id, uow_id=request.uow_id,
-                                              error_code=status.code.value[0], error_reason=err.reason,
-                                              error_message=err.message, error_metadata=err.metadata)
+                    yield _error_response(request, self.named(err))
         finally:
             task.cancel()
             while not pending.empty():
@@ -141,13 +176,73 @@ class UowServicer(ugrpc.UowServiceServicer):
                 if item is not None:
                     item[1].cancel()
 
+    async def SendBatchStream(self, request_iterator: AsyncIterator[upb.UowSendBatch],
+                              context: Context) -> AsyncIterator[upb.UowSendResponseBatch]:
+        # Each batch's requests go to the front as the batch arrives, all at once and in order
+        # (its whole UOWs' commits share a group-commit round); one answer batch per batch, in
+        # order, once all its requests are answered.
+        try:
+            # A stream opened on a member that does not lead ends at once with NOT_LEADER and
+            # the leader's address, as a unary call would; else it is pinned to this term.
+            stream = self.front.open_stream()
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        batches: asyncio.Queue[tuple[list[upb.UowSendRequest], list[asyncio.Future[SendOutcome]]] | None] = \
+            asyncio.Queue()
+
+        async def reader() -> None:
+            try:
+                async for batch in request_iterator:
+                    requests = list(batch.requests)
+                    batches.put_nowait((requests, self._submit(stream, requests)))
+            finally:
+                batches.put_nowait(None)
+
+        task = asyncio.create_task(reader())
+        started: list[asyncio.Future[SendOutcome]] = []
+        try:
+            while (item := await batches.get()) is not None:
+                requests, started = item
+                if started:
+                    await asyncio.wait(started)
+                reply = upb.UowSendResponseBatch()
+                for request, work in zip(requests, started):
+                    _add_answer(reply, request, work, self.named)
+                started = []
+                yield reply
+        finally:
+            task.cancel()
+            # What was started runs on to its end, unheard: a commit queued for the log is
+            # committed anyway, and cutting its bookkeeping short would lose what the leader
+            # holds of it (a non-persistent UOW's messages).
+            for work in started:
+                work.add_done_callback(_retrieve)
+            while not batches.empty():
+                item = batches.get_nowait()
+                for work in item[1] if item is not None else ():
+                    work.add_done_callback(_retrieve)
+
+    def _submit(self, stream: SenderStream, requests: list[upb.UowSendRequest]) -> list[asyncio.Future[SendOutcome]]:
+        """A batch's requests, started in order: each as its domain request, or failed at once
+        when it cannot be one (an unknown action)."""
+        domain: list[SendRequest] = []
+        refused: dict[int, StrongroomError] = {}
+        for i, request in enumerate(requests):
+            try:
+                domain.append(_send_request(request))
+            except StrongroomError as err:
+                refused[i] = err
+        started = self.front.submit(stream, domain)
+        if not refused:
+            return started
+        work = iter(started)
+        return [_failed(refused[i]) if i in refused else next(work) for i in range(len(requests))]
+
     def _send(self, request: upb.UowSendRequest) -> Awaitable[SendOutcome]:
         try:
             return self.front.send(_send_request(request))
         except StrongroomError as err:
-            failed: asyncio.Future[SendOutcome] = asyncio.get_running_loop().create_future()
-            failed.set_exception(err)
-            return failed
+            return _failed(err)
 
     async def Receive(self, request: upb.UowReceiveRequest, context: Context) -> upb.UowReceiveResponse:
         try:

@@ -3,9 +3,11 @@ servicer builds them from the requests; the front takes and returns them)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.errors import StrongroomError
 from strongroom.uow.model import UowStatus
 
 __all__ = [
@@ -13,6 +15,7 @@ __all__ = [
     "ReceivedUow",
     "SendOutcome",
     "SendRequest",
+    "SenderStream",
     "SettleOutcome",
     "Settlement",
     "SubscriberView",
@@ -77,6 +80,28 @@ class SendOutcome:
     messages: int
     duplicate: bool = False
     log_index: int = 0
+
+
+class SenderStream:
+    """What the front keeps of one stream of sender requests (`UowFront.submit`)."""
+
+    __slots__ = ("broken", "epoch", "working")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        """The leadership epoch the stream is pinned to: a stream that outlives its term, even
+        when this member leads again, is refused, so its client sends again in order on a new
+        one."""
+        self.broken: StrongroomError | None = None
+        """The first retriable error: every later request of the stream fails with it (the
+        client sends them again, in order, on a new stream)."""
+        self.working: dict[str, asyncio.Future[SendOutcome]] = {}
+        """The latest unfinished request per UOW id: the next one for that UOW waits for it."""
+
+    def done(self, uow_id: str, work: asyncio.Future[SendOutcome]) -> None:
+        """A request for `uow_id` finished."""
+        if self.working.get(uow_id) is work:
+            del self.working[uow_id]
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,18 @@ class UowSendRequest(_message.Message):
     correlation_id: int
     def __init__(self, destination: _Optional[str] = ..., uow_id: _Optional[str] = ..., open: _Optional[bool] = ..., messages: _Optional[_Iterable[_Union[_common_pb2.Message, _Mapping]]] = ..., action: _Optional[_Union[UowAction, str]] = ..., options: _Optional[_Union[UowOptions, _Mapping]] = ..., user_status: _Optional[bytes] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
+class UowSendBatch(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[UowSendRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[UowSendRequest, _Mapping]]] = ...) -> None: ...
+
+class UowSendResponseBatch(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[UowSendResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[UowSendResponse, _Mapping]]] = ...) -> None: ...
+
 class UowSendResponse(_message.Message):
     __slots__ = ("correlation_id", "uow_id", "status", "messages", "duplicate", "log_index", "error_code", "error_reason", "error_message", "error_metadata")
     class ErrorMetadataEntry(_message.Message):

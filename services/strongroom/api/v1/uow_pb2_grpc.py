@@ -75,6 +75,11 @@ class UowServiceStub:
                 request_serializer=strongroom_dot_v1_dot_uow__pb2.UowSendRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_uow__pb2.UowSendResponse.FromString,
                 _registered_method=True)
+        self.SendBatchStream = channel.stream_stream(
+                '/strongroom.v1.UowService/SendBatchStream',
+                request_serializer=strongroom_dot_v1_dot_uow__pb2.UowSendBatch.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_uow__pb2.UowSendResponseBatch.FromString,
+                _registered_method=True)
         self.Receive = channel.unary_unary(
                 '/strongroom.v1.UowService/Receive',
                 request_serializer=strongroom_dot_v1_dot_uow__pb2.UowReceiveRequest.SerializeToString,
@@ -153,6 +158,29 @@ class UowServiceServicer:
     def SendStream(self, request_iterator, context):
         """Pipelined sending: requests flow in, answers flow out in request order with the request's
         correlation id. An error for one request does not end the stream; it is in the answer.
+        Each request is started as it is read, so a request for a UOW may overtake the one before
+        it for the same UOW (an add sent before its open was answered can be answered
+        UNKNOWN_UOW): wait for each answer there, or send whole UOWs. SendBatchStream does the same
+        with many requests per stream message, keeps the requests of one UOW in order, and is
+        faster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendBatchStream(self, request_iterator, context):
+        """Pipelined sending in batches, the way to send many UOWs fast (as PublishStream publishes):
+        write UowSendBatches, read one UowSendResponseBatch per batch, in the order of the batches,
+        its answers in the order of the batch's requests, each with its request's correlation id.
+        The requests of a batch go to the leader's log together and in order (the commits of a
+        batch's whole UOWs share group-commit rounds); requests for one UOW apply in order even in
+        one batch. An error for one request is in its answer (error_code, error_reason, ...) and
+        the others of the batch go on; but after a retriable error (NOT_LEADER, NO_QUORUM, ...)
+        every later request of the stream fails with it too, so a client sends what is unanswered
+        again, in order, on a new stream (a whole UOW under the same id: one already committed is
+        answered `duplicate`). A stream is pinned to the leadership epoch it started in. A stream
+        opened on a member that does not lead ends at once with NOT_LEADER, like a unary call. A
+        member of an older version answers UNIMPLEMENTED: use SendStream there.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -223,6 +251,11 @@ def add_UowServiceServicer_to_server(servicer, server):
                     servicer.SendStream,
                     request_deserializer=strongroom_dot_v1_dot_uow__pb2.UowSendRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_uow__pb2.UowSendResponse.SerializeToString,
+            ),
+            'SendBatchStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.SendBatchStream,
+                    request_deserializer=strongroom_dot_v1_dot_uow__pb2.UowSendBatch.FromString,
+                    response_serializer=strongroom_dot_v1_dot_uow__pb2.UowSendResponseBatch.SerializeToString,
             ),
             'Receive': grpc.unary_unary_rpc_method_handler(
                     servicer.Receive,
@@ -340,6 +373,33 @@ class UowService:
             '/strongroom.v1.UowService/SendStream',
             strongroom_dot_v1_dot_uow__pb2.UowSendRequest.SerializeToString,
             strongroom_dot_v1_dot_uow__pb2.UowSendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendBatchStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/strongroom.v1.UowService/SendBatchStream',
+            strongroom_dot_v1_dot_uow__pb2.UowSendBatch.SerializeToString,
+            strongroom_dot_v1_dot_uow__pb2.UowSendResponseBatch.FromString,
             options,
             channel_credentials,
             insecure,
