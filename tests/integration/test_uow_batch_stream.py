@@ -138,3 +138,28 @@ async def test_a_stream_opened_on_a_follower_ends_with_not_leader_naming_the_lea
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert err is not None and err.reason == "NOT_LEADER"
     assert err.metadata["leader_address"] == shared_cluster.address(leader)
+
+
+async def test_send_stream_applies_one_uows_pipelined_steps_in_order(
+        client: Client, stub: ugrpc.UowServiceStub) -> None:
+    """Open, two adds and the commit of one UOW written on SendStream without waiting for any
+    answer: each step waits for the one before, so the UOW commits with all its messages (a step
+    that overtook its open would be refused UNKNOWN_UOW and the commit would go without it)."""
+    steps = [upb.UowSendRequest(destination="pipelined.queue", uow_id="p1", open=True, correlation_id=1,
+                                messages=[cpb.Message(body=b"a")]),
+             upb.UowSendRequest(destination="pipelined.queue", uow_id="p1", correlation_id=2,
+                                messages=[cpb.Message(body=b"b")]),
+             upb.UowSendRequest(destination="pipelined.queue", uow_id="p1", correlation_id=3,
+                                messages=[cpb.Message(body=b"c")]),
+             upb.UowSendRequest(destination="pipelined.queue", uow_id="p1", correlation_id=4,
+                                action=upb.UOW_ACTION_COMMIT)]
+    call = stub.SendStream()
+    for step in steps:
+        await call.write(step)
+    await call.done_writing()
+    answers = [a async for a in call]
+    assert [(a.correlation_id, a.error_reason) for a in answers] == [(1, ""), (2, ""), (3, ""), (4, "")]
+    assert answers[-1].status == ACCEPTED and answers[-1].messages == 3
+    got = await client.receive_uow("pipelined.queue", "r1", wait=5)
+    assert got is not None and [m.body for m in got.messages] == [b"a", b"b", b"c"]
+    assert await got.commit() == "PROCESSED"

@@ -146,35 +146,43 @@ class UowServicer(ugrpc.UowServiceServicer):
 
     async def SendStream(self, request_iterator: AsyncIterator[upb.UowSendRequest],
                          context: Context) -> AsyncIterator[upb.UowSendResponse]:
-        # Each request is handed to the front as it arrives (many commits share a group-commit
-        # round); answers go out in request order.
-        pending: asyncio.Queue[tuple[upb.UowSendRequest, asyncio.Task[SendOutcome]] | None] = asyncio.Queue(
+        # Each request goes to the front as it arrives, as a batch of one on a stream pinned to
+        # this term (SendBatchStream's path): many commits share a group-commit round, requests
+        # for one UOW run in order (an add pipelined behind its open waits for it), answers go
+        # out in request order.
+        try:
+            stream = self.front.open_stream()
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
+        pending: asyncio.Queue[tuple[upb.UowSendRequest, asyncio.Future[SendOutcome]] | None] = asyncio.Queue(
             STREAM_WINDOW)
 
         async def reader() -> None:
             try:
                 async for request in request_iterator:
-                    await pending.put((request, asyncio.ensure_future(self._send(request))))
+                    await pending.put((request, self._submit(stream, [request])[0]))
             finally:
                 await pending.put(None)
 
         task = asyncio.create_task(reader())
+        work: asyncio.Future[SendOutcome] | None = None
         try:
-            while True:
-                item = await pending.get()
-                if item is None:
-                    break
+            while (item := await pending.get()) is not None:
                 request, work = item
-                try:
-                    yield _send_response(request, await work)
-                except StrongroomError as err:
-                    yield _error_response(request, self.named(err))
+                await asyncio.wait([work])
+                reply = upb.UowSendResponseBatch()
+                _add_answer(reply, request, work, self.named)
+                work = None
+                yield reply.responses[0]
         finally:
             task.cancel()
+            # As SendBatchStream: what was started runs on to its end, unheard.
+            if work is not None:
+                work.add_done_callback(_retrieve)
             while not pending.empty():
                 item = pending.get_nowait()
                 if item is not None:
-                    item[1].cancel()
+                    item[1].add_done_callback(_retrieve)
 
     async def SendBatchStream(self, request_iterator: AsyncIterator[upb.UowSendBatch],
                               context: Context) -> AsyncIterator[upb.UowSendResponseBatch]:

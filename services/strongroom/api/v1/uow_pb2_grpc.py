@@ -157,12 +157,11 @@ class UowServiceServicer:
 
     def SendStream(self, request_iterator, context):
         """Pipelined sending: requests flow in, answers flow out in request order with the request's
-        correlation id. An error for one request does not end the stream; it is in the answer.
-        Each request is started as it is read, so a request for a UOW may overtake the one before
-        it for the same UOW (an add sent before its open was answered can be answered
-        UNKNOWN_UOW): wait for each answer there, or send whole UOWs. SendBatchStream does the same
-        with many requests per stream message, keeps the requests of one UOW in order, and is
-        faster.
+        correlation id. An error for one request does not end the stream; it is in the answer, and
+        after a retriable one every later request fails too. Requests for one UOW apply in order
+        (an add sent before its open was answered waits for it). Pinned to the leadership epoch it
+        started in; opened on a member that does not lead, it ends at once with NOT_LEADER.
+        SendBatchStream does the same with many requests per stream message, and is faster.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
