@@ -11,7 +11,7 @@ from typing import Self, TypeVar
 
 import grpc
 
-from strongroom.api.v1 import admin_pb2
+from strongroom.api.v1 import admin_pb2, router_pb2
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
@@ -140,6 +140,13 @@ class Client:
         pub = self._publishers.get((destination, confirm))
         return await (await pub.send(body, fields))
 
+    async def publish_message(self, destination: str, message: cpb.Message, confirm: bool | None = None) -> PublishResult:
+        """Publish a message as it is (its id and origin untouched: how a router stores what
+        another cluster forwarded) on the stream `publish` shares; a forwarded message's
+        ORIGIN_GAP or INVALID_ORIGIN is raised (`OriginGap`, `InvalidOrigin`), not retried."""
+        pub = self._publishers.get((destination, confirm))
+        return await (await pub.send_message(message))
+
     def publisher(self, destination: str, window: int = 256, confirm: bool | None = None) -> Publisher:
         """A pipelined publisher: up to `window` messages in flight, each confirmed."""
         return Publisher(self.connection, destination, window, confirm)
@@ -265,6 +272,22 @@ class Client:
             return reply
 
         return await connection.call_leader(call)
+
+    async def origin_marks(self, store: str, destination: str = "") -> list[router_pb2.OriginMark]:
+        """The origin marks of a routed store as the leader sees them (only those of
+        `destination`, when given): per origin cluster and destination, the highest origin
+        sequence of the messages routers forwarded here that the cluster stored. UnknownStore
+        for a store the cluster lacks, InvalidArgument for one that is not routed (an empty
+        `store`: every routed store of the cluster)."""
+        req = admin_pb2.ListOriginMarksRequest(store=store, destination=destination)
+        connection = self.connection
+
+        async def call(address: str) -> admin_pb2.ListOriginMarksResponse:
+            reply: admin_pb2.ListOriginMarksResponse = await connection.admin(address).ListOriginMarks(
+                req, timeout=connection.policy.timeout)
+            return reply
+
+        return list((await connection.call_leader(call)).marks)
 
     # --- status ----------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 import grpc
 
+from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.client.connection import Connection
 from strongroom.client.messages import PublishResult, fill_message
@@ -82,6 +83,24 @@ class Publisher:
     async def send(self, body: bytes, fields: dict[str, object] | None = None) -> asyncio.Future[PublishResult]:
         """Queue a message; the returned future resolves when it is confirmed (or fails with a
         `StrongroomError`)."""
+        await self._take_slot()
+        sequence = next(self._sequence)
+        req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
+        fill_message(req.message, body, fields, self.producer_id, sequence)
+        return self._queue(req)
+
+    async def send_message(self, message: cpb.Message) -> asyncio.Future[PublishResult]:
+        """Queue a message as it is: its id (producer_id, sequence) and its origin untouched, as a
+        router forwards a message. A re-send after a failover is deduplicated by its id, or by
+        its origin's mark (a message with neither may be stored twice). A forwarded message's
+        ORIGIN_GAP or INVALID_ORIGIN fails its future (`OriginGap`, `InvalidOrigin`); the
+        messages after it go on."""
+        await self._take_slot()
+        return self._queue(mpb.PublishRequest(destination=self.destination, mode=self.mode, message=message,
+                                              correlation_id=next(self._sequence)))
+
+    async def _take_slot(self) -> None:
+        """Wait for room in the window and take it."""
         if self._closed:
             raise InvalidArgument("publisher is closed")
         while self._free <= 0:
@@ -90,13 +109,13 @@ class Publisher:
                 room = self._room = asyncio.get_running_loop().create_future()
             await room
         self._free -= 1
-        sequence = next(self._sequence)
-        req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
-        fill_message(req.message, body, fields, self.producer_id, sequence)
+
+    def _queue(self, req: mpb.PublishRequest) -> asyncio.Future[PublishResult]:
+        """Queue a request for the stream (its window slot taken); its future."""
         raw = length_delimited(BATCH_REQUESTS, req.SerializeToString())
         fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         # The slot is freed when the message leaves `_unconfirmed` (answered or failed).
-        self._unconfirmed[sequence] = (raw, fut)
+        self._unconfirmed[req.correlation_id] = (raw, fut)
         self._outgoing.append(raw)
         self._wake.set()
         if self._task is None or self._task.done():
@@ -208,7 +227,8 @@ class Publisher:
                 continue
             if item.error_reason:
                 err = error_for_reason(item.error_reason, item.error_message, dict(item.error_metadata))
-                if err.retriable:
+                # The message's own outcome (ORIGIN_GAP) is its caller's to act on: not re-sent.
+                if err.retriable and not err.caller_retries:
                     retry = retry or err
                     continue
                 fut = self._settle(item.correlation_id)

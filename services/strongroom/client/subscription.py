@@ -304,7 +304,7 @@ class Subscription:
                     seq=d.message_seq, body=m.body, fields={k: from_field(v) for k, v in m.fields.items()},
                     delivery_count=d.delivery_count, destination=d.destination,
                     producer_id=m.producer_id, sequence=m.sequence, published_at=d.published_at,
-                    _sub=self))
+                    origin=m.origin if m.HasField("origin") else None, _sub=self))
         return False
 
     async def _recover(self, err: StrongroomError) -> None:
