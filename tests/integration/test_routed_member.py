@@ -195,28 +195,36 @@ async def test_list_origin_marks_names_its_errors_and_the_leader(routed: Cluster
         assert isinstance(err, NotLeaderError) and err.leader_address == routed.address(leader)
 
 
-def _status_json(cluster: Cluster) -> list[dict[str, object]]:
-    done = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "status", "--json", "-s",
+def status_cli(cluster: Cluster, *argv: str) -> str:
+    """`strongroom status` as a user runs it, `-s` naming the members: its output."""
+    done = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "status", *argv, "-s",
                            ",".join(cluster.addresses())], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return done.stdout
 
 
 async def test_status_shows_the_marks_of_a_routed_store(routed: Cluster) -> None:
     async with leader_client(routed) as client:
         await ready(client)
         await client.publish_message("wide.status", forwarded(1, 0))
-    statuses = _status_json(routed)
+
+    async def applied_everywhere() -> bool:
+        for name in routed.names:
+            st = await routed.status(name)
+            wide = [s for s in st.stores if s.name == "wide"] if st is not None else []
+            if not wide or ("london", "wide.status") not in {(m.cluster, m.destination) for m in wide[0].origin_marks}:
+                return False
+        return True
+
+    await wait_for(applied_everywhere, timeout=10)
+    statuses = json.loads(status_cli(routed, "--json"))
     assert len(statuses) == 3
     for member in statuses:
         stores = {s["name"]: s for s in member["stores"]}  # type: ignore[attr-defined]
         assert stores["default"].get("origin_marks", []) == []
         marks = {(m["cluster"], m["destination"]): m["sequence"] for m in stores["wide"]["origin_marks"]}
         assert marks.get(("london", "wide.status")) == 1
-    done = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "status", "-s", ",".join(routed.addresses())],
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    line = next(x for x in done.stdout.splitlines() if "forwarded here" in x)
+    line = next(x for x in status_cli(routed).splitlines() if "forwarded here" in x)
     assert "from london:" in line and "wide.status 1" in line
 
 

@@ -12,7 +12,13 @@ import pytest
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.errors import InvalidOrigin, LogFormatPending, NoInterest, OriginGap, StrongroomError
+from strongroom.errors import (
+    InvalidOrigin,
+    LogFormatPending,
+    NoInterest,
+    OriginGap,
+    StrongroomError,
+)
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.membership import MemberRecord, Membership
 from strongroom.persistence.messaging import MessagingFront
