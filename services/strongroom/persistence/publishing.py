@@ -101,6 +101,10 @@ class PublishOutcome(NamedTuple):
 
 
 _MODES = frozenset(PublishMode)
+_PublishRequest = mpb.PublishRequest
+# Unbound: asked of every request, it costs half of `item.HasField(...)`, which makes a bound
+# method per call (34 against 60 ns).
+_request_has_field = mpb.PublishRequest.HasField
 
 
 def check_publish(item: PublishItem) -> None:
@@ -118,7 +122,7 @@ def check_publish(item: PublishItem) -> None:
         raise InvalidArgument("destination is required")
     if item.mode not in _MODES:
         raise InvalidArgument(f"unknown publish mode {item.mode}")
-    if type(item) is mpb.PublishRequest and not item.HasField("message"):
+    if type(item) is _PublishRequest and not _request_has_field(item, "message"):
         raise InvalidArgument("message is required (send an empty Message for an empty body)")
     message = item.message
     if message.producer_id:
