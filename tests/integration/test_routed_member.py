@@ -25,7 +25,8 @@ from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.client import Client
-from strongroom.client.messages import PublishResult
+from strongroom.client.messages import PublishResult, from_field
+from strongroom.client.publisher import Publisher
 from strongroom.errors import (
     InvalidArgument,
     InvalidOrigin,
@@ -79,12 +80,27 @@ def forwarded(seq: int, prev: int, cluster: str = "london", store: str = "wide")
                        origin=cpb.Origin(cluster=cluster, store=store, sequence=seq, previous=prev))
 
 
+async def forward(client: Client, destination: str, message: cpb.Message) -> PublishResult:
+    """What london's router does with a message it forwards here: publish it, origin set."""
+    origin = message.origin if message.HasField("origin") else None
+    return await client.publish(destination, message.body, fields_of(message), origin=origin)
+
+
+async def send(pub: Publisher, message: cpb.Message) -> asyncio.Future[PublishResult]:
+    """The same on a pipelined publisher: the future of its outcome."""
+    return await pub.send(message.body, fields_of(message), message.origin)
+
+
+def fields_of(message: cpb.Message) -> dict[str, object]:
+    return {k: from_field(v) for k, v in message.fields.items()}
+
+
 async def ready(client: Client) -> None:
     """Until the leader heard every member register log format 6 (a forwarded message is
     refused with LOG_FORMAT_PENDING before): a probe moves the mark of its own destination."""
     async def accepted() -> bool:
         try:
-            await client.publish_message("wide.probe", forwarded(1, 0))
+            await forward(client, "wide.probe", forwarded(1, 0))
         except LogFormatPending:
             return False
         return True
@@ -108,15 +124,15 @@ async def test_forwarded_messages_are_stored_once_in_order_and_duplicates_and_ga
         await ready(client)
         sub = await client.subscribe("wide.prices", "app")
         for seq in range(1, 4):
-            res = await client.publish_message("wide.prices", forwarded(seq, seq - 1))
+            res = await forward(client, "wide.prices", forwarded(seq, seq - 1))
             assert res.stored and not res.duplicate and res.message_seq > 0
         # A router re-sends what it is unsure of: duplicates, confirmed, nothing stored.
         for seq in (1, 3, 2):
-            again = await client.publish_message("wide.prices", forwarded(seq, seq - 1))
+            again = await forward(client, "wide.prices", forwarded(seq, seq - 1))
             assert again == PublishResult(0, True, True, False)
         # A message whose `previous` is not the mark: ORIGIN_GAP, not retried by the client.
         with pytest.raises(OriginGap, match="up to 3") as gap:
-            await client.publish_message("wide.prices", forwarded(6, 5))
+            await forward(client, "wide.prices", forwarded(6, 5))
         assert gap.value.retriable and gap.value.code == "FAILED_PRECONDITION"
         # The unary Publish: the same rule.
         async def unary(address: str, seq: int, prev: int) -> mpb.PublishResponse:
@@ -130,7 +146,7 @@ async def test_forwarded_messages_are_stored_once_in_order_and_duplicates_and_ga
             await client.retrying(lambda a: unary(a, 9, 8))
         # A pipelined publisher: each message's outcome on its own, the stream goes on.
         pub = client.publisher("wide.prices", window=16)
-        futs = [await pub.send_message(m) for m in (forwarded(5, 4), forwarded(5, 4), forwarded(9, 8),
+        futs = [await send(pub, m) for m in (forwarded(5, 4), forwarded(5, 4), forwarded(9, 8),
                                                      forwarded(7, 5), forwarded(8, 7))]
         results = await asyncio.gather(*futs, return_exceptions=True)
         await pub.close()
@@ -167,14 +183,14 @@ async def test_an_origin_that_cannot_be_meant_is_refused_and_stores_nothing(rout
                  ("plain.bad", forwarded(1, 0), "not routed to another cluster")]
         for destination, message, why in cases:
             with pytest.raises(InvalidOrigin, match=why) as refused:
-                await client.publish_message(destination, message)
+                await forward(client, destination, message)
             assert refused.value.code == "INVALID_ARGUMENT" and not refused.value.retriable
         assert await client.origin_marks("wide", "wide.bad") == []
         assert await drain(sub, 1, timeout=1.0) == [] and await drain(local_sub, 1, timeout=1.0) == []
         # The same messages without their origin are ordinary publishes.
         plain = forwarded(1, 0)
         plain.ClearField("origin")
-        assert (await client.publish_message("wide.bad", plain)).stored
+        assert (await forward(client, "wide.bad", plain)).stored
         assert bodies(await drain(sub, 1)) == [b"london-1"]
         await sub.close()
         await local_sub.close()
@@ -206,7 +222,7 @@ def status_cli(cluster: Cluster, *argv: str) -> str:
 async def test_status_shows_the_marks_of_a_routed_store(routed: Cluster) -> None:
     async with leader_client(routed) as client:
         await ready(client)
-        await client.publish_message("wide.status", forwarded(1, 0))
+        await forward(client, "wide.status", forwarded(1, 0))
 
     async def applied_everywhere() -> bool:
         for name in routed.names:
@@ -246,7 +262,7 @@ async def test_exactly_once_through_a_leader_kill_and_a_follower_with_an_empty_d
             pub = client.publisher("wide.orders", window=32)
             futs = []
             for seq in range(1, total + 1):
-                futs.append(await pub.send_message(forwarded(seq, seq - 1)))
+                futs.append(await send(pub, forwarded(seq, seq - 1)))
                 if seq == total // 3:
                     cluster.kill(old, signal.SIGKILL)
             results = await asyncio.gather(*futs)
@@ -257,7 +273,7 @@ async def test_exactly_once_through_a_leader_kill_and_a_follower_with_an_empty_d
             # A router that lost track re-sends from further back: the new leader's marks make
             # every one a duplicate.
             pub = client.publisher("wide.orders", window=32)
-            again = await asyncio.gather(*[await pub.send_message(forwarded(seq, seq - 1))
+            again = await asyncio.gather(*[await send(pub, forwarded(seq, seq - 1))
                                            for seq in range(total // 3 - 20, total + 1)])
             await pub.close()
             assert all(r.duplicate and r.message_seq == 0 for r in again)
@@ -272,7 +288,7 @@ async def test_exactly_once_through_a_leader_kill_and_a_follower_with_an_empty_d
             # More than compact_after_entries entries while it is down (one message each), so
             # the leader compacts its log and the killed member comes back to a snapshot.
             for seq in range(1, 121):
-                assert (await client.publish_message("wide.more", forwarded(seq, seq - 1))).stored is False
+                assert (await forward(client, "wide.more", forwarded(seq, seq - 1))).stored is False
             # The killed member comes back with an empty disk.
             cluster.start(old, wipe=True)
 
@@ -305,5 +321,5 @@ async def test_exactly_once_through_a_leader_kill_and_a_follower_with_an_empty_d
             assert await cluster.leader() == old
             marks = {(m.cluster, m.destination): m.sequence for m in await client.origin_marks("wide")}
             assert marks[("london", "wide.orders")] == total
-            assert (await client.publish_message("wide.orders", forwarded(total, total - 1))).duplicate
-            assert (await client.publish_message("wide.orders", forwarded(total + 1, total))).stored
+            assert (await forward(client, "wide.orders", forwarded(total, total - 1))).duplicate
+            assert (await forward(client, "wide.orders", forwarded(total + 1, total))).stored

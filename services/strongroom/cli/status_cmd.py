@@ -13,7 +13,7 @@ from typing import Any
 from strongroom.api.v1 import common_pb2
 from strongroom.cli.common import CliError, ExitCode, resolve_endpoints, say_error, where_options
 
-__all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes", "origin_marks_line", "proto_dict"]
+__all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes", "proto_dict"]
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -131,21 +131,16 @@ class Client:
         return msg
 
     async def publish(self, destination: str, body: bytes, fields: dict[str, object] | None = None,
-                      confirm: bool | None = None) -> PublishResult:
+                      confirm: bool | None = None, origin: cpb.Origin | None = None) -> PublishResult:
         """Publish one message; with confirmation (the store default) returns once committed.
 
         Goes on a publish stream the client keeps open per destination (a stream round trip
         costs about half a unary call), so concurrent calls share it and its group-commit
-        rounds; failover, redirects and re-sends are the `Publisher`'s."""
+        rounds; failover, redirects and re-sends are the `Publisher`'s. `origin` is for routers
+        (`Message.origin`): a forwarded message's ORIGIN_GAP or INVALID_ORIGIN is raised
+        (`OriginGap`, `InvalidOrigin`), never retried by the client."""
         pub = self._publishers.get((destination, confirm))
-        return await (await pub.send(body, fields))
-
-    async def publish_message(self, destination: str, message: cpb.Message, confirm: bool | None = None) -> PublishResult:
-        """Publish a message as it is (its id and origin untouched: how a router stores what
-        another cluster forwarded) on the stream `publish` shares; a forwarded message's
-        ORIGIN_GAP or INVALID_ORIGIN is raised (`OriginGap`, `InvalidOrigin`), not retried."""
-        pub = self._publishers.get((destination, confirm))
-        return await (await pub.send_message(message))
+        return await (await pub.send(body, fields, origin))
 
     def publisher(self, destination: str, window: int = 256, confirm: bool | None = None) -> Publisher:
         """A pipelined publisher: up to `window` messages in flight, each confirmed."""

@@ -126,8 +126,7 @@ class Received:
     published_at: float = 0.0
     """Unix seconds, as the leader stamped it."""
     origin: cpb.Origin | None = None
-    """Where a router forwarded it from (cluster, store, sequence there, previous); None for a
-    message published at this cluster."""
+    """Where a message forwarded by a router was first published (None: published here)."""
     _sub: _Acknowledger | None = field(default=None, repr=False)
 
     async def ack(self) -> None:

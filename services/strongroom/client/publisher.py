@@ -80,27 +80,11 @@ class Publisher:
         self.producer_id = uuid.uuid4().hex
         self._sequence = itertools.count(1)
 
-    async def send(self, body: bytes, fields: dict[str, object] | None = None) -> asyncio.Future[PublishResult]:
+    async def send(self, body: bytes, fields: dict[str, object] | None = None,
+                   origin: cpb.Origin | None = None) -> asyncio.Future[PublishResult]:
         """Queue a message; the returned future resolves when it is confirmed (or fails with a
-        `StrongroomError`)."""
-        await self._take_slot()
-        sequence = next(self._sequence)
-        req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
-        fill_message(req.message, body, fields, self.producer_id, sequence)
-        return self._queue(req)
-
-    async def send_message(self, message: cpb.Message) -> asyncio.Future[PublishResult]:
-        """Queue a message as it is: its id (producer_id, sequence) and its origin untouched, as a
-        router forwards a message. A re-send after a failover is deduplicated by its id, or by
-        its origin's mark (a message with neither may be stored twice). A forwarded message's
-        ORIGIN_GAP or INVALID_ORIGIN fails its future (`OriginGap`, `InvalidOrigin`); the
-        messages after it go on."""
-        await self._take_slot()
-        return self._queue(mpb.PublishRequest(destination=self.destination, mode=self.mode, message=message,
-                                              correlation_id=next(self._sequence)))
-
-    async def _take_slot(self) -> None:
-        """Wait for room in the window and take it."""
+        `StrongroomError`). `origin` is for routers: where a forwarded message was first
+        published (see `Message.origin`)."""
         if self._closed:
             raise InvalidArgument("publisher is closed")
         while self._free <= 0:
@@ -109,13 +93,15 @@ class Publisher:
                 room = self._room = asyncio.get_running_loop().create_future()
             await room
         self._free -= 1
-
-    def _queue(self, req: mpb.PublishRequest) -> asyncio.Future[PublishResult]:
-        """Queue a request for the stream (its window slot taken); its future."""
+        sequence = next(self._sequence)
+        req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
+        fill_message(req.message, body, fields, self.producer_id, sequence)
+        if origin is not None:
+            req.message.origin.CopyFrom(origin)
         raw = length_delimited(BATCH_REQUESTS, req.SerializeToString())
         fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         # The slot is freed when the message leaves `_unconfirmed` (answered or failed).
-        self._unconfirmed[req.correlation_id] = (raw, fut)
+        self._unconfirmed[sequence] = (raw, fut)
         self._outgoing.append(raw)
         self._wake.set()
         if self._task is None or self._task.done():
@@ -227,7 +213,8 @@ class Publisher:
                 continue
             if item.error_reason:
                 err = error_for_reason(item.error_reason, item.error_message, dict(item.error_metadata))
-                # The message's own outcome (ORIGIN_GAP) is its caller's to act on: not re-sent.
+                # A refusal of the message itself its caller must act on (ORIGIN_GAP: send what
+                # the gap misses first) fails its future; the stream goes on.
                 if err.retriable and not err.caller_retries:
                     retry = retry or err
                     continue
