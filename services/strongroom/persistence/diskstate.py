@@ -23,14 +23,15 @@ Column families (keys big-endian, so iteration is in sequence order):
 | `timers`   | time + seq; `c` + time + seq | (empty) wall-clock time-to-live and retention  |
 |            |                             | ends; pseudo-clock time-to-live ends          |
 | `sm`       | applied index, next seq, durable definitions and counters, store counters and
-|            | configurations, map entries, origin marks (`o:` origin cluster, 0, destination) |
+|            | configurations, map entries, origin marks (key `o:` origin cluster, 0,       |
+|            | destination; value sequence, stored at, store)                              |
 
 Held in memory, because they are small or bounded by something other than the backlog: the
 durable definitions with their counters (pending count and bytes), store counters and
 configurations, map entries, keyed last-value slots (one per distinct key), deduplication
 windows (at most `DEDUP_WINDOW` per producer), origin marks (one per origin cluster and
-destination) and the timer heap (messages with a time-to-live or retention). Each is written through to its family as it changes and reloaded at start by
-iterating that family only.
+destination) and the timer heap (messages with a time-to-live or retention). Each is written
+through to its family as it changes and reloaded at start by iterating that family only.
 
 Within an entry, message records read or created are cached and written back at its end; the
 pending and store sets keep an overlay of additions and removals until then. Between entries

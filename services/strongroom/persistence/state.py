@@ -2,10 +2,9 @@
 
 It holds the stores' messages, the durables with their pending (unacknowledged) messages, the
 last-value slots, the publishers' deduplication windows and the origin marks of forwarded
-messages. Applying the same entries in the
-same order gives the same state on every member, so a follower that takes over already holds
-everything. The same class, fed directly instead of through the log, keeps a leader's
-non-replicated stores.
+messages. Applying the same entries in the same order gives the same state on every member, so
+a follower that takes over already holds everything. The same class, fed directly instead of
+through the log, keeps a leader's non-replicated stores.
 
 Longer than 600 lines: the apply of every operation kind is one class on purpose. Determinism
 rests on every member running exactly the same code over the same fields in the same order, and
