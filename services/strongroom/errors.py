@@ -23,6 +23,8 @@ __all__ = [
     "ForeignMessage",
     "InvalidArgument",
     "SequenceOutsideWindow",
+    "InvalidOrigin",
+    "OriginGap",
     "RealmInvalid",
     "RealmVersionConflict",
     "RealmVersionNotFound",
@@ -64,6 +66,10 @@ class StrongroomError(Exception):
     reason: ClassVar[str] = "UNKNOWN"
     code: ClassVar[str] = "UNKNOWN"
     retriable: ClassVar[bool] = False
+    # Retriable by the caller only, once it did what the error asks (ORIGIN_GAP: send the
+    # messages the gap misses first): the client hands it back at once instead of retrying the
+    # call by itself, which would get the same answer until the caller acts.
+    caller_retries: ClassVar[bool] = False
 
     def __init__(self, message: str = "", metadata: dict[str, str] | None = None) -> None:
         super().__init__(message or self.reason)
@@ -172,6 +178,28 @@ class SequenceOutsideWindow(StrongroomError):
 
     reason = "SEQUENCE_OUTSIDE_DEDUP_WINDOW"
     code = "FAILED_PRECONDITION"
+
+
+class InvalidOrigin(StrongroomError):
+    """A published message carries an origin (Message.origin) that cannot be meant here: its
+    destination is not a topic of a routed store that also exists at another cluster, the
+    origin names this cluster, a cluster or store other than the store's, sequence 0, or a
+    `previous` not below its sequence. Nothing was stored."""
+
+    reason = "INVALID_ORIGIN"
+    code = "INVALID_ARGUMENT"
+
+
+class OriginGap(StrongroomError):
+    """A forwarded message's origin sequence is above the mark of its origin cluster and
+    destination, but its `previous` is not the mark: a message between them is not stored yet
+    (a stale router replica, or messages lost on the way). Nothing was stored; once the
+    missing messages are stored, the same message is accepted."""
+
+    reason = "ORIGIN_GAP"
+    code = "FAILED_PRECONDITION"
+    retriable = True
+    caller_retries = True
 
 
 class InvalidArgument(StrongroomError):

@@ -400,6 +400,29 @@ def test_message_json_text_and_binary() -> None:
     json.dumps(binary)
 
 
+def test_message_json_names_a_forwarded_message_s_origin() -> None:
+    from strongroom.api.v1 import common_pb2
+
+    msg = _msg(b"hello")
+    assert "origin" not in message_json(msg)
+    msg.origin = common_pb2.Origin(cluster="london", store="wide", sequence=12, previous=10)
+    assert message_json(msg)["origin"] == {"cluster": "london", "store": "wide", "sequence": 12, "previous": 10}
+
+
+def test_a_routed_store_s_origin_marks_on_one_line() -> None:
+    from types import SimpleNamespace
+
+    from strongroom.cli.status_cmd import origin_marks_line
+
+    marks = [SimpleNamespace(cluster="london", destination="p.a", sequence=1234),
+             SimpleNamespace(cluster="london", destination="p.b", sequence=55),
+             SimpleNamespace(cluster="tokyo", destination="p.a", sequence=9)]
+    assert origin_marks_line(marks) == ("forwarded here, highest origin sequence stored: from london: p.a 1234, "
+                                        "p.b 55; from tokyo: p.a 9")
+    many = [SimpleNamespace(cluster="london", destination=f"d{i}", sequence=i) for i in range(15)]
+    assert origin_marks_line(many).endswith("d11 11; and 3 more (--json lists them)")
+
+
 def test_domain_error_prints_reason_and_exits_1(monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from strongroom.errors import UnknownDestination

@@ -18,6 +18,7 @@ from strongroom.errors import (
     KeyNotFound,
     NoLeaderError,
     NotLeaderError,
+    OriginGap,
     RpcFailed,
     StrongroomError,
     SubscriptionClosed,
@@ -187,6 +188,23 @@ async def test_call_leader_raises_a_refusal_at_once() -> None:
     with pytest.raises(UnknownDestination):
         await conn.call_leader(attempt)
     assert calls == 1
+
+
+async def test_call_leader_hands_a_gap_back_at_once_though_it_is_retriable() -> None:
+    """ORIGIN_GAP is retriable once the caller sent what the gap misses: retrying the same call
+    by itself would only get the same answer until the outage timeout."""
+    conn = connection()
+    calls = 0
+
+    async def attempt(address: str) -> None:
+        nonlocal calls
+        calls += 1
+        raise refused(OriginGap("origin 'london' sequence 5 follows 4, but this cluster holds up to 2"))
+
+    with pytest.raises(OriginGap) as caught:
+        await conn.call_leader(attempt)
+    assert calls == 1 and caught.value.retriable and caught.value.caller_retries
+    assert "holds up to 2" in caught.value.message
 
 
 async def test_call_leader_rides_out_transport_failures_on_other_members() -> None:

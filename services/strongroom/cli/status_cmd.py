@@ -1,6 +1,6 @@
 """`strongroom status`: every member's view of its cluster (leader, epoch, commit and applied
 index, how each member gets its appends, the units-of-work pseudo-clock) and each store's
-settings, units of work and durables."""
+settings, units of work, origin marks (a routed store) and durables."""
 
 from __future__ import annotations
 
@@ -106,6 +106,8 @@ def _print_status(replies: Sequence[Any]) -> None:
             if store.uows:
                 print(f"    units of work: {store.uows} ({store.uows_pending} committed, not settled), "
                       f"{store.uow_messages} messages, {human_bytes(store.uow_bytes)}")
+            if store.origin_marks:
+                print(f"    {origin_marks_line(store.origin_marks)}")
             for d in store.durables:
                 dkind = durable_kind(d)
                 if d.key_field:
@@ -131,6 +133,21 @@ def _print_status(replies: Sequence[Any]) -> None:
     for r in replies:
         if r.endpoint not in answered and r.endpoint not in listed:
             print(f"unreachable: {r.endpoint} ({r.error})")
+
+
+# Origin marks shown on a store's line; `--json` lists them all.
+_MARKS_SHOWN = 12
+
+
+def origin_marks_line(marks: Sequence[Any]) -> str:
+    """A routed store's origin marks on one line: per origin cluster, each destination with the
+    highest origin sequence stored here."""
+    by_cluster: dict[str, list[str]] = {}
+    for m in marks[:_MARKS_SHOWN]:
+        by_cluster.setdefault(m.cluster, []).append(f"{m.destination} {m.sequence}")
+    more = f"; and {len(marks) - _MARKS_SHOWN} more (--json lists them)" if len(marks) > _MARKS_SHOWN else ""
+    return ("forwarded here, highest origin sequence stored: " +
+            "; ".join(f"from {c}: {', '.join(ds)}" for c, ds in by_cluster.items()) + more)
 
 
 def _store_settings(store: Any) -> str:

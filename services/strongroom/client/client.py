@@ -11,7 +11,7 @@ from typing import Self, TypeVar
 
 import grpc
 
-from strongroom.api.v1 import admin_pb2
+from strongroom.api.v1 import admin_pb2, router_pb2
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
@@ -131,14 +131,16 @@ class Client:
         return msg
 
     async def publish(self, destination: str, body: bytes, fields: dict[str, object] | None = None,
-                      confirm: bool | None = None) -> PublishResult:
+                      confirm: bool | None = None, origin: cpb.Origin | None = None) -> PublishResult:
         """Publish one message; with confirmation (the store default) returns once committed.
 
         Goes on a publish stream the client keeps open per destination (a stream round trip
         costs about half a unary call), so concurrent calls share it and its group-commit
-        rounds; failover, redirects and re-sends are the `Publisher`'s."""
+        rounds; failover, redirects and re-sends are the `Publisher`'s. `origin` is for routers
+        (`Message.origin`): a forwarded message's ORIGIN_GAP or INVALID_ORIGIN is raised
+        (`OriginGap`, `InvalidOrigin`), never retried by the client."""
         pub = self._publishers.get((destination, confirm))
-        return await (await pub.send(body, fields))
+        return await (await pub.send(body, fields, origin))
 
     def publisher(self, destination: str, window: int = 256, confirm: bool | None = None,
                   resend_refused: bool = True) -> Publisher:
@@ -268,6 +270,22 @@ class Client:
             return reply
 
         return await connection.call_leader(call)
+
+    async def origin_marks(self, store: str, destination: str = "") -> list[router_pb2.OriginMark]:
+        """The origin marks of a routed store as the leader sees them (only those of
+        `destination`, when given): per origin cluster and destination, the highest origin
+        sequence of the messages routers forwarded here that the cluster stored. UnknownStore
+        for a store the cluster lacks, InvalidArgument for one that is not routed (an empty
+        `store`: every routed store of the cluster)."""
+        req = admin_pb2.ListOriginMarksRequest(store=store, destination=destination)
+        connection = self.connection
+
+        async def call(address: str) -> admin_pb2.ListOriginMarksResponse:
+            reply: admin_pb2.ListOriginMarksResponse = await connection.admin(address).ListOriginMarks(
+                req, timeout=connection.policy.timeout)
+            return reply
+
+        return list((await connection.call_leader(call)).marks)
 
     # --- status ----------------------------------------------------------------------------------
 

@@ -91,8 +91,9 @@ class Connection:
         and retrying retriable failures under the retry policy.
 
         `attempt` fails by raising a `grpc.RpcError` or a `StrongroomError`. A failure that is
-        not retriable is raised at once; one that outlasts the policy's timeout is raised then
-        (a connection failure as `NoLeaderError`). When no member can be reached at all (every
+        not retriable, or retriable by the caller only (`caller_retries`: ORIGIN_GAP), is raised
+        at once; one that outlasts the policy's timeout is raised then (a connection failure as
+        `NoLeaderError`). When no member can be reached at all (every
         endpoint refused the connection) for the policy's `unreachable_timeout`, a retriable
         `ConnectionFailed` naming the addresses and why is raised instead, sooner. Nothing but
         `StrongroomError` comes out."""
@@ -108,7 +109,7 @@ class Connection:
             else:
                 self.note_leader(address)
                 return result
-            if not err.retriable:
+            if not err.retriable or err.caller_retries:
                 raise err
             outage.failed(address, err)
             if self.note_failure(address, err):

@@ -165,10 +165,16 @@ def text_of(data: bytes) -> tuple[str, str]:
 
 def message_json(m: Received) -> dict[str, object]:
     """A received message as a JSON object: seq, delivery_count, destination, producer_id,
-    sequence, published_at, body (UTF-8 text, else base64, as body_encoding says) and fields
-    (bytes values as base64)."""
+    sequence, published_at, body (UTF-8 text, else base64, as body_encoding says), fields
+    (bytes values as base64) and, for a message a router forwarded, origin (cluster, store,
+    sequence, previous)."""
     body, encoding = text_of(bytes(m.body))
     fields = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v) for k, v in m.fields.items()}
-    return {"seq": m.seq, "delivery_count": m.delivery_count, "destination": m.destination,
-            "producer_id": m.producer_id, "sequence": m.sequence, "published_at": m.published_at,
-            "body": body, "body_encoding": encoding, "fields": fields}
+    out: dict[str, object] = {
+        "seq": m.seq, "delivery_count": m.delivery_count, "destination": m.destination,
+        "producer_id": m.producer_id, "sequence": m.sequence, "published_at": m.published_at,
+        "body": body, "body_encoding": encoding, "fields": fields}
+    if m.origin is not None:
+        o = m.origin
+        out["origin"] = {"cluster": o.cluster, "store": o.store, "sequence": o.sequence, "previous": o.previous}
+    return out

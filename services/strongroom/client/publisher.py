@@ -217,7 +217,9 @@ class Publisher:
                 continue
             if item.error_reason:
                 err = error_for_reason(item.error_reason, item.error_message, dict(item.error_metadata))
-                if err.retriable and self.resend_refused:
+                # A refusal of the message itself its caller must act on (ORIGIN_GAP: send what
+                # the gap misses first) fails its future; the stream goes on.
+                if err.retriable and self.resend_refused and not err.caller_retries:
                     retry = retry or err
                     continue
                 fut = self._settle(item.correlation_id)

@@ -23,14 +23,15 @@ Column families (keys big-endian, so iteration is in sequence order):
 | `timers`   | time + seq; `c` + time + seq | (empty) wall-clock time-to-live and retention  |
 |            |                             | ends; pseudo-clock time-to-live ends          |
 | `sm`       | applied index, next seq, durable definitions and counters, store counters and
-|            | configurations, map entries                                                 |
+|            | configurations, map entries, origin marks (key `o:` origin cluster, 0,       |
+|            | destination; value sequence, stored at, store)                              |
 
 Held in memory, because they are small or bounded by something other than the backlog: the
 durable definitions with their counters (pending count and bytes), store counters and
 configurations, map entries, keyed last-value slots (one per distinct key), deduplication
-windows (at most `DEDUP_WINDOW` per producer) and the timer heap (messages with a time-to-live
-or retention). Each is written through to its family as it changes and reloaded at start by
-iterating that family only.
+windows (at most `DEDUP_WINDOW` per producer), origin marks (one per origin cluster and
+destination) and the timer heap (messages with a time-to-live or retention). Each is written
+through to its family as it changes and reloaded at start by iterating that family only.
 
 Within an entry, message records read or created are cached and written back at its end; the
 pending and store sets keep an overlay of additions and removals until then. Between entries
@@ -52,7 +53,13 @@ import rocksdict
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
-from strongroom.persistence.state import Durable, StateMachine, StoredMessage, _ProducerWindow
+from strongroom.persistence.state import (
+    Durable,
+    OriginMark,
+    StateMachine,
+    StoredMessage,
+    _ProducerWindow,
+)
 from strongroom.persistence.swap import PayloadSource
 
 if TYPE_CHECKING:
@@ -72,6 +79,7 @@ _STORE = struct.Struct(">IQQ")
 _IDS = struct.Struct(">II")
 _DOUBLE = struct.Struct(">d")
 _CLOCK = struct.Struct(">dQ")
+_MARK = struct.Struct(">Qd")
 
 _QUEUE, _CONTENT, _RETAINED = 1, 2, 4
 # The record's time-to-live end is on the pseudo-clock (`expires_clock`), not the wall clock.
@@ -92,6 +100,7 @@ P_DURABLE = b"d:"
 P_STORE = b"s:"
 P_CONFIG = b"c:"
 P_MAP = b"m:"
+P_ORIGIN = b"o:"
 
 # Messages per batch while installing a snapshot.
 _INSTALL_BATCH = 20000
@@ -468,6 +477,10 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 sm.uows.restore_subscription(rpb.UowSubscriptionState.FromString(value))
             elif key == K_UOW_CLOCK:
                 sm.uows.clock, sm.uows.order = _CLOCK.unpack(value)
+            elif key.startswith(P_ORIGIN):
+                cluster, destination = key[len(P_ORIGIN):].decode().split("\x00", 1)
+                sequence, stored_at = _MARK.unpack_from(value)
+                sm.origin_marks[(cluster, destination)] = OriginMark(value[_MARK.size:].decode(), sequence, stored_at)
             it.next()
         for state in sorted(uows, key=lambda s: s.order):
             sm.uows.restore(state)
@@ -564,6 +577,11 @@ class DiskStateMachine(StateMachine, PayloadSource):
 
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         return _DiskWindow(self, producer_id)
+
+    def _set_mark(self, key: tuple[str, str], mark: OriginMark) -> None:
+        super()._set_mark(key, mark)
+        self._wb.put(P_ORIGIN + f"{key[0]}\x00{key[1]}".encode(),
+                     _MARK.pack(mark.sequence, mark.stored_at) + mark.store.encode(), self._handle("sm"))
 
     def _index_message(self, stored: StoredMessage) -> None:
         stored._source = self
@@ -752,6 +770,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
             for key, (value, version) in entries.items():
                 fresh.maps.setdefault((store, name), {})[key] = (value, version)
                 fresh._wb.put(P_MAP + f"{store}\x00{name}\x00{key}".encode(), _U64.pack(version) + value, meta_h)
+        for origin, mark in mem.origin_marks.items():
+            fresh._set_mark(origin, mark)
         fresh.uows = mem.uows
         fresh.uows.track_changes(set(mem.uows.uows) | set(mem.uows.gone), set(mem.uows.subscriptions))
         fresh.applied_index = mem.applied_index

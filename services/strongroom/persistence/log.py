@@ -11,8 +11,8 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.storage import LoadedState, Storage
 from strongroom.tracing import traced
 
-__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT", "PUBLICATION_LOG_FORMAT",
-           "UOW_LOG_FORMAT"]
+__all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT", "ORIGIN_LOG_FORMAT",
+           "PUBLICATION_LOG_FORMAT", "UOW_LOG_FORMAT"]
 
 
 class AppendOutcome:
@@ -29,10 +29,10 @@ class AppendOutcome:
 # The log format this member reads and writes: 2 adds PublishBatchOp, 3 SuspendDurablesOp and
 # DeleteDurableOp, 4 UowOp and ClockOp (units of work), 5 lifetimes on the pseudo-clock (see
 # LIFETIMES_LOG_FORMAT) and publications on durable topics (UowOp kinds SUBSCRIBE, UNSUBSCRIBE,
-# EXPIRE_SUBSCRIPTIONS; UowDefinition.publication). A member registers it in etcd; a leader writes
-# an operation (or a field) of format N only once every member of its cluster has registered N or
-# later.
-LOG_FORMAT = 5
+# EXPIRE_SUBSCRIPTIONS; UowDefinition.publication), 6 forwarded messages (ORIGIN_LOG_FORMAT). A
+# member registers it in etcd; a leader writes an operation (or a field) of format N only once
+# every member of its cluster has registered N or later.
+LOG_FORMAT = 6
 
 UOW_LOG_FORMAT = 4
 """Units of work and the pseudo-clock: `UowOp` and `ClockOp`."""
@@ -45,6 +45,10 @@ LIFETIMES_LOG_FORMAT = 5
 `CreateDurableOp.clock`, `DeleteDurableOp.expiry`). A member of format 4 would not know them
 (it would keep such a message for ever, or delete a durable whatever its use), so until every
 member reads format 5 time-to-lives stay on the wall clock and no durable expires."""
+ORIGIN_LOG_FORMAT = 6
+"""Messages forwarded by routers (`PublishOp.forwarded`) and the origin marks. A member of format
+5 would skip the field and store a re-sent message again, so until every member reads format 6
+a publish that carries an origin is refused (LOG_FORMAT_PENDING)."""
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

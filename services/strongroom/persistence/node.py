@@ -49,7 +49,14 @@ from strongroom.persistence.recovery import PeerCalls, Recovery
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.replicator import PeerReplicator
 from strongroom.persistence.state import DeleteResult
-from strongroom.persistence.status import ClusterStatus, DurableList, cluster_status, durable_list
+from strongroom.persistence.status import (
+    ClusterStatus,
+    DurableList,
+    OriginMarkStatus,
+    cluster_status,
+    durable_list,
+    origin_mark_list,
+)
 from strongroom.persistence.term import LeaderTerm
 from strongroom.persistence.transport import FollowerConnection, PeerClient
 from strongroom.realm.model import Cluster, Realm, StorageMode
@@ -393,6 +400,15 @@ class PersistenceNode:
         except StrongroomError as err:
             raise self.name_leader(err) from None
         return durable_list(self.replica, self.membership, term, self.realm, store, destination)
+
+    def list_origin_marks(self, store: str, destination: str) -> list[OriginMarkStatus]:
+        """The origin marks of the cluster's routed stores, as the leader sees them (others say
+        NOT_LEADER, naming it)."""
+        try:
+            term = self.require_leader()
+        except StrongroomError as err:
+            raise self.name_leader(err) from None
+        return origin_mark_list(term, self.realm, self.cluster_name, store, destination)
 
     async def _on_deposed(self, reason: str) -> None:
         await self.step_down(reason)

@@ -19,6 +19,7 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.errors import (
     InvalidArgument,
+    OriginGap,
     SequenceOutsideWindow,
     StoreLimitExceeded,
     StrongroomError,
@@ -95,10 +96,15 @@ class PublishOutcome(NamedTuple):
     confirmed: bool
     log_index: int
     no_interest: bool = False
-    """Applied, but nothing stored it: no durable wanted it (message_seq is 0)."""
+    """Applied, but nothing stored it: no durable wanted it (message_seq is 0; False for a
+    duplicate of a forwarded message, of which the cluster does not keep the sequence)."""
 
 
 _MODES = frozenset(PublishMode)
+_PublishRequest = mpb.PublishRequest
+# Unbound: asked of every request, it costs half of `item.HasField(...)`, which makes a bound
+# method per call (34 against 60 ns).
+_request_has_field = mpb.PublishRequest.HasField
 
 
 def check_publish(item: PublishItem) -> None:
@@ -116,7 +122,7 @@ def check_publish(item: PublishItem) -> None:
         raise InvalidArgument("destination is required")
     if item.mode not in _MODES:
         raise InvalidArgument(f"unknown publish mode {item.mode}")
-    if type(item) is mpb.PublishRequest and not item.HasField("message"):
+    if type(item) is _PublishRequest and not _request_has_field(item, "message"):
         raise InvalidArgument("message is required (send an empty Message for an empty body)")
     message = item.message
     if message.producer_id:
@@ -150,13 +156,21 @@ def invalid(item: PublishItem) -> StrongroomError | None:
 def publish_outcome(result: object, message: cpb.Message, index: int) -> PublishOutcome | StrongroomError:
     """What the publisher of `message` is told of its applied publish."""
     assert isinstance(result, PublishResult)
+    seq = result.message_seq
+    if seq:
+        # Stored (or a duplicate of a stored message): none of the refusals below.
+        return PublishOutcome(seq, result.duplicate, True, index, False)
     if result.outside_window:
         return SequenceOutsideWindow(
             f"sequence {message.sequence} of producer {message.producer_id!r} is older than the "
             f"deduplication window; it was not stored")
     if result.rejected:
         return StoreLimitExceeded(f"{result.limit}; the message was not stored")
-    return PublishOutcome(result.message_seq, result.duplicate, True, index, result.message_seq == 0)
+    if result.gap:
+        return OriginGap(f"{result.gap}; the message was not stored")
+    duplicate = result.duplicate
+    # A forwarded message's duplicate says nothing of interest: the mark keeps no sequence here.
+    return PublishOutcome(0, duplicate, True, index, not (duplicate and message.HasField("origin")))
 
 
 def publish_op(head: bytes, body: bytes) -> bytes:

@@ -22,6 +22,7 @@ from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+from strongroom.api.v1 import router_pb2
 from strongroom.errors import InvalidArgument, StrongroomError, error_for_reason
 from strongroom.grpcerrors import abort_with, to_status
 from strongroom.persistence.config import Role
@@ -30,7 +31,12 @@ from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
 from strongroom.persistence.publishing import PendingPublishes, PublishItem, PublishOutcome
 from strongroom.persistence.state import DeleteResult
-from strongroom.persistence.status import ClusterStatus, DurableList, DurableStatus
+from strongroom.persistence.status import (
+    ClusterStatus,
+    DurableList,
+    DurableStatus,
+    OriginMarkStatus,
+)
 
 __all__ = ["AdminServicer", "MessagingServicer", "ReplicationServicer"]
 
@@ -323,6 +329,8 @@ class Administered(Protocol):
 
     def list_durables(self, store: str, destination: str) -> DurableList: ...
 
+    def list_origin_marks(self, store: str, destination: str) -> list[OriginMarkStatus]: ...
+
 
 _ROLES = {Role.FOLLOWER: apb.MEMBER_ROLE_FOLLOWER, Role.RECOVERING: apb.MEMBER_ROLE_RECOVERING,
           Role.LEADER: apb.MEMBER_ROLE_LEADER}
@@ -348,6 +356,7 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
             map_count=s.map_count, swapped_messages=s.swapped_messages, uows=s.uows, uows_pending=s.uows_pending,
             uow_messages=s.uow_messages, uow_bytes=s.uow_bytes)
         add_durables(store.durables, s.durables)
+        add_origin_marks(store.origin_marks, s.origin_marks)
     return reply
 
 
@@ -360,6 +369,13 @@ def add_durables(into: RepeatedCompositeFieldContainer[apb.DurableStatus], durab
                  unreachable=bool(d.unreachable_reason), unreachable_reason=d.unreachable_reason, static=d.static,
                  store=d.store, last_used=d.last_used, attached=d.attached, expiry_seconds=d.expiry_seconds,
                  expires_in_seconds=d.expires_in, content_matcher=d.content_matcher)
+
+
+def add_origin_marks(into: RepeatedCompositeFieldContainer[router_pb2.OriginMark],
+                     marks: list[OriginMarkStatus]) -> None:
+    """The API's OriginMark of each origin mark, added to `into`."""
+    for m in marks:
+        into.add(cluster=m.cluster, destination=m.destination, sequence=m.sequence, stored_at=m.stored_at)
 
 
 class AdminServicer(agrpc.AdminServiceServicer):
@@ -391,4 +407,14 @@ class AdminServicer(agrpc.AdminServiceServicer):
             await abort_with(context, err)
         reply = apb.ListDurablesResponse(clock=listed.clock)
         add_durables(reply.durables, listed.durables)
+        return reply
+
+    async def ListOriginMarks(self, request: apb.ListOriginMarksRequest,
+                              context: Context) -> apb.ListOriginMarksResponse:
+        try:
+            marks = self.member.list_origin_marks(request.store, request.destination)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        reply = apb.ListOriginMarksResponse()
+        add_origin_marks(reply.marks, marks)
         return reply

@@ -1,10 +1,10 @@
 """The deterministic state machine every member applies committed log entries to.
 
 It holds the stores' messages, the durables with their pending (unacknowledged) messages, the
-last-value slots and the publishers' deduplication windows. Applying the same entries in the
-same order gives the same state on every member, so a follower that takes over already holds
-everything. The same class, fed directly instead of through the log, keeps a leader's
-non-replicated stores.
+last-value slots, the publishers' deduplication windows and the origin marks of forwarded
+messages. Applying the same entries in the same order gives the same state on every member, so
+a follower that takes over already holds everything. The same class, fed directly instead of
+through the log, keeps a leader's non-replicated stores.
 
 Longer than 600 lines: the apply of every operation kind is one class on purpose. Determinism
 rests on every member running exactly the same code over the same fields in the same order, and
@@ -36,6 +36,7 @@ from strongroom.uow.table import Uow, UowTable
 __all__ = [
     "StateMachine",
     "StoredMessage",
+    "OriginMark",
     "Durable",
     "PublishResult",
     "MapResult",
@@ -210,6 +211,19 @@ class PublishResult(NamedTuple):
     limit: str = ""
     # The stored message's size in bytes (the store event log's rows read it here).
     size: int = 0
+    # A forwarded message refused by the mark rule (ORIGIN_GAP): why; nothing was stored.
+    gap: str = ""
+
+
+@dataclass
+class OriginMark:
+    """The mark of one origin cluster and destination: the highest origin sequence of the
+    messages forwarded from there that this state stored (or passed, nobody wanting them)."""
+
+    store: str
+    sequence: int
+    stored_at: float
+    """Unix seconds on the leader when the mark moved there (its entry's publish time)."""
 
 
 class DeleteResult(NamedTuple):
@@ -325,6 +339,8 @@ class StateMachine:
         # Each store's message sequences, oldest first (discard-oldest and replay walk it).
         self.store_seqs: dict[str, dict[int, None]] = {}
         self.store_configs: dict[str, rpb.ConfigureStoreOp] = {}
+        # (origin cluster, destination) -> its mark (forwarded messages, `_publish_forwarded`).
+        self.origin_marks: dict[tuple[str, str], OriginMark] = {}
         # (store, map) -> key -> (value, version)
         self.maps: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
         # Where lifetimes end: on the wall clock (time-to-lives of `expires_at`, retentions) and
@@ -650,22 +666,55 @@ class StateMachine:
         return self._over_limit(store, size)
 
     def _publish(self, op: rpb.PublishOp) -> PublishResult:
-        return self._publish_message(op.message, op.store, op.destination, op.queue, op.content, op.published_at,
-                                     op.expires_at, op.expires_clock, op.retain_until)
+        publish = self._publish_forwarded if op.forwarded else self._publish_message
+        return publish(op.message, op.store, op.destination, op.queue, op.content, op.published_at,
+                       op.expires_at, op.expires_clock, op.retain_until)
 
     def _publish_batch(self, op: rpb.PublishBatchOp) -> list[PublishResult]:
         """Each message as a PublishOp with the batch's shared fields, in order."""
         head = op.publish
         shared = (head.store, head.destination, head.queue, head.content, head.published_at, head.expires_at,
                   head.expires_clock, head.retain_until)
-        publish = self._publish_message
+        # Whether the messages were forwarded is read once per operation, not per message.
+        publish = self._publish_forwarded if head.forwarded else self._publish_message
         return [publish(msg, *shared) for msg in op.messages]
+
+    def _publish_forwarded(self, msg: cpb.Message, store: str, destination: str, queue: bool, content: bool,
+                           published_at: float, expires_at: float, expires_clock: float,
+                           retain_until: float) -> PublishResult:
+        """A message a router forwarded from another cluster (`PublishOp.forwarded`), under the
+        mark of its origin cluster and destination: at or below the mark it is a duplicate (it
+        was stored before: nothing changes); above it, it is published only if its `previous`
+        is the mark (else a gap: nothing changes), and the mark moves to its sequence whether a
+        durable stored it or none wanted it, but not when a store limit refused it (a retry
+        must be able to store it). Not deduplicated by its producer id: its origin did that."""
+        origin = msg.origin
+        key = (origin.cluster, destination)
+        mark = self.origin_marks.get(key)
+        at = mark.sequence if mark is not None else 0
+        sequence = origin.sequence
+        if sequence <= at:
+            return PublishResult(0, True)
+        if origin.previous != at:
+            return PublishResult(0, False, gap=(
+                f"origin {origin.cluster!r} sequence {sequence} on {destination!r} follows {origin.previous}, but "
+                f"this cluster holds that origin's messages up to {at}: the ones between are not stored yet"))
+        result = self._publish_message(msg, store, destination, queue, content, published_at, expires_at,
+                                       expires_clock, retain_until, False)
+        if not result.rejected:
+            self._set_mark(key, OriginMark(store, sequence, published_at))
+        return result
+
+    def _set_mark(self, key: tuple[str, str], mark: OriginMark) -> None:
+        """An origin's mark moves (a state on disk writes it through)."""
+        self.origin_marks[key] = mark
 
     def _publish_message(self, msg: cpb.Message, store: str, destination: str, queue: bool, content: bool,
                          published_at: float, expires_at: float, expires_clock: float,
-                         retain_until: float) -> PublishResult:
-        # Runs once per message on every member: each proto field is read once.
-        producer_id = msg.producer_id
+                         retain_until: float, dedup: bool = True) -> PublishResult:
+        # Runs once per message on every member: each proto field is read once. `dedup` False:
+        # the producer id is not looked up nor recorded (a forwarded message).
+        producer_id = msg.producer_id if dedup else ""
         window = self.producers.get(producer_id) if producer_id else None
         if window is not None:
             known = window.lookup(msg.sequence)
@@ -884,9 +933,11 @@ class StateMachine:
         if op.target_destination:
             copy = cpb.Message()
             copy.CopyFrom(stored.message)
-            # A copy is a new message: the original's id would make it a duplicate.
+            # A copy is a new message: the original's id would make it a duplicate, and the
+            # original's origin (a forwarded message) a duplicate or a gap.
             copy.producer_id = ""
             copy.sequence = 0
+            copy.ClearField("origin")
             copy.fields[DEAD_LETTER_FROM].string_value = stored.destination
             copy.fields[DEAD_LETTER_DURABLE].string_value = durable.name
             copy.fields[DEAD_LETTER_DELIVERIES].int_value = op.deliveries
@@ -1022,6 +1073,9 @@ class StateMachine:
         for (store, name), entries in self.maps.items():
             snap.maps.append(rpb.MapState(store=store, map=name, entries=[
                 rpb.MapEntryState(key=k, value=v, version=ver) for k, (v, ver) in entries.items()]))
+        for (cluster, destination), mark in self.origin_marks.items():
+            snap.origin_marks.append(rpb.OriginMarkState(cluster=cluster, destination=destination, store=mark.store,
+                                                         sequence=mark.sequence, stored_at=mark.stored_at))
         self.uows.snapshot_into(snap)
         return snap.SerializeToString()
 
@@ -1080,5 +1134,7 @@ class StateMachine:
             sm.store_configs[cfg.store] = cfg
         for ms in snap.maps:
             sm.maps[(ms.store, ms.map)] = {e.key: (e.value, e.version) for e in ms.entries}
+        for om in snap.origin_marks:
+            sm.origin_marks[(om.cluster, om.destination)] = OriginMark(om.store, om.sequence, om.stored_at)
         sm.uows = UowTable.from_snapshot(snap)
         return sm

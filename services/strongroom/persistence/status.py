@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from strongroom.api.v1 import common_pb2 as cpb
-from strongroom.errors import StrongroomError, UnknownStore
+from strongroom.errors import InvalidArgument, StrongroomError, UnknownStore
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.durables import (
@@ -24,8 +24,8 @@ from strongroom.persistence.state import Durable, StateMachine
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import AckSync, Realm, Store
 
-__all__ = ["ClusterStatus", "DurableList", "DurableStatus", "MemberStatus", "StoreStatus", "cluster_status",
-           "durable_list"]
+__all__ = ["ClusterStatus", "DurableList", "DurableStatus", "MemberStatus", "OriginMarkStatus", "StoreStatus",
+           "cluster_status", "durable_list", "origin_mark_list"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,18 @@ class DurableList:
 
 
 @dataclass(frozen=True)
+class OriginMarkStatus:
+    """The mark of one origin cluster and destination of a routed store: the highest origin
+    sequence of the messages forwarded from there that the state holds as stored."""
+
+    cluster: str
+    destination: str
+    sequence: int
+    stored_at: float
+    """Unix seconds on the leader when the mark moved there."""
+
+
+@dataclass(frozen=True)
 class StoreStatus:
     """One store of the cluster, with its realm settings."""
 
@@ -110,6 +122,8 @@ class StoreStatus:
     """Committed and not settled (ACCEPTED or DELIVERED)."""
     uow_messages: int = 0
     uow_bytes: int = 0
+    origin_marks: list[OriginMarkStatus] = field(default_factory=list)
+    """A routed store's origin marks (by destination and cluster)."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,37 @@ def durable_list(replica: Replica, membership: Membership, term: LeaderTerm, rea
     return DurableList(term.clock(), durables)
 
 
+def _origin_marks(state: StateMachine, store: str, destination: str = "") -> list[OriginMarkStatus]:
+    """A store's origin marks in `state` (only those of `destination`, if given), by destination
+    and origin cluster."""
+    return [OriginMarkStatus(cluster, dest, mark.sequence, mark.stored_at)
+            for (cluster, dest), mark in sorted(state.origin_marks.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+            if mark.store == store and (not destination or dest == destination)]
+
+
+def origin_mark_list(term: LeaderTerm, realm: Realm, cluster: str, store: str = "",
+                     destination: str = "") -> list[OriginMarkStatus]:
+    """The origin marks of the cluster's routed stores as the serving leader (`term`) sees them;
+    only those of `store` and `destination` when given (UnknownStore: no such store here;
+    InvalidArgument: a store that is not routed to another cluster, which nothing is forwarded
+    to)."""
+    routed = realm.routed_stores(cluster)
+    if store:
+        known = realm.store(store)
+        if known is None or not known.served_by(cluster):
+            here = [s.name for s in realm.stores if s.served_by(cluster)]
+            raise UnknownStore(f"no store {store!r} in cluster {cluster}; its stores: {', '.join(here) or '(none)'}")
+        if all(s.name != store for s in routed):
+            raise InvalidArgument(f"store {store!r} is not routed to another cluster: nothing is forwarded to it, "
+                                  f"it has no origin marks; routed stores of {cluster}: "
+                                  f"{', '.join(s.name for s in routed) or '(none)'}")
+        routed = [known]
+    marks: list[OriginMarkStatus] = []
+    for s in routed:
+        marks += _origin_marks(term.state_for(s.replicated), s.name, destination)
+    return marks
+
+
 def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | None, realm: Realm,
                    realm_version: int, leader: tuple[str, str, int] | None, realm_service: str = "") -> ClusterStatus:
     """This member's view: its replica, its term (if it leads) and the realm in force.
@@ -247,7 +292,8 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
             maps=bool(store.maps), routed=store.routed, max_message_bytes=store.max_message_bytes,
             map_count=state.maps_of_store(store.name) if state else 0,
             swapped_messages=state.swapped_messages(store.name) if state else 0,
-            uows=uows[0], uows_pending=uows[1], uow_messages=uows[2], uow_bytes=uows[3]))
+            uows=uows[0], uows_pending=uows[1], uow_messages=uows[2], uow_bytes=uows[3],
+            origin_marks=_origin_marks(state, store.name) if state and store.routed else []))
     return ClusterStatus(
         cluster=cluster, member=me, role=term.role if term is not None else Role.FOLLOWER,
         leader=leader[0] if leader else "", leader_address=leader[1] if leader else "",

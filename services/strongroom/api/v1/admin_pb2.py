@@ -23,39 +23,44 @@ _sym_db = _symbol_database.Default()
 
 
 from strongroom.api.v1 import common_pb2 as strongroom_dot_v1_dot_common__pb2
+from strongroom.api.v1 import router_pb2 as strongroom_dot_v1_dot_router__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19strongroom/v1/admin.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"9\n\x13ListDurablesRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\"U\n\x14ListDurablesResponse\x12.\n\x08\x64urables\x18\x01 \x03(\x0b\x32\x1c.strongroom.v1.DurableStatus\x12\r\n\x05\x63lock\x18\x02 \x01(\x01\"M\n\x14\x44\x65leteDurableRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x08\"A\n\x15\x44\x65leteDurableResponse\x12\r\n\x05store\x18\x01 \x01(\t\x12\x19\n\x11released_messages\x18\x02 \x01(\x04\"\x0f\n\rStatusRequest\"j\n\x0cMemberStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0bmatch_index\x18\x03 \x01(\x04\x12\x11\n\treachable\x18\x04 \x01(\x08\x12\x13\n\x0breplication\x18\x05 \x01(\t\"\xa9\x04\n\rDurableStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12\x18\n\x10pending_messages\x18\x04 \x01(\x04\x12\x15\n\rpending_bytes\x18\x05 \x01(\x04\x12\x0f\n\x07unacked\x18\x06 \x01(\x04\x12\x13\n\x0bsubscribers\x18\x07 \x01(\r\x12\x0f\n\x07matcher\x18\x08 \x01(\t\x12\x11\n\tkey_field\x18\t \x01(\t\x12\x31\n\rack_sync_mode\x18\n \x01(\x0e\x32\x1a.strongroom.v1.AckSyncMode\x12\x0f\n\x07\x63ontent\x18\x0b \x01(\x08\x12\x0f\n\x07refused\x18\x0c \x01(\x04\x12\x13\n\x0bunreachable\x18\r \x01(\x08\x12\x1a\n\x12unreachable_reason\x18\x0e \x01(\t\x12\x0e\n\x06static\x18\x0f \x01(\x08\x12\r\n\x05store\x18\x10 \x01(\t\x12\x11\n\tlast_used\x18\x11 \x01(\x01\x12\x10\n\x08\x61ttached\x18\x12 \x01(\x08\x12\x16\n\x0e\x65xpiry_seconds\x18\x13 \x01(\x01\x12\x1f\n\x12\x65xpires_in_seconds\x18\x14 \x01(\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63ontent_matcher\x18\x15 \x01(\x0b\x32\x1d.strongroom.v1.ContentMatcherB\x15\n\x13_expires_in_seconds\"\xc8\x03\n\x0bStoreStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nreplicated\x18\x02 \x01(\x08\x12\x10\n\x08messages\x18\x03 \x01(\x04\x12\r\n\x05\x62ytes\x18\x04 \x01(\x04\x12.\n\x08\x64urables\x18\x05 \x03(\x0b\x32\x1c.strongroom.v1.DurableStatus\x12\x0f\n\x07\x63luster\x18\x06 \x01(\t\x12\x0f\n\x07storage\x18\x07 \x01(\t\x12\x16\n\x0epublisher_mode\x18\x08 \x01(\t\x12\x14\n\x0cmax_messages\x18\t \x01(\x04\x12\x11\n\tmax_bytes\x18\n \x01(\x04\x12\x30\n\x0climit_policy\x18\x0b \x01(\x0e\x32\x1a.strongroom.v1.LimitPolicy\x12\x0c\n\x04maps\x18\x0c \x01(\x08\x12\x0e\n\x06routed\x18\r \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x0e \x01(\x04\x12\x18\n\x10swapped_messages\x18\x0f \x01(\x04\x12\x11\n\tmap_count\x18\x10 \x01(\r\x12\x0c\n\x04uows\x18\x11 \x01(\x04\x12\x14\n\x0cuows_pending\x18\x12 \x01(\x04\x12\x14\n\x0cuow_messages\x18\x13 \x01(\x04\x12\x11\n\tuow_bytes\x18\x14 \x01(\x04\"\xa5\x04\n\rClusterStatus\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0e\n\x06member\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0e\n\x06leader\x18\x04 \x01(\t\x12\x16\n\x0eleader_address\x18\x05 \x01(\t\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x12\n\nlast_index\x18\x08 \x01(\x04\x12\x15\n\rapplied_index\x18\t \x01(\x04\x12\x16\n\x0esnapshot_index\x18\n \x01(\x04\x12\x0f\n\x07storage\x18\x0b \x01(\t\x12,\n\x07members\x18\x0c \x03(\x0b\x32\x1b.strongroom.v1.MemberStatus\x12*\n\x06stores\x18\r \x03(\x0b\x32\x1a.strongroom.v1.StoreStatus\x12\x15\n\rrealm_version\x18\x0e \x01(\x04\x12\x0e\n\x06synced\x18\x0f \x01(\x08\x12\x17\n\x0findexes_on_disk\x18\x10 \x01(\x08\x12\x1b\n\x13memory_budget_bytes\x18\x11 \x01(\x04\x12\x1c\n\x14memory_payload_bytes\x18\x12 \x01(\x04\x12\x15\n\rapply_stopped\x18\x13 \x01(\t\x12.\n\x0bmember_role\x18\x14 \x01(\x0e\x32\x19.strongroom.v1.MemberRole\x12\x15\n\rrealm_service\x18\x15 \x01(\t\x12\x11\n\tuow_clock\x18\x16 \x01(\x01\"\x11\n\x0fStepDownRequest\"(\n\x10StepDownResponse\x12\x14\n\x0cstepped_down\x18\x01 \x01(\x08*w\n\nMemberRole\x12\x1b\n\x17MEMBER_ROLE_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMBER_ROLE_FOLLOWER\x10\x01\x12\x1a\n\x16MEMBER_ROLE_RECOVERING\x10\x02\x12\x16\n\x12MEMBER_ROLE_LEADER\x10\x03\x32\xd6\x02\n\x0c\x41\x64minService\x12\x44\n\x06Status\x12\x1c.strongroom.v1.StatusRequest\x1a\x1c.strongroom.v1.ClusterStatus\x12K\n\x08StepDown\x12\x1e.strongroom.v1.StepDownRequest\x1a\x1f.strongroom.v1.StepDownResponse\x12Z\n\rDeleteDurable\x12#.strongroom.v1.DeleteDurableRequest\x1a$.strongroom.v1.DeleteDurableResponse\x12W\n\x0cListDurables\x12\".strongroom.v1.ListDurablesRequest\x1a#.strongroom.v1.ListDurablesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19strongroom/v1/admin.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\x1a\x1astrongroom/v1/router.proto\"<\n\x16ListOriginMarksRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\"C\n\x17ListOriginMarksResponse\x12(\n\x05marks\x18\x01 \x03(\x0b\x32\x19.strongroom.v1.OriginMark\"9\n\x13ListDurablesRequest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\"U\n\x14ListDurablesResponse\x12.\n\x08\x64urables\x18\x01 \x03(\x0b\x32\x1c.strongroom.v1.DurableStatus\x12\r\n\x05\x63lock\x18\x02 \x01(\x01\"M\n\x14\x44\x65leteDurableRequest\x12\x13\n\x0b\x64\x65stination\x18\x01 \x01(\t\x12\x0f\n\x07\x64urable\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x08\"A\n\x15\x44\x65leteDurableResponse\x12\r\n\x05store\x18\x01 \x01(\t\x12\x19\n\x11released_messages\x18\x02 \x01(\x04\"\x0f\n\rStatusRequest\"j\n\x0cMemberStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0bmatch_index\x18\x03 \x01(\x04\x12\x11\n\treachable\x18\x04 \x01(\x08\x12\x13\n\x0breplication\x18\x05 \x01(\t\"\xa9\x04\n\rDurableStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.strongroom.v1.DurableKind\x12\x18\n\x10pending_messages\x18\x04 \x01(\x04\x12\x15\n\rpending_bytes\x18\x05 \x01(\x04\x12\x0f\n\x07unacked\x18\x06 \x01(\x04\x12\x13\n\x0bsubscribers\x18\x07 \x01(\r\x12\x0f\n\x07matcher\x18\x08 \x01(\t\x12\x11\n\tkey_field\x18\t \x01(\t\x12\x31\n\rack_sync_mode\x18\n \x01(\x0e\x32\x1a.strongroom.v1.AckSyncMode\x12\x0f\n\x07\x63ontent\x18\x0b \x01(\x08\x12\x0f\n\x07refused\x18\x0c \x01(\x04\x12\x13\n\x0bunreachable\x18\r \x01(\x08\x12\x1a\n\x12unreachable_reason\x18\x0e \x01(\t\x12\x0e\n\x06static\x18\x0f \x01(\x08\x12\r\n\x05store\x18\x10 \x01(\t\x12\x11\n\tlast_used\x18\x11 \x01(\x01\x12\x10\n\x08\x61ttached\x18\x12 \x01(\x08\x12\x16\n\x0e\x65xpiry_seconds\x18\x13 \x01(\x01\x12\x1f\n\x12\x65xpires_in_seconds\x18\x14 \x01(\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63ontent_matcher\x18\x15 \x01(\x0b\x32\x1d.strongroom.v1.ContentMatcherB\x15\n\x13_expires_in_seconds\"\xf9\x03\n\x0bStoreStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nreplicated\x18\x02 \x01(\x08\x12\x10\n\x08messages\x18\x03 \x01(\x04\x12\r\n\x05\x62ytes\x18\x04 \x01(\x04\x12.\n\x08\x64urables\x18\x05 \x03(\x0b\x32\x1c.strongroom.v1.DurableStatus\x12\x0f\n\x07\x63luster\x18\x06 \x01(\t\x12\x0f\n\x07storage\x18\x07 \x01(\t\x12\x16\n\x0epublisher_mode\x18\x08 \x01(\t\x12\x14\n\x0cmax_messages\x18\t \x01(\x04\x12\x11\n\tmax_bytes\x18\n \x01(\x04\x12\x30\n\x0climit_policy\x18\x0b \x01(\x0e\x32\x1a.strongroom.v1.LimitPolicy\x12\x0c\n\x04maps\x18\x0c \x01(\x08\x12\x0e\n\x06routed\x18\r \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x0e \x01(\x04\x12\x18\n\x10swapped_messages\x18\x0f \x01(\x04\x12\x11\n\tmap_count\x18\x10 \x01(\r\x12\x0c\n\x04uows\x18\x11 \x01(\x04\x12\x14\n\x0cuows_pending\x18\x12 \x01(\x04\x12\x14\n\x0cuow_messages\x18\x13 \x01(\x04\x12\x11\n\tuow_bytes\x18\x14 \x01(\x04\x12/\n\x0corigin_marks\x18\x15 \x03(\x0b\x32\x19.strongroom.v1.OriginMark\"\xa5\x04\n\rClusterStatus\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0e\n\x06member\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0e\n\x06leader\x18\x04 \x01(\t\x12\x16\n\x0eleader_address\x18\x05 \x01(\t\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x12\n\nlast_index\x18\x08 \x01(\x04\x12\x15\n\rapplied_index\x18\t \x01(\x04\x12\x16\n\x0esnapshot_index\x18\n \x01(\x04\x12\x0f\n\x07storage\x18\x0b \x01(\t\x12,\n\x07members\x18\x0c \x03(\x0b\x32\x1b.strongroom.v1.MemberStatus\x12*\n\x06stores\x18\r \x03(\x0b\x32\x1a.strongroom.v1.StoreStatus\x12\x15\n\rrealm_version\x18\x0e \x01(\x04\x12\x0e\n\x06synced\x18\x0f \x01(\x08\x12\x17\n\x0findexes_on_disk\x18\x10 \x01(\x08\x12\x1b\n\x13memory_budget_bytes\x18\x11 \x01(\x04\x12\x1c\n\x14memory_payload_bytes\x18\x12 \x01(\x04\x12\x15\n\rapply_stopped\x18\x13 \x01(\t\x12.\n\x0bmember_role\x18\x14 \x01(\x0e\x32\x19.strongroom.v1.MemberRole\x12\x15\n\rrealm_service\x18\x15 \x01(\t\x12\x11\n\tuow_clock\x18\x16 \x01(\x01\"\x11\n\x0fStepDownRequest\"(\n\x10StepDownResponse\x12\x14\n\x0cstepped_down\x18\x01 \x01(\x08*w\n\nMemberRole\x12\x1b\n\x17MEMBER_ROLE_UNSPECIFIED\x10\x00\x12\x18\n\x14MEMBER_ROLE_FOLLOWER\x10\x01\x12\x1a\n\x16MEMBER_ROLE_RECOVERING\x10\x02\x12\x16\n\x12MEMBER_ROLE_LEADER\x10\x03\x32\xb8\x03\n\x0c\x41\x64minService\x12\x44\n\x06Status\x12\x1c.strongroom.v1.StatusRequest\x1a\x1c.strongroom.v1.ClusterStatus\x12K\n\x08StepDown\x12\x1e.strongroom.v1.StepDownRequest\x1a\x1f.strongroom.v1.StepDownResponse\x12Z\n\rDeleteDurable\x12#.strongroom.v1.DeleteDurableRequest\x1a$.strongroom.v1.DeleteDurableResponse\x12W\n\x0cListDurables\x12\".strongroom.v1.ListDurablesRequest\x1a#.strongroom.v1.ListDurablesResponse\x12`\n\x0fListOriginMarks\x12%.strongroom.v1.ListOriginMarksRequest\x1a&.strongroom.v1.ListOriginMarksResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strongroom.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MEMBERROLE']._serialized_start=2117
-  _globals['_MEMBERROLE']._serialized_end=2236
-  _globals['_LISTDURABLESREQUEST']._serialized_start=72
-  _globals['_LISTDURABLESREQUEST']._serialized_end=129
-  _globals['_LISTDURABLESRESPONSE']._serialized_start=131
-  _globals['_LISTDURABLESRESPONSE']._serialized_end=216
-  _globals['_DELETEDURABLEREQUEST']._serialized_start=218
-  _globals['_DELETEDURABLEREQUEST']._serialized_end=295
-  _globals['_DELETEDURABLERESPONSE']._serialized_start=297
-  _globals['_DELETEDURABLERESPONSE']._serialized_end=362
-  _globals['_STATUSREQUEST']._serialized_start=364
-  _globals['_STATUSREQUEST']._serialized_end=379
-  _globals['_MEMBERSTATUS']._serialized_start=381
-  _globals['_MEMBERSTATUS']._serialized_end=487
-  _globals['_DURABLESTATUS']._serialized_start=490
-  _globals['_DURABLESTATUS']._serialized_end=1043
-  _globals['_STORESTATUS']._serialized_start=1046
-  _globals['_STORESTATUS']._serialized_end=1502
-  _globals['_CLUSTERSTATUS']._serialized_start=1505
-  _globals['_CLUSTERSTATUS']._serialized_end=2054
-  _globals['_STEPDOWNREQUEST']._serialized_start=2056
-  _globals['_STEPDOWNREQUEST']._serialized_end=2073
-  _globals['_STEPDOWNRESPONSE']._serialized_start=2075
-  _globals['_STEPDOWNRESPONSE']._serialized_end=2115
-  _globals['_ADMINSERVICE']._serialized_start=2239
-  _globals['_ADMINSERVICE']._serialized_end=2581
+  _globals['_MEMBERROLE']._serialized_start=2325
+  _globals['_MEMBERROLE']._serialized_end=2444
+  _globals['_LISTORIGINMARKSREQUEST']._serialized_start=100
+  _globals['_LISTORIGINMARKSREQUEST']._serialized_end=160
+  _globals['_LISTORIGINMARKSRESPONSE']._serialized_start=162
+  _globals['_LISTORIGINMARKSRESPONSE']._serialized_end=229
+  _globals['_LISTDURABLESREQUEST']._serialized_start=231
+  _globals['_LISTDURABLESREQUEST']._serialized_end=288
+  _globals['_LISTDURABLESRESPONSE']._serialized_start=290
+  _globals['_LISTDURABLESRESPONSE']._serialized_end=375
+  _globals['_DELETEDURABLEREQUEST']._serialized_start=377
+  _globals['_DELETEDURABLEREQUEST']._serialized_end=454
+  _globals['_DELETEDURABLERESPONSE']._serialized_start=456
+  _globals['_DELETEDURABLERESPONSE']._serialized_end=521
+  _globals['_STATUSREQUEST']._serialized_start=523
+  _globals['_STATUSREQUEST']._serialized_end=538
+  _globals['_MEMBERSTATUS']._serialized_start=540
+  _globals['_MEMBERSTATUS']._serialized_end=646
+  _globals['_DURABLESTATUS']._serialized_start=649
+  _globals['_DURABLESTATUS']._serialized_end=1202
+  _globals['_STORESTATUS']._serialized_start=1205
+  _globals['_STORESTATUS']._serialized_end=1710
+  _globals['_CLUSTERSTATUS']._serialized_start=1713
+  _globals['_CLUSTERSTATUS']._serialized_end=2262
+  _globals['_STEPDOWNREQUEST']._serialized_start=2264
+  _globals['_STEPDOWNREQUEST']._serialized_end=2281
+  _globals['_STEPDOWNRESPONSE']._serialized_start=2283
+  _globals['_STEPDOWNRESPONSE']._serialized_end=2323
+  _globals['_ADMINSERVICE']._serialized_start=2447
+  _globals['_ADMINSERVICE']._serialized_end=2887
 # @@protoc_insertion_point(module_scope)

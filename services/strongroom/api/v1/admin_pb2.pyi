@@ -1,4 +1,5 @@
 from strongroom.api.v1 import common_pb2 as _common_pb2
+from strongroom.api.v1 import router_pb2 as _router_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -18,6 +19,20 @@ MEMBER_ROLE_UNSPECIFIED: MemberRole
 MEMBER_ROLE_FOLLOWER: MemberRole
 MEMBER_ROLE_RECOVERING: MemberRole
 MEMBER_ROLE_LEADER: MemberRole
+
+class ListOriginMarksRequest(_message.Message):
+    __slots__ = ("store", "destination")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    destination: str
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ...) -> None: ...
+
+class ListOriginMarksResponse(_message.Message):
+    __slots__ = ("marks",)
+    MARKS_FIELD_NUMBER: _ClassVar[int]
+    marks: _containers.RepeatedCompositeFieldContainer[_router_pb2.OriginMark]
+    def __init__(self, marks: _Optional[_Iterable[_Union[_router_pb2.OriginMark, _Mapping]]] = ...) -> None: ...
 
 class ListDurablesRequest(_message.Message):
     __slots__ = ("store", "destination")
@@ -118,7 +133,7 @@ class DurableStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., destination: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending_messages: _Optional[int] = ..., pending_bytes: _Optional[int] = ..., unacked: _Optional[int] = ..., subscribers: _Optional[int] = ..., matcher: _Optional[str] = ..., key_field: _Optional[str] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., content: _Optional[bool] = ..., refused: _Optional[int] = ..., unreachable: _Optional[bool] = ..., unreachable_reason: _Optional[str] = ..., static: _Optional[bool] = ..., store: _Optional[str] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ..., expiry_seconds: _Optional[float] = ..., expires_in_seconds: _Optional[float] = ..., content_matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ...) -> None: ...
 
 class StoreStatus(_message.Message):
-    __slots__ = ("name", "replicated", "messages", "bytes", "durables", "cluster", "storage", "publisher_mode", "max_messages", "max_bytes", "limit_policy", "maps", "routed", "max_message_bytes", "swapped_messages", "map_count", "uows", "uows_pending", "uow_messages", "uow_bytes")
+    __slots__ = ("name", "replicated", "messages", "bytes", "durables", "cluster", "storage", "publisher_mode", "max_messages", "max_bytes", "limit_policy", "maps", "routed", "max_message_bytes", "swapped_messages", "map_count", "uows", "uows_pending", "uow_messages", "uow_bytes", "origin_marks")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATED_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +154,7 @@ class StoreStatus(_message.Message):
     UOWS_PENDING_FIELD_NUMBER: _ClassVar[int]
     UOW_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     UOW_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_MARKS_FIELD_NUMBER: _ClassVar[int]
     name: str
     replicated: bool
     messages: int
@@ -159,7 +175,8 @@ class StoreStatus(_message.Message):
     uows_pending: int
     uow_messages: int
     uow_bytes: int
-    def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ..., uows: _Optional[int] = ..., uows_pending: _Optional[int] = ..., uow_messages: _Optional[int] = ..., uow_bytes: _Optional[int] = ...) -> None: ...
+    origin_marks: _containers.RepeatedCompositeFieldContainer[_router_pb2.OriginMark]
+    def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ..., uows: _Optional[int] = ..., uows_pending: _Optional[int] = ..., uow_messages: _Optional[int] = ..., uow_bytes: _Optional[int] = ..., origin_marks: _Optional[_Iterable[_Union[_router_pb2.OriginMark, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
     __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock")

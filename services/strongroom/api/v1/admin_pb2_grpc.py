@@ -56,6 +56,11 @@ class AdminServiceStub:
                 request_serializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesResponse.FromString,
                 _registered_method=True)
+        self.ListOriginMarks = channel.unary_unary(
+                '/strongroom.v1.AdminService/ListOriginMarks',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -98,6 +103,18 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListOriginMarks(self, request, context):
+        """The origin marks of a routed store as the leader sees them (a follower says NOT_LEADER,
+        naming the leader): per origin cluster and destination, the highest origin sequence of the
+        messages routers forwarded here that this cluster stored (see Message.origin). A router
+        reads them to start forwarding. Errors: UNKNOWN_STORE (the store filter names no store of
+        the cluster), INVALID_ARGUMENT (the store is not routed, or not at another cluster too:
+        nothing is forwarded to it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -120,6 +137,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListDurables,
                     request_deserializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_admin__pb2.ListDurablesResponse.SerializeToString,
+            ),
+            'ListOriginMarks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOriginMarks,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -232,6 +254,33 @@ class AdminService:
             '/strongroom.v1.AdminService/ListDurables',
             strongroom_dot_v1_dot_admin__pb2.ListDurablesRequest.SerializeToString,
             strongroom_dot_v1_dot_admin__pb2.ListDurablesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOriginMarks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/ListOriginMarks',
+            strongroom_dot_v1_dot_admin__pb2.ListOriginMarksRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.ListOriginMarksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -158,7 +158,7 @@ class Noop(_message.Message):
     def __init__(self, leader: _Optional[str] = ...) -> None: ...
 
 class PublishOp(_message.Message):
-    __slots__ = ("store", "destination", "message", "queue", "content", "published_at", "expires_at", "retain_until", "expires_clock")
+    __slots__ = ("store", "destination", "message", "queue", "content", "published_at", "expires_at", "retain_until", "expires_clock", "forwarded")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +168,7 @@ class PublishOp(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_CLOCK_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     message: _common_pb2.Message
@@ -177,7 +178,8 @@ class PublishOp(_message.Message):
     expires_at: float
     retain_until: float
     expires_clock: float
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., expires_clock: _Optional[float] = ...) -> None: ...
+    forwarded: bool
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., queue: _Optional[bool] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., expires_clock: _Optional[float] = ..., forwarded: _Optional[bool] = ...) -> None: ...
 
 class PublishBatchOp(_message.Message):
     __slots__ = ("publish", "messages")
@@ -524,7 +526,7 @@ class InstallSnapshotResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ...) -> None: ...
 
 class StateSnapshot(_message.Message):
-    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps", "clock", "uows", "uow_order", "uows_gone", "uow_subscriptions")
+    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps", "clock", "uows", "uow_order", "uows_gone", "uow_subscriptions", "origin_marks")
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +540,7 @@ class StateSnapshot(_message.Message):
     UOW_ORDER_FIELD_NUMBER: _ClassVar[int]
     UOWS_GONE_FIELD_NUMBER: _ClassVar[int]
     UOW_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_MARKS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     applied_epoch: int
     next_seq: int
@@ -551,7 +554,22 @@ class StateSnapshot(_message.Message):
     uow_order: int
     uows_gone: _containers.RepeatedCompositeFieldContainer[UowGone]
     uow_subscriptions: _containers.RepeatedCompositeFieldContainer[UowSubscriptionState]
-    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ..., uow_subscriptions: _Optional[_Iterable[_Union[UowSubscriptionState, _Mapping]]] = ...) -> None: ...
+    origin_marks: _containers.RepeatedCompositeFieldContainer[OriginMarkState]
+    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ..., uow_subscriptions: _Optional[_Iterable[_Union[UowSubscriptionState, _Mapping]]] = ..., origin_marks: _Optional[_Iterable[_Union[OriginMarkState, _Mapping]]] = ...) -> None: ...
+
+class OriginMarkState(_message.Message):
+    __slots__ = ("cluster", "destination", "store", "sequence", "stored_at")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    STORED_AT_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    destination: str
+    store: str
+    sequence: int
+    stored_at: float
+    def __init__(self, cluster: _Optional[str] = ..., destination: _Optional[str] = ..., store: _Optional[str] = ..., sequence: _Optional[int] = ..., stored_at: _Optional[float] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
     __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue", "expires_clock")
