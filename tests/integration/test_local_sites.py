@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from strongroom.etcd import EtcdClient
 from strongroom.keys import REALM_CURRENT, leader_key
@@ -53,6 +54,20 @@ async def _keys(endpoint: str) -> tuple[bool, bool, bool]:
         await etcd.close()
 
 
+async def _versions(sites: dict[str, Any]) -> dict[str, int]:
+    """The realm version each site's etcd holds."""
+    out = {}
+    for name, site in sites.items():
+        etcd = EtcdClient([site["etcd"]["endpoint"]])
+        try:
+            kv = await etcd.get(REALM_CURRENT)
+            assert kv is not None
+            out[name] = int(json.loads(kv.value)["version"])
+        finally:
+            await etcd.close()
+    return out
+
+
 def test_each_cluster_of_a_zoned_realm_is_a_site(tmp_path: Path) -> None:
     realm_file = tmp_path / "zones.yaml"
     realm_file.write_text(REALM)
@@ -77,6 +92,13 @@ def test_each_cluster_of_a_zoned_realm_is_a_site(tmp_path: Path) -> None:
         assert [m["cluster"] for m in json.loads(west.stdout)] == ["west"]
         missing = strongroom("status", "--at", "north", "--data-dir", str(data))
         assert missing.returncode != 0 and "no cluster 'north'" in missing.stderr
+        # `realm apply` applies at every site.
+        changed = tmp_path / "zones2.yaml"
+        changed.write_text(REALM.replace('  - name: "w.*"', '  - name: "extra.*"\n    store: w\n  - name: "w.*"'))
+        applied = strongroom("realm", "apply", str(changed), "--data-dir", str(data))
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "site east: realm version 2" in applied.stdout and "site west: realm version 2" in applied.stdout
+        assert asyncio.run(_versions(sites)) == {"east": 2, "west": 2}
         pids = [pid for _, pid in live_pids(state)]
         assert len(pids) == 6  # two etcds, two realm services, two members
         down = strongroom("down", "--data-dir", str(data))

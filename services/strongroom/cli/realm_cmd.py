@@ -176,10 +176,10 @@ def locate_realm_service(args: argparse.Namespace) -> str:
                    "local one with `strongroom up`")
 
 
-def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
+def _call(args: argparse.Namespace, method: str, request: Any, address: str | None = None) -> Any:
     from strongroom.client.retry import error_from_rpc
 
-    address = locate_realm_service(args)
+    address = address or locate_realm_service(args)
     with grpc.insecure_channel(address) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
@@ -249,12 +249,34 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _local_sites(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(site, realm service address) of every site of the local state file, when it has sites
+    (a realm with zones) and nothing names another realm service; else none."""
+    from strongroom.local.launcher import load_state
+
+    if getattr(args, "endpoints", None) or getattr(args, "etcd", None) or any(
+            os.environ.get(v) for v in (REALM_ENV, ETCD_ENV, "STRONGROOM_ENDPOINTS")):
+        return []
+    sites = (load_state(data_dir(args)) or {}).get("sites") or {}
+    return [(name, str(site["realm"]["address"])) for name, site in sites.items()
+            if isinstance(site.get("realm"), dict) and site["realm"].get("address")]
+
+
 def _cmd_apply(args: argparse.Namespace) -> int:
     text = _read_file(args.file)
     request = realm_pb2.ApplyRealmRequest(yaml=text, source_name=args.file,
                                           expected_version=args.expected_version)
+    sites = _local_sites(args)
     try:
-        version = _call(args, "Apply", request)
+        if sites:
+            # A local deployment of several sites: the realm is applied at each, as an operator
+            # applies it in each region (the sites share nothing else).
+            for name, address in sites:
+                version = _call(args, "Apply", request, address)
+                if not args.json:
+                    print(f"site {name}: realm version {version.version} is current")
+        else:
+            version = _call(args, "Apply", request)
     except RealmInvalid as err:
         # Problems go to stderr like a compiler's, one per line, so editors can jump to them.
         # The client rebuilds the problems from the indented lines of the status message.
