@@ -97,6 +97,21 @@ def test_cronjob_submits_each_job_in_cluster_mode_to_the_api_server() -> None:
         assert [m["mountPath"] for m in container["volumeMounts"]] == ["/tmp"]
 
 
+def test_by_default_one_application_runs_both_jobs() -> None:
+    """jobs: [all] (the default): one CronJob submits spark_jobs/all.py, which runs backlog and
+    store_metrics in one Spark application, with the same arguments."""
+    values = load_values(METRICS)
+    del values["metrics"]["jobs"]
+    r = render(values)
+    (cronjob,) = r.all("CronJob")
+    assert cronjob["metadata"]["name"] == f"{fullname(r.values)}-metrics-all"
+    _, _, _, app, job_args = _submit(cronjob)
+    assert app == f"{APP}all.py" and (ROOT / "spark_jobs" / "all.py").exists()
+    parsed = parser("all", "").parse_args(job_args)
+    assert str(parsed.events) == r.values["metrics"]["events"]["mountPath"]
+    assert str(parsed.out) == r.values["metrics"]["output"]["mountPath"]
+
+
 def test_without_an_output_claim_the_driver_writes_to_an_empty_dir() -> None:
     values = load_values(METRICS)
     values["metrics"]["output"] = {"claimName": ""}
