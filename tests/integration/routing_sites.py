@@ -3,7 +3,9 @@ service), started by the local launcher with a router per cluster at a free port
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -13,16 +15,22 @@ from strongroom.api.v1 import router_pb2, router_pb2_grpc
 from strongroom.client import Client
 from strongroom.local.etcdproc import free_port
 from strongroom.local.launcher import LocalCluster, start_router
+from strongroom.local.leader import wait_for_leader
 from strongroom.local.process import ServiceProcess
 from strongroom.realm.model import parse_realm
 
 
-def zoned_realm(clusters: list[str], zones: dict[str, list[str]]) -> str:
+def zoned_realm(clusters: list[str], zones: dict[str, list[str]],
+                shapes: dict[str, tuple[str, int]] | None = None) -> str:
     """One-member memory clusters (fast: the routing is under test, not the replication), each
-    with a router at a free port, a routed store `wide` over `zones`, topics `wide.*`."""
+    with a router at a free port, a routed store `wide` over `zones`, topics `wide.*`. `shapes`
+    gives a cluster another (storage, member count): a test of a member failover inside it.
+    Members are named `<cluster>1`, `<cluster>2`, ..."""
     text = "clusters:\n"
     for c in clusters:
-        text += (f"  - name: {c}\n    storage: memory\n    lease_ttl_seconds: 2\n    members: [{{name: {c}1}}]\n"
+        storage, members = (shapes or {}).get(c, ("memory", 1))
+        names = ", ".join(f"{{name: {c}{i}}}" for i in range(1, members + 1))
+        text += (f"  - name: {c}\n    storage: {storage}\n    lease_ttl_seconds: 2\n    members: [{names}]\n"
                  f"    router: {{address: \"127.0.0.1:{free_port()}\"}}\n")
     text += "zones:\n" + "".join(f"  - {{name: {z}, clusters: [{', '.join(cs)}]}}\n" for z, cs in zones.items())
     text += f"stores:\n  - {{name: wide, routed: true, zones: [{', '.join(zones)}]}}\n"
@@ -53,6 +61,30 @@ class Sites:
             stub = router_pb2_grpc.RouterServiceStub(channel)
             reply: router_pb2.RouterStatus = await stub.Status(router_pb2.RouterStatusRequest(), timeout=3.0)
             return reply
+
+    async def wait_route(self, at: str, neighbour: str, destination: str, timeout: float = 15.0) -> None:
+        """Until `at` holds the route durable to `neighbour` on `destination`: from then on what
+        is published at `at` is forwarded (what was published before its router learned of the
+        interest is not, by design)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            listed = await self.client(at).list_durables(store="wide", destination=destination)
+            if any(d.name == f"sr.route.{neighbour}" for d in listed.durables):
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{at} never opened a route to {neighbour} for {destination}")
+
+    async def kill_leader(self, cluster: str) -> str:
+        """SIGKILL the member serving as `cluster`'s leader now (by its pid); its name."""
+        name = await self.local.leader_name(cluster)
+        assert name is not None, f"{cluster} has no leader to kill"
+        self.local.member(cluster, name).kill()
+        return name
+
+    async def wait_leader(self, cluster: str, exclude: Collection[str] = (), timeout: float = 20.0) -> str:
+        """Until a member of `cluster` not in `exclude` serves as leader; its name."""
+        found = await wait_for_leader(self.local.endpoints(cluster), timeout, exclude=exclude, interval=0.2)
+        return found.member
 
     def start_replica(self, cluster: str, replica: str) -> ServiceProcess:
         """Another router replica of `cluster` (a standby while the first is active)."""

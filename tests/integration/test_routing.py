@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from routing_sites import Sites, sites, zoned_realm
+from routing_sites import sites, zoned_realm
 
 from strongroom.client import Subscription
 
@@ -25,33 +25,22 @@ ONE_ZONE = {"world": ["rio", "london", "tokyo"]}
 CHAINED = {"z1": ["rio", "london"], "z2": ["london", "tokyo"]}
 
 
-async def wait_route(s: Sites, at: str, neighbour: str, destination: str, timeout: float = 15.0) -> None:
-    """Until `at` holds the route durable to `neighbour` on `destination`: from then on what is
-    published at `at` is forwarded (what was published before its router learned of the
-    interest is not, by design)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        listed = await s.client(at).list_durables(store="wide", destination=destination)
-        if any(d.name == f"sr.route.{neighbour}" for d in listed.durables):
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{at} never opened a route to {neighbour} for {destination}")
-
-
-async def drain(sub: Subscription, quiet: float = 2.0) -> list[tuple[bytes, str]]:
+async def drain(sub: Subscription, quiet: float = 2.0, ack: bool = True) -> list[tuple[bytes, str]]:
     """Every message the subscription gets until none came for `quiet` seconds: (body,
-    origin cluster), each acknowledged."""
-    got = []
+    origin cluster), each acknowledged (unless not `ack`)."""
+    got: list[tuple[bytes, str]] = []
     while True:
         try:
             m = await sub.next(timeout=quiet)
         except TimeoutError:
             return got
         got.append((m.body, m.origin.cluster if m.origin is not None else ""))
-        await m.ack()
+        if ack:
+            await m.ack()
 
 
-async def collect(sub: Subscription, want: int, timeout: float) -> list[bytes]:
+async def collect(sub: Subscription, want: int, timeout: float, ack: bool = True) -> list[bytes]:
+    """Up to `want` bodies within `timeout` seconds, each acknowledged (unless not `ack`)."""
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
     while len(out) < want and time.monotonic() < deadline:
@@ -60,7 +49,8 @@ async def collect(sub: Subscription, want: int, timeout: float) -> list[bytes]:
         except TimeoutError:
             break
         out.append(m.body)
-        await m.ack()
+        if ack:
+            await m.ack()
     return out
 
 
@@ -69,7 +59,7 @@ async def test_one_zone_reaches_the_interested_clusters_once(tmp_path: Path) -> 
         at_rio = await s.client("rio").subscribe("wide.a", "billing")
         at_tokyo = await s.client("tokyo").subscribe("wide.a", "billing")
         for c in ("rio", "tokyo"):
-            await wait_route(s, "london", c, "wide.a")
+            await s.wait_route("london", c, "wide.a")
         bodies = [f"m{i}".encode() for i in range(200)]
         for b in bodies:
             await s.client("london").publish("wide.a", b)
@@ -89,12 +79,15 @@ async def test_one_zone_reaches_the_interested_clusters_once(tmp_path: Path) -> 
 async def test_a_cluster_without_interest_stores_nothing(tmp_path: Path) -> None:
     async with sites(tmp_path, zoned_realm(["rio", "london", "tokyo"], ONE_ZONE)) as s:
         at_rio = await s.client("rio").subscribe("wide.a", "billing")
-        await wait_route(s, "london", "rio", "wide.a")
+        await s.wait_route("london", "rio", "wide.a")
         for i in range(20):
             await s.client("london").publish("wide.a", f"m{i}".encode())
         assert len(await collect(at_rio, 20, 20)) == 20
         london = await s.status("london")
         assert {p.cluster: p.forwarded_messages for p in london.peers}["tokyo"] == 0
+        # Tokyo opens it once its router heard of rio's interest, which may come after london's
+        # 20 messages went through (they take well under a second).
+        await s.wait_route("tokyo", "rio", "wide.a")
         # Tokyo's only durable is its own route to rio (for messages published at tokyo), empty.
         tokyo = await s.client("tokyo").list_durables(store="wide")
         assert [(d.name, d.pending_messages) for d in tokyo.durables] == [("sr.route.rio", 0)]
@@ -107,10 +100,10 @@ async def test_chained_zones_pass_through_london(tmp_path: Path) -> None:
     async with sites(tmp_path, zoned_realm(["rio", "london", "tokyo"], CHAINED)) as s:
         at_tokyo = await s.client("tokyo").subscribe("wide.a", "t")
         at_rio = await s.client("rio").subscribe("wide.a", "r")
-        await wait_route(s, "rio", "london", "wide.a")  # tokyo's interest, across two hops
-        await wait_route(s, "tokyo", "london", "wide.a")
-        await wait_route(s, "london", "tokyo", "wide.a")
-        await wait_route(s, "london", "rio", "wide.a")
+        await s.wait_route("rio", "london", "wide.a")  # tokyo's interest, across two hops
+        await s.wait_route("tokyo", "london", "wide.a")
+        await s.wait_route("london", "tokyo", "wide.a")
+        await s.wait_route("london", "rio", "wide.a")
         for i in range(50):
             await s.client("rio").publish("wide.a", f"r{i}".encode())
             await s.client("tokyo").publish("wide.a", f"t{i}".encode())
@@ -131,7 +124,7 @@ async def test_kill_9_of_the_active_router_loses_and_duplicates_nothing(tmp_path
         at_rio = await s.client("rio").subscribe("wide.a", "billing")
         at_tokyo = await s.client("tokyo").subscribe("wide.a", "billing")
         for c in ("rio", "tokyo"):
-            await wait_route(s, "london", c, "wide.a")
+            await s.wait_route("london", c, "wide.a")
         confirmed: list[bytes] = []
 
         async def publish(n: int) -> None:
@@ -170,7 +163,7 @@ async def test_kill_9_of_the_active_router_loses_and_duplicates_nothing(tmp_path
 async def test_a_remote_router_down_keeps_the_backlog_waiting(tmp_path: Path) -> None:
     async with sites(tmp_path, zoned_realm(["rio", "london"], {"z": ["rio", "london"]})) as s:
         at_rio = await s.client("rio").subscribe("wide.a", "billing")
-        await wait_route(s, "london", "rio", "wide.a")
+        await s.wait_route("london", "rio", "wide.a")
         rio_router = s.local.routers["rio"]
         rio_router.stop(grace=3.0)
         for i in range(100):
@@ -193,3 +186,55 @@ async def test_a_remote_router_down_keeps_the_backlog_waiting(tmp_path: Path) ->
 
 
 
+
+
+RING = {"ab": ["a", "b"], "bc": ["b", "c"], "cd": ["c", "d"], "da": ["d", "a"]}
+# The breadth-first tree of every origin over the ring (neighbours in name order): which
+# neighbour each cluster passes an origin's messages to. a: a>b>c, a>d; b: b>a>d, b>c;
+# c: c>b>a, c>d; d: d>a>b, d>c.
+RING_EDGES = {
+    ("a", "b"): {"a", "d"}, ("a", "d"): {"a", "b"},
+    ("b", "a"): {"b", "c"}, ("b", "c"): {"a", "b"},
+    ("c", "b"): {"c"}, ("c", "d"): {"c"},
+    ("d", "a"): {"d"}, ("d", "c"): {"d"},
+}
+
+
+async def test_a_cycle_of_zones_stores_each_message_once_everywhere(tmp_path: Path) -> None:
+    clusters, n = ["a", "b", "c", "d"], 25
+    async with sites(tmp_path, zoned_realm(clusters, RING)) as s:
+        subs = {c: await s.client(c).subscribe("wide.a", "desk") for c in clusters}
+        for at, neighbour in RING_EDGES:
+            await s.wait_route(at, neighbour, "wide.a")
+        published: dict[str, list[int]] = {}  # origin -> its store sequences there, in order
+        for i in range(n):
+            for c in clusters:
+                result = await s.client(c).publish("wide.a", f"{c}{i}".encode())
+                published.setdefault(c, []).append(result.message_seq)
+        for c in clusters:
+            # Each cluster's durable: every cluster's messages (its own too), each once and in
+            # per-origin order; nothing comes back round the ring.
+            got = await collect(subs[c], 4 * n, 30, ack=False)
+            got += [b for b, _ in await drain(subs[c], 1.0, ack=False)]
+            for origin in clusters:
+                assert [b for b in got if b.startswith(origin.encode())] == [f"{origin}{i}".encode() for i in range(n)]
+            assert len(got) == 4 * n, c
+            # Stored once: the store holds exactly those (none of them acknowledged yet).
+            stored = [st.messages for cs in await s.client(c).status() for st in cs.stores if st.name == "wide"]
+            assert stored and all(m == 4 * n for m in stored), (c, stored)
+            # The marks: each other origin's last store sequence, none for its own messages.
+            marks = {m.cluster: m.sequence for m in await s.client(c).origin_marks("wide", "wide.a")}
+            assert marks == {o: published[o][-1] for o in clusters if o != c}, c
+            in_status = {m.cluster: m.sequence for cs in await s.client(c).status() for st in cs.stores
+                         if st.name == "wide" for m in st.origin_marks if m.destination == "wide.a"}
+            assert in_status == marks, c
+        # One path per origin: each link carried the messages of exactly the origins whose tree
+        # uses it, and every cluster received each other origin's messages once.
+        for c in clusters:
+            status = await s.status(c)
+            forwarded = {p.cluster: p.forwarded_messages for p in status.peers}
+            received = {p.cluster: p.received_messages for p in status.peers}
+            assert forwarded == {to: n * len(RING_EDGES[(c, to)]) for (at, to) in RING_EDGES if at == c}, c
+            assert received == {frm: n * len(RING_EDGES[(frm, c)]) for (frm, to) in RING_EDGES if to == c}, c
+            assert sum(received.values()) == 3 * n
+            assert all(p.waiting_messages == 0 for p in status.peers), c

@@ -11,8 +11,9 @@ Forward stream:
    stored message, else this cluster and its store sequence) and `previous`: the origin
    sequence of the last message of that origin this route put on the wire (the mark at start);
 3. a message is acknowledged on the route durable only once N answered its batch, or at once
-   when N's side does not get it: at or below the mark, an origin whose tree does not make N
-   this cluster's child, or nobody beyond N wants it.
+   when N's side does not get it: at or below the mark or what the stream already sent (a
+   message delivered again after a local failover lost its ack), an origin whose tree does
+   not make N this cluster's child, or nobody beyond N wants it.
 
 On any error the route backs off, opens a new stream, reads the marks again and sends again
 everything not acknowledged (held here, in order); the marks make a re-sent message a
@@ -250,7 +251,6 @@ class _Session:
     def __init__(self, route: Route, link: ForwardLink, marks: dict[str, int], outage: Outage) -> None:
         self.route = route
         self.link = link
-        self.marks = marks
         # Per origin: the origin sequence of the last message put on the wire (the mark at start).
         self.last_sent = dict(marks)
         self.in_flight: deque[tuple[int, list[int], int]] = deque()
@@ -287,8 +287,12 @@ class _Session:
         for r in batch:
             origin = origin_of(r, route.cluster, route.store)
             message = as_message(r)
+            # At or below what this stream already put on the wire (the mark at start): the
+            # neighbour has it. Not held, so answered: a message delivered again after its ack
+            # was lost (a local failover reopens the route durable on the new leader). Sent
+            # again, it would name a `previous` above its own sequence.
             if (not route.plan.forwards_to(route.store, origin.cluster, route.neighbour)
-                    or origin.sequence <= self.marks.get(origin.cluster, 0)
+                    or origin.sequence <= self.last_sent.get(origin.cluster, 0)
                     or not route.plan.wanted_beyond(route.store, route.destination, origin.cluster,
                                                     route.neighbour, message)):
                 dropped.append(r.seq)
