@@ -448,8 +448,9 @@ class NatsSourcesTarget(NatsTarget):
                 cl = info.cluster
                 if cl is not None and cl.leader and cl.replicas and len(cl.replicas) == 2 and all(
                         r.current for r in cl.replicas):
-                    if cl.name != cfg.placement.cluster:
-                        raise RuntimeError(f"stream {cfg.name} placed in {cl.name}, not {cfg.placement.cluster}")
+                    placed = cfg.placement.cluster if cfg.placement is not None else None
+                    if cl.name != placed:
+                        raise RuntimeError(f"stream {cfg.name} placed in {cl.name}, not {placed}")
                     break
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"stream {cfg.name} has no current R3 group")

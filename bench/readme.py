@@ -98,8 +98,10 @@ def uow_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = Fa
     return "\n".join(out) + "\n"
 
 
-def _load_paragraph(doc: dict[str, Any]) -> list[str]:
+def _load_paragraph(doc: dict[str, Any], always: bool = False) -> list[str]:
     loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
+    if loads and always and max(loads) <= 0.5:
+        return [f"Load average at the start of a round: {min(loads):.1f}–{max(loads):.1f}."]
     if loads and max(loads) > 0.5:
         return [(f"Load average at the start of a round: {min(loads):.1f}–{max(loads):.1f}: other work shared the "
                 "machine's cores, so the absolute figures are low and move; the ratios compare workloads of the "
@@ -118,7 +120,7 @@ def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
     paragraphs = []
     if own_run:
         paragraphs.append(_run_line(doc, results_file))
-        paragraphs += _load_paragraph(doc)
+        paragraphs += _load_paragraph(doc, always=True)
     paragraphs.append(
         f"`strongroom bench --only {ROUTING_CONFIG},{PEER_CONFIG}` runs the routing group alone (every round of "
         "`strongroom bench` runs it too). `routing`: a realm of two clusters in one zone, London and Rio, "
@@ -147,11 +149,13 @@ def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
             "stream's timestamp. Unlike Strongroom's sites, the JetStream meta group spans both clusters (NATS "
             "has no separate control plane per cluster inside a super-cluster; separate domains joined by leaf "
             "nodes would be the closer match, and are not measured). NATS has no router process: its sourcing "
-            "runs in Rio's servers.")
+            "runs in Rio's servers. The peer's delivery figures include nats-py's consumer (fetch, then an ack "
+            "per message), which falls behind what Rio's stream stores: compare its store and delivery "
+            "latencies, and the client CPU.")
     paragraphs.append(
         "All of it shares the machine's cores: while forwarding, both clusters (6 members, 2 etcd, 2 realm "
         "services), both routers and the client run at once, where the local pipelined figure has London's 3 "
-        "members and the client.")
+        "members and the client. " + " ".join(_cpu_sentence(doc, cfg) for cfg in configs))
     out = [ROUTING_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
            "| figure | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
     for key, (label, unit, _) in ROUTING_FIGURES.items():
@@ -172,6 +176,30 @@ def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
             label, unit, _ = ROUTING_FIGURES[x["figure"]]
             out.append(f"| {label} ({unit}) | {x['ratio']:.2f}× |")
     return "\n".join(out) + "\n"
+
+
+def _cpu_sentence(doc: dict[str, Any], config: str) -> str:
+    """Where the CPU went in `config` (medians): per 1,000 messages, forwarding and publishing
+    locally, and the rate the machine's cores could carry at that cost."""
+    s = doc["summary"][config]
+
+    def med(key: str) -> float:
+        v = s.get(key, {}).get("median")
+        return float(v) if v is not None else 0.0
+
+    parts = {"routers": med("forwarded.routers_cpu_s_per_1k"), "London": med("forwarded.london_cpu_s_per_1k"),
+             "Rio": med("forwarded.rio_cpu_s_per_1k"), "client": med("forwarded.client_cpu_s_per_1k")}
+    forwarding = sum(parts.values())
+    local = med("pipelined.servers_cpu_s_per_1k") + med("pipelined.client_cpu_s_per_1k")
+    cores = doc["machine"]["cores"]
+    if not forwarding or not local:
+        return ""
+    split = ", ".join(f"{k} {v:.3f}" for k, v in parts.items() if v)
+    return (f"`{config}`: forwarding took {forwarding:.3f} CPU-seconds per 1,000 messages ({split}), "
+            f"{forwarding / local:.1f}× the local pipelined publish's {local:.3f}; at that cost {cores} cores carry "
+            f"at most {cores * 1000 / forwarding:,.0f} msgs/s, and the machine's CPUs were "
+            f"{med('forwarded.machine_busy_pct'):.0f} % busy while forwarding (the local pipelined publish, bound "
+            f"by its window's round trips, used {local * med('pipelined.msgs_per_s') / 1000:.1f} cores).")
 
 
 def markdown(doc: dict[str, Any], results_file: str = "") -> str:
