@@ -62,7 +62,7 @@ down:
 clean:
 	rm -rf $(VENV) .strongroom
 
-# Benchmarks against NATS JetStream, side by side (bench/; about 6-7 minutes).
+# Benchmarks against NATS JetStream, side by side (bench/; about 8-9 minutes).
 # BENCH_ARGS="--quick" for a one-round smoke run.
 .PHONY: bench
 bench: venv $(VENV)/.bench-installed

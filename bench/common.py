@@ -19,9 +19,11 @@ __all__ = [
     "Params",
     "Progress",
     "free_port",
+    "machine_busy",
     "percentile",
     "proc_cpu_seconds",
     "ratio_of",
+    "self_cpu",
     "summarize",
 ]
 
@@ -75,7 +77,21 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def _self_cpu() -> float:
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat: the share of the machine in
+    use between two readings is Δbusy / Δtotal (every process, the benchmark's and others')."""
+    try:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is counted in user already
+    return float(total - idle), float(total)
+
+
+def self_cpu() -> float:
+    """CPU seconds of this (the benchmark's client) process so far."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
@@ -92,14 +108,14 @@ class CpuMeter:
     def start(self) -> CpuMeter:
         self._leader0 = proc_cpu_seconds(self.leader_pid)
         self._servers0 = sum(proc_cpu_seconds(p) for p in self.server_pids)
-        self._client0 = _self_cpu()
+        self._client0 = self_cpu()
         return self
 
     def stop(self, messages: int) -> dict[str, float]:
         """CPU seconds per thousand messages: leader, all servers together, the client process."""
         leader = proc_cpu_seconds(self.leader_pid) - self._leader0
         servers = sum(proc_cpu_seconds(p) for p in self.server_pids) - self._servers0
-        client = _self_cpu() - self._client0
+        client = self_cpu() - self._client0
         k = max(messages, 1) / 1000.0
         return {"leader_cpu_s_per_1k": leader / k, "servers_cpu_s_per_1k": servers / k,
                 "client_cpu_s_per_1k": client / k}

@@ -33,6 +33,7 @@ CONFIGS: dict[str, tuple[str, str]] = {
     "disk-async": ("disk-async", ""),
     "non-replicated": ("disk-async", "nr."),
     "uow": ("disk-sync", ""),
+    "routing": ("disk-sync", ""),  # bench/routing.py: London and Rio, both disk-sync
 }
 EVENTS_SUFFIX = "-events"
 EVENT_LOG_INTERVAL = 10.0

@@ -31,7 +31,7 @@ from bench.common import (
     percentile,
 )
 
-__all__ = ["CONFIGS", "NatsTarget", "nats_server_binary", "nats_server_version"]
+__all__ = ["CONFIGS", "NatsSourcesTarget", "NatsTarget", "nats_server_binary", "nats_server_version"]
 
 CONFIGS: dict[str, bool] = {"nats-default": False, "nats-fsync": True}  # name -> sync_interval: always
 NODES = ("n1", "n2", "n3")
@@ -323,3 +323,204 @@ class NatsTarget:
             if time.perf_counter() - t0 > timeout:
                 raise RuntimeError(f"{stream}: {left} messages still pending {timeout:.0f} s after consuming")
             await asyncio.sleep(0.02)
+
+
+# --- the routing group's peer: stream sources between two clusters ---------------------------------
+
+SITES = ("london", "rio")
+
+
+def _site_config(name: str, site: str, port: int, cluster_port: int, routes: list[int], gateway_port: int,
+                 gateways: dict[str, list[int]], store: Path) -> str:
+    route_urls = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in routes)
+    gws = ", ".join(f'{{name: {g}, urls: [{", ".join(f"{chr(34)}nats://127.0.0.1:{p}{chr(34)}" for p in ports)}]}}'
+                    for g, ports in gateways.items())
+    return f"""\
+server_name: {name}
+host: 127.0.0.1
+port: {port}
+jetstream {{
+  store_dir: "{store}"
+  sync_interval: always
+}}
+cluster {{
+  name: {site}
+  host: 127.0.0.1
+  port: {cluster_port}
+  routes: [{route_urls}]
+}}
+gateway {{
+  name: {site}
+  host: 127.0.0.1
+  port: {gateway_port}
+  gateways: [{gws}]
+}}
+"""
+
+
+class NatsSourcesTarget(NatsTarget):
+    """The routing group's peer (`nats-sources`): two 3-node JetStream clusters, London and Rio
+    (fsync on every write, like `nats-fsync`), joined by gateways into one super-cluster. At
+    London: the R3 work-queue stream PIPE1 (local pipelined publishes) and the R3 stream WIDE
+    (subject `wide.bench`); at Rio: the R3 stream RIO whose `sources` is WIDE, and a durable pull
+    consumer on it. `nc`/`js` talk to London's servers, `rio` to Rio's."""
+
+    def __init__(self, config: str, work_dir: Path, progress: Progress) -> None:
+        super().__init__("nats-fsync", work_dir, progress)
+        self.config = config
+        self.rio_nc: Any = None
+        self.rio_js: Any = None
+        self.rio_pids: list[int] = []
+
+    def _nodes(self, site: str) -> list[str]:
+        return [f"{site}-{n}" for n in NODES]
+
+    def _spawn_servers(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        every = [n for s in SITES for n in self._nodes(s)]
+        self.ports = {n: free_port() for n in every}
+        cluster_ports = {n: free_port() for n in every}
+        gateway_ports = {n: free_port() for n in every}
+        gateways = {s: [gateway_ports[n] for n in self._nodes(s)] for s in SITES}
+        binary = nats_server_binary()
+        for site in SITES:
+            for n in self._nodes(site):
+                conf = self.work_dir / f"{n}.conf"
+                conf.write_text(_site_config(n, site, self.ports[n], cluster_ports[n],
+                                             [cluster_ports[o] for o in self._nodes(site) if o != n],
+                                             gateway_ports[n], gateways, self.work_dir / n))
+                with open(self.work_dir / f"{n}.log", "ab") as log:
+                    self.procs[n] = subprocess.Popen([binary, "-c", str(conf)], stdout=log,
+                                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # CPU of "the servers" (as for Strongroom's `pipelined`): London's.
+        self.server_pids = [self.procs[n].pid for n in self._nodes("london")]
+        self.rio_pids = [self.procs[n].pid for n in self._nodes("rio")]
+
+    async def start(self) -> None:
+        import nats
+
+        self._spawn_servers()
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not all(_listening(p) for p in self.ports.values()):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise TimeoutError("nats-server did not listen in time")
+            await asyncio.sleep(0.05)
+
+        async def on_error(exc: Exception) -> None:
+            self.notes.append(f"nats client: {type(exc).__name__}: {exc}")
+
+        def connect(site: str) -> Any:
+            return nats.connect(servers=[f"nats://127.0.0.1:{self.ports[n]}" for n in self._nodes(site)],
+                                connect_timeout=5, max_reconnect_attempts=-1, error_cb=on_error)
+
+        self.nc = await connect("london")
+        self.rio_nc = await connect("rio")
+        self.js = self.nc.jetstream(timeout=30)
+        self.rio_js = self.rio_nc.jetstream(timeout=30)
+        await self._create_streams(deadline)
+
+    async def _create_streams(self, deadline: float) -> None:
+        from nats.js.api import Placement, RetentionPolicy, StorageType, StreamConfig, StreamSource
+
+        wanted = [
+            StreamConfig(name="PIPE1", subjects=["pipe1"], retention=RetentionPolicy.WORK_QUEUE,
+                         storage=StorageType.FILE, num_replicas=3, placement=Placement(cluster="london")),
+            StreamConfig(name="WIDE", subjects=["wide.bench"], retention=RetentionPolicy.LIMITS,
+                         storage=StorageType.FILE, num_replicas=3, placement=Placement(cluster="london")),
+            StreamConfig(name="RIO", sources=[StreamSource(name="WIDE")], retention=RetentionPolicy.LIMITS,
+                         storage=StorageType.FILE, num_replicas=3, placement=Placement(cluster="rio")),
+        ]
+        setup = self.nc.jetstream(timeout=2)
+        for cfg in wanted:
+            while True:
+                self._check_alive()
+                try:
+                    await setup.add_stream(cfg)
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.25)
+        for cfg in wanted:
+            while True:
+                info = await self.js.stream_info(cfg.name)
+                cl = info.cluster
+                if cl is not None and cl.leader and cl.replicas and len(cl.replicas) == 2 and all(
+                        r.current for r in cl.replicas):
+                    placed = cfg.placement.cluster if cfg.placement is not None else None
+                    if cl.name != placed:
+                        raise RuntimeError(f"stream {cfg.name} placed in {cl.name}, not {placed}")
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"stream {cfg.name} has no current R3 group")
+                await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        try:
+            if self.rio_nc is not None:
+                try:
+                    await asyncio.wait_for(self.rio_nc.close(), 10)
+                except Exception as exc:  # noqa: BLE001 - stopping anyway
+                    self.notes.append(f"closing the Rio nats connection: {exc!r}")
+        finally:
+            await super().stop()
+
+    async def forwarded(self, n: int) -> dict[str, Any]:
+        """As `RoutingTarget.forwarded`: n stamped messages published at London into WIDE (one
+        publish_async publisher, 256 pending), received from RIO (which sources WIDE) by a
+        durable pull consumer at Rio with explicit acks. The store time at Rio is the RIO
+        stream's timestamp of the message."""
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        from bench.routing import INTEREST_TIMEOUT, RECEIVE_TIMEOUT, CpuSplit, Stamped
+
+        psub = await self.rio_js.pull_subscribe("wide.bench", durable="bench", stream="RIO",
+                                                config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT,
+                                                                      max_ack_pending=10 * CREDIT))
+        # The source is set up with the stream; still, a probe must come through before measuring.
+        self.progress.begin(f"{self.config} forwarded: waiting for a probe to reach RIO")
+        deadline = time.monotonic() + INTEREST_TIMEOUT
+        await self.js.publish("wide.bench", b"last probe")
+        while True:
+            try:
+                msgs = await psub.fetch(CREDIT, timeout=1)
+            except TimeoutError:
+                msgs = []
+            for m in msgs:
+                await m.ack()
+            if any(m.data == b"last probe" for m in msgs):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no probe reached RIO within {INTEREST_TIMEOUT:.0f} s")
+        stamped = Stamped(n)
+        self.progress.begin(f"{self.config} forwarded London → Rio (received at Rio)", n)
+
+        async def receive() -> None:
+            while stamped.got < n:
+                try:
+                    msgs = await psub.fetch(CREDIT, timeout=RECEIVE_TIMEOUT)
+                except TimeoutError:
+                    raise RuntimeError(f"forwarded: {stamped.got} of {n} messages at Rio, then none for "
+                                       f"{RECEIVE_TIMEOUT:.0f} s") from None
+                for m in msgs:
+                    stamped.received(m.data, m.metadata.timestamp.timestamp())
+                    await m.ack()
+                self.progress.done = stamped.got
+
+        async def publish() -> float:
+            js = self.nc.jetstream(timeout=30, publish_async_max_pending=WINDOW)
+            s = time.perf_counter()
+            futs = [await js.publish_async("wide.bench", Stamped.body(i)) for i in range(n)]
+            await asyncio.gather(*futs)
+            return time.perf_counter() - s
+
+        # NATS has no router process: the sourcing runs inside the servers (Rio's pull WIDE).
+        meter = CpuSplit([], self.server_pids, self.rio_pids).start()
+        t0 = time.time()
+        receiver = asyncio.create_task(receive())
+        publish_seconds = await publish()
+        await receiver
+        cpu = meter.stop(n)
+        await psub.unsubscribe()
+        return {**stamped.figures(t0, publish_seconds), **cpu}

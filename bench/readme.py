@@ -5,7 +5,8 @@
 Prints the section body as Markdown (the newest results file by default); `--write` replaces
 the body of the section in README.md, keeping its "### Where the time goes" subsection, which
 is written by hand from the profiles. A results file of the `uow` group alone (`--only uow`)
-replaces only the "### Units of work" subsection.
+replaces only the "### Units of work" subsection; one of the routing group alone (`--only
+routing,nats-sources`) only the "### Routing" subsection.
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.runner import FIGURES, RESULTS_DIR, cell
+from bench.routing import PEER_CONFIG, ROUTING_CONFIG, ROUTING_FIGURES
+from bench.runner import FIGURES, GROUPS, RESULTS_DIR, ROUTING_CONFIGS, cell
 from bench.uow import UOW_CONFIG, UOW_FIGURES
 
-__all__ = ["main", "markdown", "replace_section", "replace_uow_subsection", "uow_markdown"]
+__all__ = ["main", "markdown", "replace_section", "replace_subsection", "replace_uow_subsection", "routing_markdown",
+           "uow_markdown"]
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 HEADING = "## Benchmarks"
 KEEP = "### Where the time goes"
 UOW_HEADING = "### Units of work"
+ROUTING_HEADING = "### Routing"
 
 
 def _ratio_cell(r: dict[str, Any]) -> str:
@@ -66,11 +70,7 @@ def uow_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = Fa
     paragraphs = []
     if own_run:
         paragraphs.append(_run_line(doc, results_file))
-        loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
-        if loads and max(loads) > 0.5:
-            paragraphs.append(f"Load average at the start of a round: {min(loads):.1f}–{max(loads):.1f}: other work "
-                              "shared the machine's cores, so the absolute figures are low and move; the ratios "
-                              "compare workloads of the same round.")
+        paragraphs += _load_paragraph(doc)
     paragraphs.append(
         f"`strongroom bench --only {UOW_CONFIG}` runs the units-of-work group alone; every round of "
         f"`strongroom bench` runs it too, on a fresh 3-member disk-sync cluster of its own (configuration "
@@ -98,11 +98,120 @@ def uow_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = Fa
     return "\n".join(out) + "\n"
 
 
+def _load_paragraph(doc: dict[str, Any], always: bool = False) -> list[str]:
+    loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
+    if loads and always and max(loads) <= 0.5:
+        return [f"Load average at the start of a round: {min(loads):.1f}–{max(loads):.1f}."]
+    if loads and max(loads) > 0.5:
+        return [(f"Load average at the start of a round: {min(loads):.1f}–{max(loads):.1f}: other work shared the "
+                "machine's cores, so the absolute figures are low and move; the ratios compare workloads of the "
+                "same round.")]
+    return []
+
+
+def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = False) -> str:
+    """The "### Routing" subsection from the routing group's figures (`routing` and its peer
+    `nats-sources`); `own_run`: the results file is a run of this group alone."""
+    c = doc["conditions"]
+    r = c.get("routing", {})
+    routers = r.get("routers", {})
+    n = c["counts"]["pipelined"]
+    configs = [cfg for cfg in ROUTING_CONFIGS if cfg in doc["summary"]]
+    paragraphs = []
+    if own_run:
+        paragraphs.append(_run_line(doc, results_file))
+        paragraphs += _load_paragraph(doc, always=True)
+    paragraphs.append(
+        f"`strongroom bench --only {ROUTING_CONFIG},{PEER_CONFIG}` runs the routing group alone (every round of "
+        "`strongroom bench` runs it too). `routing`: a realm of two clusters in one zone, London and Rio, "
+        "each 3 members, disk-sync, each a site of its own (its own etcd and realm service) with its own "
+        "router (`strongroom-router`), all on 127.0.0.1 of this one machine, fresh per round; a routed store "
+        "(topic `wide.bench`) and a store of London's own (a queue). In order: `pipelined`: "
+        f"{n:,} publishes of 1 KiB at London on the local queue, one pipelined publisher, 256 in flight (the "
+        "figure of the main table, on this realm's London); forwarded: a standard durable at Rio on "
+        "`wide.bench` (probe messages published at London until one arrives at Rio, so London's router "
+        f"knows Rio's interest), then {n:,} messages published at London the same way while the durable at Rio "
+        "receives and acknowledges them (explicit acks, 256 credit). Each body starts with its publish time and "
+        "index. Forwarded messages/s: the messages over the time from the first publish at London to the last "
+        "one's store time at Rio (as Rio's leader stamped it), so it counts what Rio stored, measured at Rio. "
+        "Latency: publish at London (just before `send`) to delivery at Rio, and to the store time at Rio. "
+        f"Router settings: batches of {routers.get('batch_messages', '?')} messages, "
+        f"{routers.get('in_flight_batches', '?')} batches in flight per route, route durable credit "
+        f"{routers.get('route_credit', '?')}, receiving publisher window {routers.get('receiver_publish_window', '?')}. "
+        "Target (issue 21): forwarded messages/s at least 0.8× the local pipelined rate of the same run.")
+    if PEER_CONFIG in doc["summary"]:
+        paragraphs.append(
+            f"The peer, `{PEER_CONFIG}`: two 3-node NATS JetStream clusters, London and Rio (`sync_interval: "
+            "always`, the match for disk-sync), joined by gateways into one super-cluster; at London an R3 file "
+            "stream `WIDE` (subject `wide.bench`) and an R3 work-queue stream for the local pipelined figure, at "
+            "Rio an R3 file stream `RIO` with `sources: [WIDE]`, and a durable pull consumer on it (explicit acks, "
+            "fetch batch 256); publishes with `publish_async`, 256 pending. The store time at Rio is the `RIO` "
+            "stream's timestamp. Unlike Strongroom's sites, the JetStream meta group spans both clusters (NATS "
+            "has no separate control plane per cluster inside a super-cluster; separate domains joined by leaf "
+            "nodes would be the closer match, and are not measured). NATS has no router process: its sourcing "
+            "runs in Rio's servers. The peer's delivery figures include nats-py's consumer (fetch, then an ack "
+            "per message), which falls behind what Rio's stream stores: compare its store and delivery "
+            "latencies, and the client CPU.")
+    paragraphs.append(
+        "All of it shares the machine's cores: while forwarding, both clusters (6 members, 2 etcd, 2 realm "
+        "services), both routers and the client run at once, where the local pipelined figure has London's 3 "
+        "members and the client. " + " ".join(_cpu_sentence(doc, cfg) for cfg in configs))
+    out = [ROUTING_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
+           "| figure | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
+    for key, (label, unit, _) in ROUTING_FIGURES.items():
+        out.append(f"| {label} ({unit}) | " + " | ".join(cell(doc["summary"][cfg].get(key)) for cfg in configs)
+                   + " |")
+    out += ["", "Ratios of the medians:", "", "| ratio | " + " | ".join(configs) + " |",
+            "|---|" + "---:|" * len(configs)]
+    ratios = doc.get("routing_ratios", {})
+    for i, (fig, against) in enumerate((x["figure"], x["against"]) for x in next(iter(ratios.values()), [])):
+        a, b = ROUTING_FIGURES[fig], ROUTING_FIGURES[against]
+        out.append(f"| {a[0]} / {b[0]} | " + " | ".join(_ratio_cell(ratios[cfg][i]) if cfg in ratios else "-"
+                                                        for cfg in configs) + " |")
+    vs = [x for x in doc.get("routing_vs_peer", []) if x["ratio"] is not None]
+    if vs:
+        out += ["", (f"{ROUTING_CONFIG} / {PEER_CONFIG} (medians; throughput: higher is better, latency and CPU: "
+                "lower is better):"), "", "| figure | ratio |", "|---|---:|"]
+        for x in vs:
+            label, unit, _ = ROUTING_FIGURES[x["figure"]]
+            out.append(f"| {label} ({unit}) | {x['ratio']:.2f}× |")
+    return "\n".join(out) + "\n"
+
+
+def _cpu_sentence(doc: dict[str, Any], config: str) -> str:
+    """Where the CPU went in `config` (medians): per 1,000 messages, forwarding and publishing
+    locally, and the rate the machine's cores could carry at that cost."""
+    s = doc["summary"][config]
+
+    def med(key: str) -> float:
+        v = s.get(key, {}).get("median")
+        return float(v) if v is not None else 0.0
+
+    parts = {"routers": med("forwarded.routers_cpu_s_per_1k"), "London": med("forwarded.london_cpu_s_per_1k"),
+             "Rio": med("forwarded.rio_cpu_s_per_1k"), "client": med("forwarded.client_cpu_s_per_1k")}
+    forwarding = sum(parts.values())
+    local = med("pipelined.servers_cpu_s_per_1k") + med("pipelined.client_cpu_s_per_1k")
+    cores = doc["machine"]["cores"]
+    if not forwarding or not local:
+        return ""
+    split = ", ".join(f"{k} {v:.3f}" for k, v in parts.items() if v)
+    return (f"`{config}`: forwarding took {forwarding:.3f} CPU-seconds per 1,000 messages ({split}), "
+            f"{forwarding / local:.1f}× the local pipelined publish's {local:.3f}; at that cost {cores} cores carry "
+            f"at most {cores * 1000 / forwarding:,.0f} msgs/s, and the machine's CPUs were "
+            f"{med('forwarded.machine_busy_pct'):.0f} % busy while forwarding (the local pipelined publish, bound "
+            f"by its window's round trips, used {local * med('pipelined.msgs_per_s') / 1000:.1f} cores).")
+
+
 def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     c = doc["conditions"]
-    configs = [cfg for cfg in doc["summary"] if cfg != UOW_CONFIG]
-    if not configs:  # a run of the `uow` group alone
-        return uow_markdown(doc, results_file, own_run=True)
+    configs = [cfg for cfg in doc["summary"] if cfg not in GROUPS]
+    if not configs:  # a run of the `uow` and/or routing groups alone
+        parts = []
+        if UOW_CONFIG in doc["summary"]:
+            parts.append(uow_markdown(doc, results_file, own_run=True))
+        if any(cfg in doc["summary"] for cfg in ROUTING_CONFIGS):
+            parts.append(routing_markdown(doc, results_file, own_run=True))
+        return "\n".join(parts)
     counts = c["counts"]
     loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
     paragraphs = [
@@ -159,6 +268,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
                    + " |")
     if UOW_CONFIG in doc["summary"]:
         out += ["", uow_markdown(doc).rstrip()]
+    if any(cfg in doc["summary"] for cfg in ROUTING_CONFIGS):
+        out += ["", routing_markdown(doc).rstrip()]
     if doc.get("errors"):
         out += ["", "Errors in this run:", ""] + [f"- {e}" for e in doc["errors"]]
     return "\n".join(out) + "\n"
@@ -180,14 +291,21 @@ def replace_section(readme: str, body: str) -> str:
 
 
 def replace_uow_subsection(readme: str, text: str) -> str:
-    """README text with the "### Units of work" subsection of "## Benchmarks" replaced by `text`
-    (added before the KEEP subsection when there is none yet); the rest of the section stays."""
+    """README text with the "### Units of work" subsection of "## Benchmarks" replaced by `text`."""
+    return replace_subsection(readme, text)
+
+
+def replace_subsection(readme: str, text: str) -> str:
+    """README text with the subsection of "## Benchmarks" that `text` starts with (its "### "
+    heading) replaced by `text` (added before the KEEP subsection when there is none yet); the
+    rest of the section stays."""
+    heading = text.splitlines()[0].rstrip()
     section = re.compile(rf"^{re.escape(HEADING)}[ \t]*\n(.*?)(?=^## |\Z)", re.DOTALL | re.MULTILINE)
     match = section.search(readme)
     if match is None:
         raise SystemExit(f"README has no {HEADING!r} section")
     body = match.group(1)
-    old = re.search(rf"^{re.escape(UOW_HEADING)}.*?(?=^### |\Z)", body, re.DOTALL | re.MULTILINE)
+    old = re.search(rf"^{re.escape(heading)}[ \t]*\n.*?(?=^### |\Z)", body, re.DOTALL | re.MULTILINE)
     if old is not None:
         body = body[:old.start()] + text.rstrip() + "\n\n" + body[old.end():]
     else:
@@ -212,9 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         shown = str(path)
     body = markdown(doc, shown)
-    if a.write and body.startswith(UOW_HEADING):
-        README.write_text(replace_uow_subsection(README.read_text(), body))
-        print(f"README.md: {UOW_HEADING} of {HEADING} rewritten from {shown}")
+    if a.write and body.startswith("### "):  # a run of the uow and/or routing groups alone
+        text = README.read_text()
+        for part in re.split(r"(?m)^(?=### )", body):
+            if part.strip():
+                text = replace_subsection(text, part)
+                print(f"README.md: {part.splitlines()[0]} of {HEADING} rewritten from {shown}")
+        README.write_text(text)
     elif a.write:
         README.write_text(replace_section(README.read_text(), body))
         print(f"README.md: {HEADING} rewritten from {shown}")

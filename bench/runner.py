@@ -2,13 +2,18 @@
 
 One round runs every configuration once, alternating the two systems:
 
-    disk-sync, disk-sync-events, nats-fsync, disk-async, nats-default, non-replicated, uow
+    disk-sync, disk-sync-events, nats-fsync, disk-async, nats-default, non-replicated, uow,
+    routing, nats-sources
 
 Each configuration gets a fresh 3-member cluster (started, measured, stopped, its data removed)
 and runs, in order: confirm, pipelined (1 publisher), consume (drains the pipelined backlog),
 fanout, pipelined with 4 and with 16 publishers. `uow` (a disk-sync cluster) runs the units-of-
 work group instead (bench/uow.py): UOWs of 10 × 1 KiB messages, committed one at a time and 64
-in flight, and received, beside confirmed and pipelined publishes, against issue 20's targets. The report gives every figure as the median
+in flight, and received, beside confirmed and pipelined publishes, against issue 20's targets. `routing` (two 3-member disk-sync clusters, London and Rio, one
+zone, a router each) and its peer `nats-sources` (two 3-node JetStream clusters joined by
+gateways, a stream at Rio sourcing one at London) run the routing group instead
+(bench/routing.py): local pipelined publishes at London, then as many forwarded to a durable at
+Rio, against issue 21's target. The report gives every figure as the median
 and range over the rounds, and the ratio ours/peer of the medians: disk-sync against
 nats-fsync, disk-async against nats-default; and disk-sync with the store event log on against
 disk-sync with it off (`disk-sync-events` / `disk-sync`, target: within 5 %).
@@ -42,6 +47,14 @@ from bench.common import (
     ratio_of,
     summarize,
 )
+from bench.routing import (
+    PEER_CONFIG,
+    ROUTING_CONFIG,
+    ROUTING_FIGURES,
+    routing_headline,
+    routing_ratios,
+    run_routing,
+)
 from bench.uow import (
     UOW_CONFIG,
     UOW_FIGURES,
@@ -53,12 +66,13 @@ from bench.uow import (
     uow_ratios,
 )
 
-__all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "format_report", "format_uow",
+__all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "format_report", "format_routing", "format_uow",
            "machine_info", "main", "run_bench", "run_cli", "versions", "write_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# Chosen so that a default run (5 rounds) takes about 6-7 minutes on the 2-core test machine:
-# a round takes 70-80 s (each configuration 10-20 s, cluster start and stop included).
+# Chosen so that a default run (5 rounds) takes about 8-9 minutes on the 2-core test machine:
+# a round takes 100-110 s (each configuration 10-20 s, cluster start and stop included; the
+# routing group's two clusters per system about 15 s each).
 # `confirm` is 5,000 publishes so that its p99 rests on the 50 slowest of each round, not 20.
 DEFAULT_PARAMS = Params(confirm=5000, pipelined=40000, fanout=10000)
 QUICK_PARAMS = Params(confirm=20, pipelined=300, fanout=60)
@@ -74,7 +88,12 @@ ORDER: list[tuple[str, str]] = [
     ("nats", "nats-default"),
     ("strongroom", "non-replicated"),
     ("strongroom", UOW_CONFIG),
+    ("strongroom", ROUTING_CONFIG),
+    ("nats", PEER_CONFIG),
 ]
+# Configurations that run a group of their own, reported apart from the main table.
+ROUTING_CONFIGS = (ROUTING_CONFIG, PEER_CONFIG)
+GROUPS = (UOW_CONFIG, *ROUTING_CONFIGS)
 OURS = [c for s, c in ORDER if s == "strongroom"]
 PEERS = [c for s, c in ORDER if s == "nats"]
 
@@ -190,6 +209,14 @@ def _filesystem(path: Path) -> str:
 
 
 def _make_target(system: str, config: str, work: Path, progress: Progress) -> Any:
+    if config == ROUTING_CONFIG:
+        from bench.routing import RoutingTarget
+
+        return RoutingTarget(config, work, progress)
+    if config == PEER_CONFIG:
+        from bench.peer import NatsSourcesTarget
+
+        return NatsSourcesTarget(config, work, progress)
     if system == "strongroom":
         from bench.ours import StrongroomTarget
 
@@ -204,6 +231,8 @@ async def _run_target(target: Any, params: Params) -> dict[str, Any]:
     try:
         if target.config == UOW_CONFIG:
             return await run_uow(target, params)
+        if target.config in ROUTING_CONFIGS:
+            return await run_routing(target, params)
         return await _run_workloads(target, params)
     finally:
         await target.stop()
@@ -228,6 +257,8 @@ async def _run_workloads(target: Any, params: Params) -> dict[str, Any]:
 def _headline(results: dict[str, Any]) -> str:
     if "uow_commit" in results:
         return headline(results)
+    if "forwarded" in results:
+        return routing_headline(results)
     c = results["confirm"]
     return (f"confirm {c['msgs_per_s']:,.0f}/s p50 {c['p50_ms']:.2f} ms p99 {c['p99_ms']:.2f} ms; "
             f"pipelined {results['pipelined']['msgs_per_s']:,.0f}/s; consume {results['consume']['msgs_per_s']:,.0f}/s; "
@@ -320,6 +351,18 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
             "uow": {"messages_per_uow": UOW_MESSAGES, "window": UOW_WINDOW, **uow_counts(params),
                     "cluster": "disk-sync, fresh per round, like disk-sync; a queue per workload; UOWs with the "
                                "destination's defaults (persistent messages and status)"},
+            "routing": {
+                "cluster_shapes": "London and Rio: 3 members each, disk-sync, each a site of its own (own etcd "
+                                  "and realm service), one router each (strongroom-router), one zone",
+                "publisher": f"one pipelined publisher at London, {WINDOW} in flight (as `pipelined`)",
+                "receiver": f"a standard durable at Rio, explicit acks, {CREDIT} credit",
+                "peer": "two 3-node JetStream clusters (sync_interval: always) joined by gateways (one super-"
+                        "cluster); R3 file stream WIDE at London, R3 file stream RIO at Rio with sources: [WIDE]; "
+                        f"pull consumer on RIO, explicit acks, fetch batch {CREDIT}",
+                "routers": _router_settings(),
+                "peer_meta": "the JetStream meta group spans both clusters (NATS has no per-site "
+                             "control plane within a super-cluster); Strongroom's sites share nothing",
+            },
             "nats": "fresh 3-node JetStream cluster per configuration, R3 file streams (work-queue retention; "
                     "interest retention for fanout), nats-py; publish / publish_async, pull consumers, "
                     "explicit acks",
@@ -328,6 +371,8 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
         "summary": summary,
         "ratios": ratios,
         "uow_ratios": uow_ratios(summary[UOW_CONFIG]) if UOW_CONFIG in summary else [],
+        "routing_ratios": {c: routing_ratios(summary[c]) for c in ROUTING_CONFIGS if c in summary},
+        "routing_vs_peer": _routing_vs_peer(summary),
         "raw": raw,
         "errors": [f"round {e['round']} {e['config']}: {e['error']}" for e in raw if "error" in e],
     }
@@ -359,7 +404,7 @@ def cell(s: dict[str, Any] | None) -> str:
 
 def format_report(doc: dict[str, Any]) -> str:
     """The report as plain text."""
-    configs = [c for c in doc["summary"] if c != UOW_CONFIG]
+    configs = [c for c in doc["summary"] if c not in GROUPS]
     lines = [(f"Strongroom vs NATS JetStream, {doc['date']} ({doc['duration_s']:.0f} s), "
               f"{doc['conditions']['runs']} run(s) of each; median (min–max)"),
              f"machine: {doc['machine']['cores']} cores, {doc['machine']['memory_gib']} GiB, {doc['machine']['cpu']}",
@@ -369,6 +414,8 @@ def format_report(doc: dict[str, Any]) -> str:
         lines += _format_table(doc, configs)
     if UOW_CONFIG in doc["summary"]:
         lines += ["", *format_uow(doc)]
+    if any(c in doc["summary"] for c in ROUTING_CONFIGS):
+        lines += ["", *format_routing(doc)]
     if doc["errors"]:
         lines += ["", "errors:"] + [f"  {e}" for e in doc["errors"]]
     notes = [f"round {e['round']} {e['config']}: {n}" for e in doc["raw"] for n in e.get("notes", [])]
@@ -414,6 +461,43 @@ def format_uow(doc: dict[str, Any]) -> list[str]:
     lines.append("ratios (medians):")
     for r in doc.get("uow_ratios", []):
         lines.append(f"  {r['figure'] + ' / ' + r['against']:<50} {_ratio_text(r)}")
+    return lines
+
+
+def _routing_vs_peer(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """routing / nats-sources on every routing figure (ratio of the medians)."""
+    if ROUTING_CONFIG not in summary or PEER_CONFIG not in summary:
+        return []
+    out = []
+    for fig, (_, _, higher) in ROUTING_FIGURES.items():
+        ratio, _ = ratio_of(summary[ROUTING_CONFIG].get(fig, {}).get("median"),
+                            summary[PEER_CONFIG].get(fig, {}).get("median"), None, higher)
+        out.append({"figure": fig, "ratio": ratio, "higher_is_better": higher})
+    return out
+
+
+def _router_settings() -> dict[str, int]:
+    from strongroom.routing import forwarder, receiver
+
+    return {"batch_messages": forwarder.BATCH_MESSAGES, "in_flight_batches": forwarder.IN_FLIGHT_BATCHES,
+            "route_credit": forwarder.CREDIT, "receiver_publish_window": receiver.PUBLISH_WINDOW}
+
+
+def format_routing(doc: dict[str, Any]) -> list[str]:
+    """The routing group's figures, its ratios against issue 21's target, and ours / peer."""
+    configs = [c for c in ROUTING_CONFIGS if c in doc["summary"]]
+    width = max(len(f"{lbl} [{unit}]") for lbl, unit, _ in ROUTING_FIGURES.values())
+    lines = ["routing London → Rio (1 KiB messages; " + doc["conditions"]["routing"]["cluster_shapes"] + "):",
+             f"  {'':<{width}}  " + "  ".join(f"{c:>28}" for c in configs)]
+    for key, (label, unit, _) in ROUTING_FIGURES.items():
+        lines.append(f"  {label + ' [' + unit + ']':<{width}}  "
+                     + "  ".join(f"{cell(doc['summary'][c].get(key)):>28}" for c in configs))
+    lines.append("ratios (medians):")
+    for c, rs in doc.get("routing_ratios", {}).items():
+        for r in rs:
+            lines.append(f"  {c:>12}: {r['figure'] + ' / ' + r['against']:<50} {_ratio_text(r)}")
+    for r in doc.get("routing_vs_peer", []):
+        lines.append(f"  {ROUTING_CONFIG} / {PEER_CONFIG}: {r['figure']:<38} {_ratio_text({**r, 'target': None})}")
     return lines
 
 

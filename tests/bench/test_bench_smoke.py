@@ -18,6 +18,7 @@ if str(ROOT) not in sys.path:
 pytest.importorskip("nats", reason="the benchmark extra is not installed (pip install -e '.[bench]')")
 
 from bench.peer import nats_server_binary
+from bench.routing import PEER_CONFIG, ROUTING_CONFIG, ROUTING_FIGURES, ROUTING_RATIOS
 from bench.runner import (
     FIGURES,
     ORDER,
@@ -43,15 +44,21 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
 
     assert doc["errors"] == [], "\n".join(e.get("traceback", "") for e in doc["raw"])
     assert [(e["system"], e["config"]) for e in doc["raw"]] == ORDER  # the systems alternate
+    groups = {UOW_CONFIG: UOW_FIGURES, ROUTING_CONFIG: ROUTING_FIGURES, PEER_CONFIG: ROUTING_FIGURES}
     for _, config in ORDER:
-        for figure in UOW_FIGURES if config == UOW_CONFIG else FIGURES:
+        for figure in groups.get(config, FIGURES):
             s = doc["summary"][config].get(figure)
+            if figure == "forwarded.routers_cpu_s_per_1k" and config == PEER_CONFIG:
+                assert s is None, "NATS has no router process"
+                continue
             if figure.startswith("event_log.") and not config.endswith("-events"):
                 assert s is None, f"{config}: {figure} without the event log"
                 continue
             assert s is not None and s["median"] is not None, f"{config}: {figure} missing"
             assert math.isfinite(s["median"]) and s["median"] >= 0, f"{config}: {figure} = {s['median']}"
             assert s["min"] <= s["median"] <= s["max"]
+        if config in (ROUTING_CONFIG, PEER_CONFIG):
+            continue
         assert doc["summary"][config]["confirm.msgs_per_s"]["median"] > 0
     # The event log on: its files were published and measured.
     assert doc["summary"]["disk-sync-events"]["event_log.rows"]["median"] > 0
@@ -61,13 +68,18 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
     assert len(doc["uow_ratios"]) == len(UOW_RATIOS)
     assert all(r["ratio"] is not None and r["ratio"] > 0 for r in doc["uow_ratios"])
     assert all(r["ratio"] is not None and r["ratio"] > 0 for r in doc["ratios"])
+    # The routing group: every message forwarded once, its ratio against issue 21's target.
+    for config in (ROUTING_CONFIG, PEER_CONFIG):
+        assert doc["summary"][config]["forwarded.duplicates"]["median"] == 0
+        assert len(doc["routing_ratios"][config]) == len(ROUTING_RATIOS)
+        assert all(r["ratio"] is not None and r["ratio"] > 0 for r in doc["routing_ratios"][config])
     for key in ("cores", "memory_gib"):
         assert doc["machine"][key]
     for key in ("python", "grpcio", "rocksdict", "nats-server"):
         assert doc["versions"][key] not in ("", "unknown", "not installed")
 
     report = format_report(doc)
-    for label, unit, _ in [*FIGURES.values(), *UOW_FIGURES.values()]:
+    for label, unit, _ in [*FIGURES.values(), *UOW_FIGURES.values(), *ROUTING_FIGURES.values()]:
         assert f"{label} [{unit}]" in report
     for _, config in ORDER:
         assert config in report
