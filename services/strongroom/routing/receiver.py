@@ -103,9 +103,9 @@ class Receiver:
             await answers.put(None)
 
     async def _marks(self, store: str, destination: str) -> list[rpb.OriginMark]:
-        marks = await self.client.origin_marks(store, destination)  # type: ignore[attr-defined]
-        return [rpb.OriginMark(cluster=m.cluster, destination=getattr(m, "destination", "") or destination,
-                               sequence=m.sequence, stored_at=getattr(m, "stored_at", 0.0)) for m in marks]
+        marks = await self.client.origin_marks(store, destination)
+        return [rpb.OriginMark(cluster=m.cluster, destination=m.destination or destination, sequence=m.sequence,
+                               stored_at=m.stored_at) for m in marks]
 
     async def _answer(self, batch: rpb.ForwardBatch, pending: Any) -> rpb.ForwardAck:
         if isinstance(pending, StrongroomError):
