@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -53,7 +52,9 @@ from strongroom.local.statefile import (
     live_pids,
     load_state,
     member_endpoints,
+    say,
     state_path,
+    warn,
     write_state,
 )
 from strongroom.realm.model import DEFAULT_REALM_YAML, Realm, parse_realm
@@ -84,14 +85,6 @@ READY_TIMEOUT = 60.0
 SYNC_TIMEOUT = 10.0  # after the leaders serve, how long `up` waits for every follower to catch up
 
 Progress = Callable[[str], None]
-
-
-def _say(message: str) -> None:
-    print(message, flush=True)
-
-
-def _warn(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # --- processes ----------------------------------------------------------------------------------
@@ -333,7 +326,7 @@ class LocalCluster:
                  f"realm version {version})")
         return realm_yaml, source, version
 
-    async def start(self, realm: Realm, realm_yaml: str, source: str, progress: Progress = _say,
+    async def start(self, realm: Realm, realm_yaml: str, source: str, progress: Progress = say,
                     timeout: float = READY_TIMEOUT, keep_stored_realm: bool = False,
                     clusters: Collection[str] | None = None) -> dict[str, str]:
         """Start everything and wait for the leaders (and routers); returns cluster -> leader
@@ -377,7 +370,7 @@ class LocalCluster:
         found = await find_leader(self.endpoints(cluster), exclude)
         return found.member if found is not None else None
 
-    async def wait_for_leaders(self, timeout: float = READY_TIMEOUT, progress: Progress = _say) -> dict[str, str]:
+    async def wait_for_leaders(self, timeout: float = READY_TIMEOUT, progress: Progress = say) -> dict[str, str]:
         """Until every cluster has a leader serving clients (Status role "leader").
 
         Fails fast when a member process exits, with the end of its log.
@@ -493,14 +486,14 @@ def _read_realm(realm_file: Path | None) -> tuple[Realm, str, str] | None:
         try:
             text = Path(realm_file).read_text()
         except OSError as exc:
-            _warn(f"error: cannot read realm file {source}: {exc.strerror or exc}")
+            warn(f"error: cannot read realm file {source}: {exc.strerror or exc}")
             return None
     try:
         realm = parse_realm(text, source)
     except RealmInvalid as exc:
-        _warn(f"error: the realm {source} is invalid; nothing was started:")
+        warn(f"error: the realm {source} is invalid; nothing was started:")
         for problem in exc.problems:
-            _warn(f"  {problem}")
+            warn(f"  {problem}")
         return None
     return realm, text, source
 
@@ -544,11 +537,11 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
     if state is not None:
         alive = live_pids(state)
         if alive:
-            _warn(f"error: a local cluster is already running in {data_dir} "
+            warn(f"error: a local cluster is already running in {data_dir} "
                   f"({', '.join(f'{label} pid {pid}' for label, pid in alive)}); "
                   f"use `strongroom status` or `strongroom down --data-dir {data_dir}`")
             return 1
-        _say(f"replacing the stale state file of {data_dir} (data is reused)")
+        say(f"replacing the stale state file of {data_dir} (data is reused)")
         state_path(data_dir).unlink(missing_ok=True)
 
     cluster = LocalCluster(data_dir, detach=detach)
@@ -556,40 +549,40 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
         try:
             leaders = asyncio.run(cluster.start(realm, text, source, keep_stored_realm=realm_file is None))
         except KeyboardInterrupt:
-            _warn("interrupted; stopping what was started ...")
+            warn("interrupted; stopping what was started ...")
             cluster.stop()
             return 130
         except Exception as exc:  # noqa: BLE001 - any failure: report it, leave nothing running
-            _warn(f"error: {exc}")
-            _warn("stopping what was started ...")
+            warn(f"error: {exc}")
+            warn("stopping what was started ...")
             cluster.stop()
             return 1
         stop.interrupt = False
         cluster.save()
         lagging = asyncio.run(cluster.wait_until_synced(SYNC_TIMEOUT))
-        _say(f"strongroom is up (data in {data_dir}):")
+        say(f"strongroom is up (data in {data_dir}):")
         for line in cluster.describe(leaders):
-            _say(f"  {line}")
-        _say(f"  endpoints: {','.join(cluster.endpoints())}")
+            say(f"  {line}")
+        say(f"  endpoints: {','.join(cluster.endpoints())}")
         for line in lagging:
             # Serving, but with less redundancy than the realm asks for: say so.
-            _warn(f"warning: member {line}; see {data_dir / 'logs'}")
+            warn(f"warning: member {line}; see {data_dir / 'logs'}")
         if detach:
-            _say(f"stop it with: strongroom down --data-dir {data_dir}")
+            say(f"stop it with: strongroom down --data-dir {data_dir}")
             return 0
-        _say("running in the foreground; Ctrl-C stops everything")
+        say("running in the foreground; Ctrl-C stops everything")
         reported: set[str] = set()
         while not stop.requested:
             if load_state(data_dir) is None:
-                _say("the state file was removed (strongroom down?); stopping")
+                say("the state file was removed (strongroom down?); stopping")
                 break
             for proc in [*(p for ms in cluster.members.values() for p in ms.values()), *cluster.routers.values()]:
                 if not proc.alive() and proc.name not in reported:
                     reported.add(proc.name)
                     what = "router" if proc.name.endswith("/router") else "member"
-                    _warn(f"{what} {proc.name} exited with code {proc.returncode()}; see {proc.log}")
+                    warn(f"{what} {proc.name} exited with code {proc.returncode()}; see {proc.log}")
             time.sleep(0.3)
-        _say("stopping routers, members, the realm service and etcd ...")
+        say("stopping routers, members, the realm service and etcd ...")
         cluster.stop()
-        _say("stopped")
+        say("stopped")
     return 0

@@ -15,17 +15,29 @@ from typing import Any
 
 from strongroom.local.process import STOP_GRACE, pid_alive, stop_processes
 
-__all__ = ["STATE_FILE", "default_data_dir", "down", "live_pids", "load_state", "member_endpoints", "state_path",
-           "write_state"]
+__all__ = [
+    "STATE_FILE",
+    "default_data_dir",
+    "down",
+    "live_pids",
+    "load_state",
+    "member_endpoints",
+    "say",
+    "state_path",
+    "warn",
+    "write_state",
+]
 
 STATE_FILE = "state.json"
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """A line for the operator on stdout (the launcher's commands too)."""
     print(message, flush=True)
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
+    """A line for the operator on stderr."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -105,7 +117,7 @@ def down(data_dir: Path, grace: float = STOP_GRACE) -> int:
     data_dir = Path(data_dir).absolute()
     state = load_state(data_dir)
     if state is None:
-        _say(f"no local cluster in {data_dir} (no {STATE_FILE})")
+        say(f"no local cluster in {data_dir} (no {STATE_FILE})")
         return 0
     alive = {pid: label for label, pid in live_pids(state)}
     groups: list[list[tuple[str, int]]] = [
@@ -115,12 +127,12 @@ def down(data_dir: Path, grace: float = STOP_GRACE) -> int:
     for group in groups:
         running = [(label, pid) for label, pid in group if pid in alive]
         if running:
-            _say(f"stopping {', '.join(f'{label} (pid {pid})' for label, pid in running)}")
+            say(f"stopping {', '.join(f'{label} (pid {pid})' for label, pid in running)}")
             stop_processes([pid for _, pid in running], grace)
     still = live_pids(state)
     if still:
-        _warn(f"error: still running: {', '.join(f'{label} pid {pid}' for label, pid in still)}")
+        warn(f"error: still running: {', '.join(f'{label} pid {pid}' for label, pid in still)}")
         return 1
     state_path(data_dir).unlink(missing_ok=True)
-    _say(f"stopped the local cluster in {data_dir}")
+    say(f"stopped the local cluster in {data_dir}")
     return 0

@@ -126,10 +126,8 @@ class Route:
         # from the first on every new stream.
         self.held: OrderedDict[int, Received] = OrderedDict()
         self.sub: Subscription | None = None
-        self.forwarded = 0
         self.connected = False
         self.last_error = ""
-        self.started_at = time.time()
         self.last_progress = time.time()
         self._task: asyncio.Task[None] | None = None
 
@@ -253,7 +251,8 @@ class _Session:
         self.link = link
         # Per origin: the origin sequence of the last message put on the wire (the mark at start).
         self.last_sent = dict(marks)
-        self.in_flight: deque[tuple[int, list[int], int]] = deque()
+        # Batches on the wire, in order: (batch id, the route durable sequences it carries).
+        self.in_flight: deque[tuple[int, list[int]]] = deque()
         self.room = asyncio.Event()
         self.outage = outage
         self.batch_ids = iter(range(2, 2 ** 63))
@@ -313,7 +312,7 @@ class _Session:
             self.room.clear()
             await self.room.wait()
         out.batch_id = next(self.batch_ids)
-        self.in_flight.append((out.batch_id, sent, len(sent)))
+        self.in_flight.append((out.batch_id, sent))
         await self.link.send(out)
 
     async def _read(self) -> None:
@@ -324,14 +323,13 @@ class _Session:
                 raise ConnectionFailed(f"the Forward stream to {route.neighbour} ended")
             if not self.in_flight or ack.batch_id != self.in_flight[0][0]:
                 raise RouteBroken(f"{route.neighbour} answered batch {ack.batch_id} out of order")
-            _, seqs, _count = self.in_flight.popleft()
+            _, seqs = self.in_flight.popleft()
             self.room.set()
             _check(ack, route.neighbour)
             for seq in seqs:
                 route.held.pop(seq, None)
             assert route.sub is not None
             await route.sub.ack_many(seqs)
-            route.forwarded += ack.stored
             route.peer.forwarded += ack.stored
             route.last_progress = time.time()
             for m in ack.marks:

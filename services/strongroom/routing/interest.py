@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.persistence.matcher import Match, compile_matcher
+from strongroom.realm.zones import ROUTE_DURABLE_PREFIX
 
 __all__ = [
     "ROUTE_DURABLE_PREFIX",
@@ -28,11 +29,8 @@ __all__ = [
     "next_version",
     "own_interest",
     "route_durable",
+    "route_neighbour",
 ]
-
-ROUTE_DURABLE_PREFIX = "sr.route."
-"""Route durables are named `sr.route.<neighbour>`; they are a router's, not interest."""
-
 
 def route_durable(neighbour: str) -> str:
     """The name of the route durable holding what waits to be forwarded to `neighbour`."""
@@ -42,6 +40,11 @@ def route_durable(neighbour: str) -> str:
 def is_route_durable(name: str) -> bool:
     """True for a router's route durable (never interest)."""
     return name.startswith(ROUTE_DURABLE_PREFIX)
+
+
+def route_neighbour(name: str) -> str:
+    """The neighbour a route durable holds messages for."""
+    return name.removeprefix(ROUTE_DURABLE_PREFIX)
 
 
 def next_version(previous: int, echoed: int = 0, now_ns: int | None = None) -> int:

@@ -31,6 +31,7 @@ from strongroom.routing.interest import (
     InterestTable,
     is_route_durable,
     own_interest,
+    route_neighbour,
 )
 from strongroom.routing.receiver import Receiver
 from strongroom.routing.stats import PeerStats
@@ -181,7 +182,7 @@ class Router:
                     continue  # endpoints' content durables are not routed (see docs/routing.md)
                 found.append((d.store or store, d.destination, d.name, d.content_matcher))
                 if is_route_durable(d.name):
-                    waiting[(d.name.removeprefix("sr.route."), d.destination)] = d.pending_messages
+                    waiting[(route_neighbour(d.name), d.destination)] = d.pending_messages
         self.waiting = waiting
         if self.table.set_own(own_interest(found)):
             log.info("interest of %s is now %s", self.cluster,
