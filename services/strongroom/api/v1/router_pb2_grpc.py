@@ -30,8 +30,9 @@ class RouterServiceStub:
     the other clusters of the stores' forwarding zones that have interest in them, and stores what
     they forward to it in its own cluster. The routers of different clusters talk to each other
     only through this service (one endpoint per cluster: the realm's `clusters[].router.address`).
-    Only the active router replica of a cluster serves; another answers FAILED_PRECONDITION,
-    reason NOT_ACTIVE_ROUTER.
+    Only the active router replica of a cluster serves ExchangeInterest and Forward; a standby
+    that listens (`--serve-standby`) answers them with FAILED_PRECONDITION, reason
+    NOT_ACTIVE_ROUTER, and answers Status with its own view (`active` false).
     """
 
     def __init__(self, channel):
@@ -62,8 +63,9 @@ class RouterServiceServicer:
     the other clusters of the stores' forwarding zones that have interest in them, and stores what
     they forward to it in its own cluster. The routers of different clusters talk to each other
     only through this service (one endpoint per cluster: the realm's `clusters[].router.address`).
-    Only the active router replica of a cluster serves; another answers FAILED_PRECONDITION,
-    reason NOT_ACTIVE_ROUTER.
+    Only the active router replica of a cluster serves ExchangeInterest and Forward; a standby
+    that listens (`--serve-standby`) answers them with FAILED_PRECONDITION, reason
+    NOT_ACTIVE_ROUTER, and answers Status with its own view (`active` false).
     """
 
     def ExchangeInterest(self, request, context):
@@ -82,7 +84,11 @@ class RouterServiceServicer:
         recognised as committed before, by its origin). A batch without messages is answered at once
         with the marks this cluster holds for its destination (every origin): how a sender starts.
         An error for a batch is in its answer; after an error the stream's later batches fail too,
-        so the sender re-reads the marks and re-sends in order on a new stream.
+        so the sender re-reads the marks and re-sends in order on a new stream. Errors:
+        INVALID_ARGUMENT (the destination is not a topic of a routed store here, `from_cluster` is
+        not a neighbour in that store, a message without `origin`), INVALID_ORIGIN, ORIGIN_GAP
+        (retriable: re-read the marks), and the local cluster's own (NOT_LEADER, NO_QUORUM,
+        STORE_LIMIT_EXCEEDED, LOG_FORMAT_PENDING ...).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -126,8 +132,9 @@ class RouterService:
     the other clusters of the stores' forwarding zones that have interest in them, and stores what
     they forward to it in its own cluster. The routers of different clusters talk to each other
     only through this service (one endpoint per cluster: the realm's `clusters[].router.address`).
-    Only the active router replica of a cluster serves; another answers FAILED_PRECONDITION,
-    reason NOT_ACTIVE_ROUTER.
+    Only the active router replica of a cluster serves ExchangeInterest and Forward; a standby
+    that listens (`--serve-standby`) answers them with FAILED_PRECONDITION, reason
+    NOT_ACTIVE_ROUTER, and answers Status with its own view (`active` false).
     """
 
     @staticmethod
