@@ -3,8 +3,8 @@ answering the same two questions over the same files (issue 19, Scale).
 
 For each size:
 
-1. An event log is written with `strongroom.events.synthetic` (the members' writer once it
-   exists: see SINK there) into a temporary directory; its size on disk per event is measured.
+1. An event log is written with `strongroom.events.synthetic` through the members' writer
+   (`EventWriter`) into a temporary directory; its size on disk per event is measured.
    The write time is reported but is not the measurement.
 2. Each job runs as its own process, `python -m spark_jobs.<job> --events DIR --out DIR --json`,
    and then both as one, `python -m spark_jobs.all` (what a user runs to get both answers: one

@@ -114,6 +114,28 @@ def test_duplicates_and_unwanted_messages_make_no_rows() -> None:
     assert kinds(m.rows()) == {"durable_created": 1, "message_stored": 2, "message_pending": 2}
 
 
+def test_a_batch_of_several_producers_with_some_retried_messages_keeps_each_rows_own_values() -> None:
+    m = Member()
+    m.apply(create("t", "all"), create("t", "none", matcher=cpb.ContentMatcher()))
+    m.apply(batch("t", [b"a"], pid="p", first=1))
+    msgs = [cpb.Message(body=b * i, producer_id=pid, sequence=s)
+            for i, (b, pid, s) in enumerate([(b"b", "q", 1), (b"c", "p", 1), (b"d", "p", 2), (b"e", "", 0),
+                                             (b"f", "q", 2)], 1)]
+    head = rpb.PublishOp(store="s", destination="t", published_at=T0 + 3)
+    m.apply(rpb.Operation(publish_batch=rpb.PublishBatchOp(publish=head, messages=msgs)), time=T0 + 3)
+    rows = [r for r in m.rows() if r["log_index"] == 3]
+    stored = [r for r in rows if r["kind"] == "message_stored"]
+    # (b"c", "p", 1) is a retry of the first entry's message: no row; the others keep their own producer and size.
+    assert [(r["producer"], r["size"]) for r in stored] == [
+        ("q", msgs[0].ByteSize()), ("p", msgs[2].ByteSize()), (None, msgs[3].ByteSize()), ("q", msgs[4].ByteSize())]
+    assert [r["seq"] for r in stored] == [2, 3, 4, 5]
+    pending = [r for r in rows if r["kind"] == "message_pending"]
+    assert {r["durable"] for r in pending} == {"all", "none"}
+    assert [r["seq"] for r in pending if r["durable"] == "all"] == [2, 3, 4, 5]
+    assert all(r["producer"] is None and r["published_at"].timestamp() == T0 + 3 for r in pending)
+    assert [r["position"] for r in rows] == list(range(len(rows)))
+
+
 def test_topic_pending_rows_follow_each_durables_interest() -> None:
     m = Member()
     red = cpb.ContentMatcher()

@@ -2,9 +2,9 @@
 
 Every member would build the same rows from the same entry: they depend only on the entry, the
 apply's results and the notes the state machine took while applying it (`records.py`). The
-columns are collected as Python lists for many entries at once and turned into Arrow arrays
-once per batch; the messages of a publish operation become columns by list repetition, not a
-loop per row.
+columns are collected for many entries at once and turned into Arrow arrays once per batch: what
+a publish operation repeats for each of its rows (epoch, index, time, store, kind, durable, ...)
+as runs of one value, a message's own seq and size as lists.
 
 Positions within an entry: operation by operation, in order. For a publish operation: first
 the events its apply noted (a queue's own durable created, messages discarded to make room),
@@ -15,9 +15,12 @@ stored row). Other operations: their notes in the order the apply made them.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from strongroom.events.records import Applied, Record, RecordKind
@@ -30,6 +33,10 @@ _KIND_INDEX = {k: i for i, k in enumerate(EventKind)}
 STORED = _KIND_INDEX[EventKind.MESSAGE_STORED]
 PENDING = _KIND_INDEX[EventKind.MESSAGE_PENDING]
 _US = 1_000_000
+_SEQ = operator.itemgetter(0)
+_DUPLICATE = operator.itemgetter(1)
+_SIZE = operator.attrgetter("size")
+_PRODUCER = operator.attrgetter("producer_id")
 
 Delivery = tuple[int, Any, int, str, str, int, float, int, float]
 """(applied log index, durable, seq, store, destination, size, published_at, deliveries, time)."""
@@ -39,13 +46,68 @@ def _us(seconds: float) -> int:
     return int(seconds * _US)
 
 
+class _Runs:
+    """A column collected as runs of one value (value, count): the columns a publish operation
+    repeats for every row (its epoch, index, time, store, ...) cost a comparison per operation,
+    not a list element per row, and become Arrow with one `numpy.repeat`."""
+
+    __slots__ = ("counts", "values")
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.counts: list[int] = []
+
+    def add(self, value: Any, count: int = 1) -> None:
+        values = self.values
+        if values and values[-1] == value:
+            self.counts[-1] += count
+        else:
+            values.append(value)
+            self.counts.append(count)
+
+    def expand(self, dtype: type[np.integer[Any]]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The rows' values and their null mask (None: no nulls)."""
+        counts = np.array(self.counts, dtype=np.int64)
+        values = self.values
+        if any(v is None for v in values):
+            valid = np.array([v is not None for v in values], dtype=bool)
+            data = np.array([0 if v is None else v for v in values], dtype=dtype)
+            return np.repeat(data, counts), ~np.repeat(valid, counts)
+        return np.repeat(np.array(values, dtype=dtype), counts), None
+
+
+class _Positions:
+    """Positions as runs of consecutive numbers (start, count): one run per entry, mostly."""
+
+    __slots__ = ("counts", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.counts: list[int] = []
+
+    def add(self, start: int, count: int = 1) -> None:
+        if self.starts and self.starts[-1] + self.counts[-1] == start:
+            self.counts[-1] += count
+        else:
+            self.starts.append(start)
+            self.counts.append(count)
+
+    def expand(self) -> np.ndarray:
+        counts = np.array(self.counts, dtype=np.int64)
+        begins = np.cumsum(counts) - counts
+        starts = np.array(self.starts, dtype=np.int64)
+        return (np.repeat(starts - begins, counts) + np.arange(int(counts.sum()), dtype=np.int64)).astype(np.uint32)
+
+
 class RowBuilder:
     """Collects rows column by column; `table()` hands them over as one Arrow table. String
     columns are collected as dictionary indices (a Python int per row costs a tenth of a
-    string to convert)."""
+    string to convert); columns a publish repeats per row as runs (`_Runs`); only a message's
+    own values (seq, size) as a list per row."""
 
-    _COLUMNS = ("epoch", "log_index", "position", "kind", "time", "store", "destination", "durable", "seq",
-                "size", "published_at", "producer", "deliveries", "reason", "target", "detail")
+    _RUNS = ("epoch", "log_index", "kind", "time", "store", "destination", "durable", "published_at", "producer",
+             "deliveries", "reason", "target", "detail")
+    _LISTS = ("seq", "size")
     _STRINGS = ("store", "destination", "durable", "producer", "reason", "target", "detail")
 
     def __init__(self, cluster: str) -> None:
@@ -54,7 +116,9 @@ class RowBuilder:
         self._last_time = 0
 
     def _clear(self) -> None:
-        self.cols: dict[str, list[Any]] = {name: [] for name in self._COLUMNS}
+        self.runs: dict[str, _Runs] = {name: _Runs() for name in self._RUNS}
+        self.lists: dict[str, list[Any]] = {name: [] for name in self._LISTS}
+        self.positions = _Positions()
         self.dicts: dict[str, dict[str, int]] = {name: {} for name in self._STRINGS}
 
     def _code(self, column: str, value: str | None) -> int | None:
@@ -68,7 +132,7 @@ class RowBuilder:
         return code
 
     def __len__(self) -> int:
-        return len(self.cols["kind"])
+        return len(self.lists["seq"])
 
     # --- one row at a time (rare events) -----------------------------------------------------------
 
@@ -77,16 +141,18 @@ class RowBuilder:
              size: int | None = None, published_at: int | None = None, producer: str | None = None,
              deliveries: int | None = None, reason: str | None = None, target: str | None = None,
              detail: str | None = None) -> None:
-        c = self.cols
+        r = self.runs
         code = self._code
-        for name, value in (("epoch", epoch), ("log_index", index), ("position", position),
-                            ("kind", _KIND_INDEX[kind]), ("time", time_us), ("store", code("store", store)),
-                            ("destination", code("destination", destination)),
-                            ("durable", code("durable", durable)), ("seq", seq), ("size", size),
-                            ("published_at", published_at), ("producer", code("producer", producer)),
-                            ("deliveries", deliveries), ("reason", code("reason", reason)),
-                            ("target", code("target", target)), ("detail", code("detail", detail))):
-            c[name].append(value)
+        for name, value in (("epoch", epoch), ("log_index", index), ("kind", _KIND_INDEX[kind]), ("time", time_us),
+                            ("store", code("store", store)), ("destination", code("destination", destination)),
+                            ("durable", code("durable", durable)), ("published_at", published_at),
+                            ("producer", code("producer", producer)), ("deliveries", deliveries),
+                            ("reason", code("reason", reason)), ("target", code("target", target)),
+                            ("detail", code("detail", detail))):
+            r[name].add(value)
+        self.positions.add(position)
+        self.lists["seq"].append(seq)
+        self.lists["size"].append(size)
 
     # --- entries -----------------------------------------------------------------------------------
 
@@ -132,49 +198,54 @@ class RowBuilder:
                 holders = rec[2] + rec[3]
             else:
                 position = self._add_note(a, None, rec, position, t)
-        kept = [(r, m) for r, m in zip(results, messages) if r.message_seq and not r.duplicate]
-        if not kept:
-            return position
-        seqs = [r.message_seq for r, _ in kept]
-        sizes = [r.size for r, _ in kept]
+        seqs = list(map(_SEQ, results))
+        if 0 in seqs or any(map(_DUPLICATE, results)):
+            kept = [(r, m) for r, m in zip(results, messages) if r.message_seq and not r.duplicate]
+            if not kept:
+                return position
+            results = [r for r, _ in kept]
+            messages = [m for _, m in kept]
+            seqs = list(map(_SEQ, results))
+        sizes = list(map(_SIZE, results))
         code = self._code
-        producer_codes = self.dicts["producer"]
-        producers = [producer_codes[p] if p in producer_codes else code("producer", p or None)
-                     for p in (m.producer_id for _, m in kept)]
-        n = len(kept)
+        producers = [(code("producer", p or None), len(list(run)))
+                     for p, run in itertools.groupby(map(_PRODUCER, messages))]
+        n = len(seqs)
         if all(d.wants_all for d in holders) and not head.content:
             pending = [(d, seqs, sizes) for d in holders]
         else:
             pending = []
             for d in holders:
-                mine = [(r.message_seq, r.size) for r, m in kept if d.wants(m)]
+                mine = [(r.message_seq, r.size) for r, m in zip(results, messages) if d.wants(m)]
                 if mine:
                     pending.append((d, [s for s, _ in mine], [z for _, z in mine]))
         rows = n + sum(len(p[1]) for p in pending)
-        c = self.cols
+        r = self.runs
         published = _us(head.published_at)
-        c["epoch"] += [a.epoch] * rows
-        c["log_index"] += [a.index] * rows
-        c["position"] += range(position, position + rows)
-        c["time"] += [published] * rows
-        c["store"] += [code("store", head.store)] * rows
-        c["published_at"] += [published] * rows
-        c["kind"] += [STORED] * n
-        c["destination"] += [code("destination", head.destination)] * n
-        c["durable"] += [None] * n
-        c["seq"] += seqs
-        c["size"] += sizes
-        c["producer"] += producers
+        r["epoch"].add(a.epoch, rows)
+        r["log_index"].add(a.index, rows)
+        self.positions.add(position, rows)
+        r["time"].add(published, rows)
+        r["store"].add(code("store", head.store), rows)
+        r["published_at"].add(published, rows)
+        r["kind"].add(STORED, n)
+        r["destination"].add(code("destination", head.destination), n)
+        r["durable"].add(None, n)
+        seq_list, size_list = self.lists["seq"], self.lists["size"]
+        seq_list += seqs
+        size_list += sizes
+        for producer, count in producers:
+            r["producer"].add(producer, count)
         for d, ps, zs in pending:
             k = len(ps)
-            c["kind"] += [PENDING] * k
-            c["destination"] += [code("destination", d.destination)] * k
-            c["durable"] += [code("durable", d.name)] * k
-            c["seq"] += ps
-            c["size"] += zs
-            c["producer"] += [None] * k
+            r["kind"].add(PENDING, k)
+            r["destination"].add(code("destination", d.destination), k)
+            r["durable"].add(code("durable", d.name), k)
+            seq_list += ps
+            size_list += zs
+            r["producer"].add(None, k)
         for name in ("deliveries", "reason", "target", "detail"):
-            c[name] += [None] * rows
+            r[name].add(None, rows)
         return position + rows
 
     def _add_note(self, a: Applied, op: Any, rec: Record, position: int, t: int) -> int:
@@ -245,23 +316,30 @@ class RowBuilder:
 
     def table(self) -> pa.Table | None:
         """The rows collected since the last call, as a table in the event schema (None: none)."""
-        c = self.cols
-        if not c["kind"]:
+        n = len(self)
+        if not n:
             return None
-        dicts = self.dicts
+        runs, lists, positions, dicts = self.runs, self.lists, self.positions, self.dicts
         self._clear()
-        arrays = []
+        arrays: list[pa.Array] = []
         for f in SCHEMA:
-            if f.name == "cluster":
-                arrays.append(pa.DictionaryArray.from_arrays(pa.array([0] * len(c["kind"]), pa.int32()),
+            name = f.name
+            if name == "cluster":
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
                                                              pa.array([self.cluster])))
-            elif f.name == "kind":
-                arrays.append(pa.DictionaryArray.from_arrays(pa.array(c["kind"], pa.int32()), pa.array(_KINDS)))
+            elif name == "position":
+                arrays.append(pa.array(positions.expand(), pa.uint32()))
+            elif name in lists:
+                arrays.append(pa.array(lists[name], f.type))
+            elif name == "kind" or name in dicts:
+                codes, mask = runs[name].expand(np.int32)
+                names = _KINDS if name == "kind" else list(dicts[name])
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=mask),
+                                                             pa.array(names, pa.string())))
             elif pa.types.is_timestamp(f.type):
-                arrays.append(pa.array(c[f.name], pa.int64()).cast(f.type))
-            elif f.name in dicts:
-                arrays.append(pa.DictionaryArray.from_arrays(pa.array(c[f.name], pa.int32()),
-                                                             pa.array(list(dicts[f.name]), pa.string())))
+                data, mask = runs[name].expand(np.int64)
+                arrays.append(pa.array(data, pa.int64(), mask=mask).cast(f.type))
             else:
-                arrays.append(pa.array(c[f.name], f.type))
+                data, mask = runs[name].expand(np.uint64 if f.type == pa.uint64() else np.int64)
+                arrays.append(pa.array(data, f.type, mask=mask))
         return pa.Table.from_arrays(arrays, schema=SCHEMA)

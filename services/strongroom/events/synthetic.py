@@ -1,6 +1,6 @@
 """Synthetic store event logs: what a busy cluster's leader would write, deterministic from a seed.
 
-For the Spark jobs' tests and `strongroom bench metrics` until the members write real event logs.
+For the Spark jobs' tests and `strongroom bench metrics` (a cluster makes the same files, slower).
 A run publishes to several stores and destinations (topics with two durables each, a queue, a
 slow dashboard whose store discards its oldest messages at a limit, a topic whose messages
 expire), delivers with some redeliveries, acknowledges most, dead-letters a few into a
@@ -8,17 +8,14 @@ dead-letter topic nobody drains, and loses its leader once half-way (a new epoch
 flight are delivered again, counting from 1, as a new leader does). Nothing here is random at run
 time: the same `Scenario` gives the same files, byte for byte.
 
-The rows follow `strongroom.events.schema` exactly (columns, kinds, key, layout, hidden files
-renamed on completion, the version in the file metadata). Where they go is the one line
-`SINK = ParquetFiles` below: switching to the members' writer is replacing it with
-`strongroom.events.writer.EventWriter`, which takes the same (root, cluster) and `write(table)` /
-`close()`.
+The rows follow `strongroom.events.schema` exactly (columns, kinds, key) and are written by the
+members' own writer (`strongroom.events.writer.EventWriter`, see `WriterFiles`): the files are
+laid out, encoded, named and published exactly as a cluster's leader publishes them.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,18 +25,15 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from strongroom.events.schema import (
-    HIDDEN_PREFIX,
     NON_LOG_POSITION,
     SCHEMA,
     EventKind,
-    file_name,
-    partition_dir,
 )
+from strongroom.events.writer import EventWriter
 
-__all__ = ["DESTINATIONS", "SINK", "WRITER_EPOCH_KEY", "EventSink", "ParquetFiles", "Scenario", "Summary", "event_tables", "write_event_log"]
+__all__ = ["DESTINATIONS", "SINK", "WRITER_EPOCH_KEY", "EventSink", "Scenario", "Summary", "WriterFiles", "event_tables", "write_event_log"]
 
 
 @dataclass(frozen=True)
@@ -124,41 +118,42 @@ class EventSink(Protocol):
     def close(self) -> None: ...
 
 
-class ParquetFiles:
-    """Writes each table it is given as one published file of the layout of `schema`: under a
-    hidden name first, renamed when complete. The table must hold rows of one UTC hour."""
+class WriterFiles:
+    """The members' writer (`EventWriter`) as the sink: each table it is given is published as one
+    file (a table larger than the writer's rows per file as several, cut between log entries), by a
+    writer of the epoch of the leader that wrote it: the table's WRITER_EPOCH_KEY, else its rows'
+    newest epoch. Encoding, layout, names and atomic publication are therefore the members' own."""
 
     def __init__(self, root: Path | str, cluster: str) -> None:
         self.root = Path(root)
         self.cluster = cluster
+        self._writers: dict[int, EventWriter] = {}
         self.files: list[Path] = []
 
     def write(self, table: pa.Table) -> None:
-        """Publish one file holding `table`'s rows."""
-        first_time = table.column("time")[0].as_py()
-        hour = first_time.strftime("%Y-%m-%dT%H")
-        index = table.column("log_index")
-        writer = (table.schema.metadata or {}).get(WRITER_EPOCH_KEY)
-        epoch = int(writer) if writer else int(pc.max(table.column("epoch")).as_py())
-        name = file_name(int(pc.min(index).as_py()), int(pc.max(index).as_py()), epoch)
-        directory = self.root / partition_dir(self.cluster, hour)
-        directory.mkdir(parents=True, exist_ok=True)
-        hidden = directory / f"{HIDDEN_PREFIX}{name}"
-        pq.write_table(table.replace_schema_metadata(SCHEMA.metadata), hidden, compression="zstd", compression_level=3,
-                       use_dictionary=True, write_statistics=["log_index", "time"], row_group_size=1 << 20)
-        final = directory / name
-        os.replace(hidden, final)
-        self.files.append(final)
+        """Publish `table`'s rows."""
+        marked = (table.schema.metadata or {}).get(WRITER_EPOCH_KEY)
+        epoch = int(marked) if marked else int(pc.max(table.column("epoch")).as_py())
+        writer = self._writers.get(epoch)
+        if writer is None:
+            # Rolled here, not by the clock: a big table may take longer than a publish interval.
+            writer = self._writers[epoch] = EventWriter(self.root, self.cluster, epoch=epoch,
+                                                        max_seconds=float("inf"))
+        published = writer.write(table)
+        published += writer.flush()
+        self.files += [f.path for f in published]
 
     def close(self) -> None:
-        """Nothing held open (the members' writer flushes here)."""
+        """Publish whatever a writer still holds (nothing: each write ends with a flush)."""
+        for writer in self._writers.values():
+            self.files += [f.path for f in writer.close()]
 
 
 WRITER_EPOCH_KEY = b"strongroom.synthetic.writer_epoch"
 """Table metadata: the epoch of the leader writing a table whose rows are of an older epoch."""
 
-SINK: Callable[[Path, str], EventSink] = ParquetFiles
-"""The one line to change for the members' writer (`strongroom.events.writer.EventWriter`)."""
+SINK: Callable[[Path, str], EventSink] = WriterFiles
+"""Where `write_event_log` puts the rows: the members' writer."""
 
 
 def _dict_array(codes: np.ndarray, names: list[str], valid: np.ndarray | None = None) -> pa.DictionaryArray:
