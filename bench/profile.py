@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import BODY, Progress
-from bench.ours import StrongroomTarget
+from bench.ours import CONFIGS, StrongroomTarget
 from bench.uow import UOW_MESSAGES, UOW_WINDOW
 
 __all__ = ["main", "summarize_raw"]
@@ -195,7 +195,7 @@ async def run(config: str, workload: str, publishers: int, seconds: float, out: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default="disk-sync", choices=["disk-sync", "disk-async", "non-replicated"])
+    p.add_argument("--config", default="disk-sync", choices=sorted(CONFIGS))
     p.add_argument("--workload", default="pipelined", choices=["confirm", "pipelined", "consume", "fanout", "uow"])
     p.add_argument("--publishers", type=int, default=1)
     p.add_argument("--seconds", type=float, default=5.0)

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from strongroom.events.schema import SCHEMA, SCHEMA_VERSION, VERSION_KEY, parse_file_name
-from strongroom.events.writer import EventWriter, NotPublishing, last_published_index
+from strongroom.events.writer import EventWriter, NotPublishing, last_published_index, to_table
 
 HOUR_US = 3_600_000_000
 T0_US = 1_763_899_200_000_000  # 2025-11-23T12:00:00Z
@@ -73,6 +74,24 @@ def test_layout_name_schema_and_version(tmp_path: Path) -> None:
     assert keys == sorted(keys) and len(set(keys)) == table.num_rows == 5 * 10
     assert set(table.column("cluster").to_pylist()) == {"c1"}
     assert last_published_index(tmp_path, "c1") == 14 and last_published_index(tmp_path, "other") == 0
+
+
+def test_rows_written_out_of_key_order_are_published_in_key_order(tmp_path: Path) -> None:
+    """Rows mostly come in key order (then the writer keeps them as they are); shuffled rows, and
+    a later write whose keys come before an earlier one's (a leader's deliveries), are sorted."""
+    table = to_table(events(10, 6), "c1")
+    shuffled = table.take(pa.array(random.Random(3).sample(range(table.num_rows), table.num_rows)))
+    with EventWriter(tmp_path, "c1", epoch=7) as w:
+        w.write(shuffled.slice(0, 20))
+        w.write(table.filter(pc.equal(table.column("log_index"), 10)))  # keys before most of the first write's
+        w.write(shuffled.slice(20))
+    (f,) = published(tmp_path)
+    rows = pq.read_table(f)
+    keys = list(zip(*(rows.column(k).to_pylist() for k in ("epoch", "log_index", "position"))))
+    assert keys == sorted(keys) and len(keys) == table.num_rows + 10
+    original = {k: r for k, r in zip(zip(*(table.column(c).to_pylist() for c in ("epoch", "log_index", "position"))),
+                                     table.to_pylist())}
+    assert all(r == original[k] for k, r in zip(keys, rows.to_pylist()))
 
 
 def test_rolls_by_time_only_while_rows_wait(tmp_path: Path) -> None:
