@@ -6,7 +6,7 @@ did not publish. Per applied entry it keeps an `Applied` (the entry's index, epo
 apply's results and notes; the entry itself only while this member leads, else it is read back
 from the log) until rows are built, and the built rows (Arrow tables) until published.
 
-Rows are built in bulk: by the leader every second, and by every member before its log drops
+Rows are built in bulk: by the leader five times a second, and by every member before its log drops
 entries whose rows are not published (compaction), so what compaction removes is never needed.
 A member learns how far the leader published from the leader's appends (`events_published`)
 and forgets what lies before.

@@ -42,8 +42,11 @@ __all__ = ["TICK_SECONDS", "EventPublisher"]
 
 log = logging.getLogger("strongroom.events")
 
-TICK_SECONDS = 1.0
-"""How often the leader builds rows and checks whether a file is due."""
+TICK_SECONDS = 0.2
+"""How often the leader builds rows and checks whether a file is due. Building runs on the event
+loop: a second's rows at once (about 28 ms at 40,000 messages a second) stalled every publish in
+flight for that long and cost the pipelined benchmark about 10 %; a fifth of it, nothing
+measurable (README, Store event log)."""
 STALE_HIDDEN_SECONDS = 600.0
 """Hidden files older than this in the cluster's directory were left by a writer that died."""
 

@@ -17,7 +17,7 @@ writer's). Rows are buffered and published as one file when:
 
 - the buffered rows reach `max_rows` or `max_bytes` (Arrow bytes in memory), or
 - the oldest buffered row was written `max_seconds` ago (checked on `write` and on
-  `flush_due`, which an owner with a timer calls; the member calls it every second), or
+  `flush_due`, which an owner with a timer calls; the member calls it five times a second), or
 - the next rows belong to another UTC hour (a file holds one hour's rows), or
 - `flush` / `close`.
 

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from strongroom.etcd import EtcdClient
 from strongroom.events.publisher import EventPublisher
 from strongroom.events.writer import DEFAULT_MAX_SECONDS
 from strongroom.keys import REALM_SERVICE, leader_key, stored_key
+from strongroom.persistence.committed import CommittedBatch, committed_entries
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.election import Election, LeaderInfo
@@ -409,6 +410,12 @@ class PersistenceNode:
         except StrongroomError as err:
             raise self.name_leader(err) from None
         return origin_mark_list(term, self.realm, self.cluster_name, store, destination)
+
+    def committed_entries(self, from_index: int, max_entries: int = 0,
+                          heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]:
+        """This member's committed log entries from `from_index` on, as they commit
+        (`committed.py`): served whatever the member's role."""
+        return committed_entries(self.replica, from_index, max_entries, heartbeat)
 
     async def _on_deposed(self, reason: str) -> None:
         await self.step_down(reason)

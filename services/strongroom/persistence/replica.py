@@ -11,6 +11,7 @@ and holds compaction back for followers it still replicates to (`compaction_floo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -73,6 +74,21 @@ class Replica:
         self.on_apply_stopped: Callable[[str], None] | None = None
         self.events: EventJournal | None = None
         """The store events derived at apply and not yet published (event log on)."""
+        self._applied_waiter: asyncio.Future[None] | None = None
+
+    def applied_changed(self) -> asyncio.Future[None]:
+        """A future done the next time the applied state moves (entries applied or a snapshot
+        installed): readers of the committed log wait on it instead of polling."""
+        if self._applied_waiter is None or self._applied_waiter.done():
+            self._applied_waiter = asyncio.get_running_loop().create_future()
+        return self._applied_waiter
+
+    def _applied_moved(self) -> None:
+        waiter = self._applied_waiter
+        if waiter is not None:
+            self._applied_waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def enable_events(self, cluster: str) -> EventJournal:
         """Turn the store event log on: from the next applied entry on, every entry's events are
@@ -132,6 +148,8 @@ class Replica:
             return
         listener = self.on_applied
         journal = self.events
+        if state.applied_index < self.commit_index and self._applied_waiter is not None:
+            self._applied_moved()  # the readers run once this call has returned
         while state.applied_index < self.commit_index:
             index = state.applied_index + 1
             if index <= lg.snapshot_index:
@@ -206,6 +224,7 @@ class Replica:
             self.commit_index = index
             if self.events is not None:
                 self.events.reset(index)
+            self._applied_moved()
             return
         self.log.install_snapshot(index, epoch, data)
         self.state.close()
@@ -214,6 +233,7 @@ class Replica:
         if self.events is not None:
             self.events.reset(index)
             self.state.events = []
+        self._applied_moved()
 
     def close(self) -> None:
         """Close storage and swap space."""

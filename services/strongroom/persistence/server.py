@@ -131,7 +131,7 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     link = LinkServer(link_socket, node.follower.handle_append, config.cluster, config.member) \
         if link_socket is not None else None
     messaging_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(node.messaging), server)
-    replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower), server)
+    replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower, node), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node), server)
     messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps), server)
     uow_pb2_grpc.add_UowServiceServicer_to_server(UowServicer(node.uows, node.uows.publications, node.messaging.named), server)

@@ -25,6 +25,7 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.api.v1 import router_pb2
 from strongroom.errors import InvalidArgument, StrongroomError, error_for_reason
 from strongroom.grpcerrors import abort_with, to_status
+from strongroom.persistence.committed import CommittedBatch
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
 from strongroom.persistence.link import entries_of
@@ -269,13 +270,23 @@ class Replicating(Protocol):
     async def handle_snapshot(self, chunks: AsyncIterator[rpb.SnapshotChunk]) -> rpb.InstallSnapshotResponse: ...
 
 
+class CommittedLog(Protocol):
+    """The committed-entry stream of a member (`PersistenceNode.committed_entries`)."""
+
+    member: str
+
+    def committed_entries(self, from_index: int, max_entries: int = 0,
+                          heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]: ...
+
+
 class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     """The member-to-member API. Every method maps domain errors; appends normally come on the
     `AppendStream` or the replication link, the unary `Append` serves tools and leaders of
-    versions before the stream."""
+    versions before the stream. `StreamCommitted` serves readers outside the cluster."""
 
-    def __init__(self, follower: Replicating) -> None:
+    def __init__(self, follower: Replicating, committed: CommittedLog) -> None:
         self.follower = follower
+        self.committed = committed
 
     async def Promise(self, request: rpb.PromiseRequest, context: Context) -> rpb.PromiseResponse:
         try:
@@ -312,6 +323,18 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
                               context: Context) -> rpb.InstallSnapshotResponse:
         try:
             return await self.follower.handle_snapshot(request_iterator)
+        except StrongroomError as err:
+            await abort_with(context, err)
+
+    async def StreamCommitted(self, request: rpb.StreamCommittedRequest, context: Context) -> None:
+        member = self.committed.member
+        try:
+            batches = self.committed.committed_entries(request.from_index, request.max_entries,
+                                                       request.heartbeat_ms / 1000)
+            async for b in batches:
+                await context.write(rpb.CommittedEntries(
+                    first_index=b.first_index, entries=b.entries, commit_index=b.commit_index, snapshot=b.snapshot,
+                    snapshot_index=b.snapshot_index, snapshot_epoch=b.snapshot_epoch, member=member))
         except StrongroomError as err:
             await abort_with(context, err)
 

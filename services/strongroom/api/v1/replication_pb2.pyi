@@ -499,6 +499,34 @@ class FetchResponse(_message.Message):
     snapshot_epoch: int
     def __init__(self, entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., last_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ...) -> None: ...
 
+class StreamCommittedRequest(_message.Message):
+    __slots__ = ("from_index", "max_entries", "heartbeat_ms")
+    FROM_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    from_index: int
+    max_entries: int
+    heartbeat_ms: int
+    def __init__(self, from_index: _Optional[int] = ..., max_entries: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
+
+class CommittedEntries(_message.Message):
+    __slots__ = ("first_index", "entries", "commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "member")
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    first_index: int
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    commit_index: int
+    snapshot: bytes
+    snapshot_index: int
+    snapshot_epoch: int
+    member: str
+    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ...) -> None: ...
+
 class SnapshotChunk(_message.Message):
     __slots__ = ("epoch", "leader", "last_index", "last_epoch", "data", "done")
     EPOCH_FIELD_NUMBER: _ClassVar[int]

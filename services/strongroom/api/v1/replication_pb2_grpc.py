@@ -63,6 +63,11 @@ class ReplicationServiceStub:
                 request_serializer=strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_replication__pb2.InstallSnapshotResponse.FromString,
                 _registered_method=True)
+        self.StreamCommitted = channel.unary_stream(
+                '/strongroom.v1.ReplicationService/StreamCommitted',
+                request_serializer=strongroom_dot_v1_dot_replication__pb2.StreamCommittedRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_replication__pb2.CommittedEntries.FromString,
+                _registered_method=True)
 
 
 class ReplicationServiceServicer:
@@ -108,6 +113,18 @@ class ReplicationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamCommitted(self, request, context):
+        """The committed-entry stream: this member's committed log entries from an index on, exactly as
+        they are in its log, then new ones as they commit, with its commit index as a heartbeat.
+        Served by any member (leader or follower), for readers of the log outside the cluster (the
+        DR service). Entries are the same at every member that holds them: a reader that loses the
+        stream opens it again, at any member, after the last index it received. Errors:
+        INVALID_ARGUMENT (from_index 0).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -135,6 +152,11 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
                     servicer.InstallSnapshot,
                     request_deserializer=strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.FromString,
                     response_serializer=strongroom_dot_v1_dot_replication__pb2.InstallSnapshotResponse.SerializeToString,
+            ),
+            'StreamCommitted': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamCommitted,
+                    request_deserializer=strongroom_dot_v1_dot_replication__pb2.StreamCommittedRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_replication__pb2.CommittedEntries.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -276,6 +298,33 @@ class ReplicationService:
             '/strongroom.v1.ReplicationService/InstallSnapshot',
             strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.SerializeToString,
             strongroom_dot_v1_dot_replication__pb2.InstallSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamCommitted(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/strongroom.v1.ReplicationService/StreamCommitted',
+            strongroom_dot_v1_dot_replication__pb2.StreamCommittedRequest.SerializeToString,
+            strongroom_dot_v1_dot_replication__pb2.CommittedEntries.FromString,
             options,
             channel_credentials,
             insecure,

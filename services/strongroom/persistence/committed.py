@@ -1,0 +1,81 @@
+"""The committed-entry stream: a member's committed log entries from an index on, as they commit.
+
+The one seam that readers of the log outside the cluster share (the DR service first; see
+`docs/dr.md`). Any member serves it, from what it has applied (every applied entry is
+committed): the entries exactly as they are in its log (serialised `LogEntry`, same index and
+epoch), in order and without gaps, then new ones as they are applied. Each batch carries the
+member's commit index; when nothing new is applied for `heartbeat` seconds an empty batch
+carries it alone. When the next index wanted lies in the compacted prefix (at the start, or
+because this member compacted or installed a snapshot while the reader lagged) the batch first
+carries the member's state snapshot at its applied index, and the entries after it.
+
+Entries are identical at every member that holds them, so a reader that loses the stream opens
+it again, at any member, from the index after the last one it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from strongroom.errors import InvalidArgument
+from strongroom.persistence.replica import Replica
+
+__all__ = ["DEFAULT_BATCH_ENTRIES", "DEFAULT_HEARTBEAT_SECONDS", "CommittedBatch", "committed_entries"]
+
+DEFAULT_BATCH_ENTRIES = 256
+"""Entries per batch unless the reader asks for fewer."""
+DEFAULT_HEARTBEAT_SECONDS = 1.0
+"""An empty batch with the commit index at least this often while nothing commits."""
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+"""A batch holds no more entry bytes than this unless a single entry is larger."""
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """One message of the stream."""
+
+    first_index: int
+    """The index of the first entry of `entries` (the snapshot's index + 1 after a snapshot)."""
+    entries: list[bytes]
+    """Serialised `LogEntry`s, consecutive from `first_index` (empty: a heartbeat)."""
+    commit_index: int
+    """The serving member's commit index when the batch was made."""
+    snapshot: bytes = b""
+    snapshot_index: int = 0
+    snapshot_epoch: int = 0
+
+
+async def committed_entries(replica: Replica, from_index: int, max_entries: int = 0,
+                            heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]:
+    """The stream of `replica`'s committed entries from `from_index` (>= 1) on; it ends only when
+    the caller stops reading (or the member stops)."""
+    if from_index < 1:
+        raise InvalidArgument(f"from_index must be 1 or more, not {from_index}")
+    if max_entries < 0 or heartbeat < 0:
+        raise InvalidArgument("max_entries and heartbeat_ms must not be negative")
+    batch = max_entries or DEFAULT_BATCH_ENTRIES
+    beat = heartbeat or DEFAULT_HEARTBEAT_SECONDS
+    wanted = from_index
+    while True:
+        changed = replica.applied_changed()
+        log = replica.log
+        applied = replica.state.applied_index
+        if wanted <= log.snapshot_index:
+            # Compacted (or replaced by a snapshot) before we got there: the state instead.
+            index, epoch, data = replica.snapshot()
+            wanted = index + 1
+            entries = log.raw_slice(wanted, batch, MAX_BATCH_BYTES) if index < applied else []
+            yield CommittedBatch(wanted, entries, replica.commit_index, data, index, epoch)
+            wanted += len(entries)
+            continue
+        if wanted <= applied:
+            entries = log.raw_slice(wanted, min(batch, applied - wanted + 1), MAX_BATCH_BYTES)
+            yield CommittedBatch(wanted, entries, replica.commit_index)
+            wanted += len(entries)
+            continue
+        try:
+            await asyncio.wait_for(asyncio.shield(changed), beat)
+        except TimeoutError:
+            yield CommittedBatch(wanted, [], replica.commit_index)

@@ -1,0 +1,205 @@
+"""The committed-entry stream (`ReplicationService.StreamCommitted`) of real member processes:
+the same entries at every member, new commits as they happen, a heartbeat, a snapshot for a
+compacted start, and a reader that loses its member under load and resumes at another with
+every confirmed publish exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections import Counter
+
+import grpc
+import pytest
+from harness import Cluster, wait_for
+
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.client import Client
+from strongroom.grpcerrors import from_rpc_error
+
+pytestmark = pytest.mark.slow
+
+
+class Reader:
+    """A reader of one member's stream, keeping what it received."""
+
+    def __init__(self, address: str, from_index: int = 1, heartbeat_ms: int = 200, max_entries: int = 0) -> None:
+        self.channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.call = rgrpc.ReplicationServiceStub(self.channel).StreamCommitted(
+            rpb.StreamCommittedRequest(from_index=from_index, heartbeat_ms=heartbeat_ms, max_entries=max_entries))
+        self.next_index = from_index
+        self.entries: dict[int, bytes] = {}
+        self.messages: list[rpb.CommittedEntries] = []
+        self.commit_index = 0
+
+    async def read_until(self, index: int, timeout: float = 20.0) -> None:
+        """Read until the entries through `index` are in."""
+        async def go() -> None:
+            while self.next_index <= index:
+                await self.read_one()
+        await asyncio.wait_for(go(), timeout)
+
+    async def read_one(self) -> rpb.CommittedEntries:
+        msg = await self.call.read()
+        assert msg is not grpc.aio.EOF, "the stream ended"
+        self.messages.append(msg)
+        if msg.snapshot_index:
+            assert msg.snapshot_index >= self.next_index - 1
+            self.next_index = msg.snapshot_index + 1
+        assert msg.first_index == self.next_index, (msg.first_index, self.next_index)
+        for i, raw in enumerate(msg.entries, msg.first_index):
+            entry = rpb.LogEntry.FromString(raw)
+            assert entry.index == i
+            assert i not in self.entries
+            self.entries[i] = raw
+        self.next_index = msg.first_index + len(msg.entries)
+        assert msg.commit_index >= self.next_index - 1
+        self.commit_index = msg.commit_index
+        return msg
+
+    async def close(self) -> None:
+        self.call.cancel()
+        await self.channel.close()
+
+
+def published_bodies(entries: dict[int, bytes]) -> Counter[bytes]:
+    """How often each message body appears in the publish operations of the entries."""
+    out: Counter[bytes] = Counter()
+    for raw in entries.values():
+        for op in rpb.LogEntry.FromString(raw).ops:
+            which = op.WhichOneof("op")
+            if which == "publish_batch":
+                out.update(m.body for m in op.publish_batch.messages)
+            elif which == "publish":
+                out[op.publish.message.body] += 1
+    return out
+
+
+async def test_every_member_streams_the_same_committed_entries_then_new_ones_and_heartbeats(
+        make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    follower = next(n for n in cluster.names if n != leader)
+    async with Client(cluster.addresses(), timeout=20) as client:
+        for i in range(30):
+            await client.publish("stream.queue", f"a{i}".encode())
+        commit = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+        readers = [Reader(cluster.address(leader)), Reader(cluster.address(follower))]
+        try:
+            for r in readers:
+                await r.read_until(commit)
+            common = range(1, commit + 1)
+            assert [readers[0].entries[i] for i in common] == [readers[1].entries[i] for i in common]
+            assert published_bodies(readers[0].entries) == Counter(f"a{i}".encode() for i in range(30))
+            # Idle: heartbeats (no entries) with the commit index.
+            beat = await asyncio.wait_for(readers[1].read_one(), 5)
+            while beat.entries:
+                beat = await asyncio.wait_for(readers[1].read_one(), 5)
+            assert beat.commit_index >= commit and beat.member == follower
+            # New commits follow on the open stream.
+            for i in range(5):
+                await client.publish("stream.queue", f"b{i}".encode())
+            later = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+            await readers[1].read_until(later)
+            assert published_bodies(readers[1].entries) == Counter(
+                [f"a{i}".encode() for i in range(30)] + [f"b{i}".encode() for i in range(5)])
+        finally:
+            for r in readers:
+                await r.close()
+
+
+async def test_a_compacted_start_gets_the_state_snapshot_then_the_entries_after_it(
+        make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(compact_after_entries=100)
+    leader = await cluster.leader()
+    async with Client(cluster.addresses(), timeout=20) as client:
+        for i in range(160):
+            await client.publish("compacted.queue", f"m{i}".encode())
+        await wait_for(lambda: _compacted(cluster, leader), timeout=20)
+        commit = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+        reader = Reader(cluster.address(leader), from_index=1)
+        try:
+            first = await asyncio.wait_for(reader.read_one(), 10)
+            assert first.snapshot_index >= 100 and first.snapshot_epoch > 0
+            state = rpb.StateSnapshot.FromString(first.snapshot)
+            assert state.applied_index == first.snapshot_index
+            assert first.first_index == first.snapshot_index + 1
+            assert first.snapshot_index + len(first.entries) >= commit - 2  # the state is the member's latest
+            for i in range(5):  # entries follow the snapshot
+                await client.publish("compacted.queue", f"n{i}".encode())
+            later = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+            await reader.read_until(later)
+            assert min(reader.entries) == first.snapshot_index + 1
+            assert published_bodies(reader.entries)[b"n4"] == 1
+            assert {m.message.body for m in state.messages} >= {f"m{i}".encode() for i in range(160)}
+        finally:
+            await reader.close()
+
+
+async def _compacted(cluster: Cluster, name: str) -> bool:
+    status = await cluster.status(name)
+    return bool(status and status.snapshot_index >= 100)
+
+
+async def test_a_reader_that_loses_its_member_under_load_resumes_at_another_with_nothing_lost_or_twice(
+        make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    first, second = [n for n in cluster.names if n != leader]
+    confirmed: list[bytes] = []
+    async with Client(cluster.addresses(), timeout=30) as client:
+        publisher = client.publisher("resume.queue", window=32)
+        stop = asyncio.Event()
+
+        async def produce() -> None:
+            i = 0
+            while not stop.is_set():
+                body = f"r{i}".encode()
+                fut = await publisher.send(body)
+                fut.add_done_callback(lambda f, b=body: confirmed.append(b) if not f.exception() else None)
+                i += 1
+                if i % 64 == 0:
+                    await asyncio.sleep(0)
+            await publisher.flush()
+
+        producing = asyncio.create_task(produce())
+        reader = Reader(cluster.address(first))
+        try:
+            await asyncio.sleep(1.0)
+            await reader.read_until(reader.next_index + 10)
+            cluster.kill(first, signal.SIGKILL)
+            with pytest.raises(grpc.aio.AioRpcError):
+                while True:
+                    await asyncio.wait_for(reader.read_one(), 10)
+            # Resume at another member, after the last index received.
+            got = reader.entries
+            await reader.close()
+            reader = Reader(cluster.address(second), from_index=max(got) + 1)
+            reader.entries.update(got)
+            await asyncio.sleep(1.0)
+            stop.set()
+            await producing
+            commit = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+            await reader.read_until(commit)
+        finally:
+            stop.set()
+            await reader.close()
+        assert sorted(reader.entries) == list(range(1, max(reader.entries) + 1))
+        counts = published_bodies(reader.entries)
+        assert confirmed and all(counts[b] == 1 for b in confirmed), "a confirmed publish missing or twice"
+
+
+async def test_from_index_zero_is_invalid_argument(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(members=1)
+    name = await cluster.leader()
+    reader = Reader(cluster.address(name), from_index=0)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await reader.read_one()
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        err = from_rpc_error(info.value)
+        assert err is not None and err.reason == "INVALID_ARGUMENT" and "from_index" in err.message
+    finally:
+        await reader.close()
