@@ -76,6 +76,11 @@ class PersistenceNode:
         cluster = realm.cluster(config.cluster)
         if cluster is None:
             raise UnknownMember(f"cluster {config.cluster!r} is not defined in the realm (version {realm_version})")
+        if cluster.is_standby_member(config.member):
+            # The realm declares it (docs/dr.md); the member's standby role is the next step.
+            raise UnknownMember(f"member {config.member!r} is in the standby set of cluster {config.cluster!r}; "
+                                f"standby members cannot be run yet (disaster recovery is being built: "
+                                f"docs/dr.md)")
         if cluster.member(config.member) is None:
             names = ", ".join(m.name for m in cluster.members)
             raise UnknownMember(f"member {config.member!r} is not in cluster {config.cluster!r} "

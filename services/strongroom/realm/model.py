@@ -40,7 +40,7 @@ from strongroom.realm.locations import (
     unknown_key,
     yaml_problem,
 )
-from strongroom.realm.zones import RouterSpec, Zone, check_zones, store_clusters
+from strongroom.realm.zones import RouterSpec, Zone, check_address, check_zones, store_clusters
 
 __all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "StaticDurable", "Destination",
            "UnitsOfWork", "TtlClock",
@@ -140,6 +140,45 @@ class EventLog(_Model):
     """While events flow, a file is published at least this often (seconds)."""
 
 
+def _check_member_set(v: list[Member]) -> list[Member]:
+    if not v:
+        raise ValueError("a cluster needs at least one member")
+    if len(v) % 2 == 0:
+        raise ValueError(f"has {len(v)} members; use an odd count so a majority is well defined")
+    seen: set[str] = set()
+    for m in v:
+        if m.name in seen:
+            raise ValueError(f"member name {m.name!r} appears twice")
+        seen.add(m.name)
+    return v
+
+
+class StandbySet(_Model):
+    """A cluster's disaster-recovery standby set (docs/dr.md): members at another site, with their
+    own etcd, that receive the primary set's committed log asynchronously and can be activated
+    when the primary site is lost. Clients never talk to it and never wait for it."""
+
+    members: list[Member]
+    """The standby members (an odd count), none of them a member of the primary set. Started
+    like the primary's (`strongroom-persistence --cluster C --member NAME`) against the standby
+    site's etcd."""
+    primary: list[str]
+    """host:port addresses the standby site's DR service reads the primary's committed log at:
+    its members, or one address in front of them (a Kubernetes Service). Any member serves it."""
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, v: list[Member]) -> list[Member]:
+        return _check_member_set(v)
+
+    @field_validator("primary")
+    @classmethod
+    def _primary(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one address of the primary site (host:port)")
+        return [check_address(a, "primary address") for a in v]
+
+
 class Cluster(_Model):
     """A persistence cluster: an odd number of members electing one leader through etcd."""
 
@@ -169,24 +208,21 @@ class Cluster(_Model):
     router: RouterSpec | None = None
     """The cluster's router (`strongroom-router`): required when the cluster is in a zone of a
     routed store with more than one cluster."""
+    standby: StandbySet | None = None
+    """The cluster's disaster-recovery standby set (docs/dr.md); none by default."""
 
     @field_validator("members")
     @classmethod
     def _members(cls, v: list[Member]) -> list[Member]:
-        if not v:
-            raise ValueError("a cluster needs at least one member")
-        if len(v) % 2 == 0:
-            raise ValueError(f"has {len(v)} members; use an odd count so a majority is well defined")
-        seen: set[str] = set()
-        for m in v:
-            if m.name in seen:
-                raise ValueError(f"member name {m.name!r} appears twice")
-            seen.add(m.name)
-        return v
+        return _check_member_set(v)
 
     def member(self, name: str) -> Member | None:
-        """The member with this name."""
+        """The member of the primary set with this name."""
         return next((m for m in self.members if m.name == name), None)
+
+    def is_standby_member(self, name: str) -> bool:
+        """Whether `name` is a member of the cluster's standby set."""
+        return self.standby is not None and any(m.name == name for m in self.standby.members)
 
 
 class StaticDurable(_Model):
@@ -408,6 +444,13 @@ class Realm(_Model):
             if c.name in cluster_names:
                 problems.append((("clusters", i, "name"), f"cluster name {c.name!r} appears twice"))
             cluster_names.add(c.name)
+            if c.standby is not None:
+                primary = {m.name for m in c.members}
+                for j, m in enumerate(c.standby.members):
+                    if m.name in primary:
+                        problems.append((("clusters", i, "standby", "members", j, "name"),
+                                         f"standby member {m.name!r} is also a member of the primary set of cluster "
+                                         f"{c.name!r}; the two sets are different members at different sites"))
             if c.indexes_on_disk and c.storage == StorageMode.MEMORY:
                 problems.append((("clusters", i, "indexes_on_disk"),
                                  f"cluster {c.name!r} keeps indexes on disk but its storage is memory; "

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-__all__ = ["ROUTE_DURABLE_PREFIX", "RouterSpec", "Zone", "check_zones", "neighbours", "store_clusters"]
+__all__ = ["ROUTE_DURABLE_PREFIX", "RouterSpec", "Zone", "check_address", "check_zones", "neighbours", "store_clusters"]
 
 ROUTE_DURABLE_PREFIX = "sr.route."
 """A router's route durables are named this plus the neighbour cluster: they hold what waits to be
@@ -38,10 +38,15 @@ class RouterSpec(_Model):
     @field_validator("address")
     @classmethod
     def _address(cls, v: str) -> str:
-        host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"router address {v!r} must be host:port")
-        return v
+        return check_address(v, "router address")
+
+
+def check_address(v: str, what: str) -> str:
+    """`v` if it is host:port (a port from 1 to 65535), else ValueError naming `what`."""
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{what} {v!r} must be host:port")
+    return v
 
 
 class Zone(_Model):
