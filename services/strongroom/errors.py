@@ -53,6 +53,8 @@ __all__ = [
     "UowExists",
     "NotSubscribed",
     "NotActiveRouter",
+    "StandbyRefusal",
+    "NotStandby",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -432,6 +434,23 @@ class NotActiveRouter(StrongroomError):
     reason = "NOT_ACTIVE_ROUTER"
     code = "FAILED_PRECONDITION"
     retriable = True
+
+
+class StandbyRefusal(StrongroomError):
+    """A client call reached a member of a cluster's disaster-recovery standby set, which serves
+    no clients while the primary site does (docs/dr.md); metadata `primary` names the primary's
+    addresses."""
+
+    reason = "STANDBY"
+    code = "FAILED_PRECONDITION"
+
+
+class NotStandby(StrongroomError):
+    """Entries were shipped (`ShipEntries`) to a member that is not in a standby set: a primary
+    takes entries only from its own leader."""
+
+    reason = "NOT_STANDBY"
+    code = "FAILED_PRECONDITION"
 
 
 _REGISTRY: dict[str, type[StrongroomError]] = {}

@@ -17,6 +17,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
+from strongroom.dr.reader import CommittedReader
 from strongroom.grpcerrors import from_rpc_error
 
 pytestmark = pytest.mark.slow
@@ -203,3 +204,57 @@ async def test_from_index_zero_is_invalid_argument(make_cluster) -> None:  # typ
         assert err is not None and err.reason == "INVALID_ARGUMENT" and "from_index" in err.message
     finally:
         await reader.close()
+
+
+async def test_the_dr_reader_follows_the_log_across_a_member_killed_under_load(
+        make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """`CommittedReader` (what the DR service reads the primary with): the member it reads is
+    killed with SIGKILL while publishers run; it goes on at another member after the last index
+    it yielded, and the log it assembles has every index once and every confirmed publish."""
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    confirmed: list[bytes] = []
+    entries: dict[int, bytes] = {}
+    reader = CommittedReader([cluster.address(n) for n in cluster.names if n != leader], 1, heartbeat=0.2)
+    async with Client(cluster.addresses(), timeout=30) as client:
+        publisher = client.publisher("dr-reader.queue", window=32)
+        stop = asyncio.Event()
+
+        async def produce() -> None:
+            i = 0
+            while not stop.is_set():
+                body = f"d{i}".encode()
+                fut = await publisher.send(body)
+                fut.add_done_callback(lambda f, b=body: confirmed.append(b) if not f.exception() else None)
+                i += 1
+                if i % 64 == 0:
+                    await asyncio.sleep(0)
+            await publisher.flush()
+
+        async def read(until: int) -> None:
+            async for batch in reader.batches():
+                assert not batch.snapshot
+                for i, raw in enumerate(batch.entries, batch.first_index):
+                    assert i not in entries
+                    entries[i] = raw
+                if reader.next_index > until:
+                    return
+
+        producing = asyncio.create_task(produce())
+        try:
+            await asyncio.sleep(1.0)
+            await asyncio.wait_for(read(20), 20)
+            victim = reader.member
+            assert victim in cluster.names and victim != leader
+            cluster.kill(victim, signal.SIGKILL)
+            await asyncio.sleep(1.0)
+            stop.set()
+            await producing
+            commit = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+            await asyncio.wait_for(read(commit), 30)
+        finally:
+            stop.set()
+        assert reader.reconnects >= 1 and reader.member != victim
+        assert sorted(entries) == list(range(1, max(entries) + 1))
+        counts = published_bodies(entries)
+        assert confirmed and all(counts[b] == 1 for b in confirmed), "a confirmed publish missing or twice"

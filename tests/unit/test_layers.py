@@ -29,6 +29,8 @@ GRPC_ADAPTERS = {
     "strongroom.routing.servicer",
     "strongroom.routing.server",
     "strongroom.routing.transport",
+    # The DR service's calls to the primary's members and the standby leader.
+    "strongroom.dr.transport",
     # Server reflection (v1 and v1alpha) that both servers serve.
     "strongroom.reflection",
     # The error table at the gRPC boundary, and the etcd client (etcd speaks gRPC).

@@ -66,9 +66,23 @@ def test_bad_standby_sets_are_refused_at_file_and_line(change: tuple[str, str], 
     assert all(x.startswith("realm.yaml:") and int(x.split(":")[1]) >= line_of(text, "standby:") for x in p), p
 
 
-def test_a_standby_member_is_refused_at_start_until_the_standby_role_exists(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_standby_member_runs_in_its_own_set(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A standby member elects, replicates and counts majorities among the standby set; a name
+    in neither set is refused, naming the set it looked in."""
     realm = parse_realm(REALM)
-    config = MemberConfig(cluster="main", member="s1", data_dir=tmp_path, etcd_endpoints="127.0.0.1:1")
-    with pytest.raises(UnknownMember) as info:
-        PersistenceNode(config, realm, 1)
-    assert "standby set of cluster 'main'" in info.value.message and "docs/dr.md" in info.value.message
+    node = PersistenceNode(MemberConfig(cluster="main", member="s1", data_dir=tmp_path / "s1",
+                                        etcd_endpoints="127.0.0.1:1"), realm, 1)
+    try:
+        assert node.standby and [m.name for m in node.cluster.members] == ["s1", "s2", "s3"]
+        assert node.membership.peers() == ["s2", "s3"]
+    finally:
+        node.replica.close()
+    primary = PersistenceNode(MemberConfig(cluster="main", member="m1", data_dir=tmp_path / "m1",
+                                           etcd_endpoints="127.0.0.1:1"), realm, 1)
+    try:
+        assert not primary.standby and primary.membership.peers() == ["m2", "m3"]
+    finally:
+        primary.replica.close()
+    with pytest.raises(UnknownMember):
+        PersistenceNode(MemberConfig(cluster="main", member="x9", data_dir=tmp_path / "x9",
+                                     etcd_endpoints="127.0.0.1:1"), realm, 1)

@@ -60,7 +60,8 @@ def _print_status(replies: Sequence[Any]) -> None:
     by_cluster: dict[str, list[Any]] = {}
     for r in replies:
         if r.status is not None:
-            by_cluster.setdefault(r.status.cluster, []).append(r)
+            # A disaster-recovery standby set is shown apart from its cluster's primary set.
+            by_cluster.setdefault(r.status.cluster + (" (standby set)" if r.status.standby else ""), []).append(r)
     answered = {r.endpoint for rs in by_cluster.values() for r in rs}
     errors = {r.endpoint: r.error for r in replies if r.status is None}
     listed: set[str] = set()
@@ -73,6 +74,10 @@ def _print_status(replies: Sequence[Any]) -> None:
         print(f"cluster {cluster}: leader {leader or '(none)'}, epoch {ref.epoch}, "
               f"commit index {ref.commit_index}, storage {ref.storage or '?'}, realm version {ref.realm_version}, "
               f"uow clock {ref.uow_clock:.1f} s")
+        if ref.standby and ref.primary_commit_index:
+            behind = max(0, ref.primary_commit_index - ref.last_index)
+            print(f"  behind the primary: {behind} entries, {ref.seconds_behind_primary:.1f} s "
+                  f"(primary commit index {ref.primary_commit_index})")
         names = [m.name for m in ref.members] or sorted(own)
         addresses = {r.status.member: r.endpoint for r in rs}
         addresses.update({m.name: m.address for m in ref.members if m.address})

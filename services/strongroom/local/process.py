@@ -24,6 +24,7 @@ from pathlib import Path
 
 __all__ = [
     "REAP_WAIT",
+    "dr_argv",
     "STOP_GRACE",
     "ProcessGroup",
     "ServiceProcess",
@@ -47,6 +48,7 @@ parent to reap it (at once under a usual init; some container inits reap every s
 PERSISTENCE_MODULE = "strongroom.persistence.main"
 REALM_MODULE = "strongroom.realm.main"
 ROUTER_MODULE = "strongroom.routing.main"
+DR_MODULE = "strongroom.dr.main"
 
 
 def member_argv(etcd: str, cluster: str, member: str, listen: str, data_dir: str | Path, *,
@@ -76,6 +78,12 @@ def router_argv(etcd: str, cluster: str, listen: str, replica: str, extra: Seque
     """The command line of a cluster's router (what `strongroom.routing.main` parses)."""
     return [sys.executable, "-m", ROUTER_MODULE, "--cluster", cluster, "--etcd", etcd, "--listen", listen,
             "--replica", replica, *extra]
+
+
+def dr_argv(etcd: str, cluster: str, extra: Sequence[str] = ()) -> list[str]:
+    """The command line of a cluster's DR service at its standby site (what
+    `strongroom.dr.main` parses; `etcd`: the standby site's)."""
+    return [sys.executable, "-m", DR_MODULE, "--cluster", cluster, "--etcd", etcd, *extra]
 
 
 class ProcessGroup(str, Enum):

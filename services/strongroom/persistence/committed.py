@@ -45,6 +45,8 @@ class CommittedBatch:
     snapshot: bytes = b""
     snapshot_index: int = 0
     snapshot_epoch: int = 0
+    member: str = ""
+    """The serving member (set by the reader's side)."""
 
 
 async def committed_entries(replica: Replica, from_index: int, max_entries: int = 0,

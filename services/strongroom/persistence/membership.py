@@ -13,6 +13,7 @@ needs agreement on when it changes).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient
 from strongroom.keys import members_prefix
-from strongroom.realm.model import Cluster
+from strongroom.realm.model import Cluster, Member
 
-__all__ = ["MemberRecord", "Membership"]
+__all__ = ["MemberRecord", "Membership", "member_addresses"]
 
 log = logging.getLogger("strongroom.membership")
 
@@ -158,3 +159,27 @@ class Membership:
         if self._addresses.get(name) != record.address:
             log.info("member %s registered at %s", name, record.address)
         self._addresses[name] = record.address
+
+
+async def member_addresses(etcd: EtcdClient, cluster: str, members: list[Member]) -> list[str]:
+    """The gRPC addresses of a cluster's `members` (a set of the realm: the primary's, or at a
+    standby site the standby set's) as the realm names them, else as they registered in the
+    site's etcd (waits until at least one is known). Read once: a tool that runs for long
+    reads them again when none answers."""
+    named = [m.address for m in members if m.address]
+    if len(named) == len(members):
+        return named
+    waited = False
+    while True:
+        try:
+            records = [MemberRecord.from_bytes(kv.value) for kv in await etcd.get_prefix(members_prefix(cluster))]
+            found = named + [r.address for r in records if r is not None and r.address not in named]
+        except Exception as exc:  # noqa: BLE001 - etcd away: look again
+            log.warning("cannot read the members of %s: %s", cluster, exc)
+            found = named
+        if found:
+            return found
+        if not waited:
+            log.warning("no member of %s registered yet; waiting", cluster)
+            waited = True
+        await asyncio.sleep(0.5)

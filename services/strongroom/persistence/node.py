@@ -21,15 +21,19 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from strongroom.aio import wait_event
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
+    InvalidArgument,
     NoLeaderError,
     NotLeaderError,
+    NotStandby,
     PersistenceUnavailable,
+    StandbyRefusal,
     StrongroomError,
     UnknownMember,
 )
@@ -76,11 +80,14 @@ class PersistenceNode:
         cluster = realm.cluster(config.cluster)
         if cluster is None:
             raise UnknownMember(f"cluster {config.cluster!r} is not defined in the realm (version {realm_version})")
-        if cluster.is_standby_member(config.member):
-            # The realm declares it (docs/dr.md); the member's standby role is the next step.
-            raise UnknownMember(f"member {config.member!r} is in the standby set of cluster {config.cluster!r}; "
-                                f"standby members cannot be run yet (disaster recovery is being built: "
-                                f"docs/dr.md)")
+        self.standby = cluster.is_standby_member(config.member)
+        """A member of the cluster's disaster-recovery standby set (docs/dr.md): its set elects
+        and replicates among itself, its log is what the DR service ships from the primary, and
+        it serves no clients."""
+        self.primary_commit_index = 0
+        """A standby leader: the primary's commit index as the DR service last reported it."""
+        self._caught_up_at = time.monotonic()
+        cluster = cluster.as_seen_by(config.member)
         if cluster.member(config.member) is None:
             names = ", ".join(m.name for m in cluster.members)
             raise UnknownMember(f"member {config.member!r} is not in cluster {config.cluster!r} "
@@ -151,6 +158,12 @@ class PersistenceNode:
         term = self.term
         if term is not None and term.serving and self.election.is_leader:
             return term
+        if self.standby:
+            standby = self.cluster.standby
+            primary = ",".join(standby.primary) if standby is not None else ""
+            raise StandbyRefusal(f"member {self.member} belongs to the disaster-recovery standby set of cluster "
+                                 f"{self.cluster_name}, which serves no clients; the primary site does ({primary})",
+                                 {"primary": primary})
         if self.leader is not None and self.leader.member != self.member:
             raise NotLeaderError(f"member {self.member} is not the leader of {self.cluster_name}; "
                                  f"{self.leader.member} is", self.leader.member, self.leader.address)
@@ -172,9 +185,15 @@ class PersistenceNode:
     def status(self) -> ClusterStatus:
         """This member's view of its cluster."""
         leader = self.leader
-        return cluster_status(self.replica, self.membership, self.term, self.realm, self.realm_version,
-                              (leader.member, leader.address, leader.epoch) if leader else None,
-                              self.realm_service)
+        status = cluster_status(self.replica, self.membership, self.term, self.realm, self.realm_version,
+                                (leader.member, leader.address, leader.epoch) if leader else None,
+                                self.realm_service)
+        term = self.term
+        if self.standby and term is not None and term.standby_ready:
+            behind = self.primary_commit_index > self.replica.log.last_index
+            status = replace(status, primary_commit_index=self.primary_commit_index,
+                             seconds_behind_primary=time.monotonic() - self._caught_up_at if behind else 0.0)
+        return status
 
     async def wait_serving(self, timeout: float) -> bool:
         """Wait until this member serves as leader."""
@@ -230,6 +249,13 @@ class PersistenceNode:
     def update_realm(self, realm: Realm, version: int) -> None:
         """A new realm version: new stores and destinations take effect without restart."""
         cluster = realm.cluster(self.cluster_name)
+        if cluster is not None:
+            if cluster.is_standby_member(self.member) != self.standby:
+                log.error("realm version %d moves member %s between the primary and the standby set; keeping "
+                          "version %d (restart the member to change its set)", version, self.member,
+                          self.realm_version)
+                return
+            cluster = cluster.as_seen_by(self.member)
         if cluster is None or cluster.member(self.member) is None:
             log.error("realm version %d no longer lists this member; keeping version %d", version, self.realm_version)
             return
@@ -272,7 +298,7 @@ class PersistenceNode:
             self.in_background(self.election.resign())
             return
         term = self.term = LeaderTerm(epoch, self.member, self.replica, self.membership, self)
-        term.run(self._lead(term), "recover")
+        term.run(self._lead_standby(term) if self.standby else self._lead(term), "recover")
 
     async def _lead(self, term: LeaderTerm) -> None:
         """Become a serving leader for the term: promises, adopt the best log, commit a no-op,
@@ -321,6 +347,64 @@ class PersistenceNode:
         self._notify_leadership(True)
         log.info("leader of %s serving at epoch %d, commit index %d", self.cluster_name, epoch,
                  self.replica.commit_index)
+
+    async def _lead_standby(self, term: LeaderTerm) -> None:
+        """Lead a standby set: promises, adopt the best log of the set (every standby log is a
+        prefix of the primary's, so the longest holds the others), commit it, replicate; then
+        take what the DR service ships (`ship`). No entry of its own (no no-op, no realm, clock,
+        expiry or unit-of-work operations): the log stays the primary's, index for index."""
+        epoch = term.epoch
+        self.replica.promise(epoch)
+        self.leader = LeaderInfo(self.member, self.address, epoch)
+        try:
+            await self.recovery.recover(term)
+            term.start_replication(self._replicator)
+            term.commit_held()
+            self.replica.set_synced(True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.warning("standby recovery for epoch %d failed: %s", epoch, exc)
+            if self.election.is_leader and self.election.epoch == epoch:
+                self.election.pause(time.monotonic() + self.cluster.lease_ttl_seconds)
+                await self.election.resign()
+            return
+        term.standby_ready = True
+        log.info("leader of the standby set of %s at epoch %d, log at index %d", self.cluster_name, epoch,
+                 self.replica.log.last_index)
+
+    def ship(self, first_index: int, raws: list[bytes], snapshot: bytes = b"", snapshot_index: int = 0,
+             snapshot_epoch: int = 0, primary_commit_index: int = 0) -> tuple[bool, int, int]:
+        """The DR service ships entries of the primary's committed log (and the primary's state,
+        when its stream sent a snapshot), with the primary's commit index as it last heard it:
+        (accepted, last index, applied index). Nothing to ship: where the log ends, and the
+        primary's commit index for the lag."""
+        if not self.standby:
+            raise NotStandby(f"member {self.member} is in the primary set of cluster {self.cluster_name}; "
+                             f"entries are shipped to the standby set's leader")
+        term = self.term
+        if term is None or not term.standby_ready or not self.election.is_leader:
+            leader = self.leader
+            if leader is not None and leader.member != self.member:
+                raise NotLeaderError(f"member {self.member} does not lead the standby set of {self.cluster_name}; "
+                                     f"{leader.member} does", leader.member, leader.address)
+            raise NoLeaderError(f"the standby set of {self.cluster_name} has no leader ready at the moment")
+        try:
+            entries = [rpb.LogEntry.FromString(raw) for raw in raws]
+        except Exception:  # noqa: BLE001 - a payload that is not a LogEntry
+            raise InvalidArgument("a shipped entry does not decode as a LogEntry") from None
+        if any(e.index != first_index + i for i, e in enumerate(entries)):
+            raise InvalidArgument(f"shipped entries are not consecutive from index {first_index}")
+        replica = self.replica
+        if snapshot_index and snapshot_index > replica.log.last_index:
+            # The primary compacted past what this standby holds: its state replaces ours.
+            replica.install(snapshot_index, snapshot_epoch, snapshot)
+            term.durable_index = replica.log.last_index
+        accepted = term.ship(first_index, entries, raws)
+        self.primary_commit_index = max(self.primary_commit_index, primary_commit_index)
+        if replica.log.last_index >= self.primary_commit_index:
+            self._caught_up_at = time.monotonic()
+        return accepted, replica.log.last_index, replica.state.applied_index
 
     def _event_log(self) -> tuple[Path, float] | None:
         """The store event log's directory and publish interval (None: off): the member's

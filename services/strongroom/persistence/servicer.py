@@ -271,12 +271,16 @@ class Replicating(Protocol):
 
 
 class CommittedLog(Protocol):
-    """The committed-entry stream of a member (`PersistenceNode.committed_entries`)."""
+    """The committed-entry stream of a member, and a standby leader's intake of shipped entries
+    (`PersistenceNode`; disaster recovery, docs/dr.md)."""
 
     member: str
 
     def committed_entries(self, from_index: int, max_entries: int = 0,
                           heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]: ...
+
+    def ship(self, first_index: int, raws: list[bytes], snapshot: bytes = b"", snapshot_index: int = 0,
+             snapshot_epoch: int = 0, primary_commit_index: int = 0) -> tuple[bool, int, int]: ...
 
 
 class ReplicationServicer(rgrpc.ReplicationServiceServicer):
@@ -338,6 +342,15 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
         except StrongroomError as err:
             await abort_with(context, err)
 
+    async def ShipEntries(self, request: rpb.ShipEntriesRequest, context: Context) -> rpb.ShipEntriesResponse:
+        try:
+            accepted, last, applied = self.committed.ship(request.first_index, list(request.entries),
+                                                          request.snapshot, request.snapshot_index,
+                                                          request.snapshot_epoch, request.primary_commit_index)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return rpb.ShipEntriesResponse(accepted=accepted, last_index=last, applied_index=applied)
+
 
 class Administered(Protocol):
     """What the operator API needs of a member (`PersistenceNode`)."""
@@ -367,7 +380,9 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         applied_index=st.applied_index, snapshot_index=st.snapshot_index, storage=st.storage,
         realm_version=st.realm_version, synced=st.synced, indexes_on_disk=st.indexes_on_disk,
         memory_budget_bytes=st.memory_budget_bytes, memory_payload_bytes=st.memory_payload_bytes,
-        apply_stopped=st.apply_stopped, realm_service=st.realm_service, uow_clock=st.uow_clock)
+        apply_stopped=st.apply_stopped, realm_service=st.realm_service, uow_clock=st.uow_clock,
+        standby=st.standby, primary_commit_index=st.primary_commit_index,
+        seconds_behind_primary=st.seconds_behind_primary)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
                           replication=m.replication)

@@ -153,6 +153,12 @@ class ClusterStatus:
     stores: list[StoreStatus] = field(default_factory=list)
     uow_clock: float = 0.0
     """The units-of-work pseudo-clock as this member applied it."""
+    standby: bool = False
+    """This member belongs to the cluster's disaster-recovery standby set."""
+    primary_commit_index: int = 0
+    """A standby leader: the primary's commit index as the DR service last reported it."""
+    seconds_behind_primary: float = 0.0
+    """A standby leader: seconds since it last held everything the primary had committed."""
 
 
 def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:
@@ -303,4 +309,5 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         storage=storage, realm_version=realm_version, synced=replica.synced,
         indexes_on_disk=membership.cluster.indexes_on_disk, memory_budget_bytes=replica.swap.budget_bytes,
         memory_payload_bytes=replica.swap.resident_bytes, apply_stopped=replica.apply_stopped or "",
-        realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.clock)
+        realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.clock,
+        standby=membership.cluster.is_standby_member(me))

@@ -108,6 +108,8 @@ class LeaderTerm:
         self._leadership = leadership
         self.serving = False
         """Recovered: the no-op of this epoch committed, clients are served."""
+        self.standby_ready = False
+        """A standby set's leader that recovered: it takes what the DR service ships."""
         self.since = 0.0
         """When it started serving (monotonic)."""
         self.replicators: dict[str, Replicating] = {}
@@ -163,8 +165,9 @@ class LeaderTerm:
 
     @property
     def role(self) -> Role:
-        """Recovering until it serves, then leader."""
-        return Role.LEADER if self.serving else Role.RECOVERING
+        """Recovering until it serves (a standby set's leader: until it takes shipped entries),
+        then leader."""
+        return Role.LEADER if self.serving or self.standby_ready else Role.RECOVERING
 
     @property
     def log(self) -> ReplicatedLog:
@@ -334,6 +337,45 @@ class LeaderTerm:
             while self.replica.commit_index < entry.index and self.alive():
                 self._commit_changed.clear()
                 await self._commit_changed.wait()
+
+    # --- a standby set's leader (disaster recovery, docs/dr.md) ---------------------------------------
+
+    def commit_held(self) -> None:
+        """Standby: everything this member's log holds was committed at the primary (the DR
+        service ships committed entries only): commit and apply it, and tell the followers."""
+        replica = self.replica
+        if not self.alive() or replica.commit_index >= replica.log.last_index:
+            return
+        replica.commit_index = replica.log.last_index
+        replica.apply_committed()
+        self._commit_changed.set()
+        for rep in self.replicators.values():
+            rep.commit_advanced()
+
+    def ship(self, first_index: int, entries: list[rpb.LogEntry], raws: list[bytes]) -> bool:
+        """Standby: store entries of the primary's committed log that continue this member's
+        log at `first_index` (False, nothing stored, when they do not), send them to the
+        followers, and commit them (`commit_held`). Entries already held are skipped."""
+        lg = self.replica.log
+        last = lg.last_index
+        if first_index > last + 1 or first_index < 1:
+            return False
+        skip = last + 1 - first_index
+        if skip:
+            held = [lg.epoch_at(e.index) for e in entries[:skip]]
+            if any(h is not None and h != e.epoch for h, e in zip(held, entries)):
+                return False  # not the log this standby holds: never merged into it
+            entries, raws = entries[skip:], raws[skip:]
+        if entries:
+            outcome = lg.append_from_leader(last, lg.epoch_at(last) or 0, entries,
+                                            commit_index=entries[-1].index, raws=raws)
+            if not outcome.ok:
+                return False
+            self.durable_index = lg.last_index
+            for rep in self.replicators.values():
+                rep.kick()
+        self.commit_held()
+        return True
 
     @traced("match")
     def on_match(self, peer: str) -> None:

@@ -220,6 +220,14 @@ class Cluster(_Model):
         """The member of the primary set with this name."""
         return next((m for m in self.members if m.name == name), None)
 
+    def as_seen_by(self, name: str) -> Cluster:
+        """The cluster as member `name` runs in it: for a member of the standby set, the same
+        cluster with the standby set as its members (they elect, replicate and count majorities
+        among themselves); for anyone else, this cluster."""
+        if self.standby is None or not self.is_standby_member(name):
+            return self
+        return self.model_copy(update={"members": self.standby.members})
+
     def is_standby_member(self, name: str) -> bool:
         """Whether `name` is a member of the cluster's standby set."""
         return self.standby is not None and any(m.name == name for m in self.standby.members)

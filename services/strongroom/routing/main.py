@@ -20,8 +20,7 @@ import sys
 from strongroom.client import Client
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient
-from strongroom.keys import members_prefix
-from strongroom.persistence.membership import MemberRecord
+from strongroom.persistence.membership import member_addresses
 from strongroom.realm.model import Realm
 from strongroom.realm.store import RealmStore, wait_for_realm
 from strongroom.routing.router import Router, RouterConfig
@@ -48,29 +47,6 @@ def why_not_routed(realm: Realm, cluster: str) -> str | None:
     if c.router is None:
         return f"cluster {cluster!r} has no router address in the realm (clusters[].router.address)"
     return None
-
-
-async def member_addresses(etcd: EtcdClient, realm: Realm, cluster: str) -> list[str]:
-    """The cluster's members as the realm names them, else as they registered in etcd (waits
-    until at least one is known)."""
-    c = realm.cluster(cluster)
-    named = [m.address for m in (c.members if c is not None else []) if m.address]
-    if c is not None and len(named) == len(c.members):
-        return named
-    waited = False
-    while True:
-        try:
-            records = [MemberRecord.from_bytes(kv.value) for kv in await etcd.get_prefix(members_prefix(cluster))]
-            found = named + [r.address for r in records if r is not None and r.address not in named]
-        except Exception as exc:  # noqa: BLE001 - etcd away: look again
-            log.warning("cannot read the members of %s: %s", cluster, exc)
-            found = named
-        if found:
-            return found
-        if not waited:
-            log.warning("no member of %s registered yet; waiting", cluster)
-            waited = True
-        await asyncio.sleep(0.5)
 
 
 async def _watch_realm(etcd: EtcdClient, router: Router, version: int) -> None:
@@ -102,7 +78,7 @@ async def serve(args: argparse.Namespace) -> int:
             return 2
         cluster = realm.cluster(args.cluster)
         assert cluster is not None and cluster.router is not None
-        endpoints = await member_addresses(etcd, realm, args.cluster)
+        endpoints = await member_addresses(etcd, args.cluster, cluster.members)
         client = Client(endpoints, client_name=f"router-{args.cluster}-{args.replica}", timeout=CLIENT_TIMEOUT)
         holder: dict[str, Router] = {}
 

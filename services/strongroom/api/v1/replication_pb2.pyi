@@ -527,6 +527,32 @@ class CommittedEntries(_message.Message):
     member: str
     def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ...) -> None: ...
 
+class ShipEntriesRequest(_message.Message):
+    __slots__ = ("first_index", "entries", "primary_commit_index", "snapshot", "snapshot_index", "snapshot_epoch")
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    first_index: int
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    primary_commit_index: int
+    snapshot: bytes
+    snapshot_index: int
+    snapshot_epoch: int
+    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., primary_commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ...) -> None: ...
+
+class ShipEntriesResponse(_message.Message):
+    __slots__ = ("accepted", "last_index", "applied_index")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    last_index: int
+    applied_index: int
+    def __init__(self, accepted: _Optional[bool] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
 class SnapshotChunk(_message.Message):
     __slots__ = ("epoch", "leader", "last_index", "last_epoch", "data", "done")
     EPOCH_FIELD_NUMBER: _ClassVar[int]

@@ -68,6 +68,11 @@ class ReplicationServiceStub:
                 request_serializer=strongroom_dot_v1_dot_replication__pb2.StreamCommittedRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_replication__pb2.CommittedEntries.FromString,
                 _registered_method=True)
+        self.ShipEntries = channel.unary_unary(
+                '/strongroom.v1.ReplicationService/ShipEntries',
+                request_serializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServiceServicer:
@@ -125,6 +130,18 @@ class ReplicationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShipEntries(self, request, context):
+        """Disaster recovery: the DR service hands the leader of a standby set entries it read from the
+        primary's committed-entry stream, continuing the standby's log (docs/dr.md). Every entry
+        shipped was committed at the primary, so the standby commits it as soon as its leader has
+        stored it, and replicates it to the other standby members. An empty request asks where the
+        standby's log ends. Errors: NOT_LEADER (naming the standby leader), NOT_STANDBY (a member of
+        the primary set), INVALID_ARGUMENT (an entry that does not decode or continue the log).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +174,11 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
                     servicer.StreamCommitted,
                     request_deserializer=strongroom_dot_v1_dot_replication__pb2.StreamCommittedRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_replication__pb2.CommittedEntries.SerializeToString,
+            ),
+            'ShipEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShipEntries,
+                    request_deserializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -325,6 +347,33 @@ class ReplicationService:
             '/strongroom.v1.ReplicationService/StreamCommitted',
             strongroom_dot_v1_dot_replication__pb2.StreamCommittedRequest.SerializeToString,
             strongroom_dot_v1_dot_replication__pb2.CommittedEntries.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShipEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.ReplicationService/ShipEntries',
+            strongroom_dot_v1_dot_replication__pb2.ShipEntriesRequest.SerializeToString,
+            strongroom_dot_v1_dot_replication__pb2.ShipEntriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,95 @@
+"""Entry point of a cluster's DR service at its standby site: `strongroom-dr`.
+
+    strongroom-dr --etcd 127.0.0.1:2479 --cluster main
+
+`--etcd` is the standby site's etcd (the realm must be stored there, by that site's realm
+service). The service waits for the realm, checks that the cluster has a standby set (exit
+status 2 with the reason if not), finds the standby members as they registered in that etcd and
+the primary's addresses in the realm (`clusters[].standby.primary`), then ships the primary's
+committed log to the standby set's leader (`Shipper`) until SIGTERM or SIGINT, logging its lag
+every `--report` seconds. Design and what comes next (DrService, activation): docs/dr.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from strongroom.aio import cancel_and_wait
+from strongroom.dr.shipper import Shipper
+from strongroom.etcd import EtcdClient
+from strongroom.persistence.membership import member_addresses
+from strongroom.realm.model import Realm
+from strongroom.realm.store import wait_for_realm
+
+__all__ = ["main", "serve", "why_no_standby"]
+
+log = logging.getLogger("strongroom.dr")
+
+
+def why_no_standby(realm: Realm, cluster: str) -> str | None:
+    """Why the realm gives the DR service of `cluster` nothing to do (None: it has a standby set)."""
+    c = realm.cluster(cluster)
+    if c is None:
+        return f"the realm defines no cluster {cluster!r}"
+    if c.standby is None:
+        return f"cluster {cluster!r} has no standby set in the realm (clusters[].standby)"
+    return None
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Ship until SIGTERM/SIGINT; returns the exit status."""
+    etcd = EtcdClient(args.etcd)
+    try:
+        _version, realm = await wait_for_realm(etcd, log)
+        why = why_no_standby(realm, args.cluster)
+        if why is not None:
+            print(f"strongroom-dr: {why}", file=sys.stderr)
+            return 2
+        cluster = realm.cluster(args.cluster)
+        assert cluster is not None and cluster.standby is not None
+        standby = await member_addresses(etcd, args.cluster, cluster.standby.members)
+        shipper = Shipper(cluster.standby.primary, standby, heartbeat=args.heartbeat)
+        shipping = asyncio.create_task(shipper.run(), name="ship")
+        print(f"READY dr {args.cluster}", flush=True)
+        log.info("DR service of %s: shipping from %s to the standby set at %s", args.cluster,
+                 ",".join(cluster.standby.primary), ",".join(standby))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), args.report)
+            st = shipper.status()
+            log.info("primary commit %d, standby at %d: %d entries and %.1f s behind (reading %s)",
+                     st.primary_commit_index, st.standby_last_index, st.entries_behind, st.seconds_behind,
+                     st.primary_member or "-")
+        await cancel_and_wait(shipping)
+        await shipper.close()
+        return 0
+    finally:
+        await etcd.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="strongroom-dr", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--etcd", required=True, help="the standby site's etcd endpoints, host:port[,host:port]")
+    parser.add_argument("--cluster", required=True, help="the cluster whose standby set this service feeds")
+    parser.add_argument("--heartbeat", type=float, default=1.0,
+                        help="seconds between the primary's heartbeats on the stream (default 1)")
+    parser.add_argument("--report", type=float, default=10.0, help="seconds between lag lines in the log (default 10)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format=f"%(asctime)s dr-{args.cluster} %(levelname)s %(name)s: %(message)s")
+    sys.exit(asyncio.run(serve(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""`Shipper`: the DR service's work: the primary's committed log into the standby set.
+
+It asks the standby set's leader where the standby's log ends (`ShipEntries` with nothing in
+it), follows the primary's committed-entry stream from the index after (`CommittedReader`, any
+primary member), and hands every batch to the standby leader (`ShipEntries`, through the
+client's `Connection`: the leader found and followed as clients find it, the one retry policy;
+`transport.py` holds the gRPC calls).
+A batch the standby does not take (its leader changed and the new one holds less, or the shipper
+restarted) starts it over from the standby's last index: the standby's log is the one truth of
+how far shipping got, so nothing is skipped and nothing applied twice. A snapshot in the stream
+(the primary compacted what the standby lacks) replaces the standby's state.
+
+Status, for `DrService` and `strongroom status`: the primary's commit index as the stream last
+said, the standby's last index, entries behind, and the seconds since the standby last held
+everything the primary had committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.dr.reader import FOLLOW, CommittedReader
+from strongroom.dr.transport import StandbyCalls
+from strongroom.errors import StrongroomError
+from strongroom.persistence.committed import CommittedBatch
+
+__all__ = ["ShipStatus", "Shipper"]
+
+log = logging.getLogger("strongroom.dr")
+
+@dataclass(frozen=True)
+class ShipStatus:
+    """How far the standby is behind the primary."""
+
+    primary_commit_index: int
+    """The primary's commit index, as its stream last reported it."""
+    standby_last_index: int
+    """The standby leader's last index (all of it committed), as its last answer said."""
+    entries_behind: int
+    seconds_behind: float
+    """Seconds since the standby last held everything the primary reported committed (0 while
+    it does)."""
+    primary_member: str
+    """The primary member being read."""
+    reconnects: int
+    """How often the primary's stream was opened again after a failure."""
+    restarts: int
+    """How often shipping started over from the standby's last index."""
+
+
+class Shipper:
+    """Ships one cluster's committed log from its primary set to its standby set."""
+
+    def __init__(self, primary: Sequence[str], standby: Sequence[str], heartbeat: float = 1.0) -> None:
+        self.primary = list(primary)
+        self.standby = StandbyCalls(list(standby), FOLLOW)
+        self.heartbeat = heartbeat
+        self.primary_commit_index = 0
+        self.standby_last_index = 0
+        self._caught_up_at = time.monotonic()
+        self._reader: CommittedReader | None = None
+        self.restarts = 0
+
+    def status(self) -> ShipStatus:
+        behind = max(0, self.primary_commit_index - self.standby_last_index)
+        reader = self._reader
+        return ShipStatus(self.primary_commit_index, self.standby_last_index, behind,
+                          0.0 if not behind else time.monotonic() - self._caught_up_at,
+                          reader.member if reader is not None else "", reader.reconnects if reader else 0,
+                          self.restarts)
+
+    async def run(self) -> None:
+        """Ship until cancelled."""
+        while True:
+            try:
+                answer = await self._ship(rpb.ShipEntriesRequest())
+                self._note(answer)
+                await self._follow(answer.last_index + 1)
+            except StrongroomError as err:
+                # Not retriable at the standby (an entry it refuses): say so, and start over.
+                log.error("shipping to the standby stopped: %s; starting over", err.message)
+                await asyncio.sleep(FOLLOW.max_delay)
+            self.restarts += 1
+
+    async def _follow(self, from_index: int) -> None:
+        """Ship the primary's batches from `from_index` until the standby does not take one."""
+        reader = self._reader = CommittedReader(self.primary, from_index, heartbeat=self.heartbeat)
+        log.info("shipping the primary's committed log from index %d", from_index)
+        async for batch in reader.batches():
+            self.primary_commit_index = max(self.primary_commit_index, batch.commit_index)
+            if not batch.entries and not batch.snapshot:
+                # A heartbeat: the standby learns the primary's commit index (its lag).
+                self._note(await self._ship(rpb.ShipEntriesRequest(primary_commit_index=self.primary_commit_index)))
+                continue
+            answer = await self._ship(_request(batch, self.primary_commit_index))
+            self._note(answer)
+            if not answer.accepted:
+                log.info("the standby's log ends at %d, not before %d: shipping again from there",
+                         answer.last_index, batch.first_index)
+                return
+
+    async def _ship(self, request: rpb.ShipEntriesRequest) -> rpb.ShipEntriesResponse:
+        return await self.standby.ship(request)
+
+    def _note(self, answer: rpb.ShipEntriesResponse) -> None:
+        self.standby_last_index = answer.last_index
+        self._note_progress()
+
+    def _note_progress(self) -> None:
+        if self.standby_last_index >= self.primary_commit_index:
+            self._caught_up_at = time.monotonic()
+
+    async def close(self) -> None:
+        await self.standby.close()
+
+
+def _request(batch: CommittedBatch, primary_commit: int) -> rpb.ShipEntriesRequest:
+    return rpb.ShipEntriesRequest(first_index=batch.first_index, entries=batch.entries,
+                                  primary_commit_index=primary_commit, snapshot=batch.snapshot,
+                                  snapshot_index=batch.snapshot_index, snapshot_epoch=batch.snapshot_epoch)

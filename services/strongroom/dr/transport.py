@@ -1,0 +1,61 @@
+"""The DR service's gRPC calls: the primary members' committed-entry stream, and `ShipEntries`
+to the standby set's leader (found and followed through the client's `Connection`, under the
+given retry policy). Failures come out as `StrongroomError`s, read by the client's one table
+(`error_from_rpc`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.client.connection import Connection
+from strongroom.client.retry import RetryPolicy, error_from_rpc
+
+__all__ = ["SHIP_TIMEOUT", "CommittedStream", "StandbyCalls"]
+
+SHIP_TIMEOUT = 30.0
+"""Seconds one ShipEntries call may take (the standby leader's write, fsync included)."""
+
+
+class CommittedStream:
+    """One `StreamCommitted` call to one member."""
+
+    def __init__(self, address: str, request: rpb.StreamCommittedRequest) -> None:
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._call = rgrpc.ReplicationServiceStub(self._channel).StreamCommitted(request)  # type: ignore[no-untyped-call]
+
+    async def read(self, timeout: float) -> rpb.CommittedEntries | None:
+        """The next message; None when the member ended the stream. TimeoutError after
+        `timeout` seconds without one; a failed call as its `StrongroomError`."""
+        try:
+            msg = await asyncio.wait_for(self._call.read(), timeout)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, self.address) from None
+        return None if msg is grpc.aio.EOF else msg
+
+    async def close(self) -> None:
+        self._call.cancel()
+        await self._channel.close()
+
+
+class StandbyCalls:
+    """`ShipEntries` to whichever standby member leads."""
+
+    def __init__(self, addresses: list[str], policy: RetryPolicy) -> None:
+        self._connection = Connection(addresses, policy)
+
+    async def ship(self, request: rpb.ShipEntriesRequest) -> rpb.ShipEntriesResponse:
+        """The leader's answer (followed through NOT_LEADER, retried while retriable)."""
+        async def attempt(address: str) -> rpb.ShipEntriesResponse:
+            stub = rgrpc.ReplicationServiceStub(self._connection.channel(address))  # type: ignore[no-untyped-call]
+            answer: rpb.ShipEntriesResponse = await stub.ShipEntries(request, timeout=SHIP_TIMEOUT)
+            return answer
+        return await self._connection.call_leader(attempt)
+
+    async def close(self) -> None:
+        await self._connection.close()

@@ -1,0 +1,239 @@
+"""Disaster recovery, standby side (docs/dr.md): a primary site and a standby site, each with its
+own real etcd, three real members each and the real `strongroom-dr` between them. The standby's
+log is the primary's entry for entry, its state the primary's at the same index, through SIGKILL
+of the primary's leader and of the standby's leader under load; the standby serves no client."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from harness import Cluster, put_realm_sync, realm_yaml, wait_for
+
+from strongroom.api.v1 import admin_pb2
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.api.v1 import replication_pb2_grpc as rgrpc
+from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.client import Client
+from strongroom.errors import NotStandby, StandbyRefusal
+from strongroom.grpcerrors import from_rpc_error
+from strongroom.local.etcdproc import free_port, start_etcd
+from strongroom.local.process import dr_argv, spawn, stop_processes
+
+pytestmark = pytest.mark.slow
+
+
+class Sites:
+    """The primary site (etcd A, m1-m3), the standby site (etcd B, s1-s3) and the DR service."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.etcd_a = start_etcd(root / "etcd-a")
+        self.etcd_b = start_etcd(root / "etcd-b")
+        self.primary = Cluster(self.etcd_a.endpoint, root / "a")
+        self.standby = Cluster(self.etcd_b.endpoint, root / "b")
+        self.standby.names = ["s1", "s2", "s3"]
+        self.standby.ports = {n: free_port() for n in self.standby.names}
+        addresses = ", ".join(self.primary.addresses())
+        standby = ("    standby:\n      members:\n" + "".join(f"        - name: {n}\n" for n in self.standby.names)
+                   + f"      primary: [{addresses}]\n")
+        self.realm = realm_yaml(cluster_extra=standby)
+        put_realm_sync(self.etcd_a.endpoint, self.realm, 1)
+        put_realm_sync(self.etcd_b.endpoint, self.realm, 1)
+        self.dr: Any = None
+
+    def start(self) -> None:
+        self.primary.start_all()
+        self.standby.start_all()
+        self.start_dr()
+
+    def start_dr(self) -> None:
+        self.dr = spawn(dr_argv(self.etcd_b.endpoint, "default", ["--heartbeat", "0.2", "--report", "1"]),
+                        self.root / "dr.log")
+
+    def stop(self) -> None:
+        if self.dr is not None:
+            stop_processes([self.dr])
+        self.primary.stop_all()
+        self.standby.stop_all()
+        self.etcd_a.stop()
+        self.etcd_b.stop()
+
+    def logs(self) -> str:
+        dr = (self.root / "dr.log").read_text()[-3000:] if (self.root / "dr.log").exists() else ""
+        return f"{self.primary.logs()}\n{self.standby.logs()}\n--- dr ---\n{dr}"
+
+
+@pytest.fixture
+def sites(tmp_path: Path) -> Iterator[Sites]:
+    s = Sites(tmp_path)
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
+
+
+def grid(status: admin_pb2.ClusterStatus) -> dict[str, Any]:
+    """The replicated state a member reports: per store its messages and bytes, per durable its
+    counts (the admin status grid)."""
+    out: dict[str, Any] = {}
+    for store in status.stores:
+        if not store.replicated:
+            continue
+        out[store.name] = (store.messages, store.bytes, sorted(
+            (d.destination, d.name, d.pending_messages, d.pending_bytes) for d in store.durables))
+    return out
+
+
+async def committed_log(address: str, upto: int) -> dict[int, bytes]:
+    """A member's committed entries through `upto` (from its snapshot on, when it compacted)."""
+    out: dict[int, bytes] = {}
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        call = rgrpc.ReplicationServiceStub(channel).StreamCommitted(rpb.StreamCommittedRequest(from_index=1))
+        try:
+            while not out or max(out) < upto:
+                msg = await asyncio.wait_for(call.read(), 10)
+                for i, raw in enumerate(msg.entries, msg.first_index):
+                    out[i] = raw
+        finally:
+            call.cancel()
+    return {i: raw for i, raw in out.items() if i <= upto}
+
+
+async def caught_up(sites: Sites) -> tuple[admin_pb2.ClusterStatus, list[admin_pb2.ClusterStatus]]:
+    """Once the standby set applied everything the (quiet) primary committed: the primary
+    leader's status and every running standby member's."""
+    leader = await sites.primary.leader()
+    target = (await sites.primary.status(leader)).commit_index  # type: ignore[union-attr]
+
+    async def there() -> bool:
+        statuses = [await sites.standby.status(n) for n in sites.standby.names if n in sites.standby.procs
+                    and sites.standby.procs[n].poll() is None]
+        return all(s is not None and s.applied_index >= target for s in statuses)
+    try:
+        await wait_for(there, timeout=60)
+    except TimeoutError:
+        raise AssertionError(f"the standby did not reach index {target}\n{sites.logs()}") from None
+    primary = await sites.primary.status(leader)
+    assert primary is not None and primary.commit_index == target, "the primary moved while quiet"
+    standby = [await sites.standby.status(n) for n in sites.standby.names
+               if sites.standby.procs[n].poll() is None]
+    return primary, [s for s in standby if s is not None]
+
+
+async def load(client: Client, destination: str, count: int, acked: dict[str, int]) -> list[bytes]:
+    """Publish `count` confirmed messages, consume and ack about two thirds of them."""
+    sub = await client.subscribe(destination, "reader")
+    publisher = client.publisher(destination, window=32)
+    bodies = [f"{destination}-{i}".encode() for i in range(count)]
+    for b in bodies:
+        await publisher.send(b)
+    await publisher.flush()
+    for _ in range(count * 2 // 3):
+        msg = await sub.next(timeout=10)
+        await sub.ack(msg)
+        acked[destination] = acked.get(destination, 0) + 1
+    await sub.close()
+    return bodies
+
+
+async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client(sites: Sites) -> None:
+    leader = await sites.primary.leader()
+    await sites.standby.leader()
+    acked: dict[str, int] = {}
+    async with Client(sites.primary.addresses(), timeout=30) as client:
+        await client.subscribe("orders", "audit")  # a second durable that never acks
+        await load(client, "orders", 300, acked)
+        await load(client, "jobs.queue", 200, acked)
+    primary, standby = await caught_up(sites)
+    assert len(standby) == 3 and all(s.standby for s in standby) and not primary.standby
+    for s in standby:
+        assert grid(s) == grid(primary), f"{s.member} differs from the primary"
+    # The lag: on the standby leader, the primary's commit index and nothing behind; the CLI shows
+    # the standby set apart, with it.
+    lead = next(x for x in standby if x.role == "leader")
+    assert lead.primary_commit_index >= primary.commit_index and lead.seconds_behind_primary == 0.0
+    cli = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "strongroom.cli.main", "status", "--endpoints",
+                                                   ",".join(sites.standby.addresses() + sites.primary.addresses())],
+                                  capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert "cluster default (standby set): leader " + lead.member in cli.stdout, cli.stdout
+    assert "behind the primary: 0 entries, 0.0 s" in cli.stdout, cli.stdout
+    assert f"cluster default: leader {primary.member}" in cli.stdout, cli.stdout
+    orders = {(d, n): p for d, n, p, _ in grid(primary)["default"][2]}
+    assert orders[("orders", "audit")] == 300 and orders[("orders", "reader")] == 100
+    # Entry for entry the primary's log (same index, same bytes): nothing applied twice.
+    upto = primary.commit_index
+    mine = await committed_log(sites.primary.address(leader), upto)
+    theirs = await committed_log(sites.standby.address("s2"), upto)
+    common = set(mine) & set(theirs)
+    assert upto in common and len(common) >= 10 and all(mine[i] == theirs[i] for i in common)
+    # Clients get STANDBY at the standby set, naming the primary; shipping to the primary is refused.
+    async with grpc.aio.insecure_channel(sites.standby.address("s1"), options=CHANNEL_OPTIONS) as channel:
+        from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await messaging_pb2_grpc.MessagingServiceStub(channel).Publish(
+                messaging_pb2.PublishRequest(destination="orders", message={"body": b"x"}), timeout=5)
+        err = from_rpc_error(info.value)
+        assert isinstance(err, StandbyRefusal) and sites.primary.address("m1") in err.metadata["primary"]
+    async with grpc.aio.insecure_channel(sites.primary.address(leader), options=CHANNEL_OPTIONS) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await rgrpc.ReplicationServiceStub(channel).ShipEntries(rpb.ShipEntriesRequest(), timeout=5)
+        assert isinstance(from_rpc_error(info.value), NotStandby)
+
+
+async def test_sigkill_of_either_leader_under_load_leaves_the_standby_equal_to_the_primary(sites: Sites) -> None:
+    await sites.primary.leader()
+    standby_leader = await sites.standby.leader()
+    confirmed: list[bytes] = []
+    stop = asyncio.Event()
+    async with Client(sites.primary.addresses(), timeout=60) as client:
+        await client.subscribe("ledger", "audit")
+        publisher = client.publisher("ledger", window=32)
+
+        async def produce() -> None:
+            i = 0
+            while not stop.is_set():
+                body = f"l{i}".encode()
+                fut = await publisher.send(body)
+                fut.add_done_callback(lambda f, b=body: confirmed.append(b) if not f.exception() else None)
+                i += 1
+                if i % 32 == 0:
+                    await asyncio.sleep(0.01)
+            await publisher.flush()
+
+        producing = asyncio.create_task(produce())
+        try:
+            await asyncio.sleep(2.0)
+            sites.standby.kill(standby_leader, signal.SIGKILL)
+            await asyncio.sleep(2.0)
+            old = await sites.primary.leader()
+            sites.primary.kill(old, signal.SIGKILL)
+            await asyncio.sleep(3.0)
+            sites.standby.start(standby_leader)  # back, on its disk
+            sites.primary.start(old)
+            await asyncio.sleep(2.0)
+        finally:
+            stop.set()
+            await producing
+    assert len(confirmed) > 200
+    primary, standby = await caught_up(sites)
+    assert len(standby) == 3
+    for s in standby:
+        assert grid(s) == grid(primary), f"{s.member} differs from the primary\n{sites.logs()}"
+    ledger = {(d, n): p for d, n, p, _ in grid(primary)["default"][2]}
+    assert ledger[("ledger", "audit")] >= len(set(confirmed))
+    leader = await sites.primary.leader()
+    upto = primary.commit_index
+    mine = await committed_log(sites.primary.address(leader), upto)
+    theirs = await committed_log(sites.standby.address(standby_leader), upto)
+    common = set(mine) & set(theirs)
+    assert upto in common and len(common) >= 10 and all(mine[i] == theirs[i] for i in common)
