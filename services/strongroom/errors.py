@@ -55,6 +55,7 @@ __all__ = [
     "NotActiveRouter",
     "StandbyRefusal",
     "NotStandby",
+    "LogDiverged",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -450,6 +451,16 @@ class NotStandby(StrongroomError):
     takes entries only from its own leader."""
 
     reason = "NOT_STANDBY"
+    code = "FAILED_PRECONDITION"
+
+
+class LogDiverged(StrongroomError):
+    """Shipped entries (or a snapshot) do not continue the standby's log: the entry before them,
+    or at the snapshot's index, has another epoch at the standby than at the primary. The two
+    sites hold different histories (a primary rebuilt or restarted empty, a standby pointed at
+    another cluster); nothing is stored, and shipping stops until an operator decides."""
+
+    reason = "DIVERGED"
     code = "FAILED_PRECONDITION"
 
 

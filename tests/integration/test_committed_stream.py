@@ -83,6 +83,7 @@ async def test_every_member_streams_the_same_committed_entries_then_new_ones_and
     cluster: Cluster = make_cluster()
     leader = await cluster.leader()
     follower = next(n for n in cluster.names if n != leader)
+    await wait_for(lambda: _answers(cluster, follower), timeout=30)
     async with Client(cluster.addresses(), timeout=20) as client:
         for i in range(30):
             await client.publish("stream.queue", f"a{i}".encode())
@@ -139,6 +140,10 @@ async def test_a_compacted_start_gets_the_state_snapshot_then_the_entries_after_
             await reader.close()
 
 
+async def _answers(cluster: Cluster, name: str) -> bool:
+    return await cluster.status(name) is not None
+
+
 async def _compacted(cluster: Cluster, name: str) -> bool:
     status = await cluster.status(name)
     return bool(status and status.snapshot_index >= 100)
@@ -149,6 +154,8 @@ async def test_a_reader_that_loses_its_member_under_load_resumes_at_another_with
     cluster: Cluster = make_cluster()
     leader = await cluster.leader()
     first, second = [n for n in cluster.names if n != leader]
+    for name in (first, second):  # up and answering (the leader may serve before they listen)
+        await wait_for(lambda name=name: _answers(cluster, name), timeout=30)
     confirmed: list[bytes] = []
     async with Client(cluster.addresses(), timeout=30) as client:
         publisher = client.publisher("resume.queue", window=32)

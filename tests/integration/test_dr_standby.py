@@ -22,7 +22,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
-from strongroom.errors import NotStandby, StandbyRefusal
+from strongroom.errors import LogDiverged, NotStandby, StandbyRefusal
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.process import dr_argv, spawn, stop_processes
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 class Sites:
     """The primary site (etcd A, m1-m3), the standby site (etcd B, s1-s3) and the DR service."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, compact_after_entries: int = 20000) -> None:
         self.root = root
         self.etcd_a = start_etcd(root / "etcd-a")
         self.etcd_b = start_etcd(root / "etcd-b")
@@ -44,13 +44,16 @@ class Sites:
         addresses = ", ".join(self.primary.addresses())
         standby = ("    standby:\n      members:\n" + "".join(f"        - name: {n}\n" for n in self.standby.names)
                    + f"      primary: [{addresses}]\n")
-        self.realm = realm_yaml(cluster_extra=standby)
+        self.realm = realm_yaml(cluster_extra=standby, compact_after_entries=compact_after_entries)
         put_realm_sync(self.etcd_a.endpoint, self.realm, 1)
         put_realm_sync(self.etcd_b.endpoint, self.realm, 1)
         self.dr: Any = None
 
     def start(self) -> None:
         self.primary.start_all()
+        self.start_standby()
+
+    def start_standby(self) -> None:
         self.standby.start_all()
         self.start_dr()
 
@@ -170,12 +173,15 @@ async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client
     assert f"cluster default: leader {primary.member}" in cli.stdout, cli.stdout
     orders = {(d, n): p for d, n, p, _ in grid(primary)["default"][2]}
     assert orders[("orders", "audit")] == 300 and orders[("orders", "reader")] == 100
-    # Entry for entry the primary's log (same index, same bytes): nothing applied twice.
+    # Entry for entry the primary's log (same index, same bytes, no gap, nothing of its own after
+    # it): nothing applied twice, nothing missing.
     upto = primary.commit_index
+    assert all(s.last_index == upto for s in standby), [(s.member, s.last_index, upto) for s in standby]
     mine = await committed_log(sites.primary.address(leader), upto)
     theirs = await committed_log(sites.standby.address("s2"), upto)
-    common = set(mine) & set(theirs)
-    assert upto in common and len(common) >= 10 and all(mine[i] == theirs[i] for i in common)
+    assert sorted(theirs) == list(range(min(theirs), upto + 1)) and min(theirs) == 1
+    assert theirs == mine
+    await _refuses_another_history(sites, lead, mine)
     # Clients get STANDBY at the standby set, naming the primary; shipping to the primary is refused.
     async with grpc.aio.insecure_channel(sites.standby.address("s1"), options=CHANNEL_OPTIONS) as channel:
         from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc
@@ -188,6 +194,36 @@ async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await rgrpc.ReplicationServiceStub(channel).ShipEntries(rpb.ShipEntriesRequest(), timeout=5)
         assert isinstance(from_rpc_error(info.value), NotStandby)
+
+
+async def _refuses_another_history(sites: Sites, lead: admin_pb2.ClusterStatus, log: dict[int, bytes]) -> None:
+    """Shipments that do not continue the standby's log are refused with DIVERGED and store
+    nothing; one that starts past its end is not accepted (the DR service ships again from the
+    standby's end)."""
+    last = max(log)
+    held = rpb.LogEntry.FromString(log[last])
+    stranger = rpb.LogEntry(index=last + 1, epoch=held.epoch + 1000).SerializeToString()
+    async with grpc.aio.insecure_channel(sites.standby.address(lead.member), options=CHANNEL_OPTIONS) as channel:
+        stub = rgrpc.ReplicationServiceStub(channel)
+        for request in (
+                # entries after an entry of another epoch at the primary
+                rpb.ShipEntriesRequest(first_index=last + 1, entries=[stranger], prev_epoch=held.epoch + 7),
+                # a snapshot of another epoch at an index the standby holds
+                rpb.ShipEntriesRequest(first_index=last + 1, entries=[stranger], snapshot=b"x", snapshot_index=last,
+                                       snapshot_epoch=held.epoch + 7, prev_epoch=held.epoch + 7),
+                # entries the standby holds, with other contents
+                rpb.ShipEntriesRequest(first_index=last, entries=[rpb.LogEntry(index=last, epoch=held.epoch + 3)
+                                                                  .SerializeToString()],
+                                       prev_epoch=rpb.LogEntry.FromString(log[last - 1]).epoch)):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.ShipEntries(request, timeout=5)
+            assert isinstance(from_rpc_error(info.value), LogDiverged), info.value.details()
+        gap = await stub.ShipEntries(rpb.ShipEntriesRequest(first_index=last + 5, entries=[
+            rpb.LogEntry(index=last + 5 + i, epoch=held.epoch).SerializeToString() for i in range(2)],
+            prev_epoch=held.epoch), timeout=5)
+        assert not gap.accepted and gap.last_index == last
+    after = await sites.standby.status(lead.member)
+    assert after is not None and after.last_index == last and after.commit_index == last
 
 
 async def test_sigkill_of_either_leader_under_load_leaves_the_standby_equal_to_the_primary(sites: Sites) -> None:
@@ -233,7 +269,41 @@ async def test_sigkill_of_either_leader_under_load_leaves_the_standby_equal_to_t
     assert ledger[("ledger", "audit")] >= len(set(confirmed))
     leader = await sites.primary.leader()
     upto = primary.commit_index
+    assert all(s.last_index == upto for s in standby), [(s.member, s.last_index, upto) for s in standby]
     mine = await committed_log(sites.primary.address(leader), upto)
     theirs = await committed_log(sites.standby.address(standby_leader), upto)
-    common = set(mine) & set(theirs)
-    assert upto in common and len(common) >= 10 and all(mine[i] == theirs[i] for i in common)
+    assert sorted(theirs) == list(range(1, upto + 1)) and theirs == mine
+
+
+async def test_a_standby_that_starts_after_the_primary_compacted_gets_its_state_then_the_entries(
+        tmp_path: Path) -> None:
+    """The primary compacted its log before the standby site existed: the stream starts with the
+    primary's state snapshot, the standby leader installs it, its followers catch up from it, and
+    the entries after it follow; the standby's grid equals the primary's."""
+    sites = Sites(tmp_path, compact_after_entries=100)
+    try:
+        sites.primary.start_all()
+        leader = await sites.primary.leader()
+        acked: dict[str, int] = {}
+        async with Client(sites.primary.addresses(), timeout=30) as client:
+            for i in range(150):
+                await client.publish("early.queue", f"e{i}".encode())
+            await load(client, "later", 60, acked)
+
+            async def compacted() -> bool:
+                st = await sites.primary.status(leader)
+                return st is not None and st.snapshot_index >= 100
+            await wait_for(compacted, timeout=20)
+            sites.start_standby()
+            await sites.standby.leader()
+            for i in range(20):  # entries after the snapshot
+                await client.publish("early.queue", f"f{i}".encode())
+        primary, standby = await caught_up(sites)
+        assert len(standby) == 3
+        for s in standby:
+            assert s.snapshot_index >= 100, f"{s.member} did not start from the primary's state"
+            assert grid(s) == grid(primary), f"{s.member} differs from the primary\n{sites.logs()}"
+        early = {(d, n): p for d, n, p, _ in grid(primary)["default"][2]}
+        assert early[("early.queue", "")] == 170
+    finally:
+        sites.stop()

@@ -7,14 +7,14 @@ service). The service waits for the realm, checks that the cluster has a standby
 status 2 with the reason if not), finds the standby members as they registered in that etcd and
 the primary's addresses in the realm (`clusters[].standby.primary`), then ships the primary's
 committed log to the standby set's leader (`Shipper`) until SIGTERM or SIGINT, logging its lag
-every `--report` seconds. Design and what comes next (DrService, activation): docs/dr.md.
+every `--report` seconds. It exits with status 1 when the two sites turn out to hold different
+histories (DIVERGED): shipping stops rather than attach the primary's entries to another log. Design and what comes next (DrService, activation): docs/dr.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -62,16 +62,25 @@ async def serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), args.report)
+        stopping = asyncio.create_task(stop.wait())
+        while not stop.is_set() and not shipping.done():
+            await asyncio.wait({stopping, shipping}, timeout=args.report, return_when=asyncio.FIRST_COMPLETED)
             st = shipper.status()
             log.info("primary commit %d, standby at %d: %d entries and %.1f s behind (reading %s)",
                      st.primary_commit_index, st.standby_last_index, st.entries_behind, st.seconds_behind,
                      st.primary_member or "-")
-        await cancel_and_wait(shipping)
+        stopping.cancel()
+        status = 0
+        if shipping.done():
+            # Only a divergence of the two sites' histories ends shipping: an operator's decision.
+            err = shipping.exception()
+            print(f"strongroom-dr: shipping stopped: {err}", file=sys.stderr)
+            log.critical("shipping stopped: %s", err)
+            status = 1
+        else:
+            await cancel_and_wait(shipping)
         await shipper.close()
-        return 0
+        return status
     finally:
         await etcd.close()
 

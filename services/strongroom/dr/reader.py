@@ -54,6 +54,7 @@ class CommittedReader:
         self.reconnects = 0
         """How often the stream was opened again after a failure."""
         self._at = 0
+        self._last_epoch = 0  # of the last entry yielded (0: none yet)
 
     async def batches(self) -> AsyncIterator[CommittedBatch]:
         """Batches from `next_index` on, forever (heartbeats included: empty `entries`)."""
@@ -103,8 +104,15 @@ class CommittedReader:
             start = msg.snapshot_index + 1
         if msg.first_index != start:
             raise DataCorruption(f"{msg.member} sent entries from {msg.first_index}; index {start} was next")
+        if not msg.snapshot_index and self._last_epoch and msg.prev_epoch != self._last_epoch:
+            raise DataCorruption(f"{msg.member}'s entry {start - 1} is of epoch {msg.prev_epoch}, the one read before "
+                                 f"of epoch {self._last_epoch}: the addresses are not all one cluster's members")
+        if msg.entries:
+            self._last_epoch = rpb.LogEntry.FromString(msg.entries[-1]).epoch
+        elif msg.snapshot_index:
+            self._last_epoch = msg.snapshot_epoch
         self.next_index = start + len(msg.entries)
         self.commit_index = max(self.commit_index, msg.commit_index)
         self.member = msg.member
         return CommittedBatch(msg.first_index, list(msg.entries), msg.commit_index, msg.snapshot, msg.snapshot_index,
-                              msg.snapshot_epoch, msg.member)
+                              msg.snapshot_epoch, msg.member, msg.prev_epoch)

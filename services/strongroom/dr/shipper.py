@@ -18,15 +18,16 @@ everything the primary had committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.dr.reader import FOLLOW, CommittedReader
 from strongroom.dr.transport import StandbyCalls
-from strongroom.errors import StrongroomError
+from strongroom.errors import DataCorruption, LogDiverged, StrongroomError
 from strongroom.persistence.committed import CommittedBatch
 
 __all__ = ["ShipStatus", "Shipper"]
@@ -75,15 +76,21 @@ class Shipper:
                           self.restarts)
 
     async def run(self) -> None:
-        """Ship until cancelled."""
+        """Ship until cancelled. Raises LogDiverged (or DataCorruption) when the two sites hold
+        different histories: that is for an operator to decide, never retried."""
         while True:
             try:
                 answer = await self._ship(rpb.ShipEntriesRequest())
                 self._note(answer)
                 await self._follow(answer.last_index + 1)
+            except (LogDiverged, DataCorruption):
+                raise
             except StrongroomError as err:
-                # Not retriable at the standby (an entry it refuses): say so, and start over.
+                # Refused at the standby for now (e.g. an error it does not retry): start over.
                 log.error("shipping to the standby stopped: %s; starting over", err.message)
+                await asyncio.sleep(FOLLOW.max_delay)
+            except Exception:
+                log.exception("shipping to the standby failed; starting over")
                 await asyncio.sleep(FOLLOW.max_delay)
             self.restarts += 1
 
@@ -91,7 +98,11 @@ class Shipper:
         """Ship the primary's batches from `from_index` until the standby does not take one."""
         reader = self._reader = CommittedReader(self.primary, from_index, heartbeat=self.heartbeat)
         log.info("shipping the primary's committed log from index %d", from_index)
-        async for batch in reader.batches():
+        async with contextlib.aclosing(reader.batches()) as batches:
+            await self._ship_batches(batches)
+
+    async def _ship_batches(self, batches: AsyncIterator[CommittedBatch]) -> None:
+        async for batch in batches:
             self.primary_commit_index = max(self.primary_commit_index, batch.commit_index)
             if not batch.entries and not batch.snapshot:
                 # A heartbeat: the standby learns the primary's commit index (its lag).
@@ -100,7 +111,7 @@ class Shipper:
             answer = await self._ship(_request(batch, self.primary_commit_index))
             self._note(answer)
             if not answer.accepted:
-                log.info("the standby's log ends at %d, not before %d: shipping again from there",
+                log.info("the standby's log ends at %d, before %d: shipping again from there",
                          answer.last_index, batch.first_index)
                 return
 
@@ -122,4 +133,5 @@ class Shipper:
 def _request(batch: CommittedBatch, primary_commit: int) -> rpb.ShipEntriesRequest:
     return rpb.ShipEntriesRequest(first_index=batch.first_index, entries=batch.entries,
                                   primary_commit_index=primary_commit, snapshot=batch.snapshot,
-                                  snapshot_index=batch.snapshot_index, snapshot_epoch=batch.snapshot_epoch)
+                                  snapshot_index=batch.snapshot_index, snapshot_epoch=batch.snapshot_epoch,
+                                  prev_epoch=batch.prev_epoch)

@@ -47,6 +47,8 @@ class CommittedBatch:
     snapshot_epoch: int = 0
     member: str = ""
     """The serving member (set by the reader's side)."""
+    prev_epoch: int = 0
+    """The epoch of the entry at `first_index - 1` (0 before index 1)."""
 
 
 async def committed_entries(replica: Replica, from_index: int, max_entries: int = 0,
@@ -69,15 +71,15 @@ async def committed_entries(replica: Replica, from_index: int, max_entries: int 
             index, epoch, data = replica.snapshot()
             wanted = index + 1
             entries = log.raw_slice(wanted, batch, MAX_BATCH_BYTES) if index < applied else []
-            yield CommittedBatch(wanted, entries, replica.commit_index, data, index, epoch)
+            yield CommittedBatch(wanted, entries, replica.commit_index, data, index, epoch, prev_epoch=epoch)
             wanted += len(entries)
             continue
         if wanted <= applied:
             entries = log.raw_slice(wanted, min(batch, applied - wanted + 1), MAX_BATCH_BYTES)
-            yield CommittedBatch(wanted, entries, replica.commit_index)
+            yield CommittedBatch(wanted, entries, replica.commit_index, prev_epoch=log.epoch_at(wanted - 1) or 0)
             wanted += len(entries)
             continue
         try:
             await asyncio.wait_for(asyncio.shield(changed), beat)
         except TimeoutError:
-            yield CommittedBatch(wanted, [], replica.commit_index)
+            yield CommittedBatch(wanted, [], replica.commit_index, prev_epoch=replica.log.epoch_at(wanted - 1) or 0)

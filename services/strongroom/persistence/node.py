@@ -29,6 +29,7 @@ from strongroom.aio import wait_event
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
     InvalidArgument,
+    LogDiverged,
     NoLeaderError,
     NotLeaderError,
     NotStandby,
@@ -102,8 +103,9 @@ class PersistenceNode:
         self.membership = Membership(self.etcd, cluster, config.member, config.address)
         self.replica = Replica(lambda: self.membership.cluster, config.member, config.data_dir, self._record_stored)
         self.replica.on_apply_stopped = self._apply_stopped
-        if self._event_log() is not None:
-            # On from the start only: a member derives the events of every entry it applies.
+        if self._event_log() is not None and not self.standby:
+            # On from the start only: a member derives the events of every entry it applies. A
+            # standby set writes no events (its leader publishes none; the primary's are written).
             self.replica.enable_events(config.cluster)
         self.peers: PeerCalls = peers if peers is not None else PeerClient()
         self.recovery = Recovery(self.replica, self.membership, self.peers)
@@ -361,6 +363,8 @@ class PersistenceNode:
             term.start_replication(self._replicator)
             term.commit_held()
             self.replica.set_synced(True)
+            # Cut off from its set, it steps aside: shipped entries must reach a majority's disks.
+            term.watch_quorum()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -374,11 +378,14 @@ class PersistenceNode:
                  self.replica.log.last_index)
 
     def ship(self, first_index: int, raws: list[bytes], snapshot: bytes = b"", snapshot_index: int = 0,
-             snapshot_epoch: int = 0, primary_commit_index: int = 0) -> tuple[bool, int, int]:
+             snapshot_epoch: int = 0, primary_commit_index: int = 0,
+             prev_epoch: int | None = None) -> tuple[bool, int, int]:
         """The DR service ships entries of the primary's committed log (and the primary's state,
         when its stream sent a snapshot), with the primary's commit index as it last heard it:
         (accepted, last index, applied index). Nothing to ship: where the log ends, and the
-        primary's commit index for the lag."""
+        primary's commit index for the lag. `prev_epoch`: the primary's epoch at
+        `first_index - 1`; entries that do not continue this log there (another history) are
+        refused with LogDiverged, as is a snapshot at an index this log holds with another epoch."""
         if not self.standby:
             raise NotStandby(f"member {self.member} is in the primary set of cluster {self.cluster_name}; "
                              f"entries are shipped to the standby set's leader")
@@ -396,10 +403,25 @@ class PersistenceNode:
         if any(e.index != first_index + i for i, e in enumerate(entries)):
             raise InvalidArgument(f"shipped entries are not consecutive from index {first_index}")
         replica = self.replica
-        if snapshot_index and snapshot_index > replica.log.last_index:
-            # The primary compacted past what this standby holds: its state replaces ours.
-            replica.install(snapshot_index, snapshot_epoch, snapshot)
-            term.durable_index = replica.log.last_index
+        lg = replica.log
+        if snapshot_index:
+            if not snapshot or first_index != snapshot_index + 1:
+                raise InvalidArgument(f"a shipped snapshot at index {snapshot_index} must carry the state and be "
+                                      f"followed by index {snapshot_index + 1}")
+            held = lg.epoch_at(snapshot_index)
+            if held is not None and held != snapshot_epoch:
+                raise LogDiverged(f"the primary's snapshot at index {snapshot_index} is of epoch {snapshot_epoch}; "
+                                  f"the standby's entry there is of epoch {held}: the sites hold different histories")
+            if snapshot_index > lg.last_index:
+                # The primary compacted past what this standby holds: its state replaces ours.
+                replica.install(snapshot_index, snapshot_epoch, snapshot)
+                term.durable_index = lg.last_index
+        if entries and prev_epoch is not None:
+            held = lg.epoch_at(first_index - 1)
+            if held is not None and held != prev_epoch:
+                raise LogDiverged(f"shipped entries from index {first_index} follow an entry of epoch {prev_epoch} at "
+                                  f"the primary; the standby's entry {first_index - 1} is of epoch {held}: the sites "
+                                  f"hold different histories")
         accepted = term.ship(first_index, entries, raws)
         self.primary_commit_index = max(self.primary_commit_index, primary_commit_index)
         if replica.log.last_index >= self.primary_commit_index:

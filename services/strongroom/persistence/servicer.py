@@ -280,7 +280,8 @@ class CommittedLog(Protocol):
                           heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]: ...
 
     def ship(self, first_index: int, raws: list[bytes], snapshot: bytes = b"", snapshot_index: int = 0,
-             snapshot_epoch: int = 0, primary_commit_index: int = 0) -> tuple[bool, int, int]: ...
+             snapshot_epoch: int = 0, primary_commit_index: int = 0,
+             prev_epoch: int | None = None) -> tuple[bool, int, int]: ...
 
 
 class ReplicationServicer(rgrpc.ReplicationServiceServicer):
@@ -338,7 +339,8 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             async for b in batches:
                 await context.write(rpb.CommittedEntries(
                     first_index=b.first_index, entries=b.entries, commit_index=b.commit_index, snapshot=b.snapshot,
-                    snapshot_index=b.snapshot_index, snapshot_epoch=b.snapshot_epoch, member=member))
+                    snapshot_index=b.snapshot_index, snapshot_epoch=b.snapshot_epoch, member=member,
+                    prev_epoch=b.prev_epoch))
         except StrongroomError as err:
             await abort_with(context, err)
 
@@ -346,7 +348,8 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
         try:
             accepted, last, applied = self.committed.ship(request.first_index, list(request.entries),
                                                           request.snapshot, request.snapshot_index,
-                                                          request.snapshot_epoch, request.primary_commit_index)
+                                                          request.snapshot_epoch, request.primary_commit_index,
+                                                          request.prev_epoch if request.entries else None)
         except StrongroomError as err:
             await abort_with(context, err)
         return rpb.ShipEntriesResponse(accepted=accepted, last_index=last, applied_index=applied)

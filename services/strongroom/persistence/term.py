@@ -23,7 +23,13 @@ from typing import Any, NamedTuple, Protocol
 
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.errors import NoQuorumError, NotLeaderError, PersistenceUnavailable, StrongroomError
+from strongroom.errors import (
+    LogDiverged,
+    NoQuorumError,
+    NotLeaderError,
+    PersistenceUnavailable,
+    StrongroomError,
+)
 from strongroom.events.publisher import EventPublisher
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
@@ -340,6 +346,12 @@ class LeaderTerm:
 
     # --- a standby set's leader (disaster recovery, docs/dr.md) ---------------------------------------
 
+    def watch_quorum(self) -> None:
+        """Standby: step aside when no majority of the set answers for a lease TTL (`serve` does
+        the same for a serving leader)."""
+        self.since = time.monotonic()
+        self.run(self._quorum_watchdog(), "quorum")
+
     def commit_held(self) -> None:
         """Standby: everything this member's log holds was committed at the primary (the DR
         service ships committed entries only): commit and apply it, and tell the followers."""
@@ -364,7 +376,8 @@ class LeaderTerm:
         if skip:
             held = [lg.epoch_at(e.index) for e in entries[:skip]]
             if any(h is not None and h != e.epoch for h, e in zip(held, entries)):
-                return False  # not the log this standby holds: never merged into it
+                raise LogDiverged(f"shipped entries from index {first_index} differ from the standby's own there: "
+                                  f"the sites hold different histories")
             entries, raws = entries[skip:], raws[skip:]
         if entries:
             outcome = lg.append_from_leader(last, lg.epoch_at(last) or 0, entries,

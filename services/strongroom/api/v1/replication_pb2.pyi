@@ -510,7 +510,7 @@ class StreamCommittedRequest(_message.Message):
     def __init__(self, from_index: _Optional[int] = ..., max_entries: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
 
 class CommittedEntries(_message.Message):
-    __slots__ = ("first_index", "entries", "commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "member")
+    __slots__ = ("first_index", "entries", "commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "member", "prev_epoch")
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -518,6 +518,7 @@ class CommittedEntries(_message.Message):
     SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
+    PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
     first_index: int
     entries: _containers.RepeatedScalarFieldContainer[bytes]
     commit_index: int
@@ -525,23 +526,26 @@ class CommittedEntries(_message.Message):
     snapshot_index: int
     snapshot_epoch: int
     member: str
-    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ...) -> None: ...
+    prev_epoch: int
+    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ..., prev_epoch: _Optional[int] = ...) -> None: ...
 
 class ShipEntriesRequest(_message.Message):
-    __slots__ = ("first_index", "entries", "primary_commit_index", "snapshot", "snapshot_index", "snapshot_epoch")
+    __slots__ = ("first_index", "entries", "primary_commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "prev_epoch")
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
     first_index: int
     entries: _containers.RepeatedScalarFieldContainer[bytes]
     primary_commit_index: int
     snapshot: bytes
     snapshot_index: int
     snapshot_epoch: int
-    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., primary_commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ...) -> None: ...
+    prev_epoch: int
+    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., primary_commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., prev_epoch: _Optional[int] = ...) -> None: ...
 
 class ShipEntriesResponse(_message.Message):
     __slots__ = ("accepted", "last_index", "applied_index")

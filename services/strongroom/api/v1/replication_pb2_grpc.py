@@ -136,7 +136,8 @@ class ReplicationServiceServicer:
         shipped was committed at the primary, so the standby commits it as soon as its leader has
         stored it, and replicates it to the other standby members. An empty request asks where the
         standby's log ends. Errors: NOT_LEADER (naming the standby leader), NOT_STANDBY (a member of
-        the primary set), INVALID_ARGUMENT (an entry that does not decode or continue the log).
+        the primary set), INVALID_ARGUMENT (an entry that does not decode or is not consecutive),
+        DIVERGED (the entries do not continue the standby's log: another history; nothing stored).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
