@@ -11,7 +11,8 @@ from collections import Counter
 
 import grpc
 import pytest
-from harness import Cluster, wait_for
+from harness import Cluster, put_realm_sync, realm_yaml, wait_for
+from proxy import LinkProxy
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
@@ -19,6 +20,7 @@ from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
 from strongroom.dr.reader import CommittedReader
 from strongroom.grpcerrors import from_rpc_error
+from strongroom.local.etcdproc import free_port, start_etcd
 
 pytestmark = pytest.mark.slow
 
@@ -265,3 +267,63 @@ async def test_the_dr_reader_follows_the_log_across_a_member_killed_under_load(
         assert sorted(entries) == list(range(1, max(entries) + 1))
         counts = published_bodies(entries)
         assert confirmed and all(counts[b] == 1 for b in confirmed), "a confirmed publish missing or twice"
+
+
+async def test_the_dr_reader_leaves_a_member_cut_off_from_its_leader(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A follower cut off from its leader still answers the reader, with heartbeats whose commit
+    index no longer moves; it says how long it has not heard from a leader, and the reader goes
+    on at another member once that is stale, with nothing skipped."""
+    etcd = start_etcd(tmp_path / "etcd")
+    cluster = Cluster(etcd.endpoint, tmp_path)
+    # m3's peers reach it only through proxies the test cuts; the reader reaches it directly.
+    grpc_proxy = LinkProxy(cluster.address("m3"))
+    link_port = free_port()
+    link_proxy = LinkProxy(f"127.0.0.1:{link_port}")
+    cluster.extra_args["m3"] = ["--advertise", grpc_proxy.endpoint, "--replication-listen", f"127.0.0.1:{link_port}",
+                                "--replication-advertise", link_proxy.endpoint]
+    try:
+        put_realm_sync(etcd.endpoint, realm_yaml(), 1)
+        cluster.start("m1")
+        cluster.start("m2")
+        await cluster.leader()  # m1 or m2: m3 joins as a follower
+        cluster.start("m3")
+        await wait_for(lambda: _answers(cluster, "m3"), timeout=30)
+        reader = CommittedReader([cluster.address(n) for n in ("m3", "m1", "m2")], 1, heartbeat=0.2, stale_after=2.0)
+        entries: dict[int, bytes] = {}
+
+        async def read(until: int) -> None:
+            async for batch in reader.batches():
+                for i, raw in enumerate(batch.entries, batch.first_index):
+                    assert i not in entries
+                    entries[i] = raw
+                if reader.next_index > until:
+                    return
+
+        async with Client(cluster.addresses(), timeout=30) as client:
+            for i in range(20):
+                await client.publish("cut.queue", f"a{i}".encode())
+            leader = await cluster.leader()
+            await wait_for(lambda: _applied(cluster, "m3", leader), timeout=20)
+            commit = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+            await asyncio.wait_for(read(commit), 20)
+            assert reader.member == "m3"
+            grpc_proxy.cut()
+            link_proxy.cut()
+            for i in range(20):
+                await client.publish("cut.queue", f"b{i}".encode())
+            commit = (await cluster.status(leader)).commit_index  # type: ignore[union-attr]
+            await asyncio.wait_for(read(commit), 30)
+        assert reader.member in ("m1", "m2") and reader.reconnects >= 1
+        assert sorted(entries) == list(range(1, max(entries) + 1))
+        assert published_bodies(entries) == Counter([f"a{i}".encode() for i in range(20)]
+                                                    + [f"b{i}".encode() for i in range(20)])
+    finally:
+        cluster.stop_all()
+        etcd.stop()
+        grpc_proxy.close()
+        link_proxy.close()
+
+
+async def _applied(cluster: Cluster, name: str, leader: str) -> bool:
+    mine, theirs = await cluster.status(name), await cluster.status(leader)
+    return bool(mine and theirs and mine.applied_index >= theirs.commit_index)

@@ -3,8 +3,9 @@
 The DR service reads the primary's log with it (docs/dr.md). It opens
 `ReplicationService.StreamCommitted` at one of the cluster's addresses from the index after the
 last entry it handed on; when that member goes away (the stream fails, ends, or stays silent for
-three heartbeats: a member cut off without a closed connection), it opens the stream at the next
-address after the same index. Entries are identical at every member that holds them, so the
+three heartbeats: a member cut off without a closed connection) or is stale (it says it has not
+heard from a leader for `stale_after` seconds: a follower cut off from its leader, whose commit
+index no longer moves), it opens the stream at the next address after the same index. Entries are identical at every member that holds them, so the
 batches it yields continue exactly where they stopped: no index is skipped and none comes twice
 (a snapshot, when the index wanted was compacted at the member, replaces everything before it).
 Waits between attempts follow the client's one retry policy (`RetryPolicy`), and it never gives
@@ -32,13 +33,20 @@ FOLLOW = RetryPolicy(timeout=math.inf, initial_delay=0.1, max_delay=2.0)
 """Waits between attempts while no member of the cluster can be read (never gives up)."""
 SILENT_HEARTBEATS = 3
 """A stream with no message for this many heartbeats is taken as broken."""
+STALE_SECONDS = 10.0
+"""A member that has not heard from a leader for this long (it says so in every message) is
+left for another: its commit index no longer moves (a follower cut off from its leader)."""
+
+
+class _Stale(Exception):
+    """The member being read has not heard from a leader for too long."""
 
 
 class CommittedReader:
     """The committed log of the cluster at `addresses`, from `from_index` on, as batches."""
 
     def __init__(self, addresses: Sequence[str], from_index: int, heartbeat: float = 1.0, max_entries: int = 0,
-                 policy: RetryPolicy = FOLLOW) -> None:
+                 policy: RetryPolicy = FOLLOW, stale_after: float = STALE_SECONDS) -> None:
         if not addresses:
             raise ValueError("a reader needs at least one address")
         self.addresses = list(addresses)
@@ -47,6 +55,7 @@ class CommittedReader:
         self.heartbeat = heartbeat
         self.max_entries = max_entries
         self.policy = policy
+        self.stale_after = stale_after
         self.commit_index = 0
         """The highest commit index a member reported."""
         self.member = ""
@@ -76,6 +85,8 @@ class CommittedReader:
             except TimeoutError:
                 err = ConnectionFailed(f"{address} sent nothing for {SILENT_HEARTBEATS} heartbeats",
                                        {"address": address})
+            except _Stale as stale:
+                err = ConnectionFailed(str(stale), {"address": address})
             outage.failed(address, err)
             log.info("committed-entry stream from %s lost at index %d: %s", address, self.next_index, err.message)
             self._at += 1
@@ -91,6 +102,8 @@ class CommittedReader:
                 msg = await stream.read(SILENT_HEARTBEATS * self.heartbeat)
                 if msg is None:
                     return
+                if msg.leader_silence_seconds > self.stale_after:
+                    raise _Stale(f"{msg.member} has not heard from a leader for {msg.leader_silence_seconds:.1f} s")
                 yield self._accept(msg)
         finally:
             await stream.close()

@@ -16,7 +16,7 @@ it again, at any member, from the index after the last one it received.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from strongroom.errors import InvalidArgument
@@ -49,12 +49,15 @@ class CommittedBatch:
     """The serving member (set by the reader's side)."""
     prev_epoch: int = 0
     """The epoch of the entry at `first_index - 1` (0 before index 1)."""
+    leader_silence: float = 0.0
+    """Seconds since the serving member last heard from a leader (0 on a serving leader)."""
 
 
-async def committed_entries(replica: Replica, from_index: int, max_entries: int = 0,
-                            heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]:
+async def committed_entries(replica: Replica, from_index: int, max_entries: int = 0, heartbeat: float = 0.0,
+                            leader_silence: Callable[[], float] = lambda: 0.0) -> AsyncIterator[CommittedBatch]:
     """The stream of `replica`'s committed entries from `from_index` (>= 1) on; it ends only when
-    the caller stops reading (or the member stops)."""
+    the caller stops reading (or the member stops). `leader_silence()`: seconds since the member
+    last heard from a leader, carried by every batch."""
     if from_index < 1:
         raise InvalidArgument(f"from_index must be 1 or more, not {from_index}")
     if max_entries < 0 or heartbeat < 0:
@@ -71,15 +74,18 @@ async def committed_entries(replica: Replica, from_index: int, max_entries: int 
             index, epoch, data = replica.snapshot()
             wanted = index + 1
             entries = log.raw_slice(wanted, batch, MAX_BATCH_BYTES) if index < applied else []
-            yield CommittedBatch(wanted, entries, replica.commit_index, data, index, epoch, prev_epoch=epoch)
+            yield CommittedBatch(wanted, entries, replica.commit_index, data, index, epoch, prev_epoch=epoch,
+                                 leader_silence=leader_silence())
             wanted += len(entries)
             continue
         if wanted <= applied:
             entries = log.raw_slice(wanted, min(batch, applied - wanted + 1), MAX_BATCH_BYTES)
-            yield CommittedBatch(wanted, entries, replica.commit_index, prev_epoch=log.epoch_at(wanted - 1) or 0)
+            yield CommittedBatch(wanted, entries, replica.commit_index, prev_epoch=log.epoch_at(wanted - 1) or 0,
+                                 leader_silence=leader_silence())
             wanted += len(entries)
             continue
         try:
             await asyncio.wait_for(asyncio.shield(changed), beat)
         except TimeoutError:
-            yield CommittedBatch(wanted, [], replica.commit_index, prev_epoch=replica.log.epoch_at(wanted - 1) or 0)
+            yield CommittedBatch(wanted, [], replica.commit_index, prev_epoch=replica.log.epoch_at(wanted - 1) or 0,
+                                 leader_silence=leader_silence())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -48,6 +49,9 @@ class Follower:
         self.member = member
         self._lock = asyncio.Lock()
         self._apply_soon = False  # an apply of newly committed entries is scheduled
+        self.last_heard = time.monotonic()
+        """When a leader's append (entries or a commit notice) was last accepted (monotonic; the
+        start until then): how current this member's commit index is."""
 
     async def _accept_epoch(self, epoch: int, leader: str) -> bool:
         replica = self.replica
@@ -125,6 +129,7 @@ class Follower:
                 # We hold everything the leader has committed: count toward majorities again.
                 replica.set_synced(True)
                 log.info("caught up to the leader's commit index %d; synced", req.commit_index)
+            self.last_heard = time.monotonic()
             return rpb.AppendResponse(ok=True, promised_epoch=replica.promised_epoch, last_index=lg.last_index)
 
     def _apply_deferred(self) -> None:

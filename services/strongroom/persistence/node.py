@@ -526,7 +526,15 @@ class PersistenceNode:
                           heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]:
         """This member's committed log entries from `from_index` on, as they commit
         (`committed.py`): served whatever the member's role."""
-        return committed_entries(self.replica, from_index, max_entries, heartbeat)
+        return committed_entries(self.replica, from_index, max_entries, heartbeat, self._leader_silence)
+
+    def _leader_silence(self) -> float:
+        """Seconds since this member last heard from a leader: 0 while it serves as one (or, in a
+        standby set, leads it), else since the leader's last accepted append."""
+        term = self.term
+        if term is not None and (term.serving or term.standby_ready) and self.election.is_leader:
+            return 0.0
+        return time.monotonic() - self.follower.last_heard
 
     async def _on_deposed(self, reason: str) -> None:
         await self.step_down(reason)

@@ -340,7 +340,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
                 await context.write(rpb.CommittedEntries(
                     first_index=b.first_index, entries=b.entries, commit_index=b.commit_index, snapshot=b.snapshot,
                     snapshot_index=b.snapshot_index, snapshot_epoch=b.snapshot_epoch, member=member,
-                    prev_epoch=b.prev_epoch))
+                    prev_epoch=b.prev_epoch, leader_silence_seconds=b.leader_silence))
         except StrongroomError as err:
             await abort_with(context, err)
 

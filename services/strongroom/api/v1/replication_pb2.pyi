@@ -510,7 +510,7 @@ class StreamCommittedRequest(_message.Message):
     def __init__(self, from_index: _Optional[int] = ..., max_entries: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
 
 class CommittedEntries(_message.Message):
-    __slots__ = ("first_index", "entries", "commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "member", "prev_epoch")
+    __slots__ = ("first_index", "entries", "commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "member", "prev_epoch", "leader_silence_seconds")
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -519,6 +519,7 @@ class CommittedEntries(_message.Message):
     SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_SILENCE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     first_index: int
     entries: _containers.RepeatedScalarFieldContainer[bytes]
     commit_index: int
@@ -527,7 +528,8 @@ class CommittedEntries(_message.Message):
     snapshot_epoch: int
     member: str
     prev_epoch: int
-    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ..., prev_epoch: _Optional[int] = ...) -> None: ...
+    leader_silence_seconds: float
+    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ..., prev_epoch: _Optional[int] = ..., leader_silence_seconds: _Optional[float] = ...) -> None: ...
 
 class ShipEntriesRequest(_message.Message):
     __slots__ = ("first_index", "entries", "primary_commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "prev_epoch")
