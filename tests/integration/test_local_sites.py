@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from strongroom.etcd import EtcdClient
 from strongroom.keys import REALM_CURRENT, leader_key
+from strongroom.local.etcdproc import free_port
 from strongroom.local.launcher import live_pids, load_state
 from strongroom.local.process import pid_alive
 from tests.integration.test_local_cluster import kill_state_pids, strongroom
@@ -101,6 +103,57 @@ def test_each_cluster_of_a_zoned_realm_is_a_site(tmp_path: Path) -> None:
         assert asyncio.run(_versions(sites)) == {"east": 2, "west": 2}
         pids = [pid for _, pid in live_pids(state)]
         assert len(pids) == 6  # two etcds, two realm services, two members
+        down = strongroom("down", "--data-dir", str(data))
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert not any(pid_alive(pid) for pid in pids)
+    finally:
+        kill_state_pids(load_state(data))
+
+
+def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tmp_path: Path) -> None:
+    """`strongroom up` with a standby set (examples/dr.yaml on free ports): the primary site, the
+    standby site with its own etcd and realm service, the standby members and the DR service;
+    what is published at the primary reaches the standby; status shows both sets; `down` stops
+    everything."""
+    ports = [free_port() for _ in range(3)]
+    text = (Path(__file__).resolve().parents[2] / "examples" / "dr.yaml").read_text()
+    for fixed, port in zip((7501, 7502, 7503), ports, strict=True):
+        text = text.replace(f"127.0.0.1:{fixed}", f"127.0.0.1:{port}")
+    realm_file = tmp_path / "dr.yaml"
+    realm_file.write_text(text)
+    data = tmp_path / "data"
+    try:
+        up = strongroom("up", "--detach", "--realm", str(realm_file), "--data-dir", str(data))
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "dr       main" in up.stdout and "standby  main/s1" in up.stdout, up.stdout
+        state = load_state(data)
+        assert state is not None
+        main = state["clusters"]["main"]
+        assert set(main["standby"]["members"]) == {"s1", "s2", "s3"} and main["standby"]["dr"]["pid"]
+        assert main["standby"]["etcd"] == state["sites"]["main-standby"]["etcd"]["endpoint"]
+        assert main["standby"]["etcd"] != state["etcd"]["endpoint"]
+        # Clients are given the primary's members only.
+        for i in range(5):
+            published = strongroom("publish", "jobs.queue", "--body", f"job {i}", "--data-dir", str(data))
+            assert published.returncode == 0, published.stderr
+
+        def standby_has_them() -> bool:
+            status = strongroom("status", "--json", "--data-dir", str(data))
+            assert status.returncode == 0, status.stderr
+            members = json.loads(status.stdout)
+            primary = max(m["commit_index"] for m in members if not m.get("standby"))
+            standby = [m for m in members if m.get("standby")]
+            return len(standby) == 3 and all(m["applied_index"] >= primary for m in standby)
+        deadline = time.monotonic() + 30
+        while not standby_has_them():
+            assert time.monotonic() < deadline, "the standby did not catch up\n" + \
+                (data / "logs" / "main-dr.log").read_text()[-3000:]
+            time.sleep(0.5)
+        text_status = strongroom("status", "--data-dir", str(data))
+        assert "cluster main (standby set): leader s" in text_status.stdout, text_status.stdout
+        assert "behind the primary: 0 entries" in text_status.stdout, text_status.stdout
+        pids = [pid for _, pid in live_pids(state)]
+        assert len(pids) == 11  # two etcds, two realm services, six members, the DR service
         down = strongroom("down", "--data-dir", str(data))
         assert down.returncode == 0, down.stdout + down.stderr
         assert not any(pid_alive(pid) for pid in pids)

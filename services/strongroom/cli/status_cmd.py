@@ -14,6 +14,7 @@ from strongroom.api.v1 import common_pb2
 from strongroom.cli.common import (
     CliError,
     ExitCode,
+    data_dir,
     explicit_servers,
     proto_dict,
     resolve_endpoints,
@@ -35,6 +36,12 @@ async def _status(args: argparse.Namespace) -> int:
     from strongroom.local.launcher import fetch_statuses
 
     endpoints = resolve_endpoints(args)
+    if explicit_servers(args) is None:
+        # The local state file's standby sets too (clients are never given them: they serve none).
+        from strongroom.local.launcher import load_state, standby_endpoints
+
+        state = load_state(data_dir(args)) or {}
+        endpoints += [a for a in standby_endpoints(state) if a not in endpoints]
     replies = await fetch_statuses(endpoints, timeout=3.0)
     if args.json:
         out: list[dict[str, Any]] = []

@@ -10,6 +10,12 @@ run in separate regions: its own etcd (data in `<data_dir>/sites/<cluster>/`) an
 the realm applied at each, and the cluster's router (`strongroom-router`) at the router address
 the realm gives it. Nothing is shared between sites but the realm document. A realm without
 zones runs every cluster on one etcd, as before.
+
+A cluster with a disaster-recovery standby set (`clusters[].standby`, docs/dr.md) gets a standby
+site as well, as a second region would: `<cluster>-standby`, with its own etcd and realm service
+(the realm applied there too), the standby members, and the DR service (`strongroom-dr`) that
+ships the primary's committed log to them. The realm's `standby.primary` must name the primary
+members' addresses (give them fixed `address`es; `examples/dr.yaml` does).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from strongroom.local.process import (
     STOP_GRACE,
     ProcessGroup,
     ServiceProcess,
+    dr_argv,
     member_argv,
     realm_argv,
     router_argv,
@@ -53,11 +60,12 @@ from strongroom.local.statefile import (
     load_state,
     member_endpoints,
     say,
+    standby_endpoints,
     state_path,
     warn,
     write_state,
 )
-from strongroom.realm.model import DEFAULT_REALM_YAML, Realm, parse_realm
+from strongroom.realm.model import DEFAULT_REALM_YAML, Cluster, Realm, parse_realm
 
 # MemberReply and fetch_statuses live in strongroom.local.leader; they stay importable from here
 # for the CLI's status command.
@@ -74,6 +82,8 @@ __all__ = [
     "live_pids",
     "load_state",
     "member_endpoints",
+    "standby_endpoints",
+    "start_dr",
     "start_member",
     "start_realm_service",
     "start_router",
@@ -129,6 +139,19 @@ def start_router(etcd: str, cluster: str, data_dir: Path, listen: str, replica: 
     log = Path(data_dir) / "logs" / f"{cluster}-router-{replica}.log"
     proc = spawn(router_argv(etcd, cluster, listen, replica), log, group=_group(detach))
     return ServiceProcess(name=f"{cluster}/router", address=listen, pid=proc.pid, log=str(log), process=proc)
+
+
+def start_dr(etcd: str, cluster: str, data_dir: Path, detach: bool = False) -> ServiceProcess:
+    """Start a cluster's DR service at its standby site (`etcd`: that site's); logs to
+    `<data_dir>/logs/<cluster>-dr.log`."""
+    log = Path(data_dir) / "logs" / f"{cluster}-dr.log"
+    proc = spawn(dr_argv(etcd, cluster), log, group=_group(detach))
+    return ServiceProcess(name=f"{cluster}/dr", address="", pid=proc.pid, log=str(log), process=proc)
+
+
+def standby_site(cluster: str) -> str:
+    """The name of a cluster's standby site (its etcd under `<data_dir>/sites/<name>/`)."""
+    return f"{cluster}-standby"
 
 
 # --- gRPC probes ---------------------------------------------------------------------------------
@@ -237,6 +260,10 @@ class LocalCluster:
         self.sites: dict[str, Site] = {}
         self.members: dict[str, dict[str, ServiceProcess]] = {}
         self.routers: dict[str, ServiceProcess] = {}
+        self.standbys: dict[str, dict[str, ServiceProcess]] = {}
+        """Per cluster with a standby set: its members, at the cluster's standby site."""
+        self.drs: dict[str, ServiceProcess] = {}
+        """Per cluster with a standby set: its DR service."""
         self.realm: Realm | None = None
 
     # bookkeeping
@@ -277,6 +304,13 @@ class LocalCluster:
             router = self.routers.get(c)
             if router is not None:
                 doc["router"] = {"address": router.address, "pid": router.pid, "log": router.log}
+            if c in self.standbys:
+                dr = self.drs.get(c)
+                doc["standby"] = {
+                    "etcd": self.sites[standby_site(c)].etcd.endpoint,
+                    "members": {m: {"address": p.address, "pid": p.pid, "data_dir": p.data_dir, "log": p.log}
+                                for m, p in self.standbys[c].items()},
+                    "dr": {"pid": dr.pid, "log": dr.log} if dr is not None else {}}
             return doc
 
         doc: dict[str, Any] = {
@@ -363,7 +397,44 @@ class LocalCluster:
         for name, router in self.routers.items():
             await _wait_router(router, timeout)
             progress(f"router {name:<8}{router.address}  (pid {router.pid})")
+        for cluster in realm.clusters:
+            if cluster.name in names and cluster.standby is not None:
+                await self._start_standby(cluster, realm_yaml, source, progress, keep_stored_realm, timeout)
         return leaders
+
+    async def _start_standby(self, cluster: Cluster, realm_yaml: str, source: str, progress: Progress,
+                             keep_stored_realm: bool, timeout: float) -> None:
+        """A cluster's standby site: its etcd and realm service, the standby members, their leader,
+        then the DR service."""
+        assert cluster.standby is not None
+        primary = {m.address for m in cluster.members if m.address}
+        if not set(cluster.standby.primary) <= primary:
+            warn(f"warning: cluster {cluster.name}'s standby.primary ({', '.join(cluster.standby.primary)}) names "
+                 f"addresses that are not its members' (give the members fixed addresses); the DR service reads "
+                 f"there")
+        site = standby_site(cluster.name)
+        await self._start_site(site, realm_yaml, source, progress, keep_stored_realm)
+        etcd = self.sites[site].etcd.endpoint
+        for m in cluster.standby.members:
+            proc = start_member(etcd, cluster.name, m.name, self.data_dir, m.address, self.detach)
+            self.standbys.setdefault(cluster.name, {})[m.name] = proc
+        self.save()
+        members = list(self.standbys[cluster.name].values())
+
+        def each_round() -> None:
+            for proc in members:
+                if not proc.alive():
+                    raise ClusterStartError(f"standby member {proc.name} exited with code {proc.returncode()}; "
+                                            f"see {proc.log}:\n{proc.log_tail()}")
+        try:
+            found = await wait_for_leader([p.address for p in members], timeout, interval=0.2, each_round=each_round)
+        except NoLeader:
+            raise ClusterStartError(f"no leader in the standby set of {cluster.name} after {timeout:.0f} s; see the "
+                                    f"logs in {self.data_dir / 'logs'}") from None
+        progress(f"standby  {cluster.name:<8}leader {found.member}  (site {site})")
+        self.drs[cluster.name] = dr = start_dr(etcd, cluster.name, self.data_dir, self.detach)
+        self.save()
+        progress(f"dr       {cluster.name:<8}(pid {dr.pid}) shipping from {', '.join(cluster.standby.primary)}")
 
     async def leader_name(self, cluster: str, exclude: Collection[str] = ()) -> str | None:
         """The member of `cluster` serving as leader now; None if none does (or it is excluded)."""
@@ -443,10 +514,12 @@ class LocalCluster:
     # stopping
 
     def stop(self, grace: float = STOP_GRACE, remove_state: bool = True) -> None:
-        """Stop routers, members, then the realm services, then etcd; remove the state file."""
+        """Stop routers and DR services, members, then the realm services, then etcd; remove the
+        state file."""
         first = self.etcd
-        stop_processes([p.process or p.pid for p in self.routers.values()], grace)
-        stop_processes([p.process or p.pid for ms in self.members.values() for p in ms.values()], grace)
+        stop_processes([p.process or p.pid for p in [*self.routers.values(), *self.drs.values()]], grace)
+        stop_processes([p.process or p.pid for ms in [*self.members.values(), *self.standbys.values()]
+                        for p in ms.values()], grace)
         stop_processes([s.realm_service.process or s.realm_service.pid for s in self.sites.values()
                         if s.realm_service is not None], grace)
         for site in self.sites.values():
@@ -471,6 +544,10 @@ class LocalCluster:
                 lines.append(f"member   {cluster}/{name}  {proc.address}{mark}")
             if cluster in self.routers:
                 lines.append(f"router   {cluster}  {self.routers[cluster].address}")
+            for name, proc in self.standbys.get(cluster, {}).items():
+                lines.append(f"standby  {cluster}/{name}  {proc.address}")
+            if cluster in self.drs:
+                lines.append(f"dr       {cluster}  (pid {self.drs[cluster].pid}, log {self.drs[cluster].log})")
         return lines
 
 
@@ -576,13 +653,14 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
             if load_state(data_dir) is None:
                 say("the state file was removed (strongroom down?); stopping")
                 break
-            for proc in [*(p for ms in cluster.members.values() for p in ms.values()), *cluster.routers.values()]:
+            for proc in [*(p for ms in [*cluster.members.values(), *cluster.standbys.values()] for p in ms.values()),
+                         *cluster.routers.values(), *cluster.drs.values()]:
                 if not proc.alive() and proc.name not in reported:
                     reported.add(proc.name)
-                    what = "router" if proc.name.endswith("/router") else "member"
+                    what = proc.name.rsplit("/", 1)[-1] if proc.name.endswith(("/router", "/dr")) else "member"
                     warn(f"{what} {proc.name} exited with code {proc.returncode()}; see {proc.log}")
             time.sleep(0.3)
-        say("stopping routers, members, the realm service and etcd ...")
+        say("stopping routers, DR services, members, the realm service and etcd ...")
         cluster.stop()
         say("stopped")
     return 0

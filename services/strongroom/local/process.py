@@ -24,10 +24,10 @@ from pathlib import Path
 
 __all__ = [
     "REAP_WAIT",
-    "dr_argv",
     "STOP_GRACE",
     "ProcessGroup",
     "ServiceProcess",
+    "dr_argv",
     "kill",
     "member_argv",
     "pid_alive",

@@ -23,6 +23,7 @@ __all__ = [
     "load_state",
     "member_endpoints",
     "say",
+    "standby_endpoints",
     "state_path",
     "warn",
     "write_state",
@@ -77,15 +78,28 @@ def member_endpoints(state: dict[str, Any]) -> list[str]:
     return out
 
 
+def standby_endpoints(state: dict[str, Any]) -> list[str]:
+    """Every member address of the clusters' disaster-recovery standby sets (not for clients:
+    they serve none; for status)."""
+    out: list[str] = []
+    for cluster in state.get("clusters", {}).values():
+        for member in cluster.get("standby", {}).get("members", {}).values():
+            if member.get("address"):
+                out.append(str(member["address"]))
+    return out
+
+
 def _state_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
-    """(label, pid) of every process in a state file: routers first, then members, realm
-    services, etcds (the order `down` stops them in)."""
+    """(label, pid) of every process in a state file: routers and DR services first, then
+    members (standby members too), realm services, etcds (the order `down` stops them in)."""
     out: list[tuple[str, int]] = []
     for cname, cluster in state.get("clusters", {}).items():
         if cluster.get("router", {}).get("pid"):
             out.append((f"router {cname}", int(cluster["router"]["pid"])))
+        if cluster.get("standby", {}).get("dr", {}).get("pid"):
+            out.append((f"dr {cname}", int(cluster["standby"]["dr"]["pid"])))
     for cname, cluster in state.get("clusters", {}).items():
-        for mname, member in cluster.get("members", {}).items():
+        for mname, member in [*cluster.get("members", {}).items(), *cluster.get("standby", {}).get("members", {}).items()]:
             if member.get("pid"):
                 out.append((f"member {cname}/{mname}", int(member["pid"])))
     sites = state.get("sites") or {"": {"realm": state.get("realm", {}), "etcd": state.get("etcd", {})}}
@@ -122,7 +136,7 @@ def down(data_dir: Path, grace: float = STOP_GRACE) -> int:
     alive = {pid: label for label, pid in live_pids(state)}
     groups: list[list[tuple[str, int]]] = [
         [(label, pid) for label, pid in _state_pids(state) if label.startswith(kind)]
-        for kind in ("router ", "member ", "realm service", "etcd")
+        for kind in ("router ", "dr ", "member ", "realm service", "etcd")
     ]
     for group in groups:
         running = [(label, pid) for label, pid in group if pid in alive]
