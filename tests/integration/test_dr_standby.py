@@ -15,9 +15,10 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from harness import Cluster, put_realm_sync, realm_yaml, wait_for
 
-from strongroom.api.v1 import admin_pb2
+from strongroom.api.v1 import admin_pb2, dr_pb2, dr_pb2_grpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
@@ -58,7 +59,9 @@ class Sites:
         self.start_dr()
 
     def start_dr(self) -> None:
-        self.dr = spawn(dr_argv(self.etcd_b.endpoint, "default", ["--heartbeat", "0.2", "--report", "1"]),
+        self.dr_address = f"127.0.0.1:{free_port()}"
+        self.dr = spawn(dr_argv(self.etcd_b.endpoint, "default", ["--heartbeat", "0.2", "--report", "1",
+                                                                  "--listen", self.dr_address]),
                         self.root / "dr.log")
 
     def stop(self) -> None:
@@ -182,6 +185,15 @@ async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client
     assert sorted(theirs) == list(range(min(theirs), upto + 1)) and min(theirs) == 1
     assert theirs == mine
     await _refuses_another_history(sites, lead, mine)
+    # The DR service's own view, over DrService.Status; its health says SERVING.
+    async with grpc.aio.insecure_channel(sites.dr_address, options=CHANNEL_OPTIONS) as channel:
+        dr = await dr_pb2_grpc.DrServiceStub(channel).Status(dr_pb2.DrStatusRequest(), timeout=5)
+        health = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service="strongroom.v1.DrService"), timeout=5)
+    assert dr.cluster == "default" and dr.state == "shipping" and health.status == health_pb2.HealthCheckResponse.SERVING
+    assert dr.primary_commit_index >= primary.commit_index and dr.standby_last_index == primary.commit_index
+    assert dr.entries_behind == 0 and dr.primary_member in sites.primary.names
+    assert list(dr.primary) == sites.primary.addresses() and sorted(dr.standby) == sorted(sites.standby.addresses())
     # Clients get STANDBY at the standby set, naming the primary; shipping to the primary is refused.
     async with grpc.aio.insecure_channel(sites.standby.address("s1"), options=CHANNEL_OPTIONS) as channel:
         from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc

@@ -149,6 +149,13 @@ def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tm
             assert time.monotonic() < deadline, "the standby did not catch up\n" + \
                 (data / "logs" / "main-dr.log").read_text()[-3000:]
             time.sleep(0.5)
+        dr = strongroom("dr", "status", "--json", "--data-dir", str(data))
+        assert dr.returncode == 0, dr.stdout + dr.stderr
+        (shipping,) = json.loads(dr.stdout)
+        assert shipping["cluster"] == "main" and shipping["state"] == "shipping"
+        assert shipping["address"] == main["standby"]["dr"]["address"]
+        assert int(shipping["standby_last_index"]) >= 5 and set(shipping["primary"]) == {
+            f"127.0.0.1:{p}" for p in ports}
         text_status = strongroom("status", "--data-dir", str(data))
         assert "cluster main (standby set): leader s" in text_status.stdout, text_status.stdout
         assert "behind the primary: 0 entries" in text_status.stdout, text_status.stdout

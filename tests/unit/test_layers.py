@@ -29,7 +29,8 @@ GRPC_ADAPTERS = {
     "strongroom.routing.servicer",
     "strongroom.routing.server",
     "strongroom.routing.transport",
-    # The DR service's calls to the primary's members and the standby leader.
+    # The DR service's server and its calls to the primary's members and the standby leader.
+    "strongroom.dr.server",
     "strongroom.dr.transport",
     # Server reflection (v1 and v1alpha) that both servers serve.
     "strongroom.reflection",

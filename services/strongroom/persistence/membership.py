@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import sys
+import time
 from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient
@@ -161,25 +162,30 @@ class Membership:
         self._addresses[name] = record.address
 
 
-async def member_addresses(etcd: EtcdClient, cluster: str, members: list[Member]) -> list[str]:
+async def member_addresses(etcd: EtcdClient, cluster: str, members: list[Member], patience: float = 10.0) -> list[str]:
     """The gRPC addresses of a cluster's `members` (a set of the realm: the primary's, or at a
     standby site the standby set's) as the realm names them, else as they registered in the
-    site's etcd (waits until at least one is known). Read once: a tool that runs for long
-    reads them again when none answers."""
+    site's etcd: once every member is known, or after `patience` seconds with the ones known then
+    (waiting on until at least one is). Read once: a tool that runs for long reads them again
+    when none answers."""
     named = [m.address for m in members if m.address]
     if len(named) == len(members):
         return named
+    names = {m.name for m in members}
+    started = time.monotonic()
     waited = False
     while True:
         try:
-            records = [MemberRecord.from_bytes(kv.value) for kv in await etcd.get_prefix(members_prefix(cluster))]
-            found = named + [r.address for r in records if r is not None and r.address not in named]
+            kvs = await etcd.get_prefix(members_prefix(cluster))
+            records = {kv.key.rsplit("/", 1)[-1]: MemberRecord.from_bytes(kv.value) for kv in kvs}
+            found = named + [r.address for n, r in sorted(records.items())
+                             if n in names and r is not None and r.address not in named]
         except Exception as exc:  # noqa: BLE001 - etcd away: look again
             log.warning("cannot read the members of %s: %s", cluster, exc)
             found = named
-        if found:
+        if len(found) == len(members) or (found and time.monotonic() - started >= patience):
             return found
-        if not waited:
+        if not waited and time.monotonic() - started >= patience:
             log.warning("no member of %s registered yet; waiting", cluster)
             waited = True
         await asyncio.sleep(0.5)
