@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.dr.reader import FOLLOW, CommittedReader
 from strongroom.dr.transport import StandbyCalls
 from strongroom.errors import DataCorruption, LogDiverged, StrongroomError
-from strongroom.persistence.committed import CommittedBatch
+from strongroom.persistence.committed import CommittedBatch, Lag
 
 __all__ = ["ShipStatus", "Shipper"]
 
@@ -61,17 +60,14 @@ class Shipper:
         self.primary = list(primary)
         self.standby = StandbyCalls(list(standby), FOLLOW)
         self.heartbeat = heartbeat
-        self.primary_commit_index = 0
-        self.standby_last_index = 0
-        self._caught_up_at = time.monotonic()
+        self.lag = Lag()
+        """The primary's commit index as its stream says, the standby's last index as it answers."""
         self._reader: CommittedReader | None = None
         self.restarts = 0
 
     def status(self) -> ShipStatus:
-        behind = max(0, self.primary_commit_index - self.standby_last_index)
-        reader = self._reader
-        return ShipStatus(self.primary_commit_index, self.standby_last_index, behind,
-                          0.0 if not behind else time.monotonic() - self._caught_up_at,
+        lag, reader = self.lag, self._reader
+        return ShipStatus(lag.source_commit, lag.held, lag.entries, lag.seconds,
                           reader.member if reader is not None else "", reader.reconnects if reader else 0,
                           self.restarts)
 
@@ -102,13 +98,14 @@ class Shipper:
             await self._ship_batches(batches)
 
     async def _ship_batches(self, batches: AsyncIterator[CommittedBatch]) -> None:
+        lag = self.lag
         async for batch in batches:
-            self.primary_commit_index = max(self.primary_commit_index, batch.commit_index)
+            lag.note(batch.commit_index)
             if not batch.entries and not batch.snapshot:
                 # A heartbeat: the standby learns the primary's commit index (its lag).
-                self._note(await self._ship(rpb.ShipEntriesRequest(primary_commit_index=self.primary_commit_index)))
+                self._note(await self._ship(rpb.ShipEntriesRequest(primary_commit_index=lag.source_commit)))
                 continue
-            answer = await self._ship(_request(batch, self.primary_commit_index))
+            answer = await self._ship(_request(batch, lag.source_commit))
             self._note(answer)
             if not answer.accepted:
                 log.info("the standby's log ends at %d, before %d: shipping again from there",
@@ -119,12 +116,7 @@ class Shipper:
         return await self.standby.ship(request)
 
     def _note(self, answer: rpb.ShipEntriesResponse) -> None:
-        self.standby_last_index = answer.last_index
-        self._note_progress()
-
-    def _note_progress(self) -> None:
-        if self.standby_last_index >= self.primary_commit_index:
-            self._caught_up_at = time.monotonic()
+        self.lag.note(held=answer.last_index)
 
     async def close(self) -> None:
         await self.standby.close()

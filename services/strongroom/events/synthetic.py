@@ -16,11 +16,10 @@ laid out, encoded, named and published exactly as a cluster's leader publishes t
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +32,7 @@ from strongroom.events.schema import (
 )
 from strongroom.events.writer import EventWriter
 
-__all__ = ["DESTINATIONS", "SINK", "WRITER_EPOCH_KEY", "EventSink", "Scenario", "Summary", "WriterFiles", "event_tables", "write_event_log"]
+__all__ = ["DESTINATIONS", "WRITER_EPOCH_KEY", "Scenario", "Summary", "WriterFiles", "event_tables", "write_event_log"]
 
 
 @dataclass(frozen=True)
@@ -110,14 +109,6 @@ class Summary:
     last_time: datetime
 
 
-class EventSink(Protocol):
-    """Where event rows go: the members' writer takes the same calls."""
-
-    def write(self, table: pa.Table) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class WriterFiles:
     """The members' writer (`EventWriter`) as the sink: each table it is given is published as one
     file (a table larger than the writer's rows per file as several, cut between log entries), by a
@@ -151,10 +142,6 @@ class WriterFiles:
 
 WRITER_EPOCH_KEY = b"strongroom.synthetic.writer_epoch"
 """Table metadata: the epoch of the leader writing a table whose rows are of an older epoch."""
-
-SINK: Callable[[Path, str], EventSink] = WriterFiles
-"""Where `write_event_log` puts the rows: the members' writer."""
-
 
 def _dict_array(codes: np.ndarray, names: list[str], valid: np.ndarray | None = None) -> pa.DictionaryArray:
     mask = None if valid is None else ~valid
@@ -406,7 +393,7 @@ def event_tables(s: Scenario) -> Iterator[pa.Table]:
 
 def write_event_log(root: Path | str, scenario: Scenario) -> Summary:
     """Write a synthetic run's event log under `root` (the cluster's event-log directory)."""
-    sink = SINK(Path(root), scenario.cluster)
+    sink = WriterFiles(root, scenario.cluster)
     rows = 0
     first = last = None
     try:

@@ -16,13 +16,14 @@ it again, at any member, from the index after the last one it received.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from strongroom.errors import InvalidArgument
 from strongroom.persistence.replica import Replica
 
-__all__ = ["DEFAULT_BATCH_ENTRIES", "DEFAULT_HEARTBEAT_SECONDS", "CommittedBatch", "committed_entries"]
+__all__ = ["DEFAULT_BATCH_ENTRIES", "DEFAULT_HEARTBEAT_SECONDS", "CommittedBatch", "Lag", "committed_entries"]
 
 DEFAULT_BATCH_ENTRIES = 256
 """Entries per batch unless the reader asks for fewer."""
@@ -30,6 +31,37 @@ DEFAULT_HEARTBEAT_SECONDS = 1.0
 """An empty batch with the commit index at least this often while nothing commits."""
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 """A batch holds no more entry bytes than this unless a single entry is larger."""
+
+
+class Lag:
+    """How far a copy of a log (a standby's) is behind the log it copies (the primary's): the
+    source's commit index as last heard, the copy's last index, and since when the copy has not
+    held everything the source had committed."""
+
+    def __init__(self) -> None:
+        self.source_commit = 0
+        """The source's commit index as last heard."""
+        self.held = 0
+        """The copy's last index as last heard."""
+        self._caught_up_at = time.monotonic()
+
+    def note(self, source_commit: int = 0, held: int | None = None) -> None:
+        """What was heard: the source's commit index (it only grows), the copy's last index."""
+        self.source_commit = max(self.source_commit, source_commit)
+        if held is not None:
+            self.held = held
+        if self.held >= self.source_commit:
+            self._caught_up_at = time.monotonic()
+
+    @property
+    def entries(self) -> int:
+        """Entries behind (0 when caught up)."""
+        return max(0, self.source_commit - self.held)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the copy last held everything the source had committed (0 while it does)."""
+        return time.monotonic() - self._caught_up_at if self.entries else 0.0
 
 
 @dataclass(frozen=True)
@@ -64,28 +96,29 @@ async def committed_entries(replica: Replica, from_index: int, max_entries: int 
         raise InvalidArgument("max_entries and heartbeat_ms must not be negative")
     batch = max_entries or DEFAULT_BATCH_ENTRIES
     beat = heartbeat or DEFAULT_HEARTBEAT_SECONDS
+    log = replica.log
+
+    def made(first: int, entries: list[bytes], snapshot: tuple[bytes, int, int] = (b"", 0, 0)) -> CommittedBatch:
+        return CommittedBatch(first, entries, replica.commit_index, *snapshot, prev_epoch=log.epoch_at(first - 1) or 0,
+                              leader_silence=leader_silence())
+
     wanted = from_index
     while True:
         changed = replica.applied_changed()
-        log = replica.log
         applied = replica.state.applied_index
         if wanted <= log.snapshot_index:
             # Compacted (or replaced by a snapshot) before we got there: the state instead.
             index, epoch, data = replica.snapshot()
             wanted = index + 1
             entries = log.raw_slice(wanted, batch, MAX_BATCH_BYTES) if index < applied else []
-            yield CommittedBatch(wanted, entries, replica.commit_index, data, index, epoch, prev_epoch=epoch,
-                                 leader_silence=leader_silence())
-            wanted += len(entries)
-            continue
-        if wanted <= applied:
+            yield made(wanted, entries, (data, index, epoch))
+        elif wanted <= applied:
             entries = log.raw_slice(wanted, min(batch, applied - wanted + 1), MAX_BATCH_BYTES)
-            yield CommittedBatch(wanted, entries, replica.commit_index, prev_epoch=log.epoch_at(wanted - 1) or 0,
-                                 leader_silence=leader_silence())
-            wanted += len(entries)
+            yield made(wanted, entries)
+        else:
+            try:
+                await asyncio.wait_for(asyncio.shield(changed), beat)
+            except TimeoutError:
+                yield made(wanted, [])
             continue
-        try:
-            await asyncio.wait_for(asyncio.shield(changed), beat)
-        except TimeoutError:
-            yield CommittedBatch(wanted, [], replica.commit_index, prev_epoch=replica.log.epoch_at(wanted - 1) or 0,
-                                 leader_silence=leader_silence())
+        wanted += len(entries)

@@ -42,7 +42,7 @@ from strongroom.etcd import EtcdClient
 from strongroom.events.publisher import EventPublisher
 from strongroom.events.writer import DEFAULT_MAX_SECONDS
 from strongroom.keys import REALM_SERVICE, leader_key, stored_key
-from strongroom.persistence.committed import CommittedBatch, committed_entries
+from strongroom.persistence.committed import CommittedBatch, Lag, committed_entries
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.election import Election, LeaderInfo
@@ -85,9 +85,8 @@ class PersistenceNode:
         """A member of the cluster's disaster-recovery standby set (docs/dr.md): its set elects
         and replicates among itself, its log is what the DR service ships from the primary, and
         it serves no clients."""
-        self.primary_commit_index = 0
-        """A standby leader: the primary's commit index as the DR service last reported it."""
-        self._caught_up_at = time.monotonic()
+        self.lag = Lag()
+        """A standby leader: how far behind the primary, as the DR service's shipments say."""
         cluster = cluster.as_seen_by(config.member)
         if cluster.member(config.member) is None:
             names = ", ".join(m.name for m in cluster.members)
@@ -192,9 +191,9 @@ class PersistenceNode:
                                 self.realm_service)
         term = self.term
         if self.standby and term is not None and term.standby_ready:
-            behind = self.primary_commit_index > self.replica.log.last_index
-            status = replace(status, primary_commit_index=self.primary_commit_index,
-                             seconds_behind_primary=time.monotonic() - self._caught_up_at if behind else 0.0)
+            self.lag.note(held=self.replica.log.last_index)
+            status = replace(status, primary_commit_index=self.lag.source_commit,
+                             seconds_behind_primary=self.lag.seconds)
         return status
 
     async def wait_serving(self, timeout: float) -> bool:
@@ -423,9 +422,7 @@ class PersistenceNode:
                                   f"the primary; the standby's entry {first_index - 1} is of epoch {held}: the sites "
                                   f"hold different histories")
         accepted = term.ship(first_index, entries, raws)
-        self.primary_commit_index = max(self.primary_commit_index, primary_commit_index)
-        if replica.log.last_index >= self.primary_commit_index:
-            self._caught_up_at = time.monotonic()
+        self.lag.note(primary_commit_index, replica.log.last_index)
         return accepted, replica.log.last_index, replica.state.applied_index
 
     def _event_log(self) -> tuple[Path, float] | None:
@@ -532,7 +529,7 @@ class PersistenceNode:
         """Seconds since this member last heard from a leader: 0 while it serves as one (or, in a
         standby set, leads it), else since the leader's last accepted append."""
         term = self.term
-        if term is not None and (term.serving or term.standby_ready) and self.election.is_leader:
+        if term is not None and term.role is Role.LEADER and self.election.is_leader:
             return 0.0
         return time.monotonic() - self.follower.last_heard
 

@@ -148,7 +148,7 @@ class Replica:
             return
         listener = self.on_applied
         journal = self.events
-        if state.applied_index < self.commit_index and self._applied_waiter is not None:
+        if state.applied_index < self.commit_index:
             self._applied_moved()  # the readers run once this call has returned
         while state.applied_index < self.commit_index:
             index = state.applied_index + 1

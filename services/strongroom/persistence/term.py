@@ -356,13 +356,8 @@ class LeaderTerm:
         """Standby: everything this member's log holds was committed at the primary (the DR
         service ships committed entries only): commit and apply it, and tell the followers."""
         replica = self.replica
-        if not self.alive() or replica.commit_index >= replica.log.last_index:
-            return
-        replica.commit_index = replica.log.last_index
-        replica.apply_committed()
-        self._commit_changed.set()
-        for rep in self.replicators.values():
-            rep.commit_advanced()
+        if self.alive() and replica.commit_index < replica.log.last_index:
+            self._commit_to(replica.log.last_index)
 
     def ship(self, first_index: int, entries: list[rpb.LogEntry], raws: list[bytes]) -> bool:
         """Standby: store entries of the primary's committed log that continue this member's
@@ -409,11 +404,15 @@ class LeaderTerm:
                 self._leadership.in_background(
                     self._leadership.step_down("lease could not be renewed in time", None, self))
                 return
-            replica.commit_index = candidate
-            replica.apply_committed()
-            self._commit_changed.set()
-            for rep in self.replicators.values():
-                rep.commit_advanced()
+            self._commit_to(candidate)
+
+    def _commit_to(self, index: int) -> None:
+        """Commit and apply through `index`; wake the rounds waiting on it and tell the followers."""
+        self.replica.commit_index = index
+        self.replica.apply_committed()
+        self._commit_changed.set()
+        for rep in self.replicators.values():
+            rep.commit_advanced()
 
     def _on_applied(self, index: int, epoch: int, results: list[object]) -> None:
         waiting = self._waiters.pop(index, None)
