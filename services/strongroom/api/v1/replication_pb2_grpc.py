@@ -134,10 +134,13 @@ class ReplicationServiceServicer:
         """Disaster recovery: the DR service hands the leader of a standby set entries it read from the
         primary's committed-entry stream, continuing the standby's log (docs/dr.md). Every entry
         shipped was committed at the primary, so the standby commits it as soon as its leader has
-        stored it, and replicates it to the other standby members. An empty request asks where the
-        standby's log ends. Errors: NOT_LEADER (naming the standby leader), NOT_STANDBY (a member of
-        the primary set), INVALID_ARGUMENT (an entry that does not decode or is not consecutive),
-        DIVERGED (the entries do not continue the standby's log: another history; nothing stored).
+        stored it, and replicates it to the other standby members. A request without entries or
+        snapshot stores nothing: it asks where the standby's log ends and reports the primary's commit
+        index (for the lag). Errors: NOT_LEADER (naming the standby leader), NO_LEADER (no standby
+        leader ready yet; retriable), NOT_STANDBY (a member of the primary set), INVALID_ARGUMENT (an entry that does not decode or is not consecutive from
+        first_index; a snapshot without its state, or not followed by snapshot_index + 1), DIVERGED
+        (the entries or the snapshot do not continue the standby's log: another history). Nothing is
+        stored on any error.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
