@@ -210,8 +210,8 @@ async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client
 
 async def _refuses_another_history(sites: Sites, lead: admin_pb2.ClusterStatus, log: dict[int, bytes]) -> None:
     """Shipments that do not continue the standby's log are refused with DIVERGED and store
-    nothing; one that starts past its end is not accepted (the DR service ships again from the
-    standby's end)."""
+    nothing, a malformed snapshot with INVALID_ARGUMENT; one that starts past its end is not
+    accepted (the DR service ships again from the standby's end)."""
     last = max(log)
     held = rpb.LogEntry.FromString(log[last])
     stranger = rpb.LogEntry(index=last + 1, epoch=held.epoch + 1000).SerializeToString()
@@ -230,6 +230,13 @@ async def _refuses_another_history(sites: Sites, lead: admin_pb2.ClusterStatus, 
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await stub.ShipEntries(request, timeout=5)
             assert isinstance(from_rpc_error(info.value), LogDiverged), info.value.details()
+        for request in (rpb.ShipEntriesRequest(first_index=last + 1, snapshot_index=last, snapshot_epoch=held.epoch),
+                        rpb.ShipEntriesRequest(first_index=last + 3, snapshot=b"x", snapshot_index=last + 1,
+                                               snapshot_epoch=held.epoch)):
+            # a snapshot without its state, or not followed by its index + 1
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.ShipEntries(request, timeout=5)
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
         gap = await stub.ShipEntries(rpb.ShipEntriesRequest(first_index=last + 5, entries=[
             rpb.LogEntry(index=last + 5 + i, epoch=held.epoch).SerializeToString() for i in range(2)],
             prev_epoch=held.epoch), timeout=5)
