@@ -54,6 +54,10 @@ __all__ = [
     "NotSubscribed",
     "NotActiveRouter",
     "StandbyRefusal",
+    "Fenced",
+    "UnknownCluster",
+    "PrimaryHealthy",
+    "WrongDrRole",
     "NotStandby",
     "LogDiverged",
     "error_for_reason",
@@ -461,6 +465,40 @@ class LogDiverged(StrongroomError):
     another cluster); nothing is stored, and shipping stops until an operator decides."""
 
     reason = "DIVERGED"
+    code = "FAILED_PRECONDITION"
+
+
+class UnknownCluster(StrongroomError):
+    """A call names a cluster the service does not serve (a DR service serves one)."""
+
+    reason = "UNKNOWN_CLUSTER"
+    code = "NOT_FOUND"
+
+
+class Fenced(StrongroomError):
+    """The member's site was the cluster's primary and learnt that the other site was activated
+    as the primary of a newer DR generation: it accepts no write (nor ships anything) until an
+    operator demotes it (`strongroom dr demote`). Metadata `primary` names the newer primary's
+    addresses, `generation` its generation."""
+
+    reason = "FENCED"
+    code = "FAILED_PRECONDITION"
+
+
+class PrimaryHealthy(StrongroomError):
+    """Activation of a standby whose primary still answers and has a serving leader: refused
+    unless forced (`strongroom dr activate --force`); nothing changed."""
+
+    reason = "PRIMARY_HEALTHY"
+    code = "FAILED_PRECONDITION"
+
+
+class WrongDrRole(StrongroomError):
+    """A DR action that needs a site other than this one's role: activating a site that is not a
+    standby, demoting a site that no newer primary superseded (the only primary); nothing
+    changed."""
+
+    reason = "DR_ROLE"
     code = "FAILED_PRECONDITION"
 
 

@@ -10,6 +10,7 @@ Everything Strongroom keeps in etcd lives under `/strongroom/`:
 | `/strongroom/clusters/<c>/leader` | the leader, under its lease | who leads; its create_revision is the epoch |
 | `/strongroom/clusters/<c>/members/<m>` | each member, under its lease | its registration record (`MemberRecord`) |
 | `/strongroom/clusters/<c>/stored/<m>` | each member, once, never removed | it has acknowledged log entries |
+| `/strongroom/clusters/<c>/dr` | activation, fencing, demotion (`dr/record.py`) | the site's DR role and generation (`DrRecord`) |
 | `/strongroom/clusters/<c>/router` | the active router replica, under its lease | which replica routes for the cluster |
 
 Code that reads or writes one of these keys takes its name from here; nobody else spells them.
@@ -21,6 +22,7 @@ __all__ = [
     "REALM_CURRENT",
     "REALM_SERVICE",
     "REALM_VERSIONS",
+    "dr_key",
     "leader_key",
     "member_key",
     "members_prefix",
@@ -72,6 +74,12 @@ def stored_key(cluster: str, member: str) -> str:
     once (every recovery majority still meets every commit majority in a member that holds
     the commit)."""
     return f"{_cluster(cluster)}/stored/{member}"
+
+
+def dr_key(cluster: str) -> str:
+    """The key of the site's DR record for the cluster (`DrRecord`: role and generation). Each
+    site has its own, in its own etcd; absent, the realm decides (docs/dr.md)."""
+    return f"{_cluster(cluster)}/dr"
 
 
 def router_key(cluster: str) -> str:

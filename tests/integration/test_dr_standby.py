@@ -9,14 +9,12 @@ import asyncio
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from harness import Cluster, put_realm_sync, realm_yaml, wait_for
+from harness import wait_for
 
 from strongroom.api.v1 import admin_pb2, dr_pb2, dr_pb2_grpc
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -25,130 +23,10 @@ from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
 from strongroom.errors import LogDiverged, NotStandby, StandbyRefusal
 from strongroom.grpcerrors import from_rpc_error
-from strongroom.local.etcdproc import free_port, start_etcd
-from strongroom.local.process import dr_argv, spawn, stop_processes
+
+from dr_sites import Sites, caught_up, committed_log, grid, load, sites  # noqa: F401 - sites: the fixture
 
 pytestmark = pytest.mark.slow
-
-
-class Sites:
-    """The primary site (etcd A, m1-m3), the standby site (etcd B, s1-s3) and the DR service."""
-
-    def __init__(self, root: Path, compact_after_entries: int = 20000) -> None:
-        self.root = root
-        self.etcd_a = start_etcd(root / "etcd-a")
-        self.etcd_b = start_etcd(root / "etcd-b")
-        self.primary = Cluster(self.etcd_a.endpoint, root / "a")
-        self.standby = Cluster(self.etcd_b.endpoint, root / "b")
-        self.standby.names = ["s1", "s2", "s3"]
-        self.standby.ports = {n: free_port() for n in self.standby.names}
-        addresses = ", ".join(self.primary.addresses())
-        standby = ("    standby:\n      members:\n" + "".join(f"        - name: {n}\n" for n in self.standby.names)
-                   + f"      primary: [{addresses}]\n")
-        self.realm = realm_yaml(cluster_extra=standby, compact_after_entries=compact_after_entries)
-        put_realm_sync(self.etcd_a.endpoint, self.realm, 1)
-        put_realm_sync(self.etcd_b.endpoint, self.realm, 1)
-        self.dr: Any = None
-
-    def start(self) -> None:
-        self.primary.start_all()
-        self.start_standby()
-
-    def start_standby(self) -> None:
-        self.standby.start_all()
-        self.start_dr()
-
-    def start_dr(self) -> None:
-        self.dr_address = f"127.0.0.1:{free_port()}"
-        self.dr = spawn(dr_argv(self.etcd_b.endpoint, "default", ["--heartbeat", "0.2", "--report", "1",
-                                                                  "--listen", self.dr_address]),
-                        self.root / "dr.log")
-
-    def stop(self) -> None:
-        if self.dr is not None:
-            stop_processes([self.dr])
-        self.primary.stop_all()
-        self.standby.stop_all()
-        self.etcd_a.stop()
-        self.etcd_b.stop()
-
-    def logs(self) -> str:
-        dr = (self.root / "dr.log").read_text()[-3000:] if (self.root / "dr.log").exists() else ""
-        return f"{self.primary.logs()}\n{self.standby.logs()}\n--- dr ---\n{dr}"
-
-
-@pytest.fixture
-def sites(tmp_path: Path) -> Iterator[Sites]:
-    s = Sites(tmp_path)
-    try:
-        s.start()
-        yield s
-    finally:
-        s.stop()
-
-
-def grid(status: admin_pb2.ClusterStatus) -> dict[str, Any]:
-    """The replicated state a member reports: per store its messages and bytes, per durable its
-    counts (the admin status grid)."""
-    out: dict[str, Any] = {}
-    for store in status.stores:
-        if not store.replicated:
-            continue
-        out[store.name] = (store.messages, store.bytes, sorted(
-            (d.destination, d.name, d.pending_messages, d.pending_bytes) for d in store.durables))
-    return out
-
-
-async def committed_log(address: str, upto: int) -> dict[int, bytes]:
-    """A member's committed entries through `upto` (from its snapshot on, when it compacted)."""
-    out: dict[int, bytes] = {}
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
-        call = rgrpc.ReplicationServiceStub(channel).StreamCommitted(rpb.StreamCommittedRequest(from_index=1))
-        try:
-            while not out or max(out) < upto:
-                msg = await asyncio.wait_for(call.read(), 10)
-                for i, raw in enumerate(msg.entries, msg.first_index):
-                    out[i] = raw
-        finally:
-            call.cancel()
-    return {i: raw for i, raw in out.items() if i <= upto}
-
-
-async def caught_up(sites: Sites) -> tuple[admin_pb2.ClusterStatus, list[admin_pb2.ClusterStatus]]:
-    """Once the standby set applied everything the (quiet) primary committed: the primary
-    leader's status and every running standby member's."""
-    leader = await sites.primary.leader()
-    target = (await sites.primary.status(leader)).commit_index  # type: ignore[union-attr]
-
-    async def there() -> bool:
-        statuses = [await sites.standby.status(n) for n in sites.standby.names if n in sites.standby.procs
-                    and sites.standby.procs[n].poll() is None]
-        return all(s is not None and s.applied_index >= target for s in statuses)
-    try:
-        await wait_for(there, timeout=60)
-    except TimeoutError:
-        raise AssertionError(f"the standby did not reach index {target}\n{sites.logs()}") from None
-    primary = await sites.primary.status(leader)
-    assert primary is not None and primary.commit_index == target, "the primary moved while quiet"
-    standby = [await sites.standby.status(n) for n in sites.standby.names
-               if sites.standby.procs[n].poll() is None]
-    return primary, [s for s in standby if s is not None]
-
-
-async def load(client: Client, destination: str, count: int, acked: dict[str, int]) -> list[bytes]:
-    """Publish `count` confirmed messages, consume and ack about two thirds of them."""
-    sub = await client.subscribe(destination, "reader")
-    publisher = client.publisher(destination, window=32)
-    bodies = [f"{destination}-{i}".encode() for i in range(count)]
-    for b in bodies:
-        await publisher.send(b)
-    await publisher.flush()
-    for _ in range(count * 2 // 3):
-        msg = await sub.next(timeout=10)
-        await sub.ack(msg)
-        acked[destination] = acked.get(destination, 0) + 1
-    await sub.close()
-    return bodies
 
 
 async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client(sites: Sites) -> None:

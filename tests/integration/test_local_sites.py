@@ -115,9 +115,9 @@ def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tm
     standby site with its own etcd and realm service, the standby members and the DR service;
     what is published at the primary reaches the standby; status shows both sets; `down` stops
     everything."""
-    ports = [free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(6)]
     text = (Path(__file__).resolve().parents[2] / "examples" / "dr.yaml").read_text()
-    for fixed, port in zip((7501, 7502, 7503), ports, strict=True):
+    for fixed, port in zip((7501, 7502, 7503, 7511, 7512, 7513), ports, strict=True):
         text = text.replace(f"127.0.0.1:{fixed}", f"127.0.0.1:{port}")
     realm_file = tmp_path / "dr.yaml"
     realm_file.write_text(text)
@@ -155,10 +155,15 @@ def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tm
         assert shipping["cluster"] == "main" and shipping["state"] == "shipping"
         assert shipping["address"] == main["standby"]["dr"]["address"]
         assert int(shipping["standby_last_index"]) >= 5 and set(shipping["primary"]) == {
-            f"127.0.0.1:{p}" for p in ports}
+            f"127.0.0.1:{p}" for p in ports[:3]}
+        assert shipping["role"] == "standby" and int(shipping.get("generation", 0)) == 0
+        # The primary is up: activation is refused (PRIMARY_HEALTHY) and changes nothing.
+        refused = strongroom("dr", "activate", "--cluster", "main", "--data-dir", str(data))
+        assert refused.returncode == 1 and "PRIMARY_HEALTHY" in refused.stdout, refused.stdout + refused.stderr
         text_status = strongroom("status", "--data-dir", str(data))
         assert "cluster main (standby set): leader s" in text_status.stdout, text_status.stdout
         assert "behind the primary: 0 entries" in text_status.stdout, text_status.stdout
+        assert "DR role at this site: standby, generation 0" in text_status.stdout, text_status.stdout
         pids = [pid for _, pid in live_pids(state)]
         assert len(pids) == 11  # two etcds, two realm services, six members, the DR service
         down = strongroom("down", "--data-dir", str(data))

@@ -81,6 +81,9 @@ def _print_status(replies: Sequence[Any]) -> None:
         print(f"cluster {cluster}: leader {leader or '(none)'}, epoch {ref.epoch}, "
               f"commit index {ref.commit_index}, storage {ref.storage or '?'}, realm version {ref.realm_version}, "
               f"uow clock {ref.uow_clock:.1f} s")
+        if ref.dr_role and (ref.dr_role != "primary" or ref.generation or ref.standby):
+            fenced = f", superseded by generation {ref.newer_generation}" if ref.dr_role == "fenced" else ""
+            print(f"  DR role at this site: {ref.dr_role}, generation {ref.generation}{fenced}")
         if ref.standby and ref.primary_commit_index:
             behind = max(0, ref.primary_commit_index - ref.last_index)
             print(f"  behind the primary: {behind} entries, {ref.seconds_behind_primary:.1f} s "

@@ -7,8 +7,11 @@ service). The service waits for the realm, checks that the cluster has a standby
 status 2 with the reason if not), finds the standby members as they registered in that etcd and
 the primary's addresses in the realm (`clusters[].standby.primary`), then ships the primary's
 committed log to the standby set's leader (`Shipper`) until SIGTERM or SIGINT, logging its lag
-every `--report` seconds, and serves `DrService.Status` (and gRPC health) on `--listen`. It exits with status 1 when the two sites turn out to hold different
-histories (DIVERGED): shipping stops rather than attach the primary's entries to another log. Design and what comes next (DrService, activation): docs/dr.md.
+every `--report` seconds, and serves `DrService` (Status, Activate) and gRPC health on
+`--listen`. What it does follows the site's DR record (`dr/control.py`): after an activation it
+stops shipping and tells the old primary it is fenced. It exits with status 1 when the two sites
+turn out to hold different histories (DIVERGED): shipping stops rather than attach the primary's
+entries to another log. Design: docs/dr.md.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import logging
 import signal
 import sys
 
-from strongroom.aio import cancel_and_wait
+from strongroom.dr.control import DrControl
+from strongroom.dr.record import default_record, read_record
 from strongroom.dr.server import DrServer
-from strongroom.dr.shipper import Shipper
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.membership import member_addresses
 from strongroom.realm.model import Realm
@@ -43,7 +46,7 @@ def why_no_standby(realm: Realm, cluster: str) -> str | None:
 
 
 async def serve(args: argparse.Namespace) -> int:
-    """Ship until SIGTERM/SIGINT; returns the exit status."""
+    """Run until SIGTERM/SIGINT; returns the exit status."""
     etcd = EtcdClient(args.etcd)
     try:
         _version, realm = await wait_for_realm(etcd, log)
@@ -53,42 +56,45 @@ async def serve(args: argparse.Namespace) -> int:
             return 2
         cluster = realm.cluster(args.cluster)
         assert cluster is not None and cluster.standby is not None
-        standby = await member_addresses(etcd, args.cluster, cluster.standby.members)
-        shipper = Shipper(cluster.standby.primary, standby, heartbeat=args.heartbeat)
-        server = DrServer(args.listen, args.cluster, shipper, cluster.standby.primary, standby)
+        default = default_record(True, cluster.standby.primary, [])
+        record = await read_record(etcd, args.cluster, default)
+        members = await member_addresses(etcd, args.cluster, cluster.standby.members)
+        control = DrControl(etcd, args.cluster, default, record, members, heartbeat=args.heartbeat)
+        server = DrServer(args.listen, args.cluster, control, members)
         try:
             port = await server.serve()
         except OSError as exc:
             print(f"strongroom-dr: {exc}", file=sys.stderr)
             return 2
-        shipping = asyncio.create_task(shipper.run(), name="ship")
+        control.start()
         host = args.listen.rpartition(":")[0]
         print(f"READY dr {args.cluster} {host}:{port}", flush=True)
-        log.info("DR service of %s: shipping from %s to the standby set at %s", args.cluster,
-                 ",".join(cluster.standby.primary), ",".join(standby))
+        log.info("DR service of %s at a site that is %s: the other site at %s, this site's set at %s", args.cluster,
+                 record.describe(), ",".join(record.peer), ",".join(members))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         stopping = asyncio.create_task(stop.wait())
-        while not stop.is_set() and not shipping.done():
-            await asyncio.wait({stopping, shipping}, timeout=args.report, return_when=asyncio.FIRST_COMPLETED)
-            st = shipper.status()
-            log.info("primary commit %d, standby at %d: %d entries and %.1f s behind (reading %s)",
-                     st.primary_commit_index, st.standby_last_index, st.entries_behind, st.seconds_behind,
-                     st.primary_member or "-")
+        while not stop.is_set() and control.failed() is None:
+            shipping = control.done()
+            await asyncio.wait({stopping} | ({shipping} if shipping else set()), timeout=args.report,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if control.state == "shipping":
+                st = control.status()
+                log.info("primary commit %d, standby at %d: %d entries and %.1f s behind (reading %s)",
+                         st.primary_commit_index, st.standby_last_index, st.entries_behind, st.seconds_behind,
+                         st.primary_member or "-")
         stopping.cancel()
         status = 0
-        if shipping.done():
+        err = control.failed()
+        if err is not None:
             # Only a divergence of the two sites' histories ends shipping: an operator's decision.
-            err = shipping.exception()
             print(f"strongroom-dr: shipping stopped: {err}", file=sys.stderr)
             log.critical("shipping stopped: %s", err)
             status = 1
-        else:
-            await cancel_and_wait(shipping)
         await server.close()
-        await shipper.close()
+        await control.close()
         return status
     finally:
         await etcd.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Sequence
 
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -62,8 +63,18 @@ class CommittedReader:
         """The member being read."""
         self.reconnects = 0
         """How often the stream was opened again after a failure."""
+        self.heard_at = 0.0
+        """Monotonic time of the last message from a member (0: none yet)."""
+        self.leader_silence = math.inf
+        """How long the member last read had not heard from a leader, as it said."""
         self._at = 0
         self._last_epoch = 0  # of the last entry yielded (0: none yet)
+
+    def fresh(self) -> bool:
+        """The cluster looks alive from here: a member spoke within the last few heartbeats and
+        had heard from its leader recently."""
+        return (self.heard_at > 0 and time.monotonic() - self.heard_at < SILENT_HEARTBEATS * self.heartbeat
+                and self.leader_silence < self.stale_after)
 
     async def batches(self) -> AsyncIterator[CommittedBatch]:
         """Batches from `next_index` on, forever (heartbeats included: empty `entries`)."""
@@ -102,6 +113,8 @@ class CommittedReader:
                 msg = await stream.read(SILENT_HEARTBEATS * self.heartbeat)
                 if msg is None:
                     return
+                self.heard_at = time.monotonic()
+                self.leader_silence = msg.leader_silence_seconds
                 if msg.leader_silence_seconds > self.stale_after:
                     raise _Stale(f"{msg.member} has not heard from a leader for {msg.leader_silence_seconds:.1f} s")
                 yield self._accept(msg)

@@ -1,6 +1,6 @@
-"""The DR service's gRPC server: `DrService` (Status), health and reflection, as the members serve
-them. Health service "" and "strongroom.v1.DrService" are SERVING while the service runs (it exits
-when shipping stops for good: the sites hold different histories)."""
+"""The DR service's gRPC server: `DrService` (Status, Activate), health and reflection, as the
+members serve them. Health service "" and "strongroom.v1.DrService" are SERVING while the service
+runs (it exits when shipping stops for good: the sites hold different histories)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
 from strongroom.channels import SERVER_OPTIONS
-from strongroom.dr.shipper import Shipper
+from strongroom.dr.control import DrControl
+from strongroom.errors import StrongroomError, UnknownCluster
+from strongroom.grpcerrors import abort_with
 from strongroom.reflection import enable_reflection
 
 __all__ = ["SERVICE", "DrServer"]
@@ -21,28 +23,42 @@ SERVICE = dr_pb2.DESCRIPTOR.services_by_name["DrService"].full_name
 
 
 class _DrServicer(dr_pb2_grpc.DrServiceServicer):
-    def __init__(self, cluster: str, shipper: Shipper, primary: Sequence[str], standby: Sequence[str]) -> None:
+    def __init__(self, cluster: str, control: DrControl, standby: Sequence[str]) -> None:
         self.cluster = cluster
-        self.shipper = shipper
-        self.primary = list(primary)
+        self.control = control
         self.standby = list(standby)
 
     async def Status(self, request: dr_pb2.DrStatusRequest, context: grpc.aio.ServicerContext) -> dr_pb2.DrStatus:  # type: ignore[type-arg]
-        st = self.shipper.status()
+        control = self.control
+        st, record = control.status(), control.record
         return dr_pb2.DrStatus(
-            cluster=self.cluster, primary=self.primary, standby=self.standby,
+            cluster=self.cluster, primary=list(record.peer), standby=self.standby,
             primary_commit_index=st.primary_commit_index, standby_last_index=st.standby_last_index,
             entries_behind=st.entries_behind, seconds_behind=st.seconds_behind, primary_member=st.primary_member,
-            reconnects=st.reconnects, restarts=st.restarts, state="shipping")
+            reconnects=st.reconnects, restarts=st.restarts, state=control.state, role=record.role.value,
+            generation=record.generation, peer_role=control.fencer.peer_role if control.fencer else "")
+
+    async def Activate(self, request: dr_pb2.ActivateRequest,
+                       context: grpc.aio.ServicerContext) -> dr_pb2.ActivateResponse:  # type: ignore[type-arg]
+        try:
+            if request.cluster != self.cluster:
+                raise UnknownCluster(f"this DR service serves cluster {self.cluster!r}, not {request.cluster!r}")
+            loss = await self.control.activate(request.force)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return dr_pb2.ActivateResponse(
+            cluster=loss.cluster, generation=loss.generation, primary_commit_index=loss.primary_commit_index,
+            heard_seconds_ago=loss.heard_seconds_ago, standby_last_index=loss.standby_last_index,
+            entries_lost_at_least=loss.entries_lost_at_least, exact=loss.exact, leader=loss.leader,
+            seconds_to_serve=loss.seconds_to_serve, summary=loss.summary())
 
 
 class DrServer:
     """`DrService` on `listen`."""
 
-    def __init__(self, listen: str, cluster: str, shipper: Shipper, primary: Sequence[str],
-                 standby: Sequence[str]) -> None:
+    def __init__(self, listen: str, cluster: str, control: DrControl, standby: Sequence[str]) -> None:
         self.listen = listen
-        self._servicer = _DrServicer(cluster, shipper, primary, standby)
+        self._servicer = _DrServicer(cluster, control, standby)
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -70,6 +71,25 @@ class Shipper:
         return ShipStatus(lag.source_commit, lag.held, lag.entries, lag.seconds,
                           reader.member if reader is not None else "", reader.reconnects if reader else 0,
                           self.restarts)
+
+    def primary_fresh(self) -> bool:
+        """The primary's stream is alive and its members hear from a leader (`CommittedReader.fresh`)."""
+        return self._reader is not None and self._reader.fresh()
+
+    def heard_at(self) -> float:
+        """Monotonic time the primary's stream last said anything (0: it never did)."""
+        return self._reader.heard_at if self._reader is not None else 0.0
+
+    def heard_seconds_ago(self) -> float:
+        """Seconds since the primary's stream last said anything (-1: it never did)."""
+        heard = self.heard_at()
+        return time.monotonic() - heard if heard else -1.0
+
+    async def standby_last_index(self) -> int:
+        """Where the standby's log ends, as its leader says now."""
+        answer = await self._ship(rpb.ShipEntriesRequest())
+        self._note(answer)
+        return answer.last_index
 
     async def run(self) -> None:
         """Ship until cancelled. Raises LogDiverged (or DataCorruption) when the two sites hold

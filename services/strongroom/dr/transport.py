@@ -9,13 +9,15 @@ import asyncio
 
 import grpc
 
+from strongroom.api.v1 import admin_pb2 as apb
+from strongroom.api.v1 import admin_pb2_grpc as agrpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client.connection import Connection
 from strongroom.client.retry import RetryPolicy, error_from_rpc
 
-__all__ = ["SHIP_TIMEOUT", "CommittedStream", "StandbyCalls"]
+__all__ = ["SHIP_TIMEOUT", "CommittedStream", "StandbyCalls", "member_status"]
 
 SHIP_TIMEOUT = 30.0
 """Seconds one ShipEntries call may take (the standby leader's write, fsync included)."""
@@ -59,3 +61,14 @@ class StandbyCalls:
 
     async def close(self) -> None:
         await self._connection.close()
+
+
+async def member_status(address: str, timeout: float = 2.0) -> apb.ClusterStatus | None:
+    """The admin status of the member at `address` (None if it does not answer)."""
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        try:
+            status: apb.ClusterStatus = await agrpc.AdminServiceStub(channel).Status(  # type: ignore[no-untyped-call]
+                apb.StatusRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return None
+    return status

@@ -20,7 +20,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from strongroom.errors import InvalidArgument
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.errors import InvalidArgument, LogDiverged
+from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.replica import Replica
 
 __all__ = ["DEFAULT_BATCH_ENTRIES", "DEFAULT_HEARTBEAT_SECONDS", "CommittedBatch", "Lag", "committed_entries"]
@@ -122,3 +124,36 @@ async def committed_entries(replica: Replica, from_index: int, max_entries: int 
                 yield made(wanted, [])
             continue
         wanted += len(entries)
+
+
+def shipped_entries(lg: ReplicatedLog, first_index: int, raws: list[bytes], snapshot: bytes, snapshot_index: int,
+                    snapshot_epoch: int, prev_epoch: int | None) -> list[rpb.LogEntry]:
+    """The entries the DR service ships to a standby leader (serialised, from `first_index`),
+    decoded and checked against the standby's log `lg`: InvalidArgument for an entry that does
+    not decode, entries that are not consecutive, a snapshot without its state or not followed
+    by its index + 1; LogDiverged when the sites hold different histories (the snapshot's index,
+    or the entry before the entries, is of another epoch here than `snapshot_epoch` /
+    `prev_epoch` at the primary). Nothing is stored either way."""
+    try:
+        entries = [rpb.LogEntry.FromString(raw) for raw in raws]
+    except Exception:  # noqa: BLE001 - a payload that is not a LogEntry
+        raise InvalidArgument("a shipped entry does not decode as a LogEntry") from None
+    if any(e.index != first_index + i for i, e in enumerate(entries)):
+        raise InvalidArgument(f"shipped entries are not consecutive from index {first_index}")
+    if snapshot_index:
+        if not snapshot or first_index != snapshot_index + 1:
+            raise InvalidArgument(f"a shipped snapshot at index {snapshot_index} must carry the state and be "
+                                  f"followed by index {snapshot_index + 1}")
+        held = lg.epoch_at(snapshot_index)
+        if held is not None and held != snapshot_epoch:
+            raise LogDiverged(f"the primary's snapshot at index {snapshot_index} is of epoch {snapshot_epoch}; "
+                              f"the standby's entry there is of epoch {held}: the sites hold different histories")
+    if entries and prev_epoch is not None:
+        held = lg.epoch_at(first_index - 1)
+        if held is None and snapshot_index == first_index - 1:
+            held = snapshot_epoch
+        if held is not None and held != prev_epoch:
+            raise LogDiverged(f"shipped entries from index {first_index} follow an entry of epoch {prev_epoch} at "
+                              f"the primary; the standby's entry {first_index - 1} is of epoch {held}: the sites "
+                              f"hold different histories")
+    return entries

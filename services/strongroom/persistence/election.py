@@ -2,8 +2,10 @@
 
 A member campaigns by creating `/strongroom/clusters/<c>/leader` bound to its lease if the key
 does not exist (a router replica the same way on `/strongroom/clusters/<c>/router`: `key`, and
-no member registration, `register=False`). The key's create_revision is the leader's epoch, strictly increasing from
-leader to leader. The lease is kept alive every TTL/3; a leader that has not renewed it within
+no member registration, `register=False`). The leader's epoch is the key's create_revision under
+the site's DR generation (`epoch_of`: `generation << 40 | create_revision`), strictly increasing
+from leader to leader; the key's value names the generation, so every member reads a leader's
+epoch the same way. The lease is kept alive every TTL/3; a leader that has not renewed it within
 TTL minus a safety margin is told to step down at once, before etcd can hand the key to anyone
 else.
 """
@@ -18,12 +20,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from strongroom.aio import cancel_and_wait
+from strongroom.dr.record import epoch_of
 from strongroom.etcd import EtcdClient, EtcdUnavailable, KeyValue
 from strongroom.keys import leader_key, member_key
 from strongroom.persistence.log import LOG_FORMAT
 from strongroom.persistence.membership import MemberRecord
 
-__all__ = ["Election", "LeaderInfo"]
+__all__ = ["Election", "LeaderInfo", "leader_epoch"]
 
 log = logging.getLogger("strongroom.election")
 
@@ -38,6 +41,16 @@ class LeaderInfo:
     member: str
     address: str
     epoch: int
+
+
+def leader_epoch(kv: KeyValue) -> int:
+    """The epoch of the leader holding key `kv`: its create revision under the generation its
+    value names (0 when the value names none: a leader of a version before generations)."""
+    try:
+        generation = int(json.loads(kv.value).get("generation", 0))
+    except (ValueError, AttributeError, TypeError):
+        generation = 0
+    return epoch_of(generation, kv.create_revision)
 
 
 class Election:
@@ -64,6 +77,9 @@ class Election:
         self.on_leader = on_leader
         self.lease = 0
         self.epoch = 0
+        self.generation = 0
+        """The site's DR generation: the high bits of the epochs this member campaigns for (the
+        node sets it from the site's DR record before campaigning and whenever it changes)."""
         self.is_leader = False
         # Monotonic time before which our lease is certainly still alive at etcd.
         self.lease_safe_until = 0.0
@@ -174,8 +190,9 @@ class Election:
 
     async def _campaign(self) -> None:
         key = self.key
-        value = json.dumps({"member": self.member, "address": self.address}).encode()
         while True:
+            value = json.dumps({"member": self.member, "address": self.address,
+                                "generation": self.generation}).encode()
             if self.pause_until > time.monotonic():
                 await self._follow_while_paused(key)
                 continue
@@ -189,7 +206,7 @@ class Election:
                 continue
             # Created now, or our own key from before (a retried transaction): we hold it.
             if created or kv.lease == self.lease:
-                self.epoch = kv.create_revision
+                self.epoch = leader_epoch(kv)
                 self.is_leader = True
                 self.on_leader(LeaderInfo(self.member, self.address, self.epoch))
                 log.info("elected leader of %s with epoch %d", self.cluster, self.epoch)
@@ -211,8 +228,8 @@ class Election:
         """Tell the node who holds the leader key `kv` (no one, if its value is unreadable)."""
         try:
             data = json.loads(kv.value)
-            self.on_leader(LeaderInfo(data.get("member", ""), data.get("address", ""), kv.create_revision))
-        except ValueError:
+            self.on_leader(LeaderInfo(data.get("member", ""), data.get("address", ""), leader_epoch(kv)))
+        except (ValueError, AttributeError):
             self.on_leader(None)
 
     async def _follow_while_paused(self, key: str) -> None:

@@ -27,9 +27,9 @@ from typing import Any
 
 from strongroom.aio import wait_event
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.dr.record import DrRecord, DrRole, default_record, epoch_of
 from strongroom.errors import (
-    InvalidArgument,
-    LogDiverged,
+    Fenced,
     NoLeaderError,
     NotLeaderError,
     NotStandby,
@@ -42,10 +42,11 @@ from strongroom.etcd import EtcdClient
 from strongroom.events.publisher import EventPublisher
 from strongroom.events.writer import DEFAULT_MAX_SECONDS
 from strongroom.keys import REALM_SERVICE, leader_key, stored_key
-from strongroom.persistence.committed import CommittedBatch, Lag, committed_entries
+from strongroom.persistence.committed import CommittedBatch, Lag, committed_entries, shipped_entries
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.dispatcher import Dispatcher
-from strongroom.persistence.election import Election, LeaderInfo
+from strongroom.persistence.drsite import DrSite
+from strongroom.persistence.election import Election, LeaderInfo, leader_epoch
 from strongroom.persistence.follower import Follower
 from strongroom.persistence.lifetimes import StoreKeeper
 from strongroom.persistence.maps import MapFront
@@ -81,10 +82,11 @@ class PersistenceNode:
         cluster = realm.cluster(config.cluster)
         if cluster is None:
             raise UnknownMember(f"cluster {config.cluster!r} is not defined in the realm (version {realm_version})")
-        self.standby = cluster.is_standby_member(config.member)
+        self.in_standby_set = cluster.is_standby_member(config.member)
         """A member of the cluster's disaster-recovery standby set (docs/dr.md): its set elects
-        and replicates among itself, its log is what the DR service ships from the primary, and
-        it serves no clients."""
+        and replicates among itself. What the set does (standby, primary after an activation) is
+        its site's DR role (`site`)."""
+        standby = cluster.standby
         self.lag = Lag()
         """A standby leader: how far behind the primary, as the DR service's shipments say."""
         cluster = cluster.as_seen_by(config.member)
@@ -100,9 +102,14 @@ class PersistenceNode:
         self.realm_version = realm_version
         self.etcd = EtcdClient(config.etcd_endpoints)
         self.membership = Membership(self.etcd, cluster, config.member, config.address)
+        self.site = DrSite(self.etcd, config.cluster, config.member, default_record(
+            self.in_standby_set, standby.primary if standby else [],
+            [m.address for m in standby.members if m.address] if standby else []), self._set_addresses)
+        """The site's DR role: primary (serves clients), standby (takes what the DR service ships)
+        or fenced (superseded by a newer primary: serves nothing until demoted)."""
         self.replica = Replica(lambda: self.membership.cluster, config.member, config.data_dir, self._record_stored)
         self.replica.on_apply_stopped = self._apply_stopped
-        if self._event_log() is not None and not self.standby:
+        if self._event_log() is not None and not self.in_standby_set:
             # On from the start only: a member derives the events of every entry it applies. A
             # standby set writes no events (its leader publishes none; the primary's are written).
             self.replica.enable_events(config.cluster)
@@ -145,6 +152,14 @@ class PersistenceNode:
         return self.term.role if self.term is not None else Role.FOLLOWER
 
     @property
+    def standby(self) -> bool:
+        """The site is a standby: its leader takes what the DR service ships, and serves no client."""
+        return self.site.role is DrRole.STANDBY
+
+    def _set_addresses(self) -> list[str]:
+        return [a for m in self.membership.cluster.members if (a := self.membership.address_of(m.name))]
+
+    @property
     def storage_mode(self) -> StorageMode:
         """Where the cluster keeps its log and state."""
         return self.replica.storage_mode
@@ -159,9 +174,14 @@ class PersistenceNode:
         term = self.term
         if term is not None and term.serving and self.election.is_leader:
             return term
-        if self.standby:
-            standby = self.cluster.standby
-            primary = ",".join(standby.primary) if standby is not None else ""
+        record = self.site.record
+        if record.role is DrRole.FENCED:
+            raise Fenced(f"cluster {self.cluster_name} at this site was superseded by a primary of generation "
+                         f"{record.newer_generation} ({','.join(record.peer) or 'the other site'}); it accepts no "
+                         f"write until an operator demotes it", {"primary": ",".join(record.peer),
+                                                                 "generation": str(record.newer_generation)})
+        if record.role is DrRole.STANDBY:
+            primary = ",".join(record.peer)
             raise StandbyRefusal(f"member {self.member} belongs to the disaster-recovery standby set of cluster "
                                  f"{self.cluster_name}, which serves no clients; the primary site does ({primary})",
                                  {"primary": primary})
@@ -189,6 +209,9 @@ class PersistenceNode:
         status = cluster_status(self.replica, self.membership, self.term, self.realm, self.realm_version,
                                 (leader.member, leader.address, leader.epoch) if leader else None,
                                 self.realm_service)
+        record = self.site.record
+        status = replace(status, dr_role=record.role.value, generation=record.generation,
+                         newer_generation=record.newer_generation)
         term = self.term
         if self.standby and term is not None and term.standby_ready:
             self.lag.note(held=self.replica.log.last_index)
@@ -214,10 +237,12 @@ class PersistenceNode:
         between cannot end up below the floor.
         """
         replica = self.replica
+        generation = (await self.site.load()).generation
+        self.election.generation = generation
         if replica.started_empty or replica.storage_mode == StorageMode.MEMORY:
             revision = await self.etcd.revision()
             leader = await self.etcd.get(leader_key(self.cluster_name))
-            floor = leader.create_revision if leader is not None else revision
+            floor = leader_epoch(leader) if leader is not None else epoch_of(generation, revision)
             replica.promise(max(replica.promised_epoch, floor))
             # Lost state we had acknowledged? Then catch up before counting toward a recovery
             # majority; a member that never acknowledged anything counts at once.
@@ -235,6 +260,7 @@ class PersistenceNode:
             await self.prepare()
         self._own(asyncio.create_task(self.membership.watch(), name="members"))
         self._own(asyncio.create_task(self._follow_realm_service(), name="realm-service"))
+        self._own(asyncio.create_task(self.site.follow(self._dr_changed), name="dr-record"))
         self.election.start()
 
     async def stop(self) -> None:
@@ -251,7 +277,7 @@ class PersistenceNode:
         """A new realm version: new stores and destinations take effect without restart."""
         cluster = realm.cluster(self.cluster_name)
         if cluster is not None:
-            if cluster.is_standby_member(self.member) != self.standby:
+            if cluster.is_standby_member(self.member) != self.in_standby_set:
                 log.error("realm version %d moves member %s between the primary and the standby set; keeping "
                           "version %d (restart the member to change its set)", version, self.member,
                           self.realm_version)
@@ -285,6 +311,20 @@ class PersistenceNode:
         async for kind, kv in self.etcd.follow(REALM_SERVICE):
             self.realm_service = kv.value.decode() if kind == "PUT" else ""
 
+    def _dr_changed(self, old: DrRecord, new: DrRecord) -> None:
+        """The site's DR role or generation changed (activation, fencing, demotion): campaign in
+        the new one (a leader hands its leadership over; every member campaigns with the new
+        generation's epochs)."""
+        self.election.generation = new.generation
+        event_log = self._event_log()
+        if new.role is DrRole.PRIMARY and event_log is not None:
+            # An activated standby writes the events of its own generation on.
+            self.replica.enable_events(self.cluster_name)
+        elif new.role is not DrRole.PRIMARY:
+            self.replica.disable_events()
+        if self.term is not None:
+            self.in_background(self.hand_over(f"the site is now {new.describe()}", term=self.term))
+
     async def _record_stored(self) -> None:
         await self.etcd.put(stored_key(self.cluster_name, self.member), b"1")
 
@@ -299,7 +339,8 @@ class PersistenceNode:
             self.in_background(self.election.resign())
             return
         term = self.term = LeaderTerm(epoch, self.member, self.replica, self.membership, self)
-        term.run(self._lead_standby(term) if self.standby else self._lead(term), "recover")
+        primary = self.site.role is DrRole.PRIMARY
+        term.run(self._lead(term) if primary else self._lead_standby(term), "recover")
 
     async def _lead(self, term: LeaderTerm) -> None:
         """Become a serving leader for the term: promises, adopt the best log, commit a no-op,
@@ -307,8 +348,14 @@ class PersistenceNode:
         epoch = term.epoch
         self.replica.promise(epoch)
         self.leader = LeaderInfo(self.member, self.address, epoch)
+        # Before the first write: is the other site a newer primary (this one came back after
+        # an activation)? Asked while recovering; an answer only bounds how long it may take.
+        superseded = asyncio.ensure_future(self.site.superseded_by_peer())
         try:
             await self.recovery.recover(term)
+            if await superseded:
+                await self.hand_over("fenced by a newer primary", term=term)
+                return
             term.start_replication(self._replicator)
             await term.commit(rpb.Operation(noop=rpb.Noop(leader=self.member)))
             # What the realm decides for the stores, in the log before the first client operation.
@@ -322,8 +369,10 @@ class PersistenceNode:
             # A storage that cannot record this fails the recovery like any other write.
             self.replica.set_synced(True)
         except asyncio.CancelledError:
+            superseded.cancel()
             raise
         except Exception as exc:  # noqa: BLE001
+            superseded.cancel()
             log.warning("recovery for epoch %d failed: %s", epoch, exc)
             # Still elected for this epoch (even if the term was closed meanwhile, e.g. by a
             # newer epoch seen): let another member try before we campaign again.
@@ -386,8 +435,8 @@ class PersistenceNode:
         `first_index - 1`; entries that do not continue this log there (another history) are
         refused with LogDiverged, as is a snapshot at an index this log holds with another epoch."""
         if not self.standby:
-            raise NotStandby(f"member {self.member} is in the primary set of cluster {self.cluster_name}; "
-                             f"entries are shipped to the standby set's leader")
+            raise NotStandby(f"cluster {self.cluster_name} at member {self.member}'s site is "
+                             f"{self.site.record.describe()}; entries are shipped to a standby set's leader")
         term = self.term
         if term is None or not term.standby_ready or not self.election.is_leader:
             leader = self.leader
@@ -395,35 +444,19 @@ class PersistenceNode:
                 raise NotLeaderError(f"member {self.member} does not lead the standby set of {self.cluster_name}; "
                                      f"{leader.member} does", leader.member, leader.address)
             raise NoLeaderError(f"the standby set of {self.cluster_name} has no leader ready at the moment")
-        try:
-            entries = [rpb.LogEntry.FromString(raw) for raw in raws]
-        except Exception:  # noqa: BLE001 - a payload that is not a LogEntry
-            raise InvalidArgument("a shipped entry does not decode as a LogEntry") from None
-        if any(e.index != first_index + i for i, e in enumerate(entries)):
-            raise InvalidArgument(f"shipped entries are not consecutive from index {first_index}")
         replica = self.replica
-        lg = replica.log
-        if snapshot_index:
-            if not snapshot or first_index != snapshot_index + 1:
-                raise InvalidArgument(f"a shipped snapshot at index {snapshot_index} must carry the state and be "
-                                      f"followed by index {snapshot_index + 1}")
-            held = lg.epoch_at(snapshot_index)
-            if held is not None and held != snapshot_epoch:
-                raise LogDiverged(f"the primary's snapshot at index {snapshot_index} is of epoch {snapshot_epoch}; "
-                                  f"the standby's entry there is of epoch {held}: the sites hold different histories")
-            if snapshot_index > lg.last_index:
-                # The primary compacted past what this standby holds: its state replaces ours.
-                replica.install(snapshot_index, snapshot_epoch, snapshot)
-                term.durable_index = lg.last_index
-        if entries and prev_epoch is not None:
-            held = lg.epoch_at(first_index - 1)
-            if held is not None and held != prev_epoch:
-                raise LogDiverged(f"shipped entries from index {first_index} follow an entry of epoch {prev_epoch} at "
-                                  f"the primary; the standby's entry {first_index - 1} is of epoch {held}: the sites "
-                                  f"hold different histories")
+        entries = shipped_entries(replica.log, first_index, raws, snapshot, snapshot_index, snapshot_epoch, prev_epoch)
+        if snapshot_index > replica.log.last_index:
+            # The primary compacted past what this standby holds: its state replaces ours.
+            replica.install(snapshot_index, snapshot_epoch, snapshot)
+            term.durable_index = replica.log.last_index
         accepted = term.ship(first_index, entries, raws)
         self.lag.note(primary_commit_index, replica.log.last_index)
         return accepted, replica.log.last_index, replica.state.applied_index
+
+    async def compare_generation(self, theirs: rpb.GenerationInfo) -> rpb.GenerationInfo:
+        """The other site tells its DR role (`DrSite.learn`): this site, after that."""
+        return await self.site.learn(theirs)
 
     def _event_log(self) -> tuple[Path, float] | None:
         """The store event log's directory and publish interval (None: off): the member's

@@ -98,6 +98,11 @@ class Replica:
             self.state.events = []
         return self.events
 
+    def disable_events(self) -> None:
+        """Turn the store event log off (a site that stops being the primary publishes none)."""
+        self.events = None
+        self.state.events = None
+
     def new_state(self, replicated: bool, snapshot: bytes | None = None) -> StateMachine:
         """A state machine for the replicated stores or for the non-replicated ones, with its
         payloads in the swap space when they are swappable (in-memory data and a budget)."""

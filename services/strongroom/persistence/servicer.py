@@ -283,6 +283,8 @@ class CommittedLog(Protocol):
              snapshot_epoch: int = 0, primary_commit_index: int = 0,
              prev_epoch: int | None = None) -> tuple[bool, int, int]: ...
 
+    async def compare_generation(self, theirs: rpb.GenerationInfo) -> rpb.GenerationInfo: ...
+
 
 class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     """The member-to-member API. Every method maps domain errors; appends normally come on the
@@ -354,6 +356,12 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             await abort_with(context, err)
         return rpb.ShipEntriesResponse(accepted=accepted, last_index=last, applied_index=applied)
 
+    async def CompareGeneration(self, request: rpb.GenerationInfo, context: Context) -> rpb.GenerationInfo:
+        try:
+            return await self.committed.compare_generation(request)
+        except StrongroomError as err:
+            await abort_with(context, err)
+
 
 class Administered(Protocol):
     """What the operator API needs of a member (`PersistenceNode`)."""
@@ -385,7 +393,8 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         memory_budget_bytes=st.memory_budget_bytes, memory_payload_bytes=st.memory_payload_bytes,
         apply_stopped=st.apply_stopped, realm_service=st.realm_service, uow_clock=st.uow_clock,
         standby=st.standby, primary_commit_index=st.primary_commit_index,
-        seconds_behind_primary=st.seconds_behind_primary)
+        seconds_behind_primary=st.seconds_behind_primary, dr_role=st.dr_role, generation=st.generation,
+        newer_generation=st.newer_generation)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
                           replication=m.replication)

@@ -159,6 +159,12 @@ class ClusterStatus:
     """A standby leader: the primary's commit index as the DR service last reported it."""
     seconds_behind_primary: float = 0.0
     """A standby leader: seconds since it last held everything the primary had committed."""
+    dr_role: str = "primary"
+    """The site's DR role for the cluster: primary, standby or fenced."""
+    generation: int = 0
+    """The site's DR generation (the high bits of its epochs)."""
+    newer_generation: int = 0
+    """A fenced site: the generation of the primary that superseded it."""
 
 
 def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:

@@ -2,6 +2,8 @@
 
 - `PeerClient`: a recovering leader's Promise and Fetch calls, over one cached gRPC channel
   per peer address (a channel a call failed on is dropped, so the next call connects afresh).
+- `compare_generation`: the one call between the two sites of a cluster (DR roles and
+  generations, docs/dr.md), made by a primary's new leader and by an activated site's DR service.
 - `FollowerConnection`: the leader's connection to one follower for one term. Appends go on the
   follower's replication link (`link.py`, plain TCP) when it registered one, else on its gRPC
   `AppendStream`; a snapshot goes over gRPC `InstallSnapshot`. An append is encoded once for
@@ -26,7 +28,8 @@ from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
 
-__all__ = ["FollowerConnection", "PeerClient", "PeerUnreachable", "encode_append", "encoded_append"]
+__all__ = ["FollowerConnection", "PeerClient", "PeerUnreachable", "compare_generation", "encode_append",
+           "encoded_append"]
 
 log = logging.getLogger("strongroom.transport")
 
@@ -36,6 +39,8 @@ CONNECT_TIMEOUT = 2.0
 """Seconds to connect to a follower's replication link."""
 PROMISE_TIMEOUT = 1.0
 FETCH_TIMEOUT = 30.0
+GENERATION_TIMEOUT = 1.0
+"""Seconds the other site has to tell its DR role and generation."""
 APPEND_STREAM = "/strongroom.v1.ReplicationService/AppendStream"
 
 
@@ -81,6 +86,20 @@ def _close_later(channel: grpc.aio.Channel) -> None:
 
 def _why(exc: grpc.aio.AioRpcError) -> str:
     return exc.code().name
+
+
+async def compare_generation(address: str, mine: rpb.GenerationInfo,
+                             timeout: float = GENERATION_TIMEOUT) -> rpb.GenerationInfo:
+    """Tell the member at `address` (of the cluster's other site) this site's DR role and
+    generation; its site's, after it took ours into account (PeerUnreachable if it did not
+    answer, or answered with an error)."""
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        try:
+            answer: rpb.GenerationInfo = await rgrpc.ReplicationServiceStub(channel).CompareGeneration(
+                mine, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise PeerUnreachable(f"{address}: {_why(exc)}: {exc.details()}") from None
+    return answer
 
 
 class PeerClient:

@@ -24,17 +24,21 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16strongroom/v1/dr.proto\x12\rstrongroom.v1\"\x11\n\x0f\x44rStatusRequest\"\xf4\x01\n\x08\x44rStatus\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07primary\x18\x02 \x03(\t\x12\x0f\n\x07standby\x18\x03 \x03(\t\x12\x1c\n\x14primary_commit_index\x18\x04 \x01(\x04\x12\x1a\n\x12standby_last_index\x18\x05 \x01(\x04\x12\x16\n\x0e\x65ntries_behind\x18\x06 \x01(\x04\x12\x16\n\x0eseconds_behind\x18\x07 \x01(\x01\x12\x16\n\x0eprimary_member\x18\x08 \x01(\t\x12\x12\n\nreconnects\x18\t \x01(\x04\x12\x10\n\x08restarts\x18\n \x01(\x04\x12\r\n\x05state\x18\x0b \x01(\t2N\n\tDrService\x12\x41\n\x06Status\x12\x1e.strongroom.v1.DrStatusRequest\x1a\x17.strongroom.v1.DrStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16strongroom/v1/dr.proto\x12\rstrongroom.v1\"1\n\x0f\x41\x63tivateRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\xf5\x01\n\x10\x41\x63tivateResponse\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\x1c\n\x14primary_commit_index\x18\x03 \x01(\x04\x12\x19\n\x11heard_seconds_ago\x18\x04 \x01(\x01\x12\x1a\n\x12standby_last_index\x18\x05 \x01(\x04\x12\x1d\n\x15\x65ntries_lost_at_least\x18\x06 \x01(\x04\x12\r\n\x05\x65xact\x18\x07 \x01(\x08\x12\x0e\n\x06leader\x18\x08 \x01(\t\x12\x18\n\x10seconds_to_serve\x18\t \x01(\x01\x12\x0f\n\x07summary\x18\n \x01(\t\"\x11\n\x0f\x44rStatusRequest\"\xa9\x02\n\x08\x44rStatus\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07primary\x18\x02 \x03(\t\x12\x0f\n\x07standby\x18\x03 \x03(\t\x12\x1c\n\x14primary_commit_index\x18\x04 \x01(\x04\x12\x1a\n\x12standby_last_index\x18\x05 \x01(\x04\x12\x16\n\x0e\x65ntries_behind\x18\x06 \x01(\x04\x12\x16\n\x0eseconds_behind\x18\x07 \x01(\x01\x12\x16\n\x0eprimary_member\x18\x08 \x01(\t\x12\x12\n\nreconnects\x18\t \x01(\x04\x12\x10\n\x08restarts\x18\n \x01(\x04\x12\r\n\x05state\x18\x0b \x01(\t\x12\x0c\n\x04role\x18\x0c \x01(\t\x12\x12\n\ngeneration\x18\r \x01(\x04\x12\x11\n\tpeer_role\x18\x0e \x01(\t2\x9b\x01\n\tDrService\x12\x41\n\x06Status\x12\x1e.strongroom.v1.DrStatusRequest\x1a\x17.strongroom.v1.DrStatus\x12K\n\x08\x41\x63tivate\x12\x1e.strongroom.v1.ActivateRequest\x1a\x1f.strongroom.v1.ActivateResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strongroom.v1.dr_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DRSTATUSREQUEST']._serialized_start=41
-  _globals['_DRSTATUSREQUEST']._serialized_end=58
-  _globals['_DRSTATUS']._serialized_start=61
-  _globals['_DRSTATUS']._serialized_end=305
-  _globals['_DRSERVICE']._serialized_start=307
-  _globals['_DRSERVICE']._serialized_end=385
+  _globals['_ACTIVATEREQUEST']._serialized_start=41
+  _globals['_ACTIVATEREQUEST']._serialized_end=90
+  _globals['_ACTIVATERESPONSE']._serialized_start=93
+  _globals['_ACTIVATERESPONSE']._serialized_end=338
+  _globals['_DRSTATUSREQUEST']._serialized_start=340
+  _globals['_DRSTATUSREQUEST']._serialized_end=357
+  _globals['_DRSTATUS']._serialized_start=360
+  _globals['_DRSTATUS']._serialized_end=657
+  _globals['_DRSERVICE']._serialized_start=660
+  _globals['_DRSERVICE']._serialized_end=815
 # @@protoc_insertion_point(module_scope)

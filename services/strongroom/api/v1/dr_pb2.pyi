@@ -6,12 +6,44 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ActivateRequest(_message.Message):
+    __slots__ = ("cluster", "force")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    force: bool
+    def __init__(self, cluster: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class ActivateResponse(_message.Message):
+    __slots__ = ("cluster", "generation", "primary_commit_index", "heard_seconds_ago", "standby_last_index", "entries_lost_at_least", "exact", "leader", "seconds_to_serve", "summary")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEARD_SECONDS_AGO_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_LOST_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    EXACT_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_TO_SERVE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    generation: int
+    primary_commit_index: int
+    heard_seconds_ago: float
+    standby_last_index: int
+    entries_lost_at_least: int
+    exact: bool
+    leader: str
+    seconds_to_serve: float
+    summary: str
+    def __init__(self, cluster: _Optional[str] = ..., generation: _Optional[int] = ..., primary_commit_index: _Optional[int] = ..., heard_seconds_ago: _Optional[float] = ..., standby_last_index: _Optional[int] = ..., entries_lost_at_least: _Optional[int] = ..., exact: _Optional[bool] = ..., leader: _Optional[str] = ..., seconds_to_serve: _Optional[float] = ..., summary: _Optional[str] = ...) -> None: ...
+
 class DrStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class DrStatus(_message.Message):
-    __slots__ = ("cluster", "primary", "standby", "primary_commit_index", "standby_last_index", "entries_behind", "seconds_behind", "primary_member", "reconnects", "restarts", "state")
+    __slots__ = ("cluster", "primary", "standby", "primary_commit_index", "standby_last_index", "entries_behind", "seconds_behind", "primary_member", "reconnects", "restarts", "state", "role", "generation", "peer_role")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
     STANDBY_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +55,9 @@ class DrStatus(_message.Message):
     RECONNECTS_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PEER_ROLE_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     primary: _containers.RepeatedScalarFieldContainer[str]
     standby: _containers.RepeatedScalarFieldContainer[str]
@@ -34,4 +69,7 @@ class DrStatus(_message.Message):
     reconnects: int
     restarts: int
     state: str
-    def __init__(self, cluster: _Optional[str] = ..., primary: _Optional[_Iterable[str]] = ..., standby: _Optional[_Iterable[str]] = ..., primary_commit_index: _Optional[int] = ..., standby_last_index: _Optional[int] = ..., entries_behind: _Optional[int] = ..., seconds_behind: _Optional[float] = ..., primary_member: _Optional[str] = ..., reconnects: _Optional[int] = ..., restarts: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+    role: str
+    generation: int
+    peer_role: str
+    def __init__(self, cluster: _Optional[str] = ..., primary: _Optional[_Iterable[str]] = ..., standby: _Optional[_Iterable[str]] = ..., primary_commit_index: _Optional[int] = ..., standby_last_index: _Optional[int] = ..., entries_behind: _Optional[int] = ..., seconds_behind: _Optional[float] = ..., primary_member: _Optional[str] = ..., reconnects: _Optional[int] = ..., restarts: _Optional[int] = ..., state: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., peer_role: _Optional[str] = ...) -> None: ...

@@ -42,6 +42,11 @@ class DrServiceStub:
                 request_serializer=strongroom_dot_v1_dot_dr__pb2.DrStatusRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_dr__pb2.DrStatus.FromString,
                 _registered_method=True)
+        self.Activate = channel.unary_unary(
+                '/strongroom.v1.DrService/Activate',
+                request_serializer=strongroom_dot_v1_dot_dr__pb2.ActivateRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_dr__pb2.ActivateResponse.FromString,
+                _registered_method=True)
 
 
 class DrServiceServicer:
@@ -57,6 +62,21 @@ class DrServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Activate(self, request, context):
+        """Make this site the cluster's primary (the primary site is lost): stop shipping, start a new
+        DR generation at this site (in this site's etcd only: the primary's may be gone with it),
+        wait for the set's leader to serve at it, and report the tail loss. Refused while the primary
+        answers and has a leader (PRIMARY_HEALTHY) unless `force`; with `force` and a primary that
+        answers, it is a planned switchover: the primary is fenced first and everything it committed
+        is shipped before the standby takes over (the tail loss is then exactly nothing). Errors:
+        NOT_FOUND (another cluster), DR_ROLE (this site is not a standby: already activated, or a
+        primary), PRIMARY_HEALTHY, UNAVAILABLE (the standby set has no leader, this site's etcd does
+        not answer); nothing changes on any error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DrServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -64,6 +84,11 @@ def add_DrServiceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=strongroom_dot_v1_dot_dr__pb2.DrStatusRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_dr__pb2.DrStatus.SerializeToString,
+            ),
+            'Activate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Activate,
+                    request_deserializer=strongroom_dot_v1_dot_dr__pb2.ActivateRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_dr__pb2.ActivateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -96,6 +121,33 @@ class DrService:
             '/strongroom.v1.DrService/Status',
             strongroom_dot_v1_dot_dr__pb2.DrStatusRequest.SerializeToString,
             strongroom_dot_v1_dot_dr__pb2.DrStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Activate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.DrService/Activate',
+            strongroom_dot_v1_dot_dr__pb2.ActivateRequest.SerializeToString,
+            strongroom_dot_v1_dot_dr__pb2.ActivateResponse.FromString,
             options,
             channel_credentials,
             insecure,

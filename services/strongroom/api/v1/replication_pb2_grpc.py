@@ -73,6 +73,11 @@ class ReplicationServiceStub:
                 request_serializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesResponse.FromString,
                 _registered_method=True)
+        self.CompareGeneration = channel.unary_unary(
+                '/strongroom.v1.ReplicationService/CompareGeneration',
+                request_serializer=strongroom_dot_v1_dot_replication__pb2.GenerationInfo.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_replication__pb2.GenerationInfo.FromString,
+                _registered_method=True)
 
 
 class ReplicationServiceServicer:
@@ -146,6 +151,20 @@ class ReplicationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompareGeneration(self, request, context):
+        """Disaster recovery: the two sites of a cluster tell each other their DR role and generation
+        (docs/dr.md). A member whose site is the primary and hears of a primary of a newer generation
+        records its site as fenced (in its site's etcd; every member of the site follows it): the
+        site accepts no write (FENCED to clients) until an operator demotes it. Asked by a primary's
+        new leader of the standby site before it serves, and by an activated site's DR service of the
+        old primary until it is fenced. The answer is the answering member's site, after the call
+        took effect. Errors: INVALID_ARGUMENT (another cluster, an unknown role), UNAVAILABLE (the
+        site's etcd does not answer).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -183,6 +202,11 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
                     servicer.ShipEntries,
                     request_deserializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_replication__pb2.ShipEntriesResponse.SerializeToString,
+            ),
+            'CompareGeneration': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompareGeneration,
+                    request_deserializer=strongroom_dot_v1_dot_replication__pb2.GenerationInfo.FromString,
+                    response_serializer=strongroom_dot_v1_dot_replication__pb2.GenerationInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -378,6 +402,33 @@ class ReplicationService:
             '/strongroom.v1.ReplicationService/ShipEntries',
             strongroom_dot_v1_dot_replication__pb2.ShipEntriesRequest.SerializeToString,
             strongroom_dot_v1_dot_replication__pb2.ShipEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompareGeneration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.ReplicationService/CompareGeneration',
+            strongroom_dot_v1_dot_replication__pb2.GenerationInfo.SerializeToString,
+            strongroom_dot_v1_dot_replication__pb2.GenerationInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,241 @@
+"""Disaster recovery, activation and fencing (docs/dr.md), on two real sites (each its own etcd
+and three members) and the real `strongroom-dr`:
+
+- refused while the primary is healthy; after the primary site is lost (SIGKILL of every primary
+  process and of its etcd) the standby becomes the primary of generation 1, holds every message
+  of the entries it was shipped exactly once and nothing else, and the tail it reports lost is
+  what the old primary's log holds after it: every confirmed message missing is in that tail;
+- the old primary site restarted on its disks is fenced before its first write;
+- a planned switchover (`strongroom dr activate --force` with the primary up) loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from dr_sites import Sites, committed_log
+from harness import wait_for
+
+from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.client import Client
+from strongroom.client.retry import RetryPolicy
+from strongroom.dr.record import generation_of
+from strongroom.errors import Fenced, PrimaryHealthy, StrongroomError, UnknownCluster
+from strongroom.etcd import EtcdClient
+from strongroom.grpcerrors import from_rpc_error
+from strongroom.keys import dr_key
+
+pytestmark = pytest.mark.slow
+
+QUEUE = "dr.queue"
+
+
+async def activate(address: str, force: bool = False, cluster: str = "default") -> dr_pb2.ActivateResponse:
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        try:
+            answer: dr_pb2.ActivateResponse = await dr_pb2_grpc.DrServiceStub(channel).Activate(
+                dr_pb2.ActivateRequest(cluster=cluster, force=force), timeout=120)
+        except grpc.aio.AioRpcError as exc:
+            err = from_rpc_error(exc)
+            raise err if err is not None else exc from None
+    return answer
+
+
+async def dr_status(address: str) -> dr_pb2.DrStatus:
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        status: dr_pb2.DrStatus = await dr_pb2_grpc.DrServiceStub(channel).Status(dr_pb2.DrStatusRequest(), timeout=5)
+    return status
+
+
+def bodies(entries: dict[int, bytes]) -> dict[int, list[bytes]]:
+    """The bodies each entry published, by index."""
+    out: dict[int, list[bytes]] = {}
+    for index, raw in entries.items():
+        entry = rpb.LogEntry.FromString(raw)
+        for op in entry.ops:
+            if op.HasField("publish"):
+                out.setdefault(index, []).append(op.publish.message.body)
+            elif op.HasField("publish_batch"):
+                out.setdefault(index, []).extend(m.body for m in op.publish_batch.messages)
+    return out
+
+
+async def drain(client: Client, destination: str) -> list[bytes]:
+    """Every message the queue holds, acked, in the order received."""
+    sub = await client.subscribe(destination)
+    got: list[bytes] = []
+    try:
+        while True:
+            msg = await sub.next(timeout=5)
+            got.append(msg.body)
+            await sub.ack(msg)
+    except TimeoutError:
+        pass
+    await sub.close()
+    return got
+
+
+async def shipping(sites: Sites) -> None:
+    """Once the DR service reads the primary and the standby is caught up."""
+    async def there() -> bool:
+        try:
+            st = await dr_status(sites.dr_address)
+        except grpc.aio.AioRpcError:  # not listening yet
+            return False
+        return bool(st.primary_member) and st.primary_commit_index > 0 and st.entries_behind == 0
+    await wait_for(there, timeout=60)
+
+
+async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_fenced(tmp_path: Path) -> None:
+    sites = Sites(tmp_path, standby_addresses=True)
+    try:
+        sites.start()
+        await sites.primary.leader()
+        await sites.standby.leader()
+        async with Client(sites.primary.addresses(), timeout=30) as client:
+            await client.publish(QUEUE, b"first")
+        await shipping(sites)
+
+        # Refused while the primary answers and has a leader, and for another cluster: nothing changes.
+        with pytest.raises(PrimaryHealthy):
+            await activate(sites.dr_address)
+        with pytest.raises(UnknownCluster):
+            await activate(sites.dr_address, cluster="other")
+        etcd_b = EtcdClient(sites.etcd_b.endpoint)
+        try:
+            assert await etcd_b.get(dr_key("default")) is None
+        finally:
+            await etcd_b.close()
+        st = await sites.standby.status("s1")
+        assert st is not None and st.dr_role == "standby" and st.generation == 0
+
+        # Confirmed publishing; the whole primary site is lost half-way.
+        confirmed: list[bytes] = [b"first"]
+        client = Client(sites.primary.addresses(), retry=RetryPolicy(timeout=3))
+        publisher = client.publisher(QUEUE, window=32)
+        for i in range(3000):
+            body = f"m{i}".encode()
+            fut = await publisher.send(body)
+            fut.add_done_callback(lambda f, b=body: confirmed.append(b) if not f.exception() else None)
+            if i == 1500:
+                sites.lose_primary_site()
+                break
+        try:
+            await publisher.flush()
+        except StrongroomError:
+            pass
+        await publisher.close()
+        await client.close()
+        assert len(confirmed) > 100
+
+        answer = await activate(sites.dr_address)
+        assert answer.generation == 1 and not answer.exact and answer.leader in sites.standby.names, answer
+        last = answer.standby_last_index
+        assert 0 < last <= answer.primary_commit_index
+        assert answer.entries_lost_at_least == answer.primary_commit_index - last
+        assert "at least" in answer.summary
+        with pytest.raises(StrongroomError):  # once is enough: it is the primary now
+            await activate(sites.dr_address, force=True)
+
+        async with Client(sites.standby.addresses(), timeout=30) as new:
+            received = await drain(new, QUEUE)
+            await new.publish(QUEUE, b"at the new primary")
+        assert len(received) == len(set(received)), "a message came twice"
+        leader = await sites.standby.leader()
+        st = await sites.standby.status(leader)
+        assert st is not None and st.dr_role == "primary" and st.generation == 1 and generation_of(st.epoch) == 1
+
+        # The old primary site comes back on its disks: fenced before its first write.
+        sites.restore_primary_site()
+
+        async def fenced() -> bool:
+            states = [await sites.primary.status(n) for n in sites.primary.names]
+            return all(s is not None and s.dr_role == "fenced" and s.newer_generation == 1 for s in states)
+        await wait_for(fenced, timeout=60)
+        async with Client(sites.primary.addresses(), timeout=20) as old:
+            with pytest.raises(Fenced) as refused:
+                await old.publish(QUEUE, b"must not be stored")
+        assert set(refused.value.metadata["primary"].split(",")) == set(sites.standby.addresses())
+        old_leader = await sites.primary.leader()
+        old_status = await sites.primary.status(old_leader)
+        assert old_status is not None
+        theirs = await committed_log(sites.primary.address(old_leader), old_status.commit_index)
+        assert all(rpb.LogEntry.FromString(raw).epoch < old_status.epoch for raw in theirs.values()), \
+            "the restarted old primary wrote an entry"
+
+        # The tail: what the new primary received is exactly what the old log published up to the
+        # shipped index; every confirmed message missing was published after it.
+        published = bodies(theirs)
+        head = [b for i, bs in published.items() if i <= last for b in bs]
+        tail = {b for i, bs in published.items() if i > last for b in bs}
+        assert sorted(received) == sorted(head)
+        lost = set(confirmed) - set(received)
+        assert lost <= tail, f"confirmed messages lost outside the reported tail: {sorted(lost - tail)[:5]}"
+        assert old_status.commit_index - last >= answer.entries_lost_at_least
+
+        async def told() -> bool:
+            st = await dr_status(sites.dr_address)
+            return st.role == "primary" and st.generation == 1 and st.peer_role == "fenced"
+        await wait_for(told, timeout=30)
+    finally:
+        sites.stop()
+
+
+async def test_a_forced_activation_with_the_primary_up_is_a_switchover_that_loses_nothing(tmp_path: Path) -> None:
+    sites = Sites(tmp_path)
+    try:
+        sites.start()
+        await sites.primary.leader()
+        await sites.standby.leader()
+        confirmed: list[bytes] = []
+        stop = asyncio.Event()
+
+        async def produce() -> None:
+            async with Client(sites.primary.addresses(), retry=RetryPolicy(timeout=5)) as client:
+                i = 0
+                while not stop.is_set():
+                    try:
+                        await client.publish(QUEUE, f"s{i}".encode())
+                    except Fenced:
+                        return
+                    except StrongroomError:
+                        continue
+                    confirmed.append(f"s{i}".encode())
+                    i += 1
+
+        producing = asyncio.create_task(produce())
+        try:
+            await shipping(sites)
+            await asyncio.sleep(1.0)
+            cli = subprocess.run(
+                [sys.executable, "-m", "strongroom.cli.main", "dr", "activate", "--cluster", "default", "--dr",
+                 sites.dr_address, "--force", "--json"], capture_output=True, text=True, timeout=180)
+            assert cli.returncode == 0, cli.stdout + cli.stderr + sites.logs()
+            report = json.loads(cli.stdout)
+        finally:
+            stop.set()
+            await producing
+        assert report["exact"] is True and int(report.get("entries_lost_at_least", 0)) == 0, report
+        assert int(report["generation"]) == 1
+        assert len(confirmed) > 20
+        async with Client(sites.standby.addresses(), timeout=30) as new:
+            received = await drain(new, QUEUE)
+        assert len(received) == len(set(received)), "a message came twice"
+        assert set(confirmed) <= set(received), f"confirmed and lost: {sorted(set(confirmed) - set(received))[:5]}"
+        states = [await sites.primary.status(n) for n in sites.primary.names]
+        assert all(s is not None and s.dr_role == "fenced" for s in states), states
+
+        # A cluster without a DR service here: a precise refusal, exit status 2.
+        cli = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "dr", "activate", "--cluster", "nosuch",
+                              "--data-dir", str(tmp_path / "none")], capture_output=True, text=True, timeout=60)
+        assert cli.returncode == 2 and "no standby set" in cli.stderr, cli.stdout + cli.stderr
+    finally:
+        sites.stop()
