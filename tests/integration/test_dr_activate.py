@@ -6,12 +6,16 @@ and three members) and the real `strongroom-dr`:
   of the entries it was shipped exactly once and nothing else, and the tail it reports lost is
   what the old primary's log holds after it: every confirmed message missing is in that tail;
 - the old primary site restarted on its disks is fenced before its first write;
+- demoted, the old site's members cut their logs back to the shared index (the manifest lists
+  exactly the tail they cut) and its DR service ships only what the new primary added: both
+  sites' grids and logs are equal again;
 - a planned switchover (`strongroom dr activate --force` with the primary up) loses nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -19,7 +23,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from dr_sites import Sites, committed_log
+from dr_sites import Sites, committed_log, grid
 from harness import wait_for
 
 from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
@@ -32,6 +36,7 @@ from strongroom.errors import Fenced, PrimaryHealthy, StrongroomError, UnknownCl
 from strongroom.etcd import EtcdClient
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.keys import dr_key
+from strongroom.local.process import dr_argv, spawn, stop_processes
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +122,8 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
         st = await sites.standby.status("s1")
         assert st is not None and st.dr_role == "standby" and st.generation == 0
 
-        # Confirmed publishing; the whole primary site is lost half-way.
+        # Confirmed publishing; the DR service dies a third of the way (so the standby lacks a
+        # tail), the whole primary site is lost half-way, the DR service starts again.
         confirmed: list[bytes] = [b"first"]
         client = Client(sites.primary.addresses(), retry=RetryPolicy(timeout=3))
         publisher = client.publisher(QUEUE, window=32)
@@ -125,6 +131,8 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
             body = f"m{i}".encode()
             fut = await publisher.send(body)
             fut.add_done_callback(lambda f, b=body: confirmed.append(b) if not f.exception() else None)
+            if i == 1000:
+                stop_processes([sites.dr], grace=0)
             if i == 1500:
                 sites.lose_primary_site()
                 break
@@ -134,14 +142,21 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
             pass
         await publisher.close()
         await client.close()
-        assert len(confirmed) > 100
+        assert len(confirmed) > 1000
+        sites.start_dr()
 
+        async def dr_up() -> bool:
+            try:
+                return bool((await dr_status(sites.dr_address)).standby_last_index)
+            except grpc.aio.AioRpcError:
+                return False
+        await wait_for(dr_up, timeout=30)
         answer = await activate(sites.dr_address)
         assert answer.generation == 1 and not answer.exact and answer.leader in sites.standby.names, answer
         last = answer.standby_last_index
-        assert 0 < last <= answer.primary_commit_index
-        assert answer.entries_lost_at_least == answer.primary_commit_index - last
-        assert "at least" in answer.summary
+        # This DR service never heard the primary: its report says so, and claims no loss it saw.
+        assert last > 0 and answer.primary_commit_index == 0 and answer.heard_seconds_ago == -1
+        assert answer.entries_lost_at_least == 0 and "last heard never" in answer.summary
         with pytest.raises(StrongroomError):  # once is enough: it is the primary now
             await activate(sites.dr_address, force=True)
 
@@ -178,6 +193,7 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
         tail = {b for i, bs in published.items() if i > last for b in bs}
         assert sorted(received) == sorted(head)
         lost = set(confirmed) - set(received)
+        assert lost, "the standby lacked nothing: the DR service was down for a third of the run"
         assert lost <= tail, f"confirmed messages lost outside the reported tail: {sorted(lost - tail)[:5]}"
         assert old_status.commit_index - last >= answer.entries_lost_at_least
 
@@ -185,6 +201,60 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
             st = await dr_status(sites.dr_address)
             return st.role == "primary" and st.generation == 1 and st.peer_role == "fenced"
         await wait_for(told, timeout=30)
+
+        # Demote the old site: the manifest holds exactly the tail, the members cut their logs
+        # back to the shared index, and a DR service there ships only what the new primary added.
+        manifest_file = tmp_path / "tail.jsonl"
+        cli = await asyncio.to_thread(subprocess.run, [
+            sys.executable, "-m", "strongroom.cli.main", "dr", "demote", "--cluster", "default", "-s",
+            ",".join(sites.primary.addresses()), "--manifest", str(manifest_file), "--json"],
+            capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        demoted = json.loads(cli.stdout)
+        assert int(demoted["since_index"]) == last and int(demoted["generation"]) == 1, demoted
+        rows = [json.loads(line) for line in manifest_file.read_text().splitlines()]
+        header, ops = rows[0], rows[1:]
+        assert header["from_index"] == last + 1 and header["to_index"] == old_status.commit_index
+        listed = {base64.b64decode(r["message"].get("body", "")) for r in ops if r["op"] == "publish"}
+        assert listed == tail and lost <= listed
+        assert header["stores"]["default"]["messages"] == sum(len(bs) for i, bs in published.items() if i > last)
+        assert header["stores"]["default"]["producers"], "the lost messages' ids"
+
+        async def cut_back() -> bool:
+            states = [await sites.primary.status(n) for n in sites.primary.names]
+            return all(s is not None and s.dr_role == "standby" and s.generation == 1 and s.last_index == last
+                       and s.applied_index == last for s in states)
+        await wait_for(cut_back, timeout=60)
+        back = spawn(dr_argv(sites.etcd_a.endpoint, "default", ["--heartbeat", "0.2", "--listen", "127.0.0.1:0"]),
+                     tmp_path / "dr-a.log")
+        try:
+            async with Client(sites.standby.addresses(), timeout=30) as new:
+                for i in range(50):
+                    await new.publish(QUEUE, f"after fail back {i}".encode())
+            target = (await sites.standby.status(await sites.standby.leader())).commit_index  # type: ignore[union-attr]
+
+            async def caught_up() -> bool:
+                states = [await sites.primary.status(n) for n in sites.primary.names]
+                return all(s is not None and s.applied_index >= target for s in states)
+            try:
+                await wait_for(caught_up, timeout=60)
+            except TimeoutError:
+                raise AssertionError("the demoted site did not catch up\n" + (tmp_path / "dr-a.log").read_text()[-3000:]
+                                     + sites.logs()) from None
+            new_leader = await sites.standby.leader()
+            new_status = await sites.standby.status(new_leader)
+            for name in sites.primary.names:
+                st = await sites.primary.status(name)
+                assert st is not None and grid(st) == grid(new_status), f"{name} differs from the new primary"
+            ours = await committed_log(sites.primary.address(sites.primary.names[0]), target)
+            theirs_now = await committed_log(sites.standby.address(new_leader), target)
+            assert ours == theirs_now, "the demoted site's log is not the new primary's"
+            ready = [line for line in (tmp_path / "dr-a.log").read_text().splitlines() if line.startswith("READY dr")]
+            shipped = await dr_status(ready[0].split()[-1])
+            assert shipped.role == "standby" and shipped.generation == 1
+            assert shipped.snapshots_shipped == 0 and 0 < shipped.bytes_shipped, shipped  # no full copy
+        finally:
+            stop_processes([back])
     finally:
         sites.stop()
 

@@ -2,6 +2,8 @@
 
     strongroom dr status [--dr HOST:PORT,...] [--json]
     strongroom dr activate --cluster C [--dr HOST:PORT] [--force] [--json]
+    strongroom dr manifest --cluster C [-s HOST:PORT,...] [--from N] [--out FILE] [--json]
+    strongroom dr demote --cluster C [-s HOST:PORT,...] [--manifest FILE | --no-manifest] [--json]
 
 `dr status`: how far each cluster's standby set is behind its primary.
 
@@ -16,6 +18,16 @@ file lists (`strongroom up` with a realm whose clusters have standby sets). Desi
 heard, the last index the new primary holds, and the entries between (a lower bound unless the
 activation was a planned switchover). Refused while the primary answers and has a leader, unless
 `--force` (then the primary is fenced and drained first: nothing is lost).
+
+`dr manifest` (at the old primary's site, once its disk is back and it is fenced): the lost
+tail read from its log, from the last index both sites share + 1 to its commit index: every
+message published there (with its id, for re-publishing) and every acknowledgment, as JSON lines
+in `--out`, with the sums per store printed (`dr/manifest.py`).
+
+`dr demote` (at the fenced old primary's site): write the manifest (unless `--no-manifest`), then
+make the site the standby of the newer primary (`AdminService.Demote`): its members cut their
+logs back to the last shared index and the DR service at that site ships the rest. Members are
+`-s` (or $STRONGROOM_ENDPOINTS, or the local state file's).
 
 Exit status: 0 every DR service answered (activated); 1 one did not (refused); 2 bad usage.
 """
@@ -118,8 +130,95 @@ async def _activate(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+async def _site_member(args: argparse.Namespace) -> tuple[str, Any]:
+    """The member of the cluster at this site to read and ask: its leader, else the one with the
+    longest log."""
+    from strongroom.cli.common import resolve_endpoints
+    from strongroom.dr.transport import member_status
+
+    addresses = resolve_endpoints(args)
+    answered = [(a, s) for a in addresses if (s := await member_status(a)) is not None and s.cluster == args.cluster]
+    if not answered:
+        raise CliError(f"no member of cluster {args.cluster!r} answers at {', '.join(addresses)}")
+    return max(answered, key=lambda a_s: (a_s[1].role == "leader", a_s[1].last_index))
+
+
+async def _write_manifest(args: argparse.Namespace, address: str, status: Any, out: str | None) -> Any:
+    from strongroom.dr.manifest import manifest_of
+    from strongroom.dr.transport import read_committed
+    from strongroom.errors import StrongroomError
+
+    start = args.from_index if getattr(args, "from_index", None) else status.dr_since_index + 1
+    if start <= 1 and not getattr(args, "from_index", None):
+        raise CliError.usage(f"{status.member} does not know where the two sites' histories part (it is "
+                             f"{status.dr_role} of generation {status.generation}); give --from INDEX")
+    try:
+        entries = await read_committed(address, start, status.commit_index)
+    except StrongroomError as err:
+        raise CliError(f"cannot read the tail from {status.member}: {err.message}") from None
+    manifest = manifest_of(args.cluster, start, entries)
+    path = out or f"lost-tail-{args.cluster}-{start}-{manifest.to_index}.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        manifest.write(f)
+    return manifest, path
+
+
+def _print_manifest(manifest: Any, path: str) -> None:
+    print(f"lost tail of {manifest.cluster}: entries {manifest.from_index}-{manifest.to_index} "
+          f"({manifest.entries}), {manifest.messages} messages and {manifest.acks} acks; written to {path}")
+    for name, tail in sorted(manifest.stores.items()):
+        ranges = "; ".join(f"{p}: " + ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in rs)
+                           for p, rs in tail.ranges().items())
+        print(f"  store {name}: {tail.messages} messages, {tail.acks} acks" + (f" ({ranges})" if ranges else ""))
+
+
+async def _manifest(args: argparse.Namespace) -> int:
+    address, status = await _site_member(args)
+    manifest, path = await _write_manifest(args, address, status, args.out)
+    if args.json:
+        print_json({"file": path, **manifest.header()}, indent=2)
+    else:
+        _print_manifest(manifest, path)
+    return ExitCode.OK
+
+
+async def _demote(args: argparse.Namespace) -> int:
+    import grpc
+
+    from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
+    from strongroom.grpcerrors import from_rpc_error
+
+    address, status = await _site_member(args)
+    written: dict[str, Any] = {}
+    if not args.no_manifest and status.dr_role == "fenced" and status.dr_since_index:
+        manifest, path = await _write_manifest(args, address, status, args.manifest)
+        written = {"manifest": path, **manifest.header()}
+        if not args.json:
+            _print_manifest(manifest, path)
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            answer = await admin_pb2_grpc.AdminServiceStub(channel).Demote(
+                admin_pb2.DemoteRequest(cluster=args.cluster), timeout=30)
+        except grpc.aio.AioRpcError as exc:
+            err = from_rpc_error(exc)
+            reason, message = (err.reason, err.message) if err else (exc.code().name, exc.details() or "")
+            if args.json:
+                print_json({"address": address, "error": reason, "message": message}, indent=2)
+            else:
+                print(f"demotion of {args.cluster} refused ({reason}): {message}")
+            return ExitCode.FAILED
+    if args.json:
+        print_json({"address": address, **proto_dict(answer), **written}, indent=2)
+    else:
+        print(f"cluster {args.cluster} at this site: the standby of the primary of generation {answer.generation} "
+              f"({', '.join(answer.primary)}); its members cut their logs back to index {answer.since_index} "
+              f"({status.member} held {answer.last_index}); run the DR service here to ship the rest "
+              f"(strongroom-dr --etcd THIS_SITE_ETCD --cluster {args.cluster})")
+    return ExitCode.OK
+
+
 def add_parsers(sub: Any) -> None:
-    """Add `dr status` and `dr activate`."""
+    """Add `dr status`, `dr activate`, `dr manifest` and `dr demote`."""
     common = where_options(servers=False)
     group = add_command_group(sub, "dr", common, "disaster recovery: standby sets and their DR services",
                               "The DR services that ship each cluster's committed log to its standby set.")
@@ -138,3 +237,19 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the activation (default 120)")
     p.add_argument("--json", action="store_true", help="the activation's report as JSON")
     p.set_defaults(func=lambda args: asyncio.run(_activate(args)))
+    members = where_options(servers=True)
+    p = group.add_parser("manifest", parents=[members],
+                         help="the old primary's lost tail, from its log (at the fenced site)")
+    p.add_argument("--cluster", required=True, help="the cluster")
+    p.add_argument("--from", dest="from_index", type=int, default=0, metavar="INDEX",
+                   help="the first index of the tail (default: the last index both sites share + 1)")
+    p.add_argument("--out", help="the JSON-lines file (default: ./lost-tail-CLUSTER-FROM-TO.jsonl)")
+    p.add_argument("--json", action="store_true", help="the manifest's sums as JSON")
+    p.set_defaults(func=lambda args: asyncio.run(_manifest(args)))
+    p = group.add_parser("demote", parents=[members],
+                         help="make a fenced old primary site the standby of the newer primary")
+    p.add_argument("--cluster", required=True, help="the cluster")
+    p.add_argument("--manifest", help="where the lost tail is written first (default: ./lost-tail-CLUSTER-FROM-TO.jsonl)")
+    p.add_argument("--no-manifest", action="store_true", help="do not write the lost tail first")
+    p.add_argument("--json", action="store_true", help="the demotion's outcome as JSON")
+    p.set_defaults(func=lambda args: asyncio.run(_demote(args)))

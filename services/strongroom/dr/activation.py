@@ -106,9 +106,11 @@ class Activation:
 
     def info(self, record: DrRecord, role: DrRole | None = None, generation: int | None = None) -> rpb.GenerationInfo:
         """This site as the other is told it."""
-        return rpb.GenerationInfo(cluster=self.cluster, role=(role or record.role).value,
+        role = role or record.role
+        return rpb.GenerationInfo(cluster=self.cluster, role=role.value,
                                   generation=record.generation if generation is None else generation,
-                                  addresses=self.site_members, member="dr")
+                                  addresses=self.site_members, member="dr",
+                                  since_index=record.since_index if role is DrRole.PRIMARY else 0)
 
     async def activate(self, force: bool) -> TailLoss:
         async with self._lock:

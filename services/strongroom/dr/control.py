@@ -102,6 +102,6 @@ class DrControl:
         if self._shipping is not None:
             task, self._shipping = self._shipping, None
             task.cancel()
-        if record.role is DrRole.PRIMARY and record.peer and self._fencing is None:
+        if record.role is DrRole.PRIMARY and record.generation and record.peer and self._fencing is None:
             self.fencer = Fencer(record.peer, self.activation.info(record))
             self._fencing = asyncio.create_task(self.fencer.run(), name="fence")

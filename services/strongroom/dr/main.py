@@ -27,12 +27,32 @@ from strongroom.dr.record import default_record, read_record
 from strongroom.dr.server import DrServer
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.membership import member_addresses
-from strongroom.realm.model import Realm
+from strongroom.keys import members_prefix
+from strongroom.realm.model import Cluster, Member, Realm
 from strongroom.realm.store import wait_for_realm
 
-__all__ = ["main", "serve", "why_no_standby"]
+__all__ = ["main", "serve", "site_set", "why_no_standby"]
 
 log = logging.getLogger("strongroom.dr")
+
+
+async def site_set(etcd: EtcdClient, cluster: Cluster) -> list[Member]:
+    """The set of `cluster`'s members that runs at this site: the standby set, unless the members
+    registered in the site's etcd are the primary set's (the DR service of a demoted primary
+    site, which ships from the site that was activated). Waits for a registration."""
+    assert cluster.standby is not None
+    primary = {m.name for m in cluster.members}
+    while True:
+        try:
+            names = {kv.key.rsplit("/", 1)[-1] for kv in await etcd.get_prefix(members_prefix(cluster.name))}
+        except Exception as exc:  # noqa: BLE001 - etcd away: look again
+            log.warning("cannot read the members of %s: %s", cluster.name, exc)
+            names = set()
+        if names & primary:
+            return cluster.members
+        if names:
+            return cluster.standby.members
+        await asyncio.sleep(0.5)
 
 
 def why_no_standby(realm: Realm, cluster: str) -> str | None:
@@ -56,9 +76,12 @@ async def serve(args: argparse.Namespace) -> int:
             return 2
         cluster = realm.cluster(args.cluster)
         assert cluster is not None and cluster.standby is not None
-        default = default_record(True, cluster.standby.primary, [])
+        site = await site_set(etcd, cluster)
+        standby_site = site is cluster.standby.members
+        default = default_record(standby_site, cluster.standby.primary,
+                                 [m.address for m in cluster.standby.members if m.address])
         record = await read_record(etcd, args.cluster, default)
-        members = await member_addresses(etcd, args.cluster, cluster.standby.members)
+        members = await member_addresses(etcd, args.cluster, site)
         control = DrControl(etcd, args.cluster, default, record, members, heartbeat=args.heartbeat)
         server = DrServer(args.listen, args.cluster, control, members)
         try:

@@ -82,8 +82,9 @@ class DrRecord:
     newer_generation: int = 0
     """Fenced: the generation of the primary that superseded this site."""
     since_index: int = 0
-    """A primary by activation: the last index it held of the previous generation (its first
-    entry of its own generation follows it); the two sites' logs agree up to here."""
+    """The last index both sites' logs share. A primary by activation: the last index it held of
+    the previous generation (its first entry of its own generation follows it). A fenced site:
+    the newer primary's, as it said (0 until it did); a demoted one cuts its log back to it."""
     changed_at: float = 0.0
     """Unix time the record was written (0: the realm's default, never written)."""
     reason: str = ""

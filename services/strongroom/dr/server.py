@@ -36,7 +36,8 @@ class _DrServicer(dr_pb2_grpc.DrServiceServicer):
             primary_commit_index=st.primary_commit_index, standby_last_index=st.standby_last_index,
             entries_behind=st.entries_behind, seconds_behind=st.seconds_behind, primary_member=st.primary_member,
             reconnects=st.reconnects, restarts=st.restarts, state=control.state, role=record.role.value,
-            generation=record.generation, peer_role=control.fencer.peer_role if control.fencer else "")
+            generation=record.generation, peer_role=control.fencer.peer_role if control.fencer else "",
+            bytes_shipped=st.bytes_shipped, snapshots_shipped=st.snapshots_shipped)
 
     async def Activate(self, request: dr_pb2.ActivateRequest,
                        context: grpc.aio.ServicerContext) -> dr_pb2.ActivateResponse:  # type: ignore[type-arg]

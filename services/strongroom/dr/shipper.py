@@ -52,6 +52,9 @@ class ShipStatus:
     """How often the primary's stream was opened again after a failure."""
     restarts: int
     """How often shipping started over from the standby's last index."""
+    bytes_shipped: int = 0
+    """Bytes of entries and snapshots handed to the standby leader (and taken)."""
+    snapshots_shipped: int = 0
 
 
 class Shipper:
@@ -65,12 +68,14 @@ class Shipper:
         """The primary's commit index as its stream says, the standby's last index as it answers."""
         self._reader: CommittedReader | None = None
         self.restarts = 0
+        self.bytes_shipped = 0
+        self.snapshots_shipped = 0
 
     def status(self) -> ShipStatus:
         lag, reader = self.lag, self._reader
         return ShipStatus(lag.source_commit, lag.held, lag.entries, lag.seconds,
                           reader.member if reader is not None else "", reader.reconnects if reader else 0,
-                          self.restarts)
+                          self.restarts, self.bytes_shipped, self.snapshots_shipped)
 
     def primary_fresh(self) -> bool:
         """The primary's stream is alive and its members hear from a leader (`CommittedReader.fresh`)."""
@@ -127,6 +132,9 @@ class Shipper:
                 continue
             answer = await self._ship(_request(batch, lag.source_commit))
             self._note(answer)
+            if answer.accepted:
+                self.bytes_shipped += sum(len(raw) for raw in batch.entries) + len(batch.snapshot)
+                self.snapshots_shipped += 1 if batch.snapshot_index else 0
             if not answer.accepted:
                 log.info("the standby's log ends at %d, before %d: shipping again from there",
                          answer.last_index, batch.first_index)

@@ -16,8 +16,9 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client.connection import Connection
 from strongroom.client.retry import RetryPolicy, error_from_rpc
+from strongroom.errors import ConnectionFailed, DataCorruption
 
-__all__ = ["SHIP_TIMEOUT", "CommittedStream", "StandbyCalls", "member_status"]
+__all__ = ["SHIP_TIMEOUT", "CommittedStream", "StandbyCalls", "member_status", "read_committed"]
 
 SHIP_TIMEOUT = 30.0
 """Seconds one ShipEntries call may take (the standby leader's write, fsync included)."""
@@ -72,3 +73,27 @@ async def member_status(address: str, timeout: float = 2.0) -> apb.ClusterStatus
         except grpc.aio.AioRpcError:
             return None
     return status
+
+
+async def read_committed(address: str, from_index: int, upto: int, timeout: float = 10.0) -> list[tuple[int, bytes]]:
+    """The committed entries of the member at `address` from `from_index` through `upto`, as
+    (index, serialised LogEntry). DataCorruption when the member compacted past `from_index`
+    (its stream starts with a snapshot: the entries are gone from it); a failed call as its
+    `StrongroomError`."""
+    out: list[tuple[int, bytes]] = []
+    if upto < from_index:
+        return out
+    stream = CommittedStream(address, rpb.StreamCommittedRequest(from_index=from_index))
+    try:
+        while not out or out[-1][0] < upto:
+            msg = await stream.read(timeout)
+            if msg is None:
+                raise ConnectionFailed(f"{address} ended the committed-entry stream at index {from_index + len(out)}",
+                                       {"address": address})
+            if msg.snapshot_index:
+                raise DataCorruption(f"{address} compacted its log past index {from_index} (its state snapshot "
+                                     f"covers up to {msg.snapshot_index}): those entries are gone from it")
+            out.extend((i, raw) for i, raw in enumerate(msg.entries, msg.first_index) if i <= upto)
+    finally:
+        await stream.close()
+    return out

@@ -20,13 +20,14 @@ import logging
 from collections.abc import Callable, Sequence
 
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.dr.record import DrRecord, DrRole, read_record, superseded, write_record
-from strongroom.errors import InvalidArgument, PersistenceUnavailable
+from strongroom.dr.record import DrRecord, DrRole, generation_of, read_record, superseded, write_record
+from strongroom.errors import InvalidArgument, PersistenceUnavailable, UnknownCluster, WrongDrRole
 from strongroom.etcd import EtcdClient
 from strongroom.keys import dr_key
+from strongroom.persistence.replica import Replica
 from strongroom.persistence.transport import PeerUnreachable, compare_generation
 
-__all__ = ["DrSite"]
+__all__ = ["DrSite", "cut_back"]
 
 log = logging.getLogger("strongroom.dr")
 
@@ -35,7 +36,7 @@ class DrSite:
     """The DR role of the site a member runs at, for the member's cluster."""
 
     def __init__(self, etcd: EtcdClient, cluster: str, member: str, default: DrRecord,
-                 own_addresses: Callable[[], Sequence[str]]) -> None:
+                 own_addresses: Callable[[], Sequence[str]], indexes_on_disk: bool = False) -> None:
         self.etcd = etcd
         self.cluster = cluster
         self.member = member
@@ -43,6 +44,8 @@ class DrSite:
         self.record = default
         """The record in force, as this member last read it."""
         self._own_addresses = own_addresses
+        self.indexes_on_disk = indexes_on_disk
+        """The state lives on disk: a demoted member cannot rebuild it at an older index."""
 
     @property
     def role(self) -> DrRole:
@@ -63,16 +66,23 @@ class DrSite:
                             new.reason or "the realm's default")
                 on_change(old, new)
 
-    def info(self) -> rpb.GenerationInfo:
-        """This site as the other one is told it."""
-        r = self.record
+    def info(self, record: DrRecord | None = None) -> rpb.GenerationInfo:
+        """This site (as `record` says, else as this member last read it) as the other one is
+        told it."""
+        r = record or self.record
         return rpb.GenerationInfo(cluster=self.cluster, role=r.role.value, generation=r.generation,
                                   addresses=list(self._own_addresses()), member=self.member,
-                                  newer_generation=r.newer_generation)
+                                  newer_generation=r.newer_generation,
+                                  since_index=r.since_index if r.role is DrRole.PRIMARY else 0)
 
     async def learn(self, theirs: rpb.GenerationInfo) -> rpb.GenerationInfo:
         """The other site says what it is: fence this site if a newer primary superseded it.
         This site, after that."""
+        return self.info(await self._learn(theirs))
+
+    async def _learn(self, theirs: rpb.GenerationInfo) -> DrRecord:
+        """`learn`: the site's record after it (`record` follows etcd, so every member,
+        this one included, acts on a change the same way)."""
         if theirs.cluster != self.cluster:
             raise InvalidArgument(f"the call is about cluster {theirs.cluster!r}; this member is of {self.cluster!r}")
         try:
@@ -84,17 +94,53 @@ class DrSite:
                 current = await read_record(self.etcd, self.cluster, self.default)
             except Exception as exc:  # noqa: BLE001 - etcd away: the caller asks again
                 raise PersistenceUnavailable(f"cannot read the DR record of {self.cluster}: {exc}") from None
-            if not superseded(current, role, theirs.generation):
-                return self.info()
-            fenced = current.changed(role=DrRole.FENCED, newer_generation=theirs.generation,
+            if superseded(current, role, theirs.generation):
+                since = theirs.since_index
+            elif (current.role is DrRole.FENCED and role is DrRole.PRIMARY and current.newer_generation
+                  == theirs.generation and theirs.since_index and not current.since_index):
+                since = theirs.since_index  # fenced before the newer primary knew where it starts
+            else:
+                return current
+            fenced = current.changed(role=DrRole.FENCED, newer_generation=theirs.generation, since_index=since,
                                      peer=tuple(theirs.addresses) or current.peer,
                                      reason=f"{theirs.member or 'the other site'} is the primary of generation "
                                             f"{theirs.generation}; this site was the primary of generation "
                                             f"{current.generation}")
             if await write_record(self.etcd, self.cluster, fenced, current):
                 log.critical("cluster %s: fenced: %s", self.cluster, fenced.reason)
-                self.record = fenced
-                return self.info()
+                return fenced
+
+    async def demote(self, cluster: str) -> DrRecord:
+        """A fenced site becomes the standby of the primary that superseded it (an operator's
+        `strongroom dr demote`): its generation, the standby role, the newer primary as its
+        peer. Every member follows the record and cuts its log back to `since_index`
+        (`PersistenceNode`). WrongDrRole when the site is not fenced, or the newer primary has
+        not said yet where the histories part; UnknownCluster for another `cluster`."""
+        if cluster != self.cluster:
+            raise UnknownCluster(f"this member is of cluster {self.cluster!r}, not {cluster!r}")
+        try:
+            current = await read_record(self.etcd, self.cluster, self.default)
+        except Exception as exc:  # noqa: BLE001 - etcd away: the caller asks again
+            raise PersistenceUnavailable(f"cannot read the DR record of {self.cluster}: {exc}") from None
+        if current.role is not DrRole.FENCED:
+            raise WrongDrRole(f"cluster {self.cluster} at this site is {current.describe()}: only a site fenced by a "
+                              f"newer primary is demoted (demoting the only primary would leave the cluster "
+                              f"without one)")
+        if self.indexes_on_disk:
+            raise WrongDrRole(f"cluster {self.cluster} keeps its indexes on disk, whose state cannot be rolled back "
+                              f"to the last index both sites share: stop this site's members, wipe their data, "
+                              f"start them again (fenced, empty), then demote; they take the new primary's state")
+        if not current.since_index:
+            raise WrongDrRole(f"the primary of generation {current.newer_generation} has not said yet where the two "
+                              f"histories part (its DR service tells this site within seconds once it reaches "
+                              f"it); try again")
+        demoted = current.changed(role=DrRole.STANDBY, generation=current.newer_generation, newer_generation=0,
+                                  reason=f"demoted by an operator: the standby of the primary of generation "
+                                         f"{current.newer_generation}, from index {current.since_index + 1}")
+        if not await write_record(self.etcd, self.cluster, demoted, current):
+            raise WrongDrRole(f"the DR record of {self.cluster} at this site changed meanwhile; try again")
+        log.critical("cluster %s at this site: %s", self.cluster, demoted.reason)
+        return demoted
 
     async def superseded_by_peer(self) -> bool:
         """A primary's new leader, before its first write: ask the other site; True when it
@@ -104,10 +150,11 @@ class DrSite:
             return False
         mine = self.info()
         answers = await asyncio.gather(*(self._ask(a, mine) for a in self.record.peer))
+        fenced = False
         for answer in answers:
             if answer is not None:
-                await self.learn(answer)
-        return self.record.role is DrRole.FENCED
+                fenced = (await self._learn(answer)).role is DrRole.FENCED or fenced
+        return fenced
 
     async def _ask(self, address: str, mine: rpb.GenerationInfo) -> rpb.GenerationInfo | None:
         try:
@@ -115,3 +162,34 @@ class DrSite:
         except PeerUnreachable as exc:
             log.info("the other site of %s at %s did not say its DR role: %s", self.cluster, address, exc)
             return None
+
+
+def cut_back(replica: Replica, record: DrRecord) -> None:
+    """A demoted site's member: cut its log back to the last index both sites share and rebuild
+    its state there, when the entries after it are of an older generation (the old primary's
+    lost tail, or what it took before it learnt it was fenced; not what the new primary shipped
+    since). Logged; when the state cannot be rebuilt (`Replica.roll_back_to`), the member stops
+    applying and says why: its data must be wiped (the DR service then ships a full copy)."""
+    lg = replica.log
+    index = record.since_index
+    if record.role is not DrRole.STANDBY or not index or lg.last_index <= index:
+        return
+    # The entry after the shared one (in the snapshot, when the log was compacted past it).
+    first = lg.snapshot_epoch if index < lg.snapshot_index else lg.epoch_at(index + 1)
+    if first is None or generation_of(first) >= record.generation:
+        return
+    last = lg.last_index
+    if replica.roll_back_to(index):
+        log.warning("cluster %s: cut the log back from %d to %d (the entries after it are the old primary's "
+                    "tail: `strongroom dr manifest` lists them) and rebuilt the state at %d", replica.member, last,
+                    index, index)
+        return
+    # The log goes whole (no recovery may adopt the tail back into the standby), and with it
+    # what the state was built from: restarted, the member starts empty and takes the standby
+    # leader's state. Until then it applies nothing and never leads.
+    lg.install_snapshot(0, 0, b"")
+    replica.commit_index = 0
+    replica.stop_applying(f"the log had to be cut back to index {index} for the demotion (entries {index + 1}-{last} "
+                          f"are the old primary's tail) but the state cannot be rebuilt there (the log was "
+                          f"compacted past it): the log is dropped; restart this member (it starts empty and takes "
+                          f"the standby leader's state)")

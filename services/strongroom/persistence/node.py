@@ -45,7 +45,7 @@ from strongroom.keys import REALM_SERVICE, leader_key, stored_key
 from strongroom.persistence.committed import CommittedBatch, Lag, committed_entries, shipped_entries
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.dispatcher import Dispatcher
-from strongroom.persistence.drsite import DrSite
+from strongroom.persistence.drsite import DrSite, cut_back
 from strongroom.persistence.election import Election, LeaderInfo, leader_epoch
 from strongroom.persistence.follower import Follower
 from strongroom.persistence.lifetimes import StoreKeeper
@@ -104,7 +104,8 @@ class PersistenceNode:
         self.membership = Membership(self.etcd, cluster, config.member, config.address)
         self.site = DrSite(self.etcd, config.cluster, config.member, default_record(
             self.in_standby_set, standby.primary if standby else [],
-            [m.address for m in standby.members if m.address] if standby else []), self._set_addresses)
+            [m.address for m in standby.members if m.address] if standby else []), self._set_addresses,
+            cluster.indexes_on_disk)
         """The site's DR role: primary (serves clients), standby (takes what the DR service ships)
         or fenced (superseded by a newer primary: serves nothing until demoted)."""
         self.replica = Replica(lambda: self.membership.cluster, config.member, config.data_dir, self._record_stored)
@@ -211,7 +212,7 @@ class PersistenceNode:
                                 self.realm_service)
         record = self.site.record
         status = replace(status, dr_role=record.role.value, generation=record.generation,
-                         newer_generation=record.newer_generation)
+                         newer_generation=record.newer_generation, dr_since_index=record.since_index)
         term = self.term
         if self.standby and term is not None and term.standby_ready:
             self.lag.note(held=self.replica.log.last_index)
@@ -237,8 +238,11 @@ class PersistenceNode:
         between cannot end up below the floor.
         """
         replica = self.replica
-        generation = (await self.site.load()).generation
+        record = await self.site.load()
+        generation = record.generation
         self.election.generation = generation
+        self.replica.promise(epoch_of(generation, 0))
+        cut_back(self.replica, record)
         if replica.started_empty or replica.storage_mode == StorageMode.MEMORY:
             revision = await self.etcd.revision()
             leader = await self.etcd.get(leader_key(self.cluster_name))
@@ -316,6 +320,10 @@ class PersistenceNode:
         the new one (a leader hands its leadership over; every member campaigns with the new
         generation's epochs)."""
         self.election.generation = new.generation
+        # No append or promise of an older generation from now on (a leader of the old role's
+        # term included), then a demoted site's tail goes: nothing can bring it back.
+        self.replica.promise(epoch_of(new.generation, 0))
+        cut_back(self.replica, new)
         event_log = self._event_log()
         if new.role is DrRole.PRIMARY and event_log is not None:
             # An activated standby writes the events of its own generation on.
@@ -453,6 +461,12 @@ class PersistenceNode:
         accepted = term.ship(first_index, entries, raws)
         self.lag.note(primary_commit_index, replica.log.last_index)
         return accepted, replica.log.last_index, replica.state.applied_index
+
+    async def demote(self, cluster: str) -> tuple[DrRecord, int]:
+        """An operator demotes this fenced site (`DrSite.demote`): the record written, and this
+        member's last index before (its tail runs from the record's since_index + 1 to it)."""
+        last = self.replica.log.last_index
+        return await self.site.demote(cluster), last
 
     async def compare_generation(self, theirs: rpb.GenerationInfo) -> rpb.GenerationInfo:
         """The other site tells its DR role (`DrSite.learn`): this site, after that."""

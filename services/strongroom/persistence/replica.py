@@ -182,8 +182,13 @@ class Replica:
         the entry before. The member goes on storing and acknowledging entries (its log still
         counts toward majorities) and answers status with the reason, but it never leads
         again until it runs a version that knows the operation (a restart re-applies)."""
-        self.apply_stopped = (f"stopped applying the log after index {self.state.applied_index}: {err.message}; "
-                              f"run a version that knows the operation")
+        self.stop_applying(f"stopped applying the log after index {self.state.applied_index}: {err.message}; "
+                           f"run a version that knows the operation")
+
+    def stop_applying(self, why: str) -> None:
+        """Apply nothing more (the state cannot follow the log) and never lead: `why` says so in
+        status until the member is restarted (or its data wiped)."""
+        self.apply_stopped = why
         log.critical("%s", self.apply_stopped)
         if self.on_apply_stopped is not None:
             self.on_apply_stopped(self.apply_stopped)
@@ -239,6 +244,25 @@ class Replica:
             self.events.reset(index)
             self.state.events = []
         self._applied_moved()
+
+    def roll_back_to(self, index: int) -> bool:
+        """Cut the log back to `index` and make the state the state at `index` again: the
+        snapshot the log starts from, then the log up to `index` (a demoted site's members,
+        docs/dr.md: their entries after the last one both sites share are the lost tail). False
+        when it cannot: indexes on disk keep no snapshot to rebuild from, and a log compacted
+        past `index` (or kept in memory only) has none at or below it; the member's data must
+        then be wiped, and the DR service ships the new primary's state (a full copy)."""
+        lg = self.log
+        snapshot = self.storage.snapshot_data() if lg.snapshot_index else None
+        if self.indexes_on_disk or lg.snapshot_index > index or (lg.snapshot_index and snapshot is None):
+            return False
+        lg.truncate_after(index)
+        self.state.close()
+        self.state = self.new_state(replicated=True, snapshot=snapshot)
+        self.commit_index = index
+        self.storage.set_meta(commit_index=index)
+        self.apply_committed()
+        return True
 
     def close(self) -> None:
         """Close storage and swap space."""

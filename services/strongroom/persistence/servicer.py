@@ -25,6 +25,7 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.api.v1 import router_pb2
 from strongroom.errors import InvalidArgument, StrongroomError, error_for_reason
 from strongroom.grpcerrors import abort_with, to_status
+from strongroom.dr.record import DrRecord
 from strongroom.persistence.committed import CommittedBatch
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
@@ -378,6 +379,8 @@ class Administered(Protocol):
 
     def list_origin_marks(self, store: str, destination: str) -> list[OriginMarkStatus]: ...
 
+    async def demote(self, cluster: str) -> tuple[DrRecord, int]: ...
+
 
 _ROLES = {Role.FOLLOWER: apb.MEMBER_ROLE_FOLLOWER, Role.RECOVERING: apb.MEMBER_ROLE_RECOVERING,
           Role.LEADER: apb.MEMBER_ROLE_LEADER}
@@ -394,7 +397,7 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         apply_stopped=st.apply_stopped, realm_service=st.realm_service, uow_clock=st.uow_clock,
         standby=st.standby, primary_commit_index=st.primary_commit_index,
         seconds_behind_primary=st.seconds_behind_primary, dr_role=st.dr_role, generation=st.generation,
-        newer_generation=st.newer_generation)
+        newer_generation=st.newer_generation, dr_since_index=st.dr_since_index)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
                           replication=m.replication)
@@ -468,3 +471,11 @@ class AdminServicer(agrpc.AdminServiceServicer):
         reply = apb.ListOriginMarksResponse()
         add_origin_marks(reply.marks, marks)
         return reply
+
+    async def Demote(self, request: apb.DemoteRequest, context: Context) -> apb.DemoteResponse:
+        try:
+            record, last = await self.member.demote(request.cluster)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return apb.DemoteResponse(cluster=request.cluster, generation=record.generation,
+                                  since_index=record.since_index, primary=list(record.peer), last_index=last)

@@ -165,6 +165,8 @@ class ClusterStatus:
     """The site's DR generation (the high bits of its epochs)."""
     newer_generation: int = 0
     """A fenced site: the generation of the primary that superseded it."""
+    dr_since_index: int = 0
+    """The last index both sites' logs share, once known (0: not)."""
 
 
 def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:

@@ -80,6 +80,10 @@ class Storage:
     def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
         """Drop the whole log and keep only the snapshot (catch-up from a leader)."""
 
+    def snapshot_data(self) -> bytes | None:
+        """The stored snapshot the log starts from (None: this storage keeps none)."""
+        return None
+
     def close(self) -> None:
         """Release files."""
 
@@ -237,6 +241,11 @@ class RocksStorage(Storage):
 
     def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
         self.save_snapshot(index, epoch, data, 2**64 - 2)
+
+    def snapshot_data(self) -> bytes | None:
+        self._ensure_open()
+        raw = self._meta.get(META_SNAPSHOT)
+        return bytes(raw) if raw is not None else None
 
     def close(self) -> None:
         self._close_db()

@@ -179,7 +179,7 @@ class StoreStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ..., uows: _Optional[int] = ..., uows_pending: _Optional[int] = ..., uow_messages: _Optional[int] = ..., uow_bytes: _Optional[int] = ..., origin_marks: _Optional[_Iterable[_Union[_router_pb2.OriginMark, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation")
+    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation", "dr_since_index")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +208,7 @@ class ClusterStatus(_message.Message):
     DR_ROLE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NEWER_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    DR_SINCE_INDEX_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     member: str
     role: str
@@ -236,7 +237,8 @@ class ClusterStatus(_message.Message):
     dr_role: str
     generation: int
     newer_generation: int
-    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ...) -> None: ...
+    dr_since_index: int
+    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ..., dr_since_index: _Optional[int] = ...) -> None: ...
 
 class StepDownRequest(_message.Message):
     __slots__ = ()
@@ -247,3 +249,23 @@ class StepDownResponse(_message.Message):
     STEPPED_DOWN_FIELD_NUMBER: _ClassVar[int]
     stepped_down: bool
     def __init__(self, stepped_down: _Optional[bool] = ...) -> None: ...
+
+class DemoteRequest(_message.Message):
+    __slots__ = ("cluster",)
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    def __init__(self, cluster: _Optional[str] = ...) -> None: ...
+
+class DemoteResponse(_message.Message):
+    __slots__ = ("cluster", "generation", "since_index", "primary", "last_index")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SINCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    generation: int
+    since_index: int
+    primary: _containers.RepeatedScalarFieldContainer[str]
+    last_index: int
+    def __init__(self, cluster: _Optional[str] = ..., generation: _Optional[int] = ..., since_index: _Optional[int] = ..., primary: _Optional[_Iterable[str]] = ..., last_index: _Optional[int] = ...) -> None: ...

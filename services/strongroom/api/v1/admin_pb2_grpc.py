@@ -61,6 +61,11 @@ class AdminServiceStub:
                 request_serializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksResponse.FromString,
                 _registered_method=True)
+        self.Demote = channel.unary_unary(
+                '/strongroom.v1.AdminService/Demote',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.DemoteRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.DemoteResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -115,6 +120,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Demote(self, request, context):
+        """Disaster recovery: make this member's site, fenced by a newer primary, the standby of that
+        primary (`strongroom dr demote`; docs/dr.md). Its members cut their logs back to the last
+        index both sites share (`dr_since_index`) and rebuild their state there; the DR service at
+        this site then ships what the new primary holds after it. Read the lost tail first
+        (`strongroom dr manifest`): demotion discards it. Errors: UNKNOWN_CLUSTER (another cluster),
+        DR_ROLE (the site is not fenced: demoting the only primary, or a standby; or the newer
+        primary has not said yet where the histories part), UNAVAILABLE (the site's etcd); nothing
+        changes on any error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -142,6 +161,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListOriginMarks,
                     request_deserializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_admin__pb2.ListOriginMarksResponse.SerializeToString,
+            ),
+            'Demote': grpc.unary_unary_rpc_method_handler(
+                    servicer.Demote,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.DemoteRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.DemoteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -281,6 +305,33 @@ class AdminService:
             '/strongroom.v1.AdminService/ListOriginMarks',
             strongroom_dot_v1_dot_admin__pb2.ListOriginMarksRequest.SerializeToString,
             strongroom_dot_v1_dot_admin__pb2.ListOriginMarksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Demote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/Demote',
+            strongroom_dot_v1_dot_admin__pb2.DemoteRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.DemoteResponse.FromString,
             options,
             channel_credentials,
             insecure,

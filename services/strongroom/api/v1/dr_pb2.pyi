@@ -43,7 +43,7 @@ class DrStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DrStatus(_message.Message):
-    __slots__ = ("cluster", "primary", "standby", "primary_commit_index", "standby_last_index", "entries_behind", "seconds_behind", "primary_member", "reconnects", "restarts", "state", "role", "generation", "peer_role")
+    __slots__ = ("cluster", "primary", "standby", "primary_commit_index", "standby_last_index", "entries_behind", "seconds_behind", "primary_member", "reconnects", "restarts", "state", "role", "generation", "peer_role", "bytes_shipped", "snapshots_shipped")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
     STANDBY_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,8 @@ class DrStatus(_message.Message):
     ROLE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     PEER_ROLE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_SHIPPED_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_SHIPPED_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     primary: _containers.RepeatedScalarFieldContainer[str]
     standby: _containers.RepeatedScalarFieldContainer[str]
@@ -72,4 +74,6 @@ class DrStatus(_message.Message):
     role: str
     generation: int
     peer_role: str
-    def __init__(self, cluster: _Optional[str] = ..., primary: _Optional[_Iterable[str]] = ..., standby: _Optional[_Iterable[str]] = ..., primary_commit_index: _Optional[int] = ..., standby_last_index: _Optional[int] = ..., entries_behind: _Optional[int] = ..., seconds_behind: _Optional[float] = ..., primary_member: _Optional[str] = ..., reconnects: _Optional[int] = ..., restarts: _Optional[int] = ..., state: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., peer_role: _Optional[str] = ...) -> None: ...
+    bytes_shipped: int
+    snapshots_shipped: int
+    def __init__(self, cluster: _Optional[str] = ..., primary: _Optional[_Iterable[str]] = ..., standby: _Optional[_Iterable[str]] = ..., primary_commit_index: _Optional[int] = ..., standby_last_index: _Optional[int] = ..., entries_behind: _Optional[int] = ..., seconds_behind: _Optional[float] = ..., primary_member: _Optional[str] = ..., reconnects: _Optional[int] = ..., restarts: _Optional[int] = ..., state: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., peer_role: _Optional[str] = ..., bytes_shipped: _Optional[int] = ..., snapshots_shipped: _Optional[int] = ...) -> None: ...

@@ -550,20 +550,22 @@ class ShipEntriesRequest(_message.Message):
     def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., primary_commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., prev_epoch: _Optional[int] = ...) -> None: ...
 
 class GenerationInfo(_message.Message):
-    __slots__ = ("cluster", "role", "generation", "addresses", "member", "newer_generation")
+    __slots__ = ("cluster", "role", "generation", "addresses", "member", "newer_generation", "since_index")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     NEWER_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SINCE_INDEX_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     role: str
     generation: int
     addresses: _containers.RepeatedScalarFieldContainer[str]
     member: str
     newer_generation: int
-    def __init__(self, cluster: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., addresses: _Optional[_Iterable[str]] = ..., member: _Optional[str] = ..., newer_generation: _Optional[int] = ...) -> None: ...
+    since_index: int
+    def __init__(self, cluster: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., addresses: _Optional[_Iterable[str]] = ..., member: _Optional[str] = ..., newer_generation: _Optional[int] = ..., since_index: _Optional[int] = ...) -> None: ...
 
 class ShipEntriesResponse(_message.Message):
     __slots__ = ("accepted", "last_index", "applied_index")
