@@ -29,6 +29,8 @@ class Rendered:
     values: dict[str, Any]
     templates: dict[str, str]
     docs: list[dict[str, Any]] = field(default_factory=list)
+    release: str = RELEASE
+    """The release name it was rendered for."""
 
     def __post_init__(self) -> None:
         for name, text in self.templates.items():
@@ -64,13 +66,29 @@ def render(values: dict[str, Any] | None, release: str = RELEASE, namespace: str
     with helm.Chart.load(str(CHART)) as chart:
         merged = chart.merge_values(values or {})
         templates = chart.render(values or {}, name=release, namespace=namespace, is_install=True)
-    return Rendered(merged, templates)
+    return Rendered(merged, templates, release=release)
 
 
 @functools.cache
 def render_scenario(name: str) -> Rendered:
     """Render ci/<name> once per session."""
     return render(load_values(CHART / "ci" / name))
+
+
+def member_sets(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The persistence clusters this release runs members of, recomputed from the values to check
+    the templates against: every cluster (dr.role primary), or at a standby site (dr.role standby)
+    each cluster with a standby set, its `members` the standby set's count and its `volume` with
+    the standby set's volume keys over the cluster's."""
+    if values["dr"]["role"] != "standby":
+        return [dict(c) for c in values["persistence"]["clusters"]]
+    out = []
+    for c in values["persistence"]["clusters"]:
+        standby = c.get("standby")
+        if standby:
+            volume = {**c.get("volume", {}), **{k: v for k, v in standby.get("volume", {}).items() if v}}
+            out.append({**c, "members": standby["members"], "volume": volume})
+    return out
 
 
 def fullname(values: dict[str, Any], release: str = RELEASE) -> str:

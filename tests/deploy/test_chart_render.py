@@ -9,7 +9,17 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from chartkit import CHART, NAMESPACE, RELEASE, SCENARIOS, Rendered, fullname, helm, load_values
+from chartkit import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    SCENARIOS,
+    Rendered,
+    fullname,
+    helm,
+    load_values,
+    member_sets,
+)
 
 from strongroom.persistence.k8s import LEADER_VALUE, ROLE_LABEL, patch_body
 from strongroom.realm.model import parse_realm
@@ -25,7 +35,13 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 
 def clusters(r: Rendered) -> list[dict[str, Any]]:
-    return list(r.values["persistence"]["clusters"])
+    """The clusters this release runs members of (at a standby site: the standby sets)."""
+    return member_sets(r.values)
+
+
+def standby_site(r: Rendered) -> bool:
+    """The release runs the standby sets of a disaster-recovery pair (dr.role standby)."""
+    return bool(r.values["dr"]["role"] == "standby")
 
 
 def member_container(sts: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +126,8 @@ def test_peer_dns_names_in_the_realm_match_the_headless_service(scenario: Render
     fn = fullname(scenario.values)
     cm = scenario.get("ConfigMap", f"{fn}-realm")
     realm = parse_realm(cm["data"]["realm.yaml"], "realm ConfigMap")  # the service's own validator
-    assert [c.name for c in realm.clusters] == [c["name"] for c in clusters(scenario)]
+    # The realm lists every cluster, also those this release runs no member of (a standby site's).
+    assert [c.name for c in realm.clusters] == [c["name"] for c in scenario.values["persistence"]["clusters"]]
     for c in clusters(scenario):
         sts = scenario.get("StatefulSet", f"{fn}-{c['name']}")
         headless = scenario.get("Service", sts["spec"]["serviceName"])
@@ -136,7 +153,14 @@ def test_peer_dns_names_in_the_realm_match_the_headless_service(scenario: Render
         expected = [(f"{sts['metadata']['name']}-{i}",
                      f"{sts['metadata']['name']}-{i}.{headless['metadata']['name']}.{NAMESPACE}.svc.{domain}:{port}")
                     for i in range(c["members"])]
-        assert [(m.name, m.address) for m in rc.members] == expected
+        if standby_site(scenario):
+            # The pods are the standby set's members, which the realm lists apart from the primary's.
+            assert rc.standby is not None
+            assert [(m.name, m.address) for m in rc.standby.members] == expected
+            assert all(rc.is_standby_member(name) and rc.member(name) is None for name, _ in expected)
+        else:
+            assert [(m.name, m.address) for m in rc.members] == expected
+            assert not any(rc.is_standby_member(name) for name, _ in expected)
 
         args = args_of(container)
         assert args["--cluster"] == c["name"]
@@ -235,6 +259,7 @@ def test_disk_storage_gets_a_claim_per_pod_memory_none(scenario: Rendered) -> No
             assert [cl["metadata"]["name"] for cl in claims] == ["data"] and "data" not in volumes
             wanted = c.get("volume", {}).get("storageClass", "")
             assert claims[0]["spec"].get("storageClassName", "") == wanted
+            assert claims[0]["spec"]["resources"]["requests"]["storage"] == c.get("volume", {}).get("size", "10Gi")
 
 
 def test_role_grants_only_get_and_patch_of_the_members_pods(scenario: Rendered) -> None:
@@ -340,7 +365,7 @@ def _help_flags(command: tuple[str, ...]) -> set[str]:
     if command not in _HELP:
         modules = {"strongroom-persistence": "strongroom.persistence.main",
                    "strongroom-realm": "strongroom.realm.main", "strongroom": "strongroom.cli.main",
-                   "strongroom-router": "strongroom.routing.main"}
+                   "strongroom-router": "strongroom.routing.main", "strongroom-dr": "strongroom.dr.main"}
         argv = [sys.executable, "-c", f"import sys; from {modules[command[0]]} import main; main()",
                 *command[1:], "--help"]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
@@ -353,6 +378,14 @@ def test_notes_tell_how_to_reach_the_cluster_and_run_the_drill(scenario: Rendere
     fn = fullname(scenario.values)
     for c in clusters(scenario):
         assert f"{fn}-{c['name']}-leader.{NAMESPACE}.svc" in scenario.notes
+    if standby_site(scenario):
+        # No failover drill against a set that serves no client: its lag, and how to activate it.
+        assert "drill failover" not in scenario.notes
+        for c in clusters(scenario):
+            assert f"strongroom dr status --dr {fn}-{c['name']}-dr:{scenario.values['dr']['port']}" in scenario.notes \
+                or f"{fn}-{c['name']}-dr.{NAMESPACE}.svc:{scenario.values['dr']['port']}" in scenario.notes
+        assert "strongroom dr activate" in scenario.notes
+        return
     assert f"drill failover --platform kubernetes --namespace {NAMESPACE} --release {RELEASE}" in scenario.notes
     assert "deploy/drills/failover.sh" in scenario.notes
 

@@ -133,9 +133,39 @@ leader
 {{- default (include "strongroom.realm.fullname" .) .Values.realm.existingConfigMap }}
 {{- end }}
 
+{{/*
+A site: where a release runs its members, as names and DNS see it, as JSON
+{"fullname", "namespace", "domain"}. The member names and addresses below are built from a site,
+so the realm can name the members of the other release of a disaster-recovery pair (dr.sites)
+by the same rule as this release's own pods.
+*/}}
+{{- define "strongroom.ownSite" -}}
+{{- toJson (dict "fullname" (include "strongroom.fullname" .) "namespace" .Release.Namespace "domain" .Values.clusterDomain) }}
+{{- end }}
+
+{{/* A cluster's StatefulSet name at a site. Takes (dict "site" <site dict> "cluster" "default"). */}}
+{{- define "strongroom.site.clusterFullname" -}}
+{{- printf "%s-%s" .site.fullname .cluster }}
+{{- end }}
+
+{{/* A member's name at a site: its pod's. Takes (dict "site" <site dict> "cluster" "default" "ordinal" 0). */}}
+{{- define "strongroom.site.memberName" -}}
+{{- printf "%s-%d" (include "strongroom.site.clusterFullname" .) (int .ordinal) }}
+{{- end }}
+
+{{/* The DNS suffix of a cluster's members at a site: "<headless>.<namespace>.svc.<domain>". Takes (dict "site" <site dict> "cluster" "default"). */}}
+{{- define "strongroom.site.peerDomain" -}}
+{{- printf "%s-headless.%s.svc.%s" (include "strongroom.site.clusterFullname" .) .site.namespace .site.domain }}
+{{- end }}
+
+{{/* A member's address at a site. Takes (dict "site" <site dict> "cluster" "default" "ordinal" 0 "port" 7101). */}}
+{{- define "strongroom.site.memberAddress" -}}
+{{- printf "%s.%s:%d" (include "strongroom.site.memberName" .) (include "strongroom.site.peerDomain" .) (int .port) }}
+{{- end }}
+
 {{/* StatefulSet, PodDisruptionBudget and client Service of a cluster. Takes (dict "root" $ "cluster" "default"). */}}
 {{- define "strongroom.cluster.fullname" -}}
-{{- printf "%s-%s" (include "strongroom.fullname" .root) .cluster }}
+{{- include "strongroom.site.clusterFullname" (dict "site" (fromJson (include "strongroom.ownSite" .root)) "cluster" .cluster) }}
 {{- end }}
 
 {{/* The headless Service giving each member a stable DNS name. Takes (dict "root" $ "cluster" "default"). */}}
@@ -150,17 +180,92 @@ leader
 
 {{/* A member's name in the realm: its pod's name. Takes (dict "root" $ "cluster" "default" "ordinal" 0). */}}
 {{- define "strongroom.memberName" -}}
-{{- printf "%s-%d" (include "strongroom.cluster.fullname" .) (int .ordinal) }}
+{{- include "strongroom.site.memberName" (dict "site" (fromJson (include "strongroom.ownSite" .root)) "cluster" .cluster "ordinal" .ordinal) }}
 {{- end }}
 
 {{/* The DNS suffix of a cluster's members: "<headless>.<namespace>.svc.<domain>". Takes (dict "root" $ "cluster" "default"). */}}
 {{- define "strongroom.cluster.peerDomain" -}}
-{{- printf "%s.%s.svc.%s" (include "strongroom.cluster.headlessName" .) .root.Release.Namespace .root.Values.clusterDomain }}
+{{- include "strongroom.site.peerDomain" (dict "site" (fromJson (include "strongroom.ownSite" .root)) "cluster" .cluster) }}
 {{- end }}
 
 {{/* A member's address "<pod>.<headless>.<namespace>.svc.<domain>:<port>". Takes (dict "root" $ "cluster" "default" "ordinal" 0). */}}
 {{- define "strongroom.memberAddress" -}}
-{{- printf "%s.%s:%d" (include "strongroom.memberName" .) (include "strongroom.cluster.peerDomain" .) (int .root.Values.persistence.port) }}
+{{- include "strongroom.site.memberAddress" (dict "site" (fromJson (include "strongroom.ownSite" .root)) "cluster" .cluster "ordinal" .ordinal "port" .root.Values.persistence.port) }}
+{{- end }}
+
+{{/* --- disaster recovery (dr.role, persistence.clusters[].standby; docs/dr.md) ------------------ */}}
+
+{{/* Whether this release runs the standby sets of a disaster-recovery pair ("true" or ""). */}}
+{{- define "strongroom.dr.isStandby" -}}
+{{- if eq .Values.dr.role "standby" }}true{{ end }}
+{{- end }}
+
+{{/*
+How many member pods this release runs for a cluster: its members (dr.role primary, as without
+DR), or its standby set's members (dr.role standby; 0 for a cluster without a standby set, which
+runs at the primary site only). Takes (dict "root" $ "cluster" <a persistence.clusters item>).
+*/}}
+{{- define "strongroom.cluster.pods" -}}
+{{- if include "strongroom.dr.isStandby" .root }}
+{{- dig "standby" "members" 0 .cluster | int }}
+{{- else }}
+{{- .cluster.members | int }}
+{{- end }}
+{{- end }}
+
+{{/*
+The volume of this release's members of a cluster (JSON {"storageClass", "size"}): the
+cluster's volume, at a standby site with its standby.volume keys over it (the two sites'
+StorageClasses usually differ). Takes (dict "root" $ "cluster" <a persistence.clusters item>).
+*/}}
+{{- define "strongroom.cluster.volume" -}}
+{{- $v := dict "storageClass" (dig "volume" "storageClass" "" .cluster) "size" (dig "volume" "size" "10Gi" .cluster) }}
+{{- if include "strongroom.dr.isStandby" .root }}
+{{- with (dig "standby" "volume" "storageClass" "" .cluster) }}{{ $_ := set $v "storageClass" . }}{{ end }}
+{{- with (dig "standby" "volume" "size" "" .cluster) }}{{ $_ := set $v "size" . }}{{ end }}
+{{- end }}
+{{- toJson $v }}
+{{- end }}
+
+{{/*
+The site that runs one set of a disaster-recovery pair (.set: "primary" or "standby"), as a site
+dict (see "strongroom.ownSite"): this release's when dr.role is that set, else the other
+release's as dr.sites.<set> describes it: its release name, named with this chart's rule and
+nameOverride (so the other release must not set fullnameOverride: validateValues checks this
+one's), in dr.sites.<set>.namespace and .clusterDomain, by default this release's.
+Takes (dict "root" $ "set" "primary").
+*/}}
+{{- define "strongroom.dr.site" -}}
+{{- $root := .root }}
+{{- if eq .set $root.Values.dr.role }}
+{{- include "strongroom.ownSite" $root }}
+{{- else }}
+{{- $s := get ($root.Values.dr.sites | default dict) .set | default dict }}
+{{- $named := dict "Values" (dict "nameOverride" $root.Values.nameOverride "fullnameOverride" "") "Chart" $root.Chart "Release" (dict "Name" ($s.release | default "")) }}
+{{- toJson (dict "fullname" (include "strongroom.fullname" $named) "namespace" ($s.namespace | default $root.Release.Namespace) "domain" ($s.clusterDomain | default $root.Values.clusterDomain)) }}
+{{- end }}
+{{- end }}
+
+{{/* Whether any persistence cluster has a standby set ("true" or ""). */}}
+{{- define "strongroom.dr.anyStandby" -}}
+{{- range $c := .Values.persistence.clusters }}{{ if $c.standby }}true{{ end }}{{ end }}
+{{- end }}
+
+{{/* A cluster's DR service (strongroom-dr): its Deployment and Service. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.dr.fullname" -}}
+{{- printf "%s-dr" (include "strongroom.cluster.fullname" .) }}
+{{- end }}
+
+{{/* Selector labels of one cluster's DR service. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.dr.selectorLabels" -}}
+{{ include "strongroom.componentSelectorLabels" (dict "root" .root "component" "dr") }}
+{{ include "strongroom.clusterLabelKey" . }}: {{ .cluster }}
+{{- end }}
+
+{{/* Full labels of one cluster's DR resources. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.dr.labels" -}}
+{{ include "strongroom.componentLabels" (dict "root" .root "component" "dr") }}
+{{ include "strongroom.clusterLabelKey" . }}: {{ .cluster }}
 {{- end }}
 
 {{/* A cluster's router: its Deployment and its Service. Takes (dict "root" $ "cluster" "default"). */}}
@@ -245,6 +350,9 @@ podAntiAffinity:
 {{/* The realm file generated from values: members named and addressed as the pods. */}}
 {{- define "strongroom.realm.yaml" -}}
 {{- $root := . -}}
+{{- /* The primary set's members are this release's pods, or (dr.role standby) the primary release's. */}}
+{{- $primary := fromJson (include "strongroom.dr.site" (dict "root" . "set" "primary")) -}}
+{{- $standby := fromJson (include "strongroom.dr.site" (dict "root" . "set" "standby")) -}}
 # Generated by the Strongroom chart: members are the pods of each cluster's StatefulSet.
 clusters:
 {{- range $c := .Values.persistence.clusters }}
@@ -266,9 +374,23 @@ clusters:
     {{- end }}
     members:
     {{- range $i := until (int $c.members) }}
-    {{- $m := dict "root" $root "cluster" $c.name "ordinal" $i }}
-      - name: {{ include "strongroom.memberName" $m }}
-        address: {{ include "strongroom.memberAddress" $m }}
+    {{- $m := dict "site" $primary "cluster" $c.name "ordinal" $i "port" $root.Values.persistence.port }}
+      - name: {{ include "strongroom.site.memberName" $m }}
+        address: {{ include "strongroom.site.memberAddress" $m }}
+    {{- end }}
+    {{- with $c.standby }}
+    {{- /* The same in both releases of the pair: each site applies this file to its own etcd. */}}
+    standby:
+      members:
+      {{- range $i := until (int .members) }}
+      {{- $m := dict "site" $standby "cluster" $c.name "ordinal" $i "port" $root.Values.persistence.port }}
+        - name: {{ include "strongroom.site.memberName" $m }}
+          address: {{ include "strongroom.site.memberAddress" $m }}
+      {{- end }}
+      primary:
+      {{- range $a := .primary | default list }}
+        - {{ $a | quote }}
+      {{- end }}
     {{- end }}
 {{- end }}
 {{- with .Values.realm.zones }}
@@ -355,8 +477,23 @@ a schema cannot: relations between keys and what the services need to form a quo
 {{- if or (lt $n 1) (eq (mod $n 2) 0) }}
 {{- $problems = append $problems (printf "%s has %d members; use an odd count (1, 3, 5 ...) so a majority is well defined." $where $n) }}
 {{- end }}
-{{- if and (ne $c.storage "memory") $root.Values.persistence.requireStorageClass (not (dig "volume" "storageClass" "" $c)) }}
+{{- $pods := int (include "strongroom.cluster.pods" (dict "root" $root "cluster" $c)) }}
+{{- $volume := fromJson (include "strongroom.cluster.volume" (dict "root" $root "cluster" $c)) }}
+{{- if and (gt $pods 0) (ne $c.storage "memory") $root.Values.persistence.requireStorageClass (not $volume.storageClass) }}
+{{- if include "strongroom.dr.isStandby" $root }}
+{{- $problems = append $problems (printf "%s keeps its data on disk (storage %s) but neither persistence.clusters[%d].standby.volume.storageClass nor .volume.storageClass is set while persistence.requireStorageClass is true: name the StorageClass the standby site provisions its volumes from." $where $c.storage $i) }}
+{{- else }}
 {{- $problems = append $problems (printf "%s keeps its data on disk (storage %s) but persistence.clusters[%d].volume.storageClass is empty while persistence.requireStorageClass is true: name the StorageClass its volumes are provisioned from." $where $c.storage $i) }}
+{{- end }}
+{{- end }}
+{{- with $c.standby }}
+{{- $sn := int (.members | default 0) }}
+{{- if or (lt $sn 1) (eq (mod $sn 2) 0) }}
+{{- $problems = append $problems (printf "%s: its standby set has %d members (persistence.clusters[%d].standby.members); use an odd count (1, 3, 5 ...) so the standby set's majority is well defined." $where $sn $i) }}
+{{- end }}
+{{- if and (not $root.Values.realm.existingConfigMap) (not .primary) }}
+{{- $problems = append $problems (printf "%s has a standby set but persistence.clusters[%d].standby.primary is empty: list the host:port addresses at which the standby site's DR service reads the primary's committed log (the primary site's members, or one address in front of them such as the client Service %s-%s of the primary release exposed to the standby site); the generated realm declares them for both sites." $where $i (fromJson (include "strongroom.dr.site" (dict "root" $root "set" "primary"))).fullname $c.name) }}
+{{- end }}
 {{- end }}
 {{- $ttl := int (default 3 $c.leaseTtlSeconds) }}
 {{- if le (int $root.Values.persistence.terminationGracePeriodSeconds) (add $ttl 2) }}
@@ -413,6 +550,38 @@ a schema cannot: relations between keys and what the services need to form a quo
 {{- if not (hasKey $seen $name) }}
 {{- $problems = append $problems (printf "router.clusters[%d] (%s) is not a cluster of persistence.clusters: list only the clusters this release runs that the realm routes." $i $name) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- /* Disaster recovery: which sets this release runs, and the two releases of a pair named alike. */}}
+{{- $anyStandby := include "strongroom.dr.anyStandby" . }}
+{{- if and (include "strongroom.dr.isStandby" .) (not $anyStandby) }}
+{{- $problems = append $problems "dr.role is standby but no cluster of persistence.clusters has a standby set: give the cluster(s) whose standby set this release runs persistence.clusters[].standby (members, and primary: where the primary site is read), the same as in the primary release's values." }}
+{{- end }}
+{{- if and $anyStandby (not .Values.realm.existingConfigMap) }}
+{{- $own := .Values.dr.role }}
+{{- $other := ternary "primary" "standby" (eq $own "standby") }}
+{{- $sites := .Values.dr.sites | default dict }}
+{{- $ownSite := get $sites $own | default dict }}
+{{- $otherSite := get $sites $other | default dict }}
+{{- if not $otherSite.release }}
+{{- $problems = append $problems (printf "persistence.clusters has a standby set but dr.sites.%s.release is empty: name the Helm release that runs the %s sets at the other site (and its namespace and clusterDomain in dr.sites.%s when they differ from this release's), so the realm this release generates lists the members of both sites, as the other release's does." $other $other $other) }}
+{{- else }}
+{{- $otherFullname := (fromJson (include "strongroom.dr.site" (dict "root" . "set" $other))).fullname }}
+{{- if eq $otherFullname $fullname }}
+{{- $problems = append $problems (printf "dr.sites.%s.release (%s) names its members %s-<cluster>-<n>, as this release names its own: the standby members must be other members than the primary's; install the two releases of a disaster-recovery pair under different names." $other $otherSite.release $fullname) }}
+{{- end }}
+{{- end }}
+{{- if and $ownSite.release (ne $ownSite.release .Release.Name) }}
+{{- $problems = append $problems (printf "dr.sites.%s.release is %q but this release, which runs the %s sets (dr.role %s), is %q: install it under the name the values give both sites, or correct dr.sites.%s.release." $own $ownSite.release $own $own .Release.Name $own) }}
+{{- end }}
+{{- if and $ownSite.namespace (ne $ownSite.namespace .Release.Namespace) }}
+{{- $problems = append $problems (printf "dr.sites.%s.namespace is %q but this release, which runs the %s sets, is installed in namespace %q: install it there, or correct dr.sites.%s.namespace." $own $ownSite.namespace $own .Release.Namespace $own) }}
+{{- end }}
+{{- if and $ownSite.clusterDomain (ne $ownSite.clusterDomain .Values.clusterDomain) }}
+{{- $problems = append $problems (printf "dr.sites.%s.clusterDomain is %q but this release, which runs the %s sets, has clusterDomain %q: set the two alike." $own $ownSite.clusterDomain $own .Values.clusterDomain) }}
+{{- end }}
+{{- if .Values.fullnameOverride }}
+{{- $problems = append $problems (printf "fullnameOverride is set while a cluster has a standby set: the other release of the pair names this release's members from its release name (dr.sites.%s.release); leave fullnameOverride empty." $own) }}
 {{- end }}
 {{- end }}
 {{- if .Values.etcd.enabled }}
