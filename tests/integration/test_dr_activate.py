@@ -24,9 +24,13 @@ from pathlib import Path
 import grpc
 import pytest
 from dr_sites import Sites, committed_log, grid
+from google.protobuf import json_format
 from harness import wait_for
 
+from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
+from strongroom.api.v1 import messaging_pb2 as mpb
+from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
@@ -60,17 +64,22 @@ async def dr_status(address: str) -> dr_pb2.DrStatus:
     return status
 
 
-def bodies(entries: dict[int, bytes]) -> dict[int, list[bytes]]:
-    """The bodies each entry published, by index."""
-    out: dict[int, list[bytes]] = {}
+def messages(entries: dict[int, bytes]) -> dict[int, list[cpb.Message]]:
+    """The messages each entry published, by index."""
+    out: dict[int, list[cpb.Message]] = {}
     for index, raw in entries.items():
         entry = rpb.LogEntry.FromString(raw)
         for op in entry.ops:
             if op.HasField("publish"):
-                out.setdefault(index, []).append(op.publish.message.body)
+                out.setdefault(index, []).append(op.publish.message)
             elif op.HasField("publish_batch"):
-                out.setdefault(index, []).extend(m.body for m in op.publish_batch.messages)
+                out.setdefault(index, []).extend(op.publish_batch.messages)
     return out
+
+
+def bodies(entries: dict[int, bytes]) -> dict[int, list[bytes]]:
+    """The bodies each entry published, by index."""
+    return {i: [m.body for m in ms] for i, ms in messages(entries).items()}
 
 
 async def drain(client: Client, destination: str) -> list[bytes]:
@@ -219,6 +228,22 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
         assert listed == tail and lost <= listed
         assert header["stores"]["default"]["messages"] == sum(len(bs) for i, bs in published.items() if i > last)
         assert header["stores"]["default"]["producers"], "the lost messages' ids"
+
+        # The application re-publishes the manifest's messages, and some the new primary already
+        # has, with their ids: the tail is stored once, what it had is deduplicated.
+        head_messages = [(i, m) for i, ms in messages(theirs).items() if i <= last for m in ms][-20:]
+        again = [json_format.ParseDict(r["message"], cpb.Message()) for r in ops if r["op"] == "publish"]
+        new_leader = await sites.standby.leader()
+        async with grpc.aio.insecure_channel(sites.standby.address(new_leader), options=CHANNEL_OPTIONS) as channel:
+            stub = mgrpc.MessagingServiceStub(channel)
+            answers = [await stub.Publish(mpb.PublishRequest(destination=QUEUE, message=m), timeout=10)
+                       for m in again + [m for _, m in head_messages]]
+        assert [a.duplicate for a in answers[len(again):]] == [True] * len(head_messages)
+        assert not any(a.duplicate for a in answers[:len(again)])
+        async with Client(sites.standby.addresses(), timeout=30) as new:
+            republished = await drain(new, QUEUE)
+        assert sorted(republished) == sorted([b for i, bs in published.items() if i > last for b in bs]
+                                             + [b"at the new primary"])
 
         async def cut_back() -> bool:
             states = [await sites.primary.status(n) for n in sites.primary.names]
