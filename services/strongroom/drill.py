@@ -23,7 +23,8 @@ from strongroom.local.leader import NoLeader, wait_for_leader
 from strongroom.local.process import ServiceProcess
 from strongroom.realm.model import DEFAULT_REALM_YAML, parse_realm
 
-__all__ = ["DRILL_DESTINATION", "ConfirmTracker", "DrillAborted", "body_for", "consume_and_count", "failover_drill_local", "index_of"]
+__all__ = ["DRILL_DESTINATION", "ConfirmTracker", "DrillAborted", "body_for", "collect_deliveries", "consume_and_count",
+           "delivery_counts", "failover_drill_local", "index_of"]
 
 # A queue keeps its messages without subscribers, so consuming after publishing sees them all.
 DRILL_DESTINATION = "drill.queue"
@@ -80,9 +81,11 @@ class ConfirmTracker:
             self.half.set()
 
 
-async def consume_and_count(client: Any, destination: str, confirmed: set[int]) -> dict[str, Any]:
-    """Drain the drill's queue and count, against the confirmed indexes: received, lost,
-    duplicated, out of order (first deliveries) and delivered-but-unconfirmed."""
+async def collect_deliveries(client: Any, destination: str, confirmed: set[int],
+                             idle_timeout: float = IDLE_TIMEOUT) -> tuple[dict[int, int], list[int]]:
+    """Drain the drill's queue (acking): per drill index how often it came, and the order of first
+    deliveries. Stops once every confirmed index came and `SETTLE_SECONDS` pass without more, or
+    after `idle_timeout` s without a message while some are still missing."""
     deliveries: dict[int, int] = {}
     order: list[int] = []
     sub = await client.subscribe(destination, "", kind="shared", ack="auto", credit=256)
@@ -90,7 +93,7 @@ async def consume_and_count(client: Any, destination: str, confirmed: set[int]) 
         while True:
             remaining = confirmed - deliveries.keys()
             try:
-                m = await sub.next(timeout=SETTLE_SECONDS if not remaining else IDLE_TIMEOUT)
+                m = await sub.next(timeout=SETTLE_SECONDS if not remaining else idle_timeout)
             except TimeoutError:
                 break
             index = index_of(bytes(m.body))
@@ -101,6 +104,12 @@ async def consume_and_count(client: Any, destination: str, confirmed: set[int]) 
                 order.append(index)
     finally:
         await sub.close()
+    return deliveries, order
+
+
+def delivery_counts(confirmed: set[int], deliveries: dict[int, int], order: list[int]) -> dict[str, Any]:
+    """Against the confirmed indexes: received, lost, duplicated, out of order (first
+    deliveries) and delivered-but-unconfirmed; a sample of the lost ones."""
     counts: dict[str, Any] = {
         "received": len(deliveries.keys() & confirmed),
         "lost": len(confirmed - deliveries.keys()),
@@ -111,6 +120,13 @@ async def consume_and_count(client: Any, destination: str, confirmed: set[int]) 
     if counts["lost"]:
         counts["lost_sample"] = sorted(confirmed - deliveries.keys())[:20]
     return counts
+
+
+async def consume_and_count(client: Any, destination: str, confirmed: set[int]) -> dict[str, Any]:
+    """Drain the drill's queue and count, against the confirmed indexes: received, lost,
+    duplicated, out of order (first deliveries) and delivered-but-unconfirmed."""
+    deliveries, order = await collect_deliveries(client, destination, confirmed)
+    return delivery_counts(confirmed, deliveries, order)
 
 
 def index_of(body: bytes) -> int | None:

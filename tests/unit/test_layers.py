@@ -40,7 +40,7 @@ GRPC_ADAPTERS = {
 }
 """Modules outside the client side that may import grpc."""
 GRPC_PACKAGES = ("strongroom.api", "strongroom.client", "strongroom.cli", "strongroom.local", "strongroom.chaos",
-                 "strongroom.drill", "strongroom.drill_k8s")
+                 "strongroom.drill", "strongroom.drill_k8s", "strongroom.drill_dr", "strongroom.drill_dr_k8s")
 """Packages (and modules) on the client side of the API, which speak gRPC by nature."""
 
 LONG_FILE = 600

@@ -48,7 +48,7 @@ from strongroom.cli.common import (
     where_options,
 )
 
-__all__ = ["add_parsers", "state_drs"]
+__all__ = ["activate_at", "add_parsers", "demote_at", "dr_status_at", "site_member", "state_drs", "write_manifest"]
 
 
 def state_drs(args: argparse.Namespace, cluster: str | None = None) -> list[str]:
@@ -96,11 +96,36 @@ async def _status(args: argparse.Namespace) -> int:
     return ExitCode.OK if all(s is not None for _, s, _ in replies) else ExitCode.FAILED
 
 
-async def _activate(args: argparse.Namespace) -> int:
+async def activate_at(address: str, cluster: str, force: bool = False, timeout: float = 120.0) -> Any:
+    """`DrService.Activate` at the DR service `address` (`strongroom dr activate`, the drill): its
+    `ActivateResponse`; a refusal as its `StrongroomError` (e.g. PrimaryHealthy, WrongDrRole), a
+    failed call without one as the `grpc.aio.AioRpcError`."""
     import grpc
 
     from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
     from strongroom.grpcerrors import from_rpc_error
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            return await dr_pb2_grpc.DrServiceStub(channel).Activate(
+                dr_pb2.ActivateRequest(cluster=cluster, force=force), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            err = from_rpc_error(exc)
+            if err is None:
+                raise
+            raise err from None
+
+
+async def dr_status_at(address: str, timeout: float = 3.0) -> Any:
+    """`DrService.Status` of the DR service at `address`; None if it does not answer."""
+    (_, status, _), = await _fetch([address], timeout)
+    return status
+
+
+async def _activate(args: argparse.Namespace) -> int:
+    import grpc
+
+    from strongroom.errors import StrongroomError
 
     addresses = [a for raw in args.dr or [] for a in raw.split(",") if a] or state_drs(args, args.cluster)
     if not addresses:
@@ -108,18 +133,16 @@ async def _activate(args: argparse.Namespace) -> int:
                        f"(the DR service at the cluster's standby site)")
     if len(addresses) > 1:
         raise CliError.usage(f"activate one cluster at one DR service, not {', '.join(addresses)}")
-    async with grpc.aio.insecure_channel(addresses[0]) as channel:
-        try:
-            answer = await dr_pb2_grpc.DrServiceStub(channel).Activate(
-                dr_pb2.ActivateRequest(cluster=args.cluster, force=args.force), timeout=args.timeout)
-        except grpc.aio.AioRpcError as exc:
-            err = from_rpc_error(exc)
-            reason, message = (err.reason, err.message) if err else (exc.code().name, exc.details() or "")
-            if args.json:
-                print_json({"address": addresses[0], "error": reason, "message": message}, indent=2)
-            else:
-                print(f"activation of {args.cluster} refused ({reason}): {message}")
-            return ExitCode.FAILED
+    try:
+        answer = await activate_at(addresses[0], args.cluster, args.force, args.timeout)
+    except (StrongroomError, grpc.aio.AioRpcError) as exc:
+        reason, message = ((exc.reason, exc.message) if isinstance(exc, StrongroomError)
+                           else (exc.code().name, exc.details() or ""))
+        if args.json:
+            print_json({"address": addresses[0], "error": reason, "message": message}, indent=2)
+        else:
+            print(f"activation of {args.cluster} refused ({reason}): {message}")
+        return ExitCode.FAILED
     if args.json:
         print_json({"address": addresses[0], **proto_dict(answer)}, indent=2)
     else:
@@ -130,37 +153,48 @@ async def _activate(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-async def _site_member(args: argparse.Namespace) -> tuple[str, Any]:
-    """The member of the cluster at this site to read and ask: its leader, else the one with the
-    longest log."""
-    from strongroom.cli.common import resolve_endpoints
+async def site_member(addresses: list[str], cluster: str) -> tuple[str, Any]:
+    """The member of `cluster` among `addresses` to read and ask: its leader, else the one with
+    the longest log; (address, its admin status)."""
     from strongroom.dr.transport import member_status
 
-    addresses = resolve_endpoints(args)
-    answered = [(a, s) for a in addresses if (s := await member_status(a)) is not None and s.cluster == args.cluster]
+    answered = [(a, s) for a in addresses if (s := await member_status(a)) is not None and s.cluster == cluster]
     if not answered:
-        raise CliError(f"no member of cluster {args.cluster!r} answers at {', '.join(addresses)}")
+        raise CliError(f"no member of cluster {cluster!r} answers at {', '.join(addresses)}")
     return max(answered, key=lambda a_s: (a_s[1].role == "leader", a_s[1].last_index))
 
 
-async def _write_manifest(args: argparse.Namespace, address: str, status: Any, out: str | None) -> Any:
+async def _site_member(args: argparse.Namespace) -> tuple[str, Any]:
+    from strongroom.cli.common import resolve_endpoints
+
+    return await site_member(resolve_endpoints(args), args.cluster)
+
+
+async def write_manifest(cluster: str, address: str, status: Any, out: str | None, from_index: int = 0) -> Any:
+    """Read the lost tail from the member at `address` (`status`: its admin status) from
+    `from_index` (default: the last index both sites share + 1) to its commit index, and write
+    it to `out` (default ./lost-tail-CLUSTER-FROM-TO.jsonl); returns (the `Manifest`, the path)."""
     from strongroom.dr.manifest import manifest_of
     from strongroom.dr.transport import read_committed
     from strongroom.errors import StrongroomError
 
-    start = args.from_index if getattr(args, "from_index", None) else status.dr_since_index + 1
-    if start <= 1 and not getattr(args, "from_index", None):
+    start = from_index or status.dr_since_index + 1
+    if start <= 1 and not from_index:
         raise CliError.usage(f"{status.member} does not know where the two sites' histories part (it is "
                              f"{status.dr_role} of generation {status.generation}); give --from INDEX")
     try:
         entries = await read_committed(address, start, status.commit_index)
     except StrongroomError as err:
         raise CliError(f"cannot read the tail from {status.member}: {err.message}") from None
-    manifest = manifest_of(args.cluster, start, entries)
-    path = out or f"lost-tail-{args.cluster}-{start}-{manifest.to_index}.jsonl"
+    manifest = manifest_of(cluster, start, entries)
+    path = out or f"lost-tail-{cluster}-{start}-{manifest.to_index}.jsonl"
     with open(path, "w", encoding="utf-8") as f:
         manifest.write(f)
     return manifest, path
+
+
+async def _write_manifest(args: argparse.Namespace, address: str, status: Any, out: str | None) -> Any:
+    return await write_manifest(args.cluster, address, status, out, getattr(args, "from_index", None) or 0)
 
 
 def _print_manifest(manifest: Any, path: str) -> None:
@@ -182,11 +216,30 @@ async def _manifest(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-async def _demote(args: argparse.Namespace) -> int:
+async def demote_at(address: str, cluster: str, timeout: float = 30.0) -> Any:
+    """`AdminService.Demote` at the member `address` (`strongroom dr demote`, the drill): its
+    `DemoteResponse`; a refusal as its `StrongroomError`, a failed call without one as the
+    `grpc.aio.AioRpcError`."""
     import grpc
 
     from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
     from strongroom.grpcerrors import from_rpc_error
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            return await admin_pb2_grpc.AdminServiceStub(channel).Demote(
+                admin_pb2.DemoteRequest(cluster=cluster), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            err = from_rpc_error(exc)
+            if err is None:
+                raise
+            raise err from None
+
+
+async def _demote(args: argparse.Namespace) -> int:
+    import grpc
+
+    from strongroom.errors import StrongroomError
 
     address, status = await _site_member(args)
     written: dict[str, Any] = {}
@@ -195,18 +248,16 @@ async def _demote(args: argparse.Namespace) -> int:
         written = {"manifest": path, **manifest.header()}
         if not args.json:
             _print_manifest(manifest, path)
-    async with grpc.aio.insecure_channel(address) as channel:
-        try:
-            answer = await admin_pb2_grpc.AdminServiceStub(channel).Demote(
-                admin_pb2.DemoteRequest(cluster=args.cluster), timeout=30)
-        except grpc.aio.AioRpcError as exc:
-            err = from_rpc_error(exc)
-            reason, message = (err.reason, err.message) if err else (exc.code().name, exc.details() or "")
-            if args.json:
-                print_json({"address": address, "error": reason, "message": message}, indent=2)
-            else:
-                print(f"demotion of {args.cluster} refused ({reason}): {message}")
-            return ExitCode.FAILED
+    try:
+        answer = await demote_at(address, args.cluster)
+    except (StrongroomError, grpc.aio.AioRpcError) as exc:
+        reason, message = ((exc.reason, exc.message) if isinstance(exc, StrongroomError)
+                           else (exc.code().name, exc.details() or ""))
+        if args.json:
+            print_json({"address": address, "error": reason, "message": message}, indent=2)
+        else:
+            print(f"demotion of {args.cluster} refused ({reason}): {message}")
+        return ExitCode.FAILED
     if args.json:
         print_json({"address": address, **proto_dict(answer), **written}, indent=2)
     else:
