@@ -14,6 +14,8 @@ receiver commit.
 - `operations` what the clients share: an outcome from an exception, pacing
 - `faults`   the faults and their rounds
 - `cluster`  the processes under test and their hooks (proxies, fsync journal, tmpfs)
+- `drsite`   a cluster with a disaster-recovery standby site (the `dr` fault)
+- `losttail` what a DR activation lost: the old primary's log after the shared index
 - `netproxy` per-link loopback proxies that know which process connects
 - `fsync`    the fsync journal and the crash image that keeps only fsynced bytes
 - `runner`   scenarios and the `make chaos` table

@@ -5,13 +5,16 @@ What it finds, per durable (destination/durable name):
 - **lost**: a publish confirmed (`ok`) to a destination, never delivered to a durable of that
   destination created before the publish was invoked. A loss whose confirmation falls inside a
   recorded `loss-window` (a fault the storage mode documents as lossy) is reported apart as
-  `lost_allowed` and does not fail the run.
+  `lost_allowed` and does not fail the run; so is the loss of a message a DR activation's lost
+  tail published (`lost-tail` events, `chaos.losttail`: the old primary's log after the index
+  the activated site holds).
 - **phantom**: a delivery of a message no client invoked, with another body or destination
   than the one invoked, or of a publish that certainly failed.
 - **duplicated**: a delivery beyond what the redelivery rules allow: the same message twice
   on one subscription; twice with delivery count 1 from the same leader (subscription ids name
   the leader member and epoch); or again after an acknowledgment was confirmed, on a
-  subscription opened after that confirmation (`ack_redelivered`).
+  subscription opened after that confirmation (`ack_redelivered`); an ack a DR activation's lost
+  tail held is undone, its message delivered again is reported apart (`ack_redelivered_allowed`).
 - **order**: on a durable with a single consumer, the first deliveries of one producer's
   messages out of sequence order.
 - **fence**: a confirmation by a member that a fault had fenced (paused past its lease, cut
@@ -25,13 +28,13 @@ Units of work (`uow-send`, `uow-receive`, `uow-settle` events), per UOW id:
   missing, one too many, another order, another queue), or one no sender sent: a UOW is
   visible whole or not at all, whatever its sender was told (an unknown outcome too).
 - **uow_lost**: a UOW its sender saw committed (`ok`) that no receiver committed (confirmed)
-  and the audit receiver did not find either. Inside a `loss-window` it is reported apart
-  (`uow_allowed`).
+  and the audit receiver did not find either. Inside a `loss-window`, or committed in a DR
+  activation's lost tail, it is reported apart (`uow_allowed`).
 - **uow_aborted_delivered**: a UOW delivered although its sender saw it certainly fail (backed
   out, UOW_ABORTED, or its commit never sent).
 - **uow_redelivered**: a UOW received again, by a receive invoked after a receiver's commit
-  of it was confirmed (a commit confirmed inside a `loss-window`: `uow_allowed`). A commit
-  whose outcome is unknown allows anything.
+  of it was confirmed (a commit confirmed inside a `loss-window` or held by a lost tail:
+  `uow_allowed`). A commit whose outcome is unknown allows anything.
 
 `CheckResult.ok` is false on any lost, phantom, order or fence violation and on any of the
 four UOW findings; message duplicates and liveness findings are reported and a caller decides
@@ -45,6 +48,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from strongroom.chaos.history import AUDIT, FAIL, INFO, INVOKE, OK, Event
+from strongroom.chaos.losttail import (
+    LOST_TAIL,
+    TAIL_ACKED,
+    TAIL_PUBLISHED,
+    TAIL_UOW_COMMITTED,
+    TAIL_UOW_PROCESSED,
+    ack_id,
+)
 
 __all__ = ["CheckResult", "check", "leader_of_subscription", "unavailability"]
 
@@ -71,6 +82,9 @@ class CheckResult:
     phantom: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
     ack_redelivered: list[str] = field(default_factory=list)
+    ack_redelivered_allowed: list[str] = field(default_factory=list)
+    """Deliveries again after a confirmed ack that a DR activation's lost tail held (not
+    duplicates: the new primary never had the ack)."""
     redelivered_after_async_ack: int = 0
     order: list[str] = field(default_factory=list)
     fence: list[str] = field(default_factory=list)
@@ -115,6 +129,7 @@ class CheckResult:
                 f"lost={self.lost_messages} lost_allowed={len(self.lost_allowed)} "
                 f"duplicated={len(self.duplicated)} phantom={len(self.phantom)} order={len(self.order)} "
                 f"fence={len(self.fence)} liveness={len(self.liveness)} ack_redelivered={len(self.ack_redelivered)} "
+                f"ack_redelivered_allowed={len(self.ack_redelivered_allowed)} "
                 f"redelivered_after_async_ack={self.redelivered_after_async_ack} "
                 f"unavailable={self.unavailable_seconds:.1f}s longest_gap={self.longest_gap_seconds:.1f}s\n"
                 f"  uows: sent={self.uow_sends} confirmed={self.uows_confirmed} failed={self.uows_failed} "
@@ -123,7 +138,8 @@ class CheckResult:
                 f"aborted_delivered={len(self.uow_aborted_delivered)} redelivered={len(self.uow_redelivered)} "
                 f"allowed={len(self.uow_allowed)}")
         lines = [head]
-        for name in ("lost", "lost_allowed", "phantom", "duplicated", "ack_redelivered", "order", "fence",
+        for name in ("lost", "lost_allowed", "phantom", "duplicated", "ack_redelivered", "ack_redelivered_allowed",
+                     "order", "fence",
                      "liveness", "uow_partial", "uow_lost", "uow_aborted_delivered", "uow_redelivered",
                      "uow_allowed"):
             items: list[str] = getattr(self, name)
@@ -171,6 +187,7 @@ def check(events: list[Event]) -> CheckResult:
     uow_sends: dict[str, _Invoked] = {}
     uow_receives: list[Event] = []
     uow_commits: dict[str, Event] = {}  # UOW id -> the first confirmed receiver commit
+    tail = _Tail()
 
     for e in events:
         if e.sub:
@@ -207,6 +224,8 @@ def check(events: list[Event]) -> CheckResult:
             fences.append(e)
         elif e.f == "loss-window":
             loss_windows.append(e)
+        elif e.f == LOST_TAIL:
+            tail.add(e)
         elif e.f == "violation":
             res.liveness.append(f"at {e.t:.3f}: {e.detail}")
         elif e.f == "uow-send":
@@ -236,17 +255,33 @@ def check(events: list[Event]) -> CheckResult:
         elif p.outcome.type == FAIL:
             res.failed += 1
 
-    _check_deliveries(res, publishes, durables, deliveries, loss_windows)
-    _check_duplicates(res, deliveries, acks_ok, async_acks, sub_first_seen)
+    _check_deliveries(res, publishes, durables, deliveries, loss_windows, tail)
+    _check_duplicates(res, deliveries, acks_ok, async_acks, sub_first_seen, tail)
     _check_order(res, durables, deliveries)
     _check_fences(res, publishes, fences)
-    _check_uows(res, uow_sends, uow_receives, uow_commits, loss_windows)
+    _check_uows(res, uow_sends, uow_receives, uow_commits, loss_windows, tail)
     res.unavailable_seconds, res.longest_gap_seconds = unavailability(events)
     return res
 
 
+class _Tail:
+    """What DR activations' lost tails undid (`lost-tail` events), by kind."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, set[str]] = defaultdict(set)
+        self.where = ""
+
+    def add(self, e: Event) -> None:
+        self.items[e.kind or ""].update(e.messages or [])
+        self.where = e.detail or self.where
+
+    def holds(self, kind: str, item: str) -> str | None:
+        """Why `item` may be undone (the tail that held it), or None."""
+        return f"in the lost tail of the DR activation ({self.where})" if item in self.items.get(kind, ()) else None
+
+
 def _check_deliveries(res: CheckResult, publishes: dict[str, _Invoked], durables: dict[str, Event],
-                      deliveries: dict[str, list[Event]], loss_windows: list[Event]) -> None:
+                      deliveries: dict[str, list[Event]], loss_windows: list[Event], tail: _Tail) -> None:
     delivered: dict[str, set[str]] = {key: {d.msg for d in ds} for key, ds in deliveries.items()}
     phantoms: set[tuple[str, str]] = set()
     for key, ds in deliveries.items():
@@ -279,15 +314,18 @@ def _check_deliveries(res: CheckResult, publishes: dict[str, _Invoked], durables
             line = (f"{msg} on {durable.durable_key}: confirmed at {p.outcome.t:.3f} "
                     f"(invoked {p.invoke.t:.3f} via {p.invoke.via}, mseq {p.outcome.mseq}), never delivered")
             allowed = [w for w in windows if w[0] <= p.outcome.t <= w[1]]
+            undone = tail.holds(TAIL_PUBLISHED, msg)
             if allowed:
                 res.lost_allowed.append(line + f" [inside the documented loss window of {allowed[0][2]}]")
+            elif undone is not None:
+                res.lost_allowed.append(line + f" [{undone}]")
             else:
                 res.lost.append(line)
 
 
 def _check_duplicates(res: CheckResult, deliveries: dict[str, list[Event]],
                       acks_ok: list[tuple[Event, Event]], async_acks: dict[tuple[str, int], float],
-                      sub_first_seen: dict[str, float]) -> None:
+                      sub_first_seen: dict[str, float], tail: _Tail) -> None:
     dups: dict[tuple[str, str], str] = {}
     for key, ds in deliveries.items():
         seen_sub: set[tuple[str, str]] = set()
@@ -317,6 +355,10 @@ def _check_duplicates(res: CheckResult, deliveries: dict[str, list[Event]],
             if d.t > ok.t and sub_first_seen.get(d.sub or "", 0.0) > ok.t:
                 line = (f"{d.msg} on {key}: ack of mseq {invoke.mseq} confirmed at {ok.t:.3f}, delivered "
                         f"again at {d.t:.3f} on {d.sub} (count {d.count}, opened after the ack)")
+                undone = tail.holds(TAIL_ACKED, ack_id(key, invoke.mseq or 0))
+                if undone is not None:
+                    res.ack_redelivered_allowed.append(line + f" [the ack is {undone}]")
+                    break
                 res.ack_redelivered.append(line)
                 dups.setdefault((key, d.msg), line)
                 break
@@ -379,7 +421,7 @@ def _difference(sent: list[str], got: list[str]) -> str:
 
 
 def _check_uows(res: CheckResult, sends: dict[str, _Invoked], receives: list[Event], commits: dict[str, Event],
-                loss_windows: list[Event]) -> None:
+                loss_windows: list[Event], tail: _Tail) -> None:
     for sent in sends.values():
         kind = sent.outcome.type if sent.outcome is not None else INFO
         if kind == OK:
@@ -416,8 +458,11 @@ def _check_uows(res: CheckResult, sends: dict[str, _Invoked], receives: list[Eve
             line = (f"{where} (receive invoked at {invoked:.3f}): {commit.proc}'s commit of it was confirmed at "
                     f"{commit.t:.3f}")
             member = _in_window(commit.t, loss_windows)
+            undone = tail.holds(TAIL_UOW_PROCESSED, uow)
             if member is not None:
                 report("uow_allowed", uow, line + f" [inside the documented loss window of {member}]")
+            elif undone is not None:
+                report("uow_allowed", uow, line + f" [the receiver's commit is {undone}]")
             else:
                 report("uow_redelivered", uow, line)
     audited = {r.uow for r in receives if r.proc == AUDIT}
@@ -427,7 +472,10 @@ def _check_uows(res: CheckResult, sends: dict[str, _Invoked], receives: list[Eve
         line = (f"{uow}: committed by its sender {sent.invoke.proc} at {sent.outcome.t:.3f}, never committed by a "
                 f"receiver nor left for the audit")
         member = _in_window(sent.outcome.t, loss_windows)
+        undone = tail.holds(TAIL_UOW_COMMITTED, uow)
         if member is not None:
             report("uow_allowed", uow, line + f" [inside the documented loss window of {member}]")
+        elif undone is not None:
+            report("uow_allowed", uow, line + f" [its commit is {undone}]")
         else:
             report("uow_lost", uow, line)

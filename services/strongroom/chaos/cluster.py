@@ -56,13 +56,17 @@ class ClusterSpec:
     """Each member's data dir on a tmpfs of this size (disk full); 0 for none."""
     extra_env: dict[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
+    standby: bool = False
+    """The cluster has a disaster-recovery standby site (`chaos.drsite`: its own etcd, members
+    s1-s3 and the DR service)."""
 
 
-def realm_text(spec: ClusterSpec) -> str:
+def realm_text(spec: ClusterSpec, standby: str = "") -> str:
     """The realm of the test cluster: one replicated store, a topic rule and a queue rule, and a
     rule for the units-of-work queues (`*.uow.q`) whose receivers' conversations time out after
     3 s of uptime: a UOW delivered to a receiver that never heard the answer (the leader died
-    under the call) is offered again within the drain, not after the default 300 s."""
+    under the call) is offered again within the drain, not after the default 300 s. `standby`:
+    the cluster's `standby:` key, indented by four spaces (a DR pair; empty for none)."""
     members = "\n".join(f"      - name: m{i}" for i in range(1, spec.members + 1))
     return f"""\
 clusters:
@@ -70,7 +74,7 @@ clusters:
     storage: {spec.storage}
     lease_ttl_seconds: {spec.lease_ttl}
     compact_after_entries: {spec.compact_after_entries}
-    members:
+{standby}    members:
 {members}
 stores:
   - name: default
@@ -111,10 +115,10 @@ def unmount(path: Path) -> None:
 class ChaosCluster:
     """etcd + member processes (+ proxies) for one chaos scenario."""
 
-    def __init__(self, root: Path, spec: ClusterSpec) -> None:
+    def __init__(self, root: Path, spec: ClusterSpec, prefix: str = "m") -> None:
         self.root = root
         self.spec = spec
-        self.names = [f"m{i}" for i in range(1, spec.members + 1)]
+        self.names = [f"{prefix}{i}" for i in range(1, spec.members + 1)]
         self.listen = {n: free_port() for n in self.names}
         self.link_listen = {n: free_port() for n in self.names}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -177,7 +181,7 @@ class ChaosCluster:
         """Start etcd, store the realm, start proxies and members; return once a leader serves."""
         spec = self.spec
         self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log")
-        await store_realm(self.etcd.endpoint, realm_text(spec), "chaos-realm.yaml")
+        await store_realm(self.etcd.endpoint, self.realm(), "chaos-realm.yaml")
         if spec.proxy_members or spec.proxy_etcd:
             self.network = Network(self.pid_labels)
             for n in self.names:
@@ -199,6 +203,15 @@ class ChaosCluster:
         for n in self.names:
             self.start_member(n)
         await self.leader(timeout=60)
+
+    def realm(self) -> str:
+        """The realm stored in this cluster's etcd."""
+        return realm_text(self.spec)
+
+    def serving(self) -> ChaosCluster:
+        """The set of members that serves the cluster's clients: this one (a DR pair's standby
+        site once it was activated, `chaos.drsite`)."""
+        return self
 
     def pid_labels(self) -> dict[int, str]:
         """Live process ids and the label the proxies give their connections."""
@@ -282,6 +295,17 @@ class ChaosCluster:
         if self.etcd_paused:
             self.resume_etcd()
         self.etcd.stop()
+
+    def kill_etcd(self) -> None:
+        """SIGKILL etcd and reap it; `restart_etcd` brings it back on the same port and data."""
+        assert self.etcd is not None
+        try:
+            os.kill(self.etcd.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.etcd.process is not None:
+            self.etcd.process.wait(timeout=30)
+        self.etcd_paused = False
 
     def restart_etcd(self) -> None:
         """Start etcd again on the same port and data dir."""

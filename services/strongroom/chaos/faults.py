@@ -4,7 +4,9 @@ Every round is bounded in time (a few seconds), every injection and heal is writ
 history (`f="fault"`), and a fault that fences a member (a leader paused past its lease, cut
 off from etcd or from its peers, or with etcd gone) also records a `fence` the checker uses:
 that member must confirm nothing inside it. Faults the storage mode documents as lossy record
-a `loss-window`.
+a `loss-window`. The `dr` fault loses the whole primary site and activates its standby site
+(`chaos.drsite`); what the activation lost is read from the old primary's log after heal and
+recorded as `lost-tail` events (`chaos.losttail`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from strongroom.chaos.cluster import ChaosCluster, ClusterSpec
+from strongroom.chaos.drsite import DrCluster
 from strongroom.chaos.history import INFO, History
+from strongroom.chaos.losttail import lost_tail_events
 from strongroom.chaos.netproxy import RESET, STALL
 from strongroom.chaos.workload import Workload
 from strongroom.local.leader import NoLeader, wait_for_leader
@@ -106,6 +110,11 @@ class Fault:
 
     async def round(self, ctx: FaultContext) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    async def after_heal(self, ctx: FaultContext) -> list[str]:
+        """Checks once everything was healed, before publishing stops; what failed (none by
+        default)."""
+        return []
 
 
 class KillLeader(Fault):
@@ -339,6 +348,64 @@ class LoseUnsynced(Fault):
         await asyncio.sleep(2.0)
 
 
+@dataclass
+class DrSiteLoss(Fault):
+    """Lose the whole primary site mid-load, activate the standby site, carry on there."""
+
+    lag: float = 1.0
+    """Seconds the DR service is stopped (SIGSTOP) before the loss, so the standby lacks a tail."""
+
+    async def run(self, ctx: FaultContext, until: float) -> None:
+        cluster = ctx.cluster
+        assert isinstance(cluster, DrCluster)
+        standby = cluster.standby
+        ctx.round = 1
+        # About two fifths of the time at the primary (the DR service keeping up), the rest at
+        # the activated site.
+        await asyncio.sleep(max(1.0, (until - time.monotonic()) * 0.4 - self.lag))
+        standby.pause_dr()
+        ctx.note(f"DR service stopped (SIGSTOP) for {self.lag:.1f}s: the standby falls behind")
+        await asyncio.sleep(self.lag)
+        cluster.lose_site()
+        t_lost = time.monotonic()
+        ctx.note(f"primary site lost: SIGKILL of {', '.join(cluster.names)} and of its etcd")
+        standby.resume_dr()
+        answer = await standby.activate()
+        cluster.activation = answer
+        ctx.note(f"activated {time.monotonic() - t_lost:.1f}s after the loss: {answer.summary}", answer.leader)
+        if not answer.leader:
+            ctx.history.record("nemesis", INFO, "violation", detail="the activated site elected no serving leader "
+                                                                     "within 60s")
+        ctx.workload.repoint(standby.endpoints())
+        ctx.note(f"clients pointed at the activated site: {', '.join(standby.endpoints())}")
+        await asyncio.sleep(max(3.0, until - time.monotonic()))
+
+    async def after_heal(self, ctx: FaultContext) -> list[str]:
+        """The old site, back on its disks (`heal_everything`), is fenced and accepts no write;
+        what the activation lost is read from its log."""
+        cluster = ctx.cluster
+        assert isinstance(cluster, DrCluster)
+        t_heal = time.monotonic()
+        ok, view = await cluster.fenced(timeout=60)
+        ctx.note(f"old primary site after its restart: {view}")
+        errors = [] if ok else [f"the old primary site was not fenced within 60s of its restart: {view}"]
+        # Publishes straight to each old member: none may be confirmed (checker: fence).
+        probing = time.monotonic() + 2.0
+        probes = [ctx.workload.probe(n, cluster.direct(n), until=probing, interval=0.2, wait=3.0)
+                  for n in cluster.names]
+        await asyncio.gather(*probes, return_exceptions=True)
+        for n in cluster.names:
+            ctx.fence(n, "invoked", t_heal, time.monotonic(), "old primary site restarted after the activation")
+        try:
+            tail, where = await cluster.read_lost_tail()
+        except Exception as exc:  # noqa: BLE001 - the scenario fails with the reason
+            return [*errors, f"the lost tail could not be read from the old primary: {exc}"]
+        lost_tail_events(ctx.history, tail)
+        ctx.workload.excuse(tail.published, tail.uows_committed)
+        ctx.note(f"lost tail: {tail.describe()}; {where}")
+        return errors
+
+
 def fill_disk(path: Path) -> int:
     """Fill the filesystem holding `path` up to the last byte; returns the bytes taken."""
     fd = os.open(path / FILLER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -465,4 +532,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
              ClusterSpec(tmpfs_mb=256)),
     DiskFull("disk-full-follower", "a follower's tmpfs data dir full for TTL+3s, then freed",
              ClusterSpec(tmpfs_mb=256), victims="follower"),
+    DrSiteLoss("dr", "the DR service stopped 1s, then the whole primary site lost (SIGKILL of every member and "
+               "of its etcd); the standby site activated and the clients pointed at it; the old site restarted "
+               "fenced. Loss allowed only in the lost tail read from the old primary's log",
+               ClusterSpec(standby=True, compact_after_entries=20000)),
 ]}

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from strongroom.chaos.checker import CheckResult, check
 from strongroom.chaos.cluster import ChaosCluster, FaultUnavailable
+from strongroom.chaos.drsite import DrCluster
 from strongroom.chaos.faults import FAULTS, FaultContext, heal_everything
 from strongroom.chaos.history import INFO, History
 from strongroom.chaos.workload import Workload, WorkloadConfig
@@ -78,10 +79,11 @@ class ScenarioResult:
 
 
 async def _monitor(cluster: ChaosCluster, history: History) -> None:
-    """Record every change of a member's role or epoch (a leadership timeline)."""
+    """Record every change of a member's role or epoch (a leadership timeline) of the members
+    that serve (a DR pair's activated standby site once it took over)."""
     last: dict[str, tuple[str, int]] = {}
     while True:
-        for name, st in (await cluster.statuses(timeout=0.5)).items():
+        for name, st in (await cluster.serving().statuses(timeout=0.5)).items():
             view = (st.role, st.epoch)
             if last.get(name) != view:
                 last[name] = view
@@ -97,7 +99,7 @@ async def run_scenario(fault_name: str, seconds: float, root: Path, seed: int = 
     result = ScenarioResult(fault_name, seconds, root)
     started = time.monotonic()
     history = History(root / "history.jsonl")
-    cluster = ChaosCluster(root, fault.spec)
+    cluster = DrCluster(root, fault.spec) if fault.spec.standby else ChaosCluster(root, fault.spec)
     workload: Workload | None = None
     monitor: asyncio.Task[None] | None = None
     try:
@@ -116,9 +118,10 @@ async def run_scenario(fault_name: str, seconds: float, root: Path, seed: int = 
         history.record("nemesis", INFO, "phase", detail="faults-end")
         await heal_everything(ctx)
         try:
-            await cluster.leader(timeout=60)
+            await cluster.serving().leader(timeout=60)
         except TimeoutError:
             result.errors.append("no leader within 60s after every fault was healed")
+        result.errors.extend(await fault.after_heal(ctx))
         await workload.stop_publishing(timeout=30)
         result.missing_after_drain = await workload.drain(timeout=30)
         history.record("nemesis", INFO, "phase", detail="drained", kind=str(result.missing_after_drain))
@@ -130,7 +133,7 @@ async def run_scenario(fault_name: str, seconds: float, root: Path, seed: int = 
         history.record("nemesis", INFO, "phase", detail="audited", kind=str(result.missing_after_audit))
         await workload.close()
         result.errors.extend(workload.errors)
-        result.converged, result.convergence = await cluster.converged(timeout=30)
+        result.converged, result.convergence = await cluster.serving().converged(timeout=30)
     except Exception:  # noqa: BLE001 - the scenario fails with the reason; the next one runs
         result.errors.append("scenario aborted:\n" + traceback.format_exc())
     finally:
@@ -169,8 +172,10 @@ def format_table(results: list[ScenarioResult]) -> str:
             rows.append((r.fault, *["-"] * 13, f"{r.wall_seconds:.0f}", "SKIP"))
             continue
         lost = str(c.lost_messages) + (f" (+{len(c.lost_allowed)} allowed)" if c.lost_allowed else "")
+        dup = str(len(c.duplicated)) + (f" (+{len(c.ack_redelivered_allowed)} allowed)"
+                                        if c.ack_redelivered_allowed else "")
         uow_bad = str(c.uow_violations) + (f" (+{len(c.uow_allowed)} allowed)" if c.uow_allowed else "")
-        rows.append((r.fault, str(c.operations), str(c.confirmed), lost, str(len(c.duplicated)), str(len(c.phantom)),
+        rows.append((r.fault, str(c.operations), str(c.confirmed), lost, dup, str(len(c.phantom)),
                      str(len(c.order)), str(len(c.fence)), str(c.uows_confirmed), uow_bad,
                      str(r.missing_after_drain), str(len(c.liveness)), f"{c.unavailable_seconds:.1f}",
                      f"{c.longest_gap_seconds:.1f}", f"{r.wall_seconds:.0f}", "PASS" if r.passed else "FAIL"))

@@ -121,6 +121,26 @@ class Workload:
         self.errors: list[str] = []
         self.uows = UowWorkload(history, config.uows, self._client)
 
+    def repoint(self, endpoints: list[str]) -> None:
+        """Point every client, those to come and those running, at other members of the same
+        size of set: the activated standby site after a DR activation (the clients' producer ids,
+        sequences and subscriptions go on; a call under way at an old address fails over to
+        the new ones as in any failover)."""
+        if any(len(client.connection.endpoints) != len(endpoints) for client in self._clients):
+            raise ValueError(f"{len(endpoints)} endpoints for clients of {len(self.endpoints)}")
+        self.endpoints = list(endpoints)
+        for client in self._clients:
+            # In place: the connection rotates over positions in this list.
+            client.connection.endpoints[:] = endpoints
+
+    def excuse(self, messages: set[str], uows: set[str]) -> None:
+        """Stop waiting for confirmed messages (ids) and UOWs that are known to be gone for good
+        (a DR activation's lost tail: the checker judges them); one confirmed again later (a
+        re-send the new primary stored) is waited for again."""
+        for ids in self.confirmed.values():
+            ids.difference_update(messages)
+        self.uows.confirmed.difference_update(uows)
+
     def _client(self, name: str) -> Client:
         client = Client(self.endpoints, client_name=name, timeout=self.config.client_timeout)
         self._clients.append(client)
