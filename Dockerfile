@@ -2,6 +2,8 @@
 # One Strongroom image; every service is an entry point of it (the chart sets the command):
 #   strongroom-persistence   one member of a persistence cluster
 #   strongroom-realm         the realm service
+#   strongroom-router        a routed cluster's router (wide-area stores)
+#   strongroom-dr            a cluster's DR service at its standby site
 #   strongroom               the CLI (realm apply, status, publish, drills)
 #   python -m strongroom.drill_k8s agent   the in-cluster half of the Kubernetes failover drill
 #   spark-submit /opt/strongroom/spark_jobs/<job>.py   the Spark jobs (pyspark + Java 17); the
