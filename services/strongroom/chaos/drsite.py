@@ -24,7 +24,7 @@ from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.chaos.cluster import CLUSTER, ChaosCluster, ClusterSpec, realm_text
 from strongroom.chaos.losttail import LostTail, lost_tail
-from strongroom.dr.transport import read_committed
+from strongroom.dr.transport import read_committed, settled_leader
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.process import dr_argv, kill, spawn, stop_processes
@@ -175,8 +175,12 @@ class DrCluster(ChaosCluster):
         told = {n: st.dr_since_index for n, st in sts.items() if st.dr_since_index != since}
         if told:
             raise RuntimeError(f"the old site's members were told another shared index than {since}: {told}")
-        name, st = max(sts.items(), key=lambda item: item[1].commit_index)
-        entries = await read_committed(self.direct(name), since + 1, st.commit_index)
+        # From the site's leader once it committed its whole log (a fenced leader commits what it
+        # holds): the members' commit indexes right after a restart are stale.
+        address, st = await settled_leader([self.direct(n) for n in self.names], CLUSTER)
+        name = st.member
+        sts = await self.statuses()
+        entries = await read_committed(address, since + 1, st.commit_index)
         view = ", ".join(f"{n} commit {s.commit_index} last {s.last_index}" for n, s in sorted(sts.items()))
         log.info("lost tail read from %s: %d entries after %d (%s)", name, len(entries), since, view)
         return lost_tail(CLUSTER, since, entries), f"read from {name}; {view}"

@@ -153,32 +153,16 @@ async def _activate(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-SETTLE_SECONDS = 30.0
-"""How long the manifest and demotion wait for the site's leader to commit its whole log."""
-
-
-async def site_member(addresses: list[str], cluster: str, patience: float = SETTLE_SECONDS) -> tuple[str, Any]:
+async def site_member(addresses: list[str], cluster: str) -> tuple[str, Any]:
     """The member of `cluster` among `addresses` to read and ask: its leader, once it has
-    committed its whole log (a site just restarted has followers with stale commit indexes and
-    no leader yet: a tail read there would miss entries); (address, its admin status). Waits up
-    to `patience` seconds, then CliError."""
-    import time
+    committed its whole log (`settled_leader`); (address, its admin status)."""
+    from strongroom.dr.transport import settled_leader
+    from strongroom.errors import PersistenceUnavailable
 
-    from strongroom.dr.transport import member_status
-
-    deadline = time.monotonic() + patience
-    while True:
-        answered = [(a, s) for a in addresses if (s := await member_status(a)) is not None and s.cluster == cluster]
-        settled = [(a, s) for a, s in answered
-                   if s.role == "leader" and s.leader == s.member and s.commit_index == s.last_index]
-        if settled:
-            return settled[0]
-        if time.monotonic() >= deadline:
-            if not answered:
-                raise CliError(f"no member of cluster {cluster!r} answers at {', '.join(addresses)}")
-            raise CliError(f"no leader of cluster {cluster!r} at {', '.join(addresses)} has committed its whole log "
-                           f"within {patience:.0f} s (a site just restarted elects one first); try again")
-        await asyncio.sleep(0.5)
+    try:
+        return await settled_leader(addresses, cluster)
+    except PersistenceUnavailable as err:
+        raise CliError(err.message) from None
 
 
 async def _site_member(args: argparse.Namespace) -> tuple[str, Any]:

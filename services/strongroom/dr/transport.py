@@ -6,6 +6,7 @@ given retry policy). Failures come out as `StrongroomError`s, read by the client
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 
@@ -16,9 +17,13 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client.connection import Connection
 from strongroom.client.retry import RetryPolicy, error_from_rpc
-from strongroom.errors import ConnectionFailed, DataCorruption
+from strongroom.errors import ConnectionFailed, DataCorruption, PersistenceUnavailable
 
-__all__ = ["SHIP_TIMEOUT", "CommittedStream", "StandbyCalls", "member_status", "read_committed"]
+__all__ = ["SETTLE_SECONDS", "SHIP_TIMEOUT", "CommittedStream", "StandbyCalls", "member_status", "read_committed",
+           "settled_leader"]
+
+SETTLE_SECONDS = 30.0
+"""How long a reader of a site's whole log waits for its leader to have committed all of it."""
 
 SHIP_TIMEOUT = 30.0
 """Seconds one ShipEntries call may take (the standby leader's write, fsync included)."""
@@ -73,6 +78,28 @@ async def member_status(address: str, timeout: float = 2.0) -> apb.ClusterStatus
         except grpc.aio.AioRpcError:
             return None
     return status
+
+
+async def settled_leader(addresses: list[str], cluster: str,
+                         patience: float = SETTLE_SECONDS) -> tuple[str, apb.ClusterStatus]:
+    """The leader of `cluster` among `addresses` once it has committed its whole log, and its
+    status: the member to read a site's whole log from (a fenced site's leader commits what it
+    holds). A site just restarted has no leader yet and followers whose commit indexes are stale
+    (written lazily): a tail read there would miss entries that were committed, and confirmed.
+    PersistenceUnavailable after `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        answered = [(a, s) for a in addresses if (s := await member_status(a)) is not None and s.cluster == cluster]
+        for address, st in answered:
+            if st.role == "leader" and st.leader == st.member and st.commit_index == st.last_index:
+                return address, st
+        if time.monotonic() >= deadline:
+            if not answered:
+                raise PersistenceUnavailable(f"no member of cluster {cluster!r} answers at {', '.join(addresses)}")
+            raise PersistenceUnavailable(f"no leader of cluster {cluster!r} at {', '.join(addresses)} has committed "
+                                         f"its whole log within {patience:.0f} s (a site just restarted elects one "
+                                         f"first); try again")
+        await asyncio.sleep(0.5)
 
 
 async def read_committed(address: str, from_index: int, upto: int, timeout: float = 10.0) -> list[tuple[int, bytes]]:
