@@ -23,7 +23,14 @@ from typing import Any
 
 from bench.routing import PEER_CONFIG, ROUTING_CONFIG, ROUTING_FIGURES
 from bench.runner import FIGURES, GROUPS, RESULTS_DIR, ROUTING_CONFIGS, cell
-from bench.standby import BASELINE, STANDBY_CONFIG, STANDBY_CONFIGS, STANDBY_FIGURES, STOPPED_CONFIG
+from bench.standby import (
+    BASELINE,
+    CONFIRM_CPU_FIGURES,
+    STANDBY_CONFIG,
+    STANDBY_CONFIGS,
+    STANDBY_FIGURES,
+    STOPPED_CONFIG,
+)
 from bench.uow import UOW_CONFIG, UOW_FIGURES
 
 __all__ = ["main", "markdown", "replace_section", "replace_subsection", "replace_uow_subsection", "routing_markdown",
@@ -35,12 +42,17 @@ KEEP = "### Where the time goes"
 UOW_HEADING = "### Units of work"
 ROUTING_HEADING = "### Routing"
 STANDBY_HEADING = "### Standby set (disaster recovery)"
-STANDBY_ROWS = [
-    "confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s", "consume.msgs_per_s",
-    "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s", "pipelined_x16.msgs_per_s",
-    "pipelined.leader_cpu_s_per_1k", "pipelined.servers_cpu_s_per_1k", *STANDBY_FIGURES,
-]
-"""The rows of the standby subsection's table (keys of FIGURES)."""
+STANDBY_ROWS = {
+    **{k: FIGURES[k] for k in ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
+                               "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
+                               "pipelined_x16.msgs_per_s")},
+    **CONFIRM_CPU_FIGURES,
+    "confirm.standby_cpu_s_per_1k": STANDBY_FIGURES["confirm.standby_cpu_s_per_1k"],
+    "confirm.dr_cpu_s_per_1k": STANDBY_FIGURES["confirm.dr_cpu_s_per_1k"],
+    **{k: FIGURES[k] for k in ("pipelined.leader_cpu_s_per_1k", "pipelined.servers_cpu_s_per_1k")},
+    **STANDBY_FIGURES,
+}
+"""The rows of the standby subsection's table: key -> (label, unit, higher is better)."""
 
 
 def _ratio_cell(r: dict[str, Any]) -> str:
@@ -242,15 +254,15 @@ def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
         "(the standby members fsync as the primary's do), which separate sites would not, so what the standby's "
         "work costs the primary here is contention for the CPU and the disk, not waiting: the stopped standby, "
         "which does no work, shows the primary with a standby that does not answer. Standby site CPU: the "
-        "standby members and the DR service, per 1,000 messages of the workload. After `confirm` (not timed): "
-        "how long the standby leader took to hold what the primary had committed; when the workloads end: how "
-        "many entries it was behind (the primary leader's commit index against the standby's last index as "
-        "the DR service last heard it), and how long it then took to hold them. "
+        "standby members and the DR service together, and the DR service alone, per 1,000 messages of the "
+        "workload, beside what the primary's members spend during `confirm`. Standby lag when `confirm` ends "
+        "(not timed): how long after the last confirmation the standby leader held everything the primary had "
+        "committed by then (its last index as the DR service reports it); when all the workloads end: how many "
+        "entries it was behind the primary leader's commit index, and how long it then took to hold them. "
         + _dr_reads_sentence(doc))
     out = [STANDBY_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
            "| figure | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
-    for key in STANDBY_ROWS:
-        label, unit, _ = FIGURES[key]
+    for key, (label, unit, _) in STANDBY_ROWS.items():
         out.append(f"| {label} ({unit}) | " + " | ".join(cell(doc["summary"][cfg].get(key)) for cfg in configs)
                    + " |")
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}

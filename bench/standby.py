@@ -36,8 +36,8 @@ from typing import Any
 from bench.common import CpuMeter, Progress, free_port, proc_cpu_seconds
 from bench.ours import CLUSTER, StrongroomTarget, realm_for
 
-__all__ = ["BASELINE", "STANDBY_CONFIG", "STANDBY_CONFIGS", "STANDBY_FIGURES", "STANDBY_RATIOS", "STOPPED_CONFIG",
-           "StandbyMeter", "StandbyTarget", "standby_figure_applies"]
+__all__ = ["BASELINE", "CONFIRM_CPU_FIGURES", "STANDBY_CONFIG", "STANDBY_CONFIGS", "STANDBY_FIGURES", "STANDBY_RATIOS",
+           "STOPPED_CONFIG", "StandbyMeter", "StandbyTarget", "standby_figure_applies"]
 
 BASELINE = "disk-sync"
 """The configuration the standby ones are compared with: the same cluster, no standby."""
@@ -54,11 +54,19 @@ POLL = 0.01
 # figure key -> (label, unit, higher is better): what only the standby configurations measure.
 STANDBY_FIGURES: dict[str, tuple[str, str, bool]] = {
     "confirm.standby_cpu_s_per_1k": ("standby site CPU, confirm", "s/1k msgs", False),
+    "confirm.dr_cpu_s_per_1k": ("DR service CPU, confirm", "s/1k msgs", False),
     "pipelined.standby_cpu_s_per_1k": ("standby site CPU, pipelined x1", "s/1k msgs", False),
-    "standby.after_confirm_s": ("standby holds confirm's entries after", "s", False),
+    "pipelined.dr_cpu_s_per_1k": ("DR service CPU, pipelined x1", "s/1k msgs", False),
+    "standby.after_confirm_s": ("standby lag when confirm ends", "s", False),
     "standby.behind_entries": ("standby behind when the workloads end", "entries", False),
     "standby.catch_up_s": ("standby catch-up after the workloads", "s", False),
 }
+CONFIRM_CPU_FIGURES: dict[str, tuple[str, str, bool]] = {
+    "confirm.leader_cpu_s_per_1k": ("primary leader CPU, confirm", "s/1k msgs", False),
+    "confirm.servers_cpu_s_per_1k": ("primary members CPU, confirm", "s/1k msgs", False),
+}
+"""What every Strongroom configuration measures during `confirm` (not in the main table): beside
+the standby site's CPU, what the primary spends."""
 SHIPPING_ONLY = ("standby.after_confirm_s", "standby.catch_up_s")
 """Figures of the standby that ships: a stopped standby never catches up."""
 
@@ -82,25 +90,28 @@ def standby_figure_applies(config: str, figure: str) -> bool | None:
 
 
 class StandbyMeter(CpuMeter):
-    """CpuMeter, plus the CPU seconds of the standby site's processes (standby members, DR
-    service) per thousand messages."""
+    """CpuMeter, plus the CPU seconds of the standby site's processes (standby members and DR
+    service together, and the DR service alone) per thousand messages."""
 
-    def __init__(self, leader_pid: int, server_pids: list[int], standby_pids: list[int]) -> None:
+    def __init__(self, leader_pid: int, server_pids: list[int], standby_pids: list[int], dr_pid: int) -> None:
         super().__init__(leader_pid, server_pids)
-        self.standby_pids = list(standby_pids)
-        self._standby0 = 0.0
+        self.standby_pids = [*standby_pids, dr_pid]
+        self.dr_pid = dr_pid
+        self._standby0 = self._dr0 = 0.0
 
     def _standby(self) -> float:
         return sum(proc_cpu_seconds(p) for p in self.standby_pids)
 
     def start(self) -> StandbyMeter:
         super().start()
-        self._standby0 = self._standby()
+        self._standby0, self._dr0 = self._standby(), proc_cpu_seconds(self.dr_pid)
         return self
 
     def stop(self, messages: int) -> dict[str, float]:
         out = super().stop(messages)
-        out["standby_cpu_s_per_1k"] = (self._standby() - self._standby0) / (max(messages, 1) / 1000.0)
+        k = max(messages, 1) / 1000.0
+        out["standby_cpu_s_per_1k"] = (self._standby() - self._standby0) / k
+        out["dr_cpu_s_per_1k"] = (proc_cpu_seconds(self.dr_pid) - self._dr0) / k
         return out
 
 
@@ -114,7 +125,8 @@ class StandbyTarget(StrongroomTarget):
         super().__init__(config, work_dir, progress)
         self.stopped = config == STOPPED_CONFIG
         self.standby_pids: list[int] = []
-        """The standby members' and the DR service's pids."""
+        """The standby members' pids."""
+        self.dr_pid = 0
         self.paused: list[int] = []
         """Standby members stopped with SIGSTOP (continued before they are stopped)."""
         self.dr_address = ""
@@ -128,8 +140,8 @@ class StandbyTarget(StrongroomTarget):
         await super().start()
         members = self.cluster.standbys[CLUSTER]
         dr = self.cluster.drs[CLUSTER]
-        self.standby_pids = [p.pid for p in members.values()] + [dr.pid]
-        self.dr_address = dr.address
+        self.standby_pids = [p.pid for p in members.values()]
+        self.dr_pid, self.dr_address = dr.pid, dr.address
         self.progress.begin(f"{self.config}: waiting for the standby to hold the primary's log")
         if await self._held(await self._primary_commit(), CAUGHT_UP_TIMEOUT) is None:
             raise RuntimeError(f"the standby did not hold the primary's committed log within {CAUGHT_UP_TIMEOUT:.0f} s"
@@ -152,7 +164,7 @@ class StandbyTarget(StrongroomTarget):
             await super().stop()
 
     def _meter(self) -> CpuMeter:
-        return StandbyMeter(self.leader_pid, self.server_pids, self.standby_pids).start()
+        return StandbyMeter(self.leader_pid, self.server_pids, self.standby_pids, self.dr_pid).start()
 
     async def confirm(self, n: int) -> dict[str, Any]:
         result = await super().confirm(n)

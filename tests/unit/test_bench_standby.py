@@ -80,7 +80,8 @@ def test_which_configuration_measures_which_figure() -> None:
     applies = runner.figure_applies
     assert applies(BASELINE, "confirm.p99_ms") and applies(STOPPED_CONFIG, "confirm.p99_ms")
     assert not applies(BASELINE, "event_log.rows") and applies("disk-sync-events", "event_log.rows")
-    for figure in ("confirm.standby_cpu_s_per_1k", "pipelined.standby_cpu_s_per_1k", "standby.behind_entries"):
+    for figure in ("confirm.standby_cpu_s_per_1k", "pipelined.standby_cpu_s_per_1k", "confirm.dr_cpu_s_per_1k",
+                   "pipelined.dr_cpu_s_per_1k", "standby.behind_entries"):
         assert applies(STANDBY_CONFIG, figure) and applies(STOPPED_CONFIG, figure)
         assert not applies(BASELINE, figure) and not applies("nats-fsync", figure)
     # A stopped standby never holds what the primary commits: no catch-up to time.
@@ -116,16 +117,22 @@ def test_a_standby_target_gives_its_members_fixed_free_addresses(tmp_path: Path)
     assert cluster.standby.primary == addresses
 
 
-def test_the_standby_meter_adds_the_standby_sites_cpu() -> None:
-    me = os.getpid()
-    meter = StandbyMeter(me, [me], [me]).start()
+def test_the_standby_meter_adds_the_standby_sites_cpu_and_the_dr_services_alone() -> None:
+    me, gone = os.getpid(), 2**22 + 1  # a pid no process has (pid_max is at most 2**22)
+    meter = StandbyMeter(me, [me], [me], dr_pid=gone).start()
     deadline = time.process_time() + 0.05
     while time.process_time() < deadline:
         pass
     out = meter.stop(1000)
-    assert set(out) == {"leader_cpu_s_per_1k", "servers_cpu_s_per_1k", "client_cpu_s_per_1k", "standby_cpu_s_per_1k"}
-    assert out["standby_cpu_s_per_1k"] > 0
-    assert StandbyMeter(me, [me], []).start().stop(1000)["standby_cpu_s_per_1k"] == 0
+    assert set(out) == {"leader_cpu_s_per_1k", "servers_cpu_s_per_1k", "client_cpu_s_per_1k", "standby_cpu_s_per_1k",
+                        "dr_cpu_s_per_1k"}
+    assert out["standby_cpu_s_per_1k"] > 0 and out["dr_cpu_s_per_1k"] == 0
+    dr = StandbyMeter(gone, [gone], [], dr_pid=me).start()
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    out = dr.stop(1000)
+    assert out["dr_cpu_s_per_1k"] > 0 and out["standby_cpu_s_per_1k"] == out["dr_cpu_s_per_1k"]
 
 
 # --- the result document and the README ---------------------------------------------------------
@@ -141,8 +148,8 @@ def _results(p50: float, standby: bool, shipping: bool) -> dict[str, Any]:
                            "fanout": {"deliveries_per_s": 65000.0}, "pipelined_x4": dict(pipe),
                            "pipelined_x16": dict(pipe)}
     if standby:
-        confirm["standby_cpu_s_per_1k"] = 0.3 if shipping else 0.0
-        out["pipelined"]["standby_cpu_s_per_1k"] = 0.03 if shipping else 0.0
+        for workload, cpu in (("confirm", 0.3), ("pipelined", 0.03)):
+            out[workload].update(standby_cpu_s_per_1k=cpu if shipping else 0.0, dr_cpu_s_per_1k=cpu / 3 if shipping else 0.0)
         out["standby"] = {"behind_entries": 0.0 if shipping else 500.0, "dr_reads_leader": 1.0}
         if shipping:
             out["standby"].update(after_confirm_s=0.002, catch_up_s=0.5)
@@ -197,6 +204,8 @@ def test_a_run_of_the_pair_alone_writes_only_the_standby_subsection(monkeypatch:
     assert f"| figure | {STANDBY_CONFIG} / {BASELINE} | {STOPPED_CONFIG} / {BASELINE} |" in text
     assert "| confirm p50 (ms) | 1.10× | 1.00× |" in text
     assert "3 of 3 rounds of `disk-sync-standby`" in text
+    assert "| primary members CPU, confirm (s/1k msgs) | 0.200 (0.200–0.200) | 0.200 (" in text
+    assert "| DR service CPU, confirm (s/1k msgs) | - | 0.100 (0.100–0.100) | 0.000 (" in text
     assert "## " not in text.replace(readme.STANDBY_HEADING, "")  # no other (sub)section
 
     section = "# X\n\n## Benchmarks\n\nmain body\n\n### Routing\n\nr\n\n### Where the time goes\n\nkept\n\n## Next\n"
