@@ -36,6 +36,7 @@ CONFIGS: dict[str, tuple[str, str]] = {
     "routing": ("disk-sync", ""),  # bench/routing.py: London and Rio, both disk-sync
     # bench/standby.py: disk-sync with a standby set attached (shipping, or its members stopped).
     "disk-sync-standby": ("disk-sync", ""),
+    "disk-sync-standby-niced": ("disk-sync", ""),
     "disk-sync-standby-stopped": ("disk-sync", ""),
 }
 EVENTS_SUFFIX = "-events"

@@ -26,6 +26,7 @@ from bench.runner import FIGURES, GROUPS, RESULTS_DIR, ROUTING_CONFIGS, cell
 from bench.standby import (
     BASELINE,
     CONFIRM_CPU_FIGURES,
+    NICED_CONFIG,
     STANDBY_CONFIG,
     STANDBY_CONFIGS,
     STANDBY_FIGURES,
@@ -244,6 +245,11 @@ def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
         "members (disk-sync) and the DR service (`strongroom-dr`), which reads the primary's committed-entry "
         "stream and ships it to the standby leader, which replicates it to the other two; the workloads start "
         "once the standby holds everything the primary committed. Clients are given the primary's members only. "
+        f"`{NICED_CONFIG}`: the same, then the standby site's processes (members, DR service, etcd, realm "
+        "service) put at the lowest CPU priority (nice 19) before the workloads: they get the CPU time the "
+        "primary and the client leave, so the standby's work no longer competes with the primary's for the cores "
+        "(it still shares the disk), as at a site of its own, and it falls behind while the primary keeps the "
+        "cores busy: a slow standby. "
         f"`{STOPPED_CONFIG}`: the same, then the three standby members are stopped (SIGSTOP) before the "
         "workloads, as a standby site that hangs or is cut off without a closed connection: the DR service's "
         "`ShipEntries` gets no answer and its stream from the primary stays open, unread. Requirement (issue "
@@ -260,6 +266,9 @@ def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
         "committed by then (its last index as the DR service reports it); when all the workloads end: how many "
         "entries it was behind the primary leader's commit index, and how long it then took to hold them. "
         + _dr_reads_sentence(doc))
+    summary = _standby_summary(doc)
+    if summary:
+        paragraphs.append(summary)
     out = [STANDBY_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
            "| figure | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
     for key, (label, unit, _) in STANDBY_ROWS.items():
@@ -280,6 +289,45 @@ def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
     return "\n".join(out) + "\n"
 
 
+def _standby_summary(doc: dict[str, Any]) -> str:
+    """In words (medians): confirm p50/p99 with each standby configuration against disk-sync of
+    the same rounds, and what the shipping standby's CPU was beside the primary's."""
+    s = doc["summary"]
+    if BASELINE not in s:
+        return ""
+
+    def med(config: str, key: str) -> float | None:
+        v = s.get(config, {}).get(key, {}).get("median")
+        return float(v) if v is not None else None
+
+    def ratio(config: str, key: str) -> str:
+        a, b = med(config, key), med(BASELINE, key)
+        return f"{a / b:.2f}×" if a is not None and b else "-"
+
+    def ms(config: str, key: str) -> str:
+        v = med(config, key)
+        return "-" if v is None else f"{v:.2f} ms"
+
+    parts = []
+    for config, what in ((STANDBY_CONFIG, "with the standby shipping"), (NICED_CONFIG, "niced"),
+                         (STOPPED_CONFIG, "stopped")):
+        if config in s:
+            parts.append(f"{what}, confirm p50 {ms(config, 'confirm.p50_ms')} and p99 {ms(config, 'confirm.p99_ms')}: "
+                         f"{ratio(config, 'confirm.p50_ms')} and {ratio(config, 'confirm.p99_ms')} of `{BASELINE}`'s "
+                         f"{ms(BASELINE, 'confirm.p50_ms')} and {ms(BASELINE, 'confirm.p99_ms')}")
+    if not parts:
+        return ""
+    text = "In these rounds (medians): " + "; ".join(parts) + "."
+    standby, dr = med(STANDBY_CONFIG, "confirm.standby_cpu_s_per_1k"), med(STANDBY_CONFIG, "confirm.dr_cpu_s_per_1k")
+    primary = med(STANDBY_CONFIG, "confirm.servers_cpu_s_per_1k")
+    if standby and primary:
+        text += (f" While shipping, the standby site spent {standby:.2f} ms of CPU per confirmed publish"
+                 + (f" (the DR service {dr:.2f})" if dr is not None else "")
+                 + f", {standby / primary:.1f}× what the primary's three members spent ({primary:.2f} ms), on the "
+                 f"same {doc['machine']['cores']} cores.")
+    return text
+
+
 def _dr_reads_sentence(doc: dict[str, Any]) -> str:
     """Which primary member the DR service read, per configuration: its leader in how many rounds."""
     parts = []
@@ -290,7 +338,7 @@ def _dr_reads_sentence(doc: dict[str, Any]) -> str:
     if not parts:
         return ""
     return ("The DR service reads the first address of `standby.primary` (m1) while it answers; m1 was the "
-            "primary's leader (so serving the stream added to the leader's work) in " + " and ".join(parts) + ".")
+            "primary's leader (so serving the stream added to the leader's work) in " + ", ".join(parts) + ".")
 
 
 def markdown(doc: dict[str, Any], results_file: str = "") -> str:

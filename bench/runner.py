@@ -93,6 +93,7 @@ ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync"),
     ("strongroom", "disk-sync-events"),
     ("strongroom", "disk-sync-standby"),
+    ("strongroom", "disk-sync-standby-niced"),
     ("strongroom", "disk-sync-standby-stopped"),
     ("nats", "nats-fsync"),
     ("strongroom", "disk-async"),

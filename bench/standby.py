@@ -13,6 +13,11 @@ of `disk-sync` (bench/ours.py), with a standby set added to its cluster:
   committed; each workload's meter counts the standby site's CPU too (its members and the DR
   service). Afterwards: how long the standby took to hold what `confirm` committed, how far it
   was behind when the workloads ended, and how long it took to catch up.
+- `disk-sync-standby-niced`: the same, then the standby site's processes (members, DR service,
+  etcd, realm service) put at the lowest CPU priority (nice 19) before the workloads: they get
+  the CPU time the primary and the client leave, so the standby's work no longer competes with
+  the primary's for the cores (the disk is still shared), as at a site of its own; it falls
+  behind while the primary keeps the cores busy: a slow standby.
 - `disk-sync-standby-stopped`: the same, then the three standby members are stopped (SIGSTOP)
   before the workloads, as a standby site that hangs or is cut off without a closed connection:
   the DR service's `ShipEntries` gets no answer (it waits up to its timeout, then again), and
@@ -36,14 +41,19 @@ from typing import Any
 from bench.common import CpuMeter, Progress, free_port, proc_cpu_seconds
 from bench.ours import CLUSTER, StrongroomTarget, realm_for
 
-__all__ = ["BASELINE", "CONFIRM_CPU_FIGURES", "STANDBY_CONFIG", "STANDBY_CONFIGS", "STANDBY_FIGURES", "STANDBY_RATIOS",
-           "STOPPED_CONFIG", "StandbyMeter", "StandbyTarget", "standby_figure_applies"]
+__all__ = ["BASELINE", "CONFIRM_CPU_FIGURES", "NICE", "NICED_CONFIG", "SHIPPING_CONFIGS", "STANDBY_CONFIG",
+           "STANDBY_CONFIGS", "STANDBY_FIGURES", "STANDBY_RATIOS", "STOPPED_CONFIG", "StandbyMeter", "StandbyTarget",
+           "renice", "standby_figure_applies"]
 
 BASELINE = "disk-sync"
 """The configuration the standby ones are compared with: the same cluster, no standby."""
 STANDBY_CONFIG = "disk-sync-standby"
+NICED_CONFIG = "disk-sync-standby-niced"
 STOPPED_CONFIG = "disk-sync-standby-stopped"
-STANDBY_CONFIGS = (STANDBY_CONFIG, STOPPED_CONFIG)
+STANDBY_CONFIGS = (STANDBY_CONFIG, NICED_CONFIG, STOPPED_CONFIG)
+SHIPPING_CONFIGS = (STANDBY_CONFIG, NICED_CONFIG)
+NICE = 19
+"""The niced standby site's CPU priority: the lowest."""
 
 CAUGHT_UP_TIMEOUT = 60.0
 """Seconds the standby may take to hold what the primary committed before the workloads."""
@@ -85,8 +95,16 @@ def standby_figure_applies(config: str, figure: str) -> bool | None:
     if figure not in STANDBY_FIGURES:
         return None
     if figure in SHIPPING_ONLY:
-        return config == STANDBY_CONFIG
+        return config in SHIPPING_CONFIGS
     return config in STANDBY_CONFIGS
+
+
+def renice(pid: int, nice: int) -> None:
+    """Set the CPU priority of every thread of a process (nice is per thread on Linux; threads
+    started later inherit their starter's)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
 
 
 class StandbyMeter(CpuMeter):
@@ -116,14 +134,16 @@ class StandbyMeter(CpuMeter):
 
 
 class StandbyTarget(StrongroomTarget):
-    """`disk-sync` with a standby set attached: shipping (`disk-sync-standby`) or with its
-    members stopped (`disk-sync-standby-stopped`)."""
+    """`disk-sync` with a standby set attached: shipping (`disk-sync-standby`), shipping at the
+    lowest CPU priority (`disk-sync-standby-niced`), or with its members stopped
+    (`disk-sync-standby-stopped`)."""
 
     def __init__(self, config: str, work_dir: Path, progress: Progress) -> None:
         if config not in STANDBY_CONFIGS:
             raise ValueError(f"not a standby configuration: {config}")
         super().__init__(config, work_dir, progress)
         self.stopped = config == STOPPED_CONFIG
+        self.niced = config == NICED_CONFIG
         self.standby_pids: list[int] = []
         """The standby members' pids."""
         self.dr_pid = 0
@@ -137,6 +157,8 @@ class StandbyTarget(StrongroomTarget):
         return realm_for(self.storage, self.events_dir, primary=[f"127.0.0.1:{free_port()}" for _ in range(3)])
 
     async def start(self) -> None:
+        from strongroom.local.launcher import standby_site
+
         await super().start()
         members = self.cluster.standbys[CLUSTER]
         dr = self.cluster.drs[CLUSTER]
@@ -146,6 +168,11 @@ class StandbyTarget(StrongroomTarget):
         if await self._held(await self._primary_commit(), CAUGHT_UP_TIMEOUT) is None:
             raise RuntimeError(f"the standby did not hold the primary's committed log within {CAUGHT_UP_TIMEOUT:.0f} s"
                                f"; see {dr.log}")
+        if self.niced:
+            site = self.cluster.sites[standby_site(CLUSTER)]
+            realm = [site.realm_service.pid] if site.realm_service is not None else []
+            for pid in [*self.standby_pids, dr.pid, site.etcd.pid, *realm]:
+                renice(pid, NICE)
         if self.stopped:
             for proc in members.values():
                 os.kill(proc.pid, signal.SIGSTOP)

