@@ -257,9 +257,10 @@ def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
         "the standby is slow, partitioned or down.")
     paragraphs.append(
         "All of it runs on this one machine: the standby site's processes share the primary's cores and disk "
-        "(the standby members fsync as the primary's do), which separate sites would not, so what the standby's "
-        "work costs the primary here is contention for the CPU and the disk, not waiting: the stopped standby, "
-        "which does no work, shows the primary with a standby that does not answer. Standby site CPU: the "
+        "(the standby members fsync as the primary's do), which separate sites would not. So "
+        f"`{STANDBY_CONFIG}` measures the primary beside a second cluster on the same cores; the niced standby "
+        "leaves the cores to the primary, but not the disk, nor the work of the primary member that serves the "
+        "DR service its stream; the stopped standby does no work at all. Standby site CPU: the "
         "standby members and the DR service together, and the DR service alone, per 1,000 messages of the "
         "workload, beside what the primary's members spend during `confirm`. Standby lag when `confirm` ends "
         "(not timed): how long after the last confirmation the standby leader held everything the primary had "
@@ -312,19 +313,30 @@ def _standby_summary(doc: dict[str, Any]) -> str:
     for config, what in ((STANDBY_CONFIG, "with the standby shipping"), (NICED_CONFIG, "niced"),
                          (STOPPED_CONFIG, "stopped")):
         if config in s:
-            parts.append(f"{what}, confirm p50 {ms(config, 'confirm.p50_ms')} and p99 {ms(config, 'confirm.p99_ms')}: "
-                         f"{ratio(config, 'confirm.p50_ms')} and {ratio(config, 'confirm.p99_ms')} of `{BASELINE}`'s "
-                         f"{ms(BASELINE, 'confirm.p50_ms')} and {ms(BASELINE, 'confirm.p99_ms')}")
+            parts.append(f"{what} {ms(config, 'confirm.p50_ms')} and {ms(config, 'confirm.p99_ms')} "
+                         f"({ratio(config, 'confirm.p50_ms')} and {ratio(config, 'confirm.p99_ms')})")
     if not parts:
         return ""
-    text = "In these rounds (medians): " + "; ".join(parts) + "."
+    text = (f"In these rounds (medians), `{BASELINE}` confirmed a publish in {ms(BASELINE, 'confirm.p50_ms')} at "
+            f"p50 and {ms(BASELINE, 'confirm.p99_ms')} at p99; " + "; ".join(parts) + ".")
     standby, dr = med(STANDBY_CONFIG, "confirm.standby_cpu_s_per_1k"), med(STANDBY_CONFIG, "confirm.dr_cpu_s_per_1k")
     primary = med(STANDBY_CONFIG, "confirm.servers_cpu_s_per_1k")
     if standby and primary:
+        cores = doc["machine"]["cores"]
         text += (f" While shipping, the standby site spent {standby:.2f} ms of CPU per confirmed publish"
                  + (f" (the DR service {dr:.2f})" if dr is not None else "")
-                 + f", {standby / primary:.1f}× what the primary's three members spent ({primary:.2f} ms), on the "
-                 f"same {doc['machine']['cores']} cores.")
+                 + f", {standby / primary:.1f}× what the primary's three members spent ({primary:.2f} ms).")
+        for config in (STANDBY_CONFIG, BASELINE):
+            cpu = [med(config, k) for k in ("confirm.servers_cpu_s_per_1k", "confirm.client_cpu_s_per_1k",
+                                            "confirm.standby_cpu_s_per_1k")]
+            rate = med(config, "confirm.msgs_per_s")
+            if cpu[0] is None or cpu[1] is None or not rate:
+                continue
+            total = sum(c for c in cpu if c is not None)
+            text += (f" `{config}`: {total:.2f} ms of CPU per confirmed publish, "
+                     + ("members, client and standby site" if cpu[2] is not None else "members and client")
+                     + f" together, which {cores} cores cannot give in less than {total / cores:.2f} ms; each "
+                     f"publish took {1000 / rate:.2f} ms.")
     return text
 
 

@@ -79,9 +79,10 @@ __all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "figu
            "format_routing", "format_uow", "machine_info", "main", "run_bench", "run_cli", "versions", "write_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# Chosen so that a default run (5 rounds) takes about 8-9 minutes on the 2-core test machine:
-# a round takes 100-110 s (each configuration 10-20 s, cluster start and stop included; the
-# routing group's two clusters per system about 15 s each).
+# Chosen so that a default run (5 rounds) takes about 13-15 minutes on the 2-core test machine:
+# a round takes 160-180 s (each configuration 10-20 s, cluster start and stop included; the
+# routing group's two clusters per system about 15 s each; the standby configurations, two sites
+# each, 15-30 s).
 # `confirm` is 5,000 publishes so that its p99 rests on the 50 slowest of each round, not 20.
 DEFAULT_PARAMS = Params(confirm=5000, pipelined=40000, fanout=10000)
 QUICK_PARAMS = Params(confirm=20, pipelined=300, fanout=60)

@@ -230,7 +230,11 @@ def test_a_run_of_the_pair_alone_writes_only_the_standby_subsection(monkeypatch:
     assert "| confirm p50 (ms) | 1.10× | 1.05× | 1.00× |" in text
     words = " ".join(text.split())  # the paragraphs are filled to 100 columns
     assert "3 of 3 rounds of `disk-sync-standby`, 3 of 3 rounds of `disk-sync-standby-niced`" in words
-    assert "niced, confirm p50 1.07 ms and p99 2.14 ms: 1.05× and 1.05× of `disk-sync`'s 1.02 ms and 2.04 ms" in words
+    assert "`disk-sync` confirmed a publish in 1.02 ms at p50 and 2.04 ms at p99;" in words
+    assert "; niced 1.07 ms and 2.14 ms (1.05× and 1.05×);" in words
+    # 0.2 ms (members) + 0.05 (client) + 0.3 (standby site) of CPU per publish, on 2 cores
+    assert ("`disk-sync-standby`: 0.55 ms of CPU per confirmed publish, members, client and standby site together, "
+            "which 2 cores cannot give in less than 0.28 ms; each publish took 1.12 ms.") in words
     assert "| primary members CPU, confirm (s/1k msgs) | 0.200 (0.200–0.200) | 0.200 (" in text
     assert "| DR service CPU, confirm (s/1k msgs) | - | 0.100 (0.100–0.100) | 0.100 (0.100–0.100) | 0.000 (" in text
     assert "## " not in text.replace(readme.STANDBY_HEADING, "")  # no other (sub)section
