@@ -34,7 +34,7 @@ CONFIGS: dict[str, tuple[str, str]] = {
     "non-replicated": ("disk-async", "nr."),
     "uow": ("disk-sync", ""),
     "routing": ("disk-sync", ""),  # bench/routing.py: London and Rio, both disk-sync
-    # bench/standby.py: disk-sync with a standby set attached (shipping, or its members stopped).
+    # bench/standby.py: disk-sync with a standby set attached (shipping, niced, or stopped).
     "disk-sync-standby": ("disk-sync", ""),
     "disk-sync-standby-niced": ("disk-sync", ""),
     "disk-sync-standby-stopped": ("disk-sync", ""),

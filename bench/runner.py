@@ -2,8 +2,9 @@
 
 One round runs every configuration once, alternating the two systems:
 
-    disk-sync, disk-sync-events, disk-sync-standby, disk-sync-standby-stopped, nats-fsync,
-    disk-async, nats-default, non-replicated, uow, routing, nats-sources
+    disk-sync, disk-sync-events, disk-sync-standby, disk-sync-standby-niced,
+    disk-sync-standby-stopped, nats-fsync, disk-async, nats-default, non-replicated, uow, routing,
+    nats-sources
 
 Each configuration gets a fresh 3-member cluster (started, measured, stopped, its data removed)
 and runs, in order: confirm, pipelined (1 publisher), consume (drains the pipelined backlog),
@@ -18,8 +19,8 @@ and range over the rounds, and the ratio ours/peer of the medians: disk-sync aga
 nats-fsync, disk-async against nats-default; and disk-sync with the store event log on against
 disk-sync with it off (`disk-sync-events` / `disk-sync`, target: within 5 %); and disk-sync with a
 disaster-recovery standby set attached against without (`disk-sync-standby` / `disk-sync`: the
-standby site shipping; `disk-sync-standby-stopped` / `disk-sync`: its members stopped; issue 22,
-bench/standby.py).
+standby site shipping; `disk-sync-standby-niced`: shipping at the lowest CPU priority;
+`disk-sync-standby-stopped`: its members stopped; issue 22, bench/standby.py).
 """
 
 from __future__ import annotations
@@ -403,6 +404,9 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
                            "and realm service, 3 standby members (s1-s3), and the DR service (strongroom-dr) "
                            "shipping the primary's committed log to the standby leader; the workloads start once "
                            "the standby holds what the primary committed. Clients are given the primary's members",
+                "niced": "disk-sync-standby-niced: then every thread of the standby site's processes (members, DR "
+                         "service, etcd, realm service) at nice 19 before the workloads (a slow standby that leaves "
+                         "the cores to the primary; the disk is still shared)",
                 "stopped": "disk-sync-standby-stopped: then the 3 standby members are stopped (SIGSTOP) before the "
                            "workloads (a standby site that hangs or is cut off: the DR service's ShipEntries gets "
                            "no answer, its stream from the primary stays open, unread)",

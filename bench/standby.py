@@ -2,7 +2,7 @@
 attached, beside the same cluster without one, in the same round.
 
 Issue 22 requires that clients never wait for the standby: the primary's publish and ack latency
-must not change when a standby is attached, slow, partitioned or down. Two configurations run
+must not change when a standby is attached, slow, partitioned or down. Three configurations run
 the main workloads (`confirm` first: its p50/p99 are the figures the issue names) on the realm
 of `disk-sync` (bench/ours.py), with a standby set added to its cluster:
 
