@@ -34,27 +34,40 @@ CONFIGS: dict[str, tuple[str, str]] = {
     "non-replicated": ("disk-async", "nr."),
     "uow": ("disk-sync", ""),
     "routing": ("disk-sync", ""),  # bench/routing.py: London and Rio, both disk-sync
+    # bench/standby.py: disk-sync with a standby set attached (shipping, niced, or stopped).
+    "disk-sync-standby": ("disk-sync", ""),
+    "disk-sync-standby-niced": ("disk-sync", ""),
+    "disk-sync-standby-stopped": ("disk-sync", ""),
 }
 EVENTS_SUFFIX = "-events"
 EVENT_LOG_INTERVAL = 10.0
 """The event log's default publish interval (seconds), which the benchmark keeps."""
 
 
-def realm_for(storage: str, events_dir: Path | None = None) -> str:
+def realm_for(storage: str, events_dir: Path | None = None, primary: list[str] | None = None) -> str:
     """The benchmark realm: one 3-member cluster, a replicated store and a non-replicated one.
     `*.queue` destinations are queues (stored without subscribers), the rest topics; the `nr.`
     prefix selects the non-replicated store. `events_dir`: the store event log on, there (the
-    default publish interval, 10 s)."""
+    default publish interval, 10 s). `primary`: the three members' addresses, and a standby set
+    of three (s1-s3) that reads the primary's committed log there (`clusters[].standby`,
+    docs/dr.md)."""
     event_log = f"    event_log:\n      directory: {events_dir}\n" if events_dir is not None else ""
+    names = ("m1", "m2", "m3")
+    if primary is None:
+        members = "".join(f"      - name: {m}\n" for m in names)
+        standby = ""
+    else:
+        if len(primary) != len(names):
+            raise ValueError(f"the standby realm needs {len(names)} primary addresses, not {len(primary)}")
+        members = "".join(f'      - name: {m}\n        address: "{a}"\n' for m, a in zip(names, primary, strict=True))
+        standby = ("    standby:\n      members: [{name: s1}, {name: s2}, {name: s3}]\n"
+                   f"      primary: [{', '.join(f'{a!r}' for a in primary)}]\n")
     return f"""\
 clusters:
   - name: {CLUSTER}
     storage: {storage}
 {event_log}    members:
-      - name: m1
-      - name: m2
-      - name: m3
-stores:
+{members}{standby}stores:
   - name: main
     cluster: {CLUSTER}
   - name: volatile
@@ -96,12 +109,16 @@ class StrongroomTarget:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
+    def realm_text(self) -> str:
+        """The realm this configuration runs."""
+        return realm_for(self.storage, self.events_dir)
+
     async def start(self) -> None:
         from strongroom.client import Client
         from strongroom.local.launcher import LocalCluster
         from strongroom.realm.model import parse_realm
 
-        text = realm_for(self.storage, self.events_dir)
+        text = self.realm_text()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.cluster = LocalCluster(self.work_dir, write_state=False)
         leaders = await self.cluster.start(parse_realm(text, "bench-realm.yaml"), text, "bench-realm.yaml",

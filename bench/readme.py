@@ -6,7 +6,9 @@ Prints the section body as Markdown (the newest results file by default); `--wri
 the body of the section in README.md, keeping its "### Where the time goes" subsection, which
 is written by hand from the profiles. A results file of the `uow` group alone (`--only uow`)
 replaces only the "### Units of work" subsection; one of the routing group alone (`--only
-routing,nats-sources`) only the "### Routing" subsection.
+routing,nats-sources`) only the "### Routing" subsection; one of the standby configurations with
+disk-sync alone (`--only disk-sync,disk-sync-standby,disk-sync-standby-stopped`) only the
+"### Standby set (disaster recovery)" subsection.
 """
 
 from __future__ import annotations
@@ -21,16 +23,37 @@ from typing import Any
 
 from bench.routing import PEER_CONFIG, ROUTING_CONFIG, ROUTING_FIGURES
 from bench.runner import FIGURES, GROUPS, RESULTS_DIR, ROUTING_CONFIGS, cell
+from bench.standby import (
+    BASELINE,
+    CONFIRM_CPU_FIGURES,
+    NICED_CONFIG,
+    STANDBY_CONFIG,
+    STANDBY_CONFIGS,
+    STANDBY_FIGURES,
+    STOPPED_CONFIG,
+)
 from bench.uow import UOW_CONFIG, UOW_FIGURES
 
 __all__ = ["main", "markdown", "replace_section", "replace_subsection", "replace_uow_subsection", "routing_markdown",
-           "uow_markdown"]
+           "standby_markdown", "uow_markdown"]
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 HEADING = "## Benchmarks"
 KEEP = "### Where the time goes"
 UOW_HEADING = "### Units of work"
 ROUTING_HEADING = "### Routing"
+STANDBY_HEADING = "### Standby set (disaster recovery)"
+STANDBY_ROWS = {
+    **{k: FIGURES[k] for k in ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
+                               "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
+                               "pipelined_x16.msgs_per_s")},
+    **CONFIRM_CPU_FIGURES,
+    "confirm.standby_cpu_s_per_1k": STANDBY_FIGURES["confirm.standby_cpu_s_per_1k"],
+    "confirm.dr_cpu_s_per_1k": STANDBY_FIGURES["confirm.dr_cpu_s_per_1k"],
+    **{k: FIGURES[k] for k in ("pipelined.leader_cpu_s_per_1k", "pipelined.servers_cpu_s_per_1k")},
+    **STANDBY_FIGURES,
+}
+"""The rows of the standby subsection's table: key -> (label, unit, higher is better)."""
 
 
 def _ratio_cell(r: dict[str, Any]) -> str:
@@ -202,11 +225,144 @@ def _cpu_sentence(doc: dict[str, Any], config: str) -> str:
             f"by its window's round trips, used {local * med('pipelined.msgs_per_s') / 1000:.1f} cores).")
 
 
+def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = False) -> str:
+    """The "### Standby set (disaster recovery)" subsection: disk-sync beside the standby
+    configurations of the same rounds (issue 22); `own_run`: the results file is a run of these
+    alone (it says its own run, machine and versions)."""
+    counts = doc["conditions"]["counts"]
+    configs = [cfg for cfg in (BASELINE, *STANDBY_CONFIGS) if cfg in doc["summary"]]
+    paragraphs = []
+    if own_run:
+        paragraphs.append(_run_line(doc, results_file))
+        paragraphs += _load_paragraph(doc, always=True)
+    paragraphs.append(
+        f"`strongroom bench --only {','.join((BASELINE, *STANDBY_CONFIGS))}` runs these alone; every round of "
+        "`strongroom bench` runs them too, side by side with the main table's `disk-sync`, each on a fresh cluster, "
+        "with the same workloads in the same order (`confirm` first: "
+        f"{counts['confirm']:,} sequential confirmed publishes, then pipelined, consume, fanout, 4 and 16 "
+        f"publishers). `{STANDBY_CONFIG}`: the `disk-sync` cluster and realm with a standby set attached, started "
+        "as `strongroom up` starts `examples/dr.yaml`: the standby site's own etcd and realm service, 3 standby "
+        "members (disk-sync) and the DR service (`strongroom-dr`), which reads the primary's committed-entry "
+        "stream and ships it to the standby leader, which replicates it to the other two; the workloads start "
+        "once the standby holds everything the primary committed. Clients are given the primary's members only. "
+        f"`{NICED_CONFIG}`: the same, then the standby site's processes (members, DR service, etcd, realm "
+        "service) put at the lowest CPU priority (nice 19) before the workloads: they get the CPU time the "
+        "primary and the client leave, so the standby's work no longer competes with the primary's for the cores "
+        "(it still shares the disk), as at a site of its own, and it falls behind while the primary keeps the "
+        "cores busy: a slow standby. "
+        f"`{STOPPED_CONFIG}`: the same, then the three standby members are stopped (SIGSTOP) before the "
+        "workloads, as a standby site that hangs or is cut off without a closed connection: the DR service's "
+        "`ShipEntries` gets no answer and its stream from the primary stays open, unread. Requirement (issue "
+        "22): clients never wait for the standby; the primary's publish and ack latency does not change when "
+        "the standby is slow, partitioned or down.")
+    paragraphs.append(
+        "All of it runs on this one machine: the standby site's processes share the primary's cores and disk "
+        "(the standby members fsync as the primary's do), which separate sites would not. So "
+        f"`{STANDBY_CONFIG}` measures the primary beside a second cluster on the same cores; the niced standby "
+        "leaves the cores to the primary, but not the disk, nor the work of the primary member that serves the "
+        "DR service its stream; the stopped standby does no work at all. Standby site CPU: the "
+        "standby members and the DR service together, and the DR service alone, per 1,000 messages of the "
+        "workload, beside what the primary's members spend during `confirm`. Standby lag when `confirm` ends "
+        "(not timed): how long after the last confirmation the standby leader held everything the primary had "
+        "committed by then (its last index as the DR service reports it); when all the workloads end: how many "
+        "entries it was behind the primary leader's commit index, and how long it then took to hold them. "
+        + _dr_reads_sentence(doc))
+    summary = _standby_summary(doc)
+    if summary:
+        paragraphs.append(summary)
+    out = [STANDBY_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
+           "| figure | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
+    for key, (label, unit, _) in STANDBY_ROWS.items():
+        out.append(f"| {label} ({unit}) | " + " | ".join(cell(doc["summary"][cfg].get(key)) for cfg in configs)
+                   + " |")
+    pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in doc["ratios"]:
+        if r["ours"] in STANDBY_CONFIGS and r["ours"] in doc["summary"] and r["peer"] in doc["summary"]:
+            pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
+    if pairs:
+        figs = [f for f in FIGURES if any(f in p for p in pairs.values())]
+        out += ["", "Ratios of the medians (throughput: higher is better; latency: lower is better):", "",
+                "| figure | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |", "|---|" + "---:|" * len(pairs)]
+        for f in figs:
+            label, unit, _ = FIGURES[f]
+            out.append(f"| {label} ({unit}) | " + " | ".join(_ratio_cell(p[f]) if f in p else ""
+                                                            for p in pairs.values()) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _standby_summary(doc: dict[str, Any]) -> str:
+    """In words (medians): confirm p50/p99 with each standby configuration against disk-sync of
+    the same rounds, and what the shipping standby's CPU was beside the primary's."""
+    s = doc["summary"]
+    if BASELINE not in s:
+        return ""
+
+    def med(config: str, key: str) -> float | None:
+        v = s.get(config, {}).get(key, {}).get("median")
+        return float(v) if v is not None else None
+
+    def ratio(config: str, key: str) -> str:
+        a, b = med(config, key), med(BASELINE, key)
+        return f"{a / b:.2f}×" if a is not None and b else "-"
+
+    def ms(config: str, key: str) -> str:
+        v = med(config, key)
+        return "-" if v is None else f"{v:.2f} ms"
+
+    parts = []
+    for config, what in ((STANDBY_CONFIG, "with the standby shipping"), (NICED_CONFIG, "niced"),
+                         (STOPPED_CONFIG, "stopped")):
+        if config in s:
+            parts.append(f"{what} {ms(config, 'confirm.p50_ms')} and {ms(config, 'confirm.p99_ms')} "
+                         f"({ratio(config, 'confirm.p50_ms')} and {ratio(config, 'confirm.p99_ms')})")
+    if not parts:
+        return ""
+    text = (f"In these rounds (medians), `{BASELINE}` confirmed a publish in {ms(BASELINE, 'confirm.p50_ms')} at "
+            f"p50 and {ms(BASELINE, 'confirm.p99_ms')} at p99; " + "; ".join(parts) + ".")
+    standby, dr = med(STANDBY_CONFIG, "confirm.standby_cpu_s_per_1k"), med(STANDBY_CONFIG, "confirm.dr_cpu_s_per_1k")
+    primary = med(STANDBY_CONFIG, "confirm.servers_cpu_s_per_1k")
+    if standby and primary:
+        cores = doc["machine"]["cores"]
+        text += (f" While shipping, the standby site spent {standby:.2f} ms of CPU per confirmed publish"
+                 + (f" (the DR service {dr:.2f})" if dr is not None else "")
+                 + f", {standby / primary:.1f}× what the primary's three members spent ({primary:.2f} ms).")
+        for config in (STANDBY_CONFIG, BASELINE):
+            cpu = [med(config, k) for k in ("confirm.servers_cpu_s_per_1k", "confirm.client_cpu_s_per_1k",
+                                            "confirm.standby_cpu_s_per_1k")]
+            rate = med(config, "confirm.msgs_per_s")
+            if cpu[0] is None or cpu[1] is None or not rate:
+                continue
+            total = sum(c for c in cpu if c is not None)
+            text += (f" `{config}`: {total:.2f} ms of CPU per confirmed publish, "
+                     + ("members, client and standby site" if cpu[2] is not None else "members and client")
+                     + f" together, which {cores} cores cannot give in less than {total / cores:.2f} ms; each "
+                     f"publish took {1000 / rate:.2f} ms.")
+    return text
+
+
+def _dr_reads_sentence(doc: dict[str, Any]) -> str:
+    """Which primary member the DR service read, per configuration: its leader in how many rounds."""
+    parts = []
+    for cfg in STANDBY_CONFIGS:
+        values = doc["summary"].get(cfg, {}).get("standby.dr_reads_leader", {}).get("values", [])
+        if values:
+            parts.append(f"{sum(1 for v in values if v)} of {len(values)} rounds of `{cfg}`")
+    if not parts:
+        return ""
+    return ("The DR service reads the first address of `standby.primary` (m1) while it answers; m1 was the "
+            "primary's leader (so serving the stream added to the leader's work) in " + ", ".join(parts) + ".")
+
+
 def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     c = doc["conditions"]
-    configs = [cfg for cfg in doc["summary"] if cfg not in GROUPS]
-    if not configs:  # a run of the `uow` and/or routing groups alone
+    standby = any(cfg in doc["summary"] for cfg in STANDBY_CONFIGS)
+    configs = [cfg for cfg in doc["summary"] if cfg not in GROUPS and cfg not in STANDBY_CONFIGS]
+    if standby and set(configs) <= {BASELINE}:
+        configs = []  # disk-sync beside the standby configurations: their subsection's baseline
+    if not configs:  # a run of the `uow`, routing and/or standby groups alone
         parts = []
+        if standby:
+            parts.append(standby_markdown(doc, results_file, own_run=True))
         if UOW_CONFIG in doc["summary"]:
             parts.append(uow_markdown(doc, results_file, own_run=True))
         if any(cfg in doc["summary"] for cfg in ROUTING_CONFIGS):
@@ -255,7 +411,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
                    + " |")
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in doc["ratios"]:
-        pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
+        if r["ours"] not in STANDBY_CONFIGS:  # in their own subsection
+            pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
     figs = [f for f in FIGURES if any(f in p for p in pairs.values())]
     out += ["", "Ratio ours / peer of the medians, against Strongroom's goals: at least level with the peer",
             "(≥ 1.0 on throughput, ≤ 1.0 on latency) where a cell names one (throughput: higher is",
@@ -266,6 +423,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
         label, unit, _ = FIGURES[f]
         out.append(f"| {label} ({unit}) | " + " | ".join(_ratio_cell(p[f]) if f in p else "" for p in pairs.values())
                    + " |")
+    if standby:
+        out += ["", standby_markdown(doc).rstrip()]
     if UOW_CONFIG in doc["summary"]:
         out += ["", uow_markdown(doc).rstrip()]
     if any(cfg in doc["summary"] for cfg in ROUTING_CONFIGS):

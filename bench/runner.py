@@ -2,8 +2,9 @@
 
 One round runs every configuration once, alternating the two systems:
 
-    disk-sync, disk-sync-events, nats-fsync, disk-async, nats-default, non-replicated, uow,
-    routing, nats-sources
+    disk-sync, disk-sync-events, disk-sync-standby, disk-sync-standby-niced,
+    disk-sync-standby-stopped, nats-fsync, disk-async, nats-default, non-replicated, uow, routing,
+    nats-sources
 
 Each configuration gets a fresh 3-member cluster (started, measured, stopped, its data removed)
 and runs, in order: confirm, pipelined (1 publisher), consume (drains the pipelined backlog),
@@ -16,7 +17,10 @@ gateways, a stream at Rio sourcing one at London) run the routing group instead
 Rio, against issue 21's target. The report gives every figure as the median
 and range over the rounds, and the ratio ours/peer of the medians: disk-sync against
 nats-fsync, disk-async against nats-default; and disk-sync with the store event log on against
-disk-sync with it off (`disk-sync-events` / `disk-sync`, target: within 5 %).
+disk-sync with it off (`disk-sync-events` / `disk-sync`, target: within 5 %); and disk-sync with a
+disaster-recovery standby set attached against without (`disk-sync-standby` / `disk-sync`: the
+standby site shipping; `disk-sync-standby-niced`: shipping at the lowest CPU priority;
+`disk-sync-standby-stopped`: its members stopped; issue 22, bench/standby.py).
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ from bench.routing import (
     routing_ratios,
     run_routing,
 )
+from bench.standby import (
+    STANDBY_CONFIGS,
+    STANDBY_FIGURES,
+    STANDBY_RATIOS,
+    standby_figure_applies,
+)
 from bench.uow import (
     UOW_CONFIG,
     UOW_FIGURES,
@@ -66,13 +76,14 @@ from bench.uow import (
     uow_ratios,
 )
 
-__all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "format_report", "format_routing", "format_uow",
-           "machine_info", "main", "run_bench", "run_cli", "versions", "write_results"]
+__all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "figure_applies", "format_report",
+           "format_routing", "format_uow", "machine_info", "main", "run_bench", "run_cli", "versions", "write_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# Chosen so that a default run (5 rounds) takes about 8-9 minutes on the 2-core test machine:
-# a round takes 100-110 s (each configuration 10-20 s, cluster start and stop included; the
-# routing group's two clusters per system about 15 s each).
+# Chosen so that a default run (5 rounds) takes about 13-15 minutes on the 2-core test machine:
+# a round takes 160-180 s (each configuration 10-20 s, cluster start and stop included; the
+# routing group's two clusters per system about 15 s each; the standby configurations, two sites
+# each, 15-30 s).
 # `confirm` is 5,000 publishes so that its p99 rests on the 50 slowest of each round, not 20.
 DEFAULT_PARAMS = Params(confirm=5000, pipelined=40000, fanout=10000)
 QUICK_PARAMS = Params(confirm=20, pipelined=300, fanout=60)
@@ -83,6 +94,9 @@ PROGRESS_EVERY = 5.0
 ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync"),
     ("strongroom", "disk-sync-events"),
+    ("strongroom", "disk-sync-standby"),
+    ("strongroom", "disk-sync-standby-niced"),
+    ("strongroom", "disk-sync-standby-stopped"),
     ("nats", "nats-fsync"),
     ("strongroom", "disk-async"),
     ("nats", "nats-default"),
@@ -117,6 +131,7 @@ FIGURES: dict[str, tuple[str, str, bool]] = {
        for w, lbl in [("pipelined", "pipelined x1")]},
     "event_log.bytes_per_event": ("event log on disk", "bytes/event", False),
     "event_log.rows": ("event log rows published", "events", True),
+    **STANDBY_FIGURES,
 }
 
 # (ours, peer, figure, target): target is the least ratio ours/peer wanted (higher-is-better
@@ -145,7 +160,20 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
     ("disk-sync-events", "disk-sync", "pipelined.msgs_per_s", 0.95),
     ("disk-sync-events", "disk-sync", "pipelined_x4.msgs_per_s", None),
     ("disk-sync-events", "disk-sync", "pipelined_x16.msgs_per_s", None),
+    # A standby set attached against none, same run (issue 22: clients never wait for it).
+    *STANDBY_RATIOS,
 ]
+
+
+def figure_applies(config: str, figure: str) -> bool:
+    """Whether a configuration of the main table measures `figure` (the event log's figures:
+    only with the event log on; the standby's: only with a standby set)."""
+    standby = standby_figure_applies(config, figure)
+    if standby is not None:
+        return standby
+    if figure.startswith("event_log."):
+        return config.endswith("-events")
+    return True
 
 
 # --- environment -----------------------------------------------------------------------------
@@ -217,6 +245,10 @@ def _make_target(system: str, config: str, work: Path, progress: Progress) -> An
         from bench.peer import NatsSourcesTarget
 
         return NatsSourcesTarget(config, work, progress)
+    if config in STANDBY_CONFIGS:
+        from bench.standby import StandbyTarget
+
+        return StandbyTarget(config, work, progress)
     if system == "strongroom":
         from bench.ours import StrongroomTarget
 
@@ -227,8 +259,8 @@ def _make_target(system: str, config: str, work: Path, progress: Progress) -> An
 
 
 async def _run_target(target: Any, params: Params) -> dict[str, Any]:
-    await target.start()
     try:
+        await target.start()  # inside: what a failed start had started is stopped too
         if target.config == UOW_CONFIG:
             return await run_uow(target, params)
         if target.config in ROUTING_CONFIGS:
@@ -251,6 +283,8 @@ async def _run_workloads(target: Any, params: Params) -> dict[str, Any]:
     size = await target.event_log_size() if hasattr(target, "event_log_size") else {}
     if size:
         results["event_log"] = size
+    if hasattr(target, "standby_figures"):
+        results["standby"] = await target.standby_figures()
     return results
 
 
@@ -363,6 +397,22 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
                 "peer_meta": "the JetStream meta group spans both clusters (NATS has no per-site "
                              "control plane within a super-cluster); Strongroom's sites share nothing",
             },
+            "standby": {
+                "configs": list(STANDBY_CONFIGS),
+                "cluster": "disk-sync's cluster and realm, its members at fixed loopback addresses, with a standby set "
+                           "(clusters[].standby) started as `strongroom up` starts it: the standby site's own etcd "
+                           "and realm service, 3 standby members (s1-s3), and the DR service (strongroom-dr) "
+                           "shipping the primary's committed log to the standby leader; the workloads start once "
+                           "the standby holds what the primary committed. Clients are given the primary's members",
+                "niced": "disk-sync-standby-niced: then every thread of the standby site's processes (members, DR "
+                         "service, etcd, realm service) at nice 19 before the workloads (a slow standby that leaves "
+                         "the cores to the primary; the disk is still shared)",
+                "stopped": "disk-sync-standby-stopped: then the 3 standby members are stopped (SIGSTOP) before the "
+                           "workloads (a standby site that hangs or is cut off: the DR service's ShipEntries gets "
+                           "no answer, its stream from the primary stays open, unread)",
+                "standby_cpu": "CPU seconds of the standby members and the DR service per 1,000 messages",
+                "same_machine": "the standby site shares the primary's cores and disk",
+            },
             "nats": "fresh 3-node JetStream cluster per configuration, R3 file streams (work-queue retention; "
                     "interest retention for fanout), nats-py; publish / publish_async, pull consumers, "
                     "explicit acks",
@@ -431,12 +481,12 @@ def _format_table(doc: dict[str, Any], configs: list[str]) -> list[str]:
         row = f"{label + ' [' + unit + ']':<{width}}  " + "  ".join(
             f"{cell(doc['summary'][c].get(key)):>28}" for c in configs)
         lines.append(row)
-    lines += ["", "ratio ours/peer, and event log on/off (medians):"]
-    for r in doc["ratios"]:
-        if r["ours"] not in doc["summary"] or r["peer"] not in doc["summary"]:
-            continue  # a configuration this run left out (--only)
+    lines += ["", "ratio ours/peer, event log on/off, standby set on/off (medians):"]
+    shown = [r for r in doc["ratios"] if r["ours"] in doc["summary"] and r["peer"] in doc["summary"]]
+    ours = max((len(r["ours"]) for r in shown), default=10)  # a configuration --only left out is not shown
+    for r in shown:
         label, unit, _ = FIGURES[r["figure"]]
-        lines.append(f"  {r['ours']:>10} / {r['peer']:<12} {label + ' [' + unit + ']':<{width}} "
+        lines.append(f"  {r['ours']:>{ours}} / {r['peer']:<12} {label + ' [' + unit + ']':<{width}} "
                      f"{_ratio_text(r)}")
     return lines
 

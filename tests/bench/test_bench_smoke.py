@@ -24,10 +24,12 @@ from bench.runner import (
     ORDER,
     QUICK_PARAMS,
     RATIOS,
+    figure_applies,
     format_report,
     run_bench,
     write_results,
 )
+from bench.standby import STANDBY_CONFIG, STOPPED_CONFIG
 from bench.uow import UOW_CONFIG, UOW_FIGURES, UOW_RATIOS
 
 try:
@@ -51,8 +53,8 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
             if figure == "forwarded.routers_cpu_s_per_1k" and config == PEER_CONFIG:
                 assert s is None, "NATS has no router process"
                 continue
-            if figure.startswith("event_log.") and not config.endswith("-events"):
-                assert s is None, f"{config}: {figure} without the event log"
+            if not figure_applies(config, figure):  # the event log's, the standby's
+                assert s is None, f"{config}: {figure} is not measured there"
                 continue
             assert s is not None and s["median"] is not None, f"{config}: {figure} missing"
             assert math.isfinite(s["median"]) and s["median"] >= 0, f"{config}: {figure} = {s['median']}"
@@ -63,6 +65,9 @@ async def test_quick_round_reports_every_figure(tmp_path: Path) -> None:
     # The event log on: its files were published and measured.
     assert doc["summary"]["disk-sync-events"]["event_log.rows"]["median"] > 0
     assert 0 < doc["summary"]["disk-sync-events"]["event_log.bytes_per_event"]["median"] <= 40
+    # The standby shipped what the primary committed; the stopped one fell behind.
+    assert doc["summary"][STANDBY_CONFIG]["standby.catch_up_s"]["median"] < 60
+    assert doc["summary"][STOPPED_CONFIG]["standby.behind_entries"]["median"] >= QUICK_PARAMS.confirm
     assert len(doc["ratios"]) == len(RATIOS)
     # The units-of-work group: its ratios against issue 20's targets, each computed.
     assert len(doc["uow_ratios"]) == len(UOW_RATIOS)
