@@ -328,6 +328,15 @@ async def test_a_forced_activation_with_the_primary_up_is_a_switchover_that_lose
         states = [await sites.primary.status(n) for n in sites.primary.names]
         assert all(s is not None and s.dr_role == "fenced" for s in states), states
 
+        # Demoting the only primary (the site just activated) is refused and changes nothing.
+        cli = await asyncio.to_thread(subprocess.run, [
+            sys.executable, "-m", "strongroom.cli.main", "dr", "demote", "--cluster", "default", "-s",
+            ",".join(sites.standby.addresses()), "--json"], capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 1 and json.loads(cli.stdout)["error"] == "DR_ROLE", cli.stdout + cli.stderr
+        leader = await sites.standby.leader()
+        st = await sites.standby.status(leader)
+        assert st is not None and st.dr_role == "primary" and st.generation == 1
+
         # A cluster without a DR service here: a precise refusal, exit status 2.
         cli = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "dr", "activate", "--cluster", "nosuch",
                               "--data-dir", str(tmp_path / "none")], capture_output=True, text=True, timeout=60)
