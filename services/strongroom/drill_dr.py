@@ -64,6 +64,7 @@ from strongroom.local.launcher import (
     start_member,
     start_realm_service,
 )
+from strongroom.local.leader import fetch_statuses
 from strongroom.local.process import ProcessGroup, dr_argv, spawn, stop_processes
 from strongroom.realm.model import parse_realm
 
@@ -186,9 +187,7 @@ async def _wait(check: Callable[[], Awaitable[bool]], what: str, say: Progress, 
 
 
 async def _statuses(addresses: list[str]) -> list[Any]:
-    from strongroom.dr.transport import member_status
-
-    return list(await asyncio.gather(*(member_status(a) for a in addresses)))
+    return [reply.status for reply in await fetch_statuses(addresses)]
 
 
 def member_grid(status: Any) -> dict[str, Any]:
@@ -256,7 +255,7 @@ class _LocalDr:
 
     async def shipping(self) -> None:
         """Until the DR service reads the primary and the standby holds all it committed."""
-        from strongroom.cli.dr_cmd import dr_status_at
+        from strongroom.dr.transport import dr_status_at
 
         async def there() -> bool:
             st = await dr_status_at(self.dr_address)
@@ -288,7 +287,7 @@ class _LocalDr:
         self.cluster.drs[DR_CLUSTER].kill()
 
     async def restart_dr(self) -> None:
-        from strongroom.cli.dr_cmd import dr_status_at
+        from strongroom.dr.transport import dr_status_at
 
         etcd = self.cluster.sites[standby_site(DR_CLUSTER)].etcd.endpoint
         self.cluster.drs[DR_CLUSTER] = start_dr(etcd, DR_CLUSTER, self.base)
@@ -371,13 +370,8 @@ async def dr_drill_local(messages: int, ballast: int = 1000, lose_tail: bool = F
 
 async def _run(sites: _LocalDr, report: dict[str, Any], clients: list[Any], messages: int, ballast: int,
                lose_tail: bool, failback_messages: int, say: Progress) -> None:
-    from strongroom.cli.dr_cmd import (
-        activate_at,
-        demote_at,
-        dr_status_at,
-        site_member,
-        write_manifest,
-    )
+    from strongroom.cli.dr_cmd import site_member, write_manifest
+    from strongroom.dr.transport import activate_at, demote_at, dr_status_at
     from strongroom.client import Client
     from strongroom.client.retry import RetryPolicy
 
@@ -478,15 +472,7 @@ async def _run(sites: _LocalDr, report: dict[str, Any], clients: list[Any], mess
                    for s in states)
     report["fenced_seconds"] = round(await _wait(fenced, "every member of site A is fenced", say), 3)
     report["fenced"] = True
-    # A restarted member knows its commit index only from a leader: before the fenced site
-    # elects one, a follower's is stale and a manifest read there would miss part of the tail.
-
-    async def settled() -> bool:
-        states = [s for s in await _statuses(sites.primary) if s is not None]
-        leaders = [s for s in states if s.role == "leader"]
-        return (len(states) == len(sites.primary) and len(leaders) == 1 and leaders[0].commit_index == leaders[0].last_index
-                and all(s.applied_index == leaders[0].commit_index for s in states))
-    await _wait(settled, "site A has a leader and every member applied its whole log", say)
+    # From site A's leader once it committed its whole log (`site_member` waits for it).
     address, status = await site_member(sites.primary, DR_CLUSTER)
     manifest, path = await write_manifest(DR_CLUSTER, address, status, str(sites.base / "lost-tail.jsonl"))
     tail = manifest_indexes(manifest.rows)

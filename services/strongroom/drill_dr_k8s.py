@@ -383,9 +383,9 @@ async def agent_resume(endpoints: str, destination: str, messages: int) -> None:
 
 
 async def _site_states(addresses: list[str]) -> list[Any]:
-    from strongroom.dr.transport import member_status
+    from strongroom.local.leader import fetch_statuses
 
-    return list(await asyncio.gather(*(member_status(x) for x in addresses)))
+    return [reply.status for reply in await fetch_statuses(addresses)]
 
 
 async def _until(check: Callable[[list[Any]], bool], addresses: list[str], timeout: float = STEP_TIMEOUT) -> bool:
@@ -404,9 +404,7 @@ async def agent_tail(endpoints: str, cluster: str, destination: str) -> None:
     addresses = endpoints.split(",")
     fenced = await _until(lambda ss: all(s is not None and s.dr_role == "fenced" and s.newer_generation for s in ss),
                           addresses)
-    await _until(lambda ss: all(s is not None for s in ss) and any(s.role == "leader" for s in ss)
-                 and len({s.applied_index for s in ss}) == 1, addresses)
-    address, status = await site_member(addresses, cluster)
+    address, status = await site_member(addresses, cluster)  # once its leader committed its whole log
     manifest, _ = await write_manifest(cluster, address, status, os.path.join(tempfile.gettempdir(), "lost-tail.jsonl"))
     _emit("tail", fenced=fenced, indexes=sorted(manifest_indexes(manifest.rows, destination)),
           header={"from_index": manifest.from_index, "to_index": manifest.to_index, "entries": manifest.entries,
@@ -431,7 +429,8 @@ async def agent_more(endpoints: str, cluster: str, messages: int) -> None:
 async def agent_failback(endpoints: str, cluster: str) -> None:
     """Demote site A and run a DR service here against site A's etcd (`shipping`); given the
     new primary's last index and grid on stdin, until site A holds them; what was shipped."""
-    from strongroom.cli.dr_cmd import demote_at, dr_status_at, site_member
+    from strongroom.cli.dr_cmd import site_member
+    from strongroom.dr.transport import demote_at, dr_status_at
     from strongroom.drill_dr import member_grid
     from strongroom.local.etcdproc import free_port
     from strongroom.local.process import dr_argv, spawn, stop_processes

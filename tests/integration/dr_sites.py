@@ -7,12 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 from harness import Cluster, put_realm_sync, realm_yaml, wait_for
 
 from strongroom.api.v1 import admin_pb2
@@ -20,10 +18,11 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
+from strongroom.drill_dr import member_grid
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.process import dr_argv, spawn, stop_processes
 
-__all__ = ["Sites", "caught_up", "committed_log", "grid", "load", "sites"]
+__all__ = ["Sites", "caught_up", "committed_log", "grid", "load"]
 
 
 class Sites:
@@ -93,26 +92,9 @@ class Sites:
         return f"{self.primary.logs()}\n{self.standby.logs()}\n--- dr ---\n{dr}"
 
 
-@pytest.fixture
-def sites(tmp_path: Path) -> Iterator[Sites]:
-    s = Sites(tmp_path)
-    try:
-        s.start()
-        yield s
-    finally:
-        s.stop()
-
-
-def grid(status: admin_pb2.ClusterStatus) -> dict[str, Any]:
-    """The replicated state a member reports: per store its messages and bytes, per durable its
-    counts (the admin status grid)."""
-    out: dict[str, Any] = {}
-    for store in status.stores:
-        if not store.replicated:
-            continue
-        out[store.name] = (store.messages, store.bytes, sorted(
-            (d.destination, d.name, d.pending_messages, d.pending_bytes) for d in store.durables))
-    return out
+grid = member_grid
+"""The replicated state a member reports: per store its messages and bytes, per durable its
+counts (the admin status grid; the DR drill compares the same)."""
 
 
 async def committed_log(address: str, upto: int) -> dict[int, bytes]:

@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from harness import wait_for
 
 from strongroom.api.v1 import common_pb2 as cpb
-from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
+from strongroom.api.v1 import dr_pb2
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -36,9 +36,9 @@ from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
 from strongroom.client.retry import RetryPolicy
 from strongroom.dr.record import generation_of
+from strongroom.dr.transport import activate_at, dr_status
 from strongroom.errors import Fenced, PrimaryHealthy, StrongroomError, UnknownCluster
 from strongroom.etcd import EtcdClient
-from strongroom.grpcerrors import from_rpc_error
 from strongroom.keys import dr_key
 from strongroom.local.process import dr_argv, spawn, stop_processes
 
@@ -48,20 +48,7 @@ QUEUE = "dr.queue"
 
 
 async def activate(address: str, force: bool = False, cluster: str = "default") -> dr_pb2.ActivateResponse:
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
-        try:
-            answer: dr_pb2.ActivateResponse = await dr_pb2_grpc.DrServiceStub(channel).Activate(
-                dr_pb2.ActivateRequest(cluster=cluster, force=force), timeout=120)
-        except grpc.aio.AioRpcError as exc:
-            err = from_rpc_error(exc)
-            raise err if err is not None else exc from None
-    return answer
-
-
-async def dr_status(address: str) -> dr_pb2.DrStatus:
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
-        status: dr_pb2.DrStatus = await dr_pb2_grpc.DrServiceStub(channel).Status(dr_pb2.DrStatusRequest(), timeout=5)
-    return status
+    return await activate_at(address, cluster, force)
 
 
 def messages(entries: dict[int, bytes]) -> dict[int, list[cpb.Message]]:
@@ -102,7 +89,7 @@ async def shipping(sites: Sites) -> None:
     async def there() -> bool:
         try:
             st = await dr_status(sites.dr_address)
-        except grpc.aio.AioRpcError:  # not listening yet
+        except StrongroomError:  # not listening yet
             return False
         return bool(st.primary_member) and st.primary_commit_index > 0 and st.entries_behind == 0
     await wait_for(there, timeout=60)
@@ -157,7 +144,7 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
         async def dr_up() -> bool:
             try:
                 return bool((await dr_status(sites.dr_address)).standby_last_index)
-            except grpc.aio.AioRpcError:
+            except StrongroomError:
                 return False
         await wait_for(dr_up, timeout=30)
         answer = await activate(sites.dr_address)

@@ -9,10 +9,12 @@ import asyncio
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+from dr_sites import Sites, caught_up, committed_log, grid, load
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from harness import wait_for
 
@@ -24,9 +26,17 @@ from strongroom.client import Client
 from strongroom.errors import LogDiverged, NotStandby, StandbyRefusal
 from strongroom.grpcerrors import from_rpc_error
 
-from dr_sites import Sites, caught_up, committed_log, grid, load, sites  # noqa: F401 - sites: the fixture
-
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def sites(tmp_path: Path) -> Iterator[Sites]:
+    s = Sites(tmp_path)
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
 
 
 async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client(sites: Sites) -> None:

@@ -18,14 +18,11 @@ import subprocess
 import time
 from pathlib import Path
 
-import grpc
 
-from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.api.v1 import dr_pb2
 from strongroom.chaos.cluster import CLUSTER, ChaosCluster, ClusterSpec, realm_text
 from strongroom.chaos.losttail import LostTail, lost_tail
-from strongroom.dr.transport import read_committed, settled_leader
-from strongroom.grpcerrors import from_rpc_error
+from strongroom.dr.transport import activate_at, dr_status_at, read_committed, settled_leader
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.process import dr_argv, kill, spawn, stop_processes
 from strongroom.realm.store import store_realm
@@ -67,13 +64,7 @@ class StandbySite(ChaosCluster):
 
     async def dr_status(self) -> dr_pb2.DrStatus | None:
         """The DR service's status (None if it does not answer)."""
-        async with grpc.aio.insecure_channel(self.dr_address, options=CHANNEL_OPTIONS) as channel:
-            try:
-                status: dr_pb2.DrStatus = await dr_pb2_grpc.DrServiceStub(channel).Status(  # type: ignore[no-untyped-call]
-                    dr_pb2.DrStatusRequest(), timeout=2)
-            except grpc.aio.AioRpcError:
-                return None
-        return status
+        return await dr_status_at(self.dr_address, timeout=2)
 
     def pause_dr(self) -> None:
         """SIGSTOP the DR service: the standby falls behind the primary."""
@@ -89,13 +80,7 @@ class StandbySite(ChaosCluster):
     async def activate(self) -> dr_pb2.ActivateResponse:
         """`DrService.Activate` (not forced): this site becomes the primary of the next
         generation. A refusal comes out as its `StrongroomError`."""
-        async with grpc.aio.insecure_channel(self.dr_address, options=CHANNEL_OPTIONS) as channel:
-            try:
-                answer: dr_pb2.ActivateResponse = await dr_pb2_grpc.DrServiceStub(channel).Activate(  # type: ignore[no-untyped-call]
-                    dr_pb2.ActivateRequest(cluster=CLUSTER), timeout=120)
-            except grpc.aio.AioRpcError as exc:
-                err = from_rpc_error(exc)
-                raise err if err is not None else exc from None
+        answer = await activate_at(self.dr_address, CLUSTER)
         self.activated = True
         return answer
 

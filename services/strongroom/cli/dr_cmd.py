@@ -48,7 +48,7 @@ from strongroom.cli.common import (
     where_options,
 )
 
-__all__ = ["activate_at", "add_parsers", "demote_at", "dr_status_at", "site_member", "state_drs", "write_manifest"]
+__all__ = ["add_parsers", "site_member", "state_drs", "write_manifest"]
 
 
 def state_drs(args: argparse.Namespace, cluster: str | None = None) -> list[str]:
@@ -60,19 +60,26 @@ def state_drs(args: argparse.Namespace, cluster: str | None = None) -> list[str]
             if c.get("standby", {}).get("dr", {}).get("address") and cluster in (None, name)]
 
 
-async def _fetch(addresses: list[str], timeout: float = 3.0) -> list[tuple[str, Any, str]]:
-    import grpc
-
-    from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
+async def _fetch(addresses: list[str]) -> list[tuple[str, Any, str]]:
+    """Every DR service's status, or why it gave none: (address, status or None, error)."""
+    from strongroom.dr.transport import dr_status
+    from strongroom.errors import StrongroomError
 
     async def one(address: str) -> tuple[str, Any, str]:
-        async with grpc.aio.insecure_channel(address) as channel:
-            try:
-                status = await dr_pb2_grpc.DrServiceStub(channel).Status(dr_pb2.DrStatusRequest(), timeout=timeout)
-            except grpc.aio.AioRpcError as exc:
-                return address, None, f"{exc.code().name}: {exc.details()}"
-            return address, status, ""
+        try:
+            return address, await dr_status(address), ""
+        except StrongroomError as err:
+            return address, None, err.message
     return list(await asyncio.gather(*(one(a) for a in addresses)))
+
+
+def _refused(args: argparse.Namespace, address: str, what: str, err: Any) -> int:
+    """A refused (or failed) DR call: printed, or as JSON; the exit status."""
+    if args.json:
+        print_json({"address": address, "error": err.reason, "message": err.message}, indent=2)
+    else:
+        print(f"{what} of {args.cluster} refused ({err.reason}): {err.message}")
+    return ExitCode.FAILED
 
 
 async def _status(args: argparse.Namespace) -> int:
@@ -96,35 +103,8 @@ async def _status(args: argparse.Namespace) -> int:
     return ExitCode.OK if all(s is not None for _, s, _ in replies) else ExitCode.FAILED
 
 
-async def activate_at(address: str, cluster: str, force: bool = False, timeout: float = 120.0) -> Any:
-    """`DrService.Activate` at the DR service `address` (`strongroom dr activate`, the drill): its
-    `ActivateResponse`; a refusal as its `StrongroomError` (e.g. PrimaryHealthy, WrongDrRole), a
-    failed call without one as the `grpc.aio.AioRpcError`."""
-    import grpc
-
-    from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
-    from strongroom.grpcerrors import from_rpc_error
-
-    async with grpc.aio.insecure_channel(address) as channel:
-        try:
-            return await dr_pb2_grpc.DrServiceStub(channel).Activate(
-                dr_pb2.ActivateRequest(cluster=cluster, force=force), timeout=timeout)
-        except grpc.aio.AioRpcError as exc:
-            err = from_rpc_error(exc)
-            if err is None:
-                raise
-            raise err from None
-
-
-async def dr_status_at(address: str, timeout: float = 3.0) -> Any:
-    """`DrService.Status` of the DR service at `address`; None if it does not answer."""
-    (_, status, _), = await _fetch([address], timeout)
-    return status
-
-
 async def _activate(args: argparse.Namespace) -> int:
-    import grpc
-
+    from strongroom.dr.transport import activate_at
     from strongroom.errors import StrongroomError
 
     addresses = [a for raw in args.dr or [] for a in raw.split(",") if a] or state_drs(args, args.cluster)
@@ -135,14 +115,8 @@ async def _activate(args: argparse.Namespace) -> int:
         raise CliError.usage(f"activate one cluster at one DR service, not {', '.join(addresses)}")
     try:
         answer = await activate_at(addresses[0], args.cluster, args.force, args.timeout)
-    except (StrongroomError, grpc.aio.AioRpcError) as exc:
-        reason, message = ((exc.reason, exc.message) if isinstance(exc, StrongroomError)
-                           else (exc.code().name, exc.details() or ""))
-        if args.json:
-            print_json({"address": addresses[0], "error": reason, "message": message}, indent=2)
-        else:
-            print(f"activation of {args.cluster} refused ({reason}): {message}")
-        return ExitCode.FAILED
+    except StrongroomError as err:
+        return _refused(args, addresses[0], "activation", err)
     if args.json:
         print_json({"address": addresses[0], **proto_dict(answer)}, indent=2)
     else:
@@ -217,29 +191,8 @@ async def _manifest(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-async def demote_at(address: str, cluster: str, timeout: float = 30.0) -> Any:
-    """`AdminService.Demote` at the member `address` (`strongroom dr demote`, the drill): its
-    `DemoteResponse`; a refusal as its `StrongroomError`, a failed call without one as the
-    `grpc.aio.AioRpcError`."""
-    import grpc
-
-    from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
-    from strongroom.grpcerrors import from_rpc_error
-
-    async with grpc.aio.insecure_channel(address) as channel:
-        try:
-            return await admin_pb2_grpc.AdminServiceStub(channel).Demote(
-                admin_pb2.DemoteRequest(cluster=cluster), timeout=timeout)
-        except grpc.aio.AioRpcError as exc:
-            err = from_rpc_error(exc)
-            if err is None:
-                raise
-            raise err from None
-
-
 async def _demote(args: argparse.Namespace) -> int:
-    import grpc
-
+    from strongroom.dr.transport import demote_at
     from strongroom.errors import StrongroomError
 
     address, status = await _site_member(args)
@@ -251,14 +204,8 @@ async def _demote(args: argparse.Namespace) -> int:
             _print_manifest(manifest, path)
     try:
         answer = await demote_at(address, args.cluster)
-    except (StrongroomError, grpc.aio.AioRpcError) as exc:
-        reason, message = ((exc.reason, exc.message) if isinstance(exc, StrongroomError)
-                           else (exc.code().name, exc.details() or ""))
-        if args.json:
-            print_json({"address": address, "error": reason, "message": message}, indent=2)
-        else:
-            print(f"demotion of {args.cluster} refused ({reason}): {message}")
-        return ExitCode.FAILED
+    except StrongroomError as err:
+        return _refused(args, address, "demotion", err)
     if args.json:
         print_json({"address": address, **proto_dict(answer), **written}, indent=2)
     else:

@@ -19,17 +19,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.dr.record import DrRecord, DrRole, read_record, write_record
 from strongroom.dr.shipper import Shipper
-from strongroom.dr.transport import member_status
 from strongroom.errors import PersistenceUnavailable, PrimaryHealthy, WrongDrRole
 from strongroom.etcd import EtcdClient
-from strongroom.persistence.transport import PeerUnreachable, compare_generation
+from strongroom.local.leader import NoLeader, wait_for_leader
+from strongroom.persistence.transport import compare_generations
 
-__all__ = ["Activation", "TailLoss", "ask_other_site"]
+__all__ = ["Activation", "TailLoss"]
 
 log = logging.getLogger("strongroom.dr")
 
@@ -79,18 +79,6 @@ class TailLoss:
         return f"{head}; {tail}; {serving}"
 
 
-async def ask_other_site(addresses: Sequence[str], mine: rpb.GenerationInfo) -> list[rpb.GenerationInfo]:
-    """Tell the other site's `addresses` this site's role; the answers of those that answered."""
-    async def one(address: str) -> rpb.GenerationInfo | None:
-        try:
-            return await compare_generation(address, mine)
-        except PeerUnreachable as exc:
-            log.debug("the other site at %s did not answer: %s", address, exc)
-            return None
-    answers = await asyncio.gather(*(one(a) for a in addresses))
-    return [a for a in answers if a is not None]
-
-
 class Activation:
     """Activates the standby site of one cluster (one activation at a time)."""
 
@@ -104,13 +92,9 @@ class Activation:
         self.site_members = list(site_members)
         self._lock = asyncio.Lock()
 
-    def info(self, record: DrRecord, role: DrRole | None = None, generation: int | None = None) -> rpb.GenerationInfo:
-        """This site as the other is told it."""
-        role = role or record.role
-        return rpb.GenerationInfo(cluster=self.cluster, role=role.value,
-                                  generation=record.generation if generation is None else generation,
-                                  addresses=self.site_members, member="dr",
-                                  since_index=record.since_index if role is DrRole.PRIMARY else 0)
+    def info(self, record: DrRecord) -> rpb.GenerationInfo:
+        """This site, as `record` says, as the other is told it."""
+        return record.told(self.cluster, self.site_members, "dr")
 
     async def activate(self, force: bool) -> TailLoss:
         async with self._lock:
@@ -120,7 +104,7 @@ class Activation:
                 raise WrongDrRole(f"cluster {self.cluster} at this site is {record.describe()}: only a standby "
                                   f"is activated")
             newer = record.generation + 1
-            answers = await ask_other_site(record.peer, self.info(record))
+            answers = await compare_generations(record.peer, self.info(record))
             healthy = self.shipper.primary_fresh() and any(a.role == DrRole.PRIMARY.value for a in answers)
             if healthy and not force:
                 raise PrimaryHealthy(f"the primary of {self.cluster} answers and has a leader "
@@ -149,7 +133,8 @@ class Activation:
     async def _fence_and_drain(self, record: DrRecord, newer: int) -> bool:
         """Planned switchover: tell the primary a newer generation takes over (it fences itself),
         then wait until everything it committed is here. True once drained."""
-        answers = await ask_other_site(record.peer, self.info(record, DrRole.PRIMARY, newer))
+        taking_over = replace(record, role=DrRole.PRIMARY, generation=newer, since_index=0)
+        answers = await compare_generations(record.peer, self.info(taking_over))
         if not any(a.role == DrRole.FENCED.value for a in answers):
             return False
         fenced_at = time.monotonic()
@@ -169,12 +154,9 @@ class Activation:
 
     async def _wait_serving(self, generation: int) -> str:
         """The member that serves as the primary of `generation` ("" if none did in time)."""
-        deadline = time.monotonic() + SERVE_TIMEOUT
-        while time.monotonic() < deadline:
-            for address in self.site_members:
-                st = await member_status(address)
-                if (st is not None and st.dr_role == DrRole.PRIMARY.value and st.generation == generation
-                        and st.role == "leader" and st.leader == st.member):
-                    return st.member
-            await asyncio.sleep(0.2)
-        return ""
+        try:
+            found = await wait_for_leader(self.site_members, SERVE_TIMEOUT, interval=0.2, accept=lambda st: (
+                st.dr_role == DrRole.PRIMARY.value and st.generation == generation))
+        except NoLeader:
+            return ""
+        return found.member

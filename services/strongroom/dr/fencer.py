@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.dr.activation import ask_other_site
+from strongroom.persistence.transport import compare_generations
 
 __all__ = ["FENCE_INTERVAL", "Fencer"]
 
@@ -39,7 +39,7 @@ class Fencer:
     async def run(self) -> None:
         """Until cancelled."""
         while True:
-            answers = await ask_other_site(self.peer, self.mine)
+            answers = await compare_generations(self.peer, self.mine)
             if not answers and self.peer_role:
                 log.warning("the old primary of %s (%s) does not answer", self.mine.cluster, ", ".join(self.peer))
                 self.peer_role = ""

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
+from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.etcd import EtcdClient
 from strongroom.keys import dr_key
 
@@ -114,6 +115,13 @@ class DrRecord:
     def changed(self, **changes: object) -> DrRecord:
         """This record with `changes`, stamped now."""
         return replace(self, changed_at=time.time(), **changes)  # type: ignore[arg-type]
+
+    def told(self, cluster: str, addresses: Sequence[str], member: str) -> rpb.GenerationInfo:
+        """This site as the other is told it (`CompareGeneration`): its role and generation, where
+        it is reached, who says so, and (a primary) the last index both sites share."""
+        return rpb.GenerationInfo(cluster=cluster, role=self.role.value, generation=self.generation,
+                                  addresses=list(addresses), member=member, newer_generation=self.newer_generation,
+                                  since_index=self.since_index if self.role is DrRole.PRIMARY else 0)
 
     def describe(self) -> str:
         """The role in words, for logs and errors."""

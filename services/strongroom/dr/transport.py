@@ -1,26 +1,33 @@
-"""The DR service's gRPC calls: the primary members' committed-entry stream, and `ShipEntries`
-to the standby set's leader (found and followed through the client's `Connection`, under the
-given retry policy). Failures come out as `StrongroomError`s, read by the client's one table
-(`error_from_rpc`)."""
+"""Every gRPC call of disaster recovery outside a member: the primary members' committed-entry
+stream and `ShipEntries` to the standby set's leader (found and followed through the client's
+`Connection`, under the given retry policy) for the DR service; a site's settled leader and its
+whole committed log for the manifest; `DrService.Status` / `Activate` and `AdminService.Demote`
+for the CLI, the drills and the chaos scenario. Failures come out as `StrongroomError`s, read by
+the client's one table (`error_from_rpc`)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import grpc
 
 from strongroom.api.v1 import admin_pb2 as apb
 from strongroom.api.v1 import admin_pb2_grpc as agrpc
+from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client.connection import Connection
 from strongroom.client.retry import RetryPolicy, error_from_rpc
-from strongroom.errors import ConnectionFailed, DataCorruption, PersistenceUnavailable
+from strongroom.errors import ConnectionFailed, DataCorruption, PersistenceUnavailable, StrongroomError
+from strongroom.local.leader import NoLeader, wait_for_leader
 
-__all__ = ["SETTLE_SECONDS", "SHIP_TIMEOUT", "CommittedStream", "StandbyCalls", "member_status", "read_committed",
-           "settled_leader"]
+__all__ = ["SETTLE_SECONDS", "SHIP_TIMEOUT", "CommittedStream", "StandbyCalls", "activate_at", "demote_at",
+           "dr_status", "dr_status_at", "read_committed", "settled_leader"]
+
+T = TypeVar("T")
 
 SETTLE_SECONDS = 30.0
 """How long a reader of a site's whole log waits for its leader to have committed all of it."""
@@ -69,17 +76,6 @@ class StandbyCalls:
         await self._connection.close()
 
 
-async def member_status(address: str, timeout: float = 2.0) -> apb.ClusterStatus | None:
-    """The admin status of the member at `address` (None if it does not answer)."""
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
-        try:
-            status: apb.ClusterStatus = await agrpc.AdminServiceStub(channel).Status(  # type: ignore[no-untyped-call]
-                apb.StatusRequest(), timeout=timeout)
-        except grpc.aio.AioRpcError:
-            return None
-    return status
-
-
 async def settled_leader(addresses: list[str], cluster: str,
                          patience: float = SETTLE_SECONDS) -> tuple[str, apb.ClusterStatus]:
     """The leader of `cluster` among `addresses` once it has committed its whole log, and its
@@ -87,19 +83,52 @@ async def settled_leader(addresses: list[str], cluster: str,
     holds). A site just restarted has no leader yet and followers whose commit indexes are stale
     (written lazily): a tail read there would miss entries that were committed, and confirmed.
     PersistenceUnavailable after `patience` seconds."""
-    deadline = time.monotonic() + patience
-    while True:
-        answered = [(a, s) for a in addresses if (s := await member_status(a)) is not None and s.cluster == cluster]
-        for address, st in answered:
-            if st.role == "leader" and st.leader == st.member and st.commit_index == st.last_index:
-                return address, st
-        if time.monotonic() >= deadline:
-            if not answered:
-                raise PersistenceUnavailable(f"no member of cluster {cluster!r} answers at {', '.join(addresses)}")
-            raise PersistenceUnavailable(f"no leader of cluster {cluster!r} at {', '.join(addresses)} has committed "
-                                         f"its whole log within {patience:.0f} s (a site just restarted elects one "
-                                         f"first); try again")
-        await asyncio.sleep(0.5)
+    try:
+        found = await wait_for_leader(addresses, patience, interval=0.5, accept=lambda st: (
+            st.cluster == cluster and st.commit_index == st.last_index))
+    except NoLeader:
+        raise PersistenceUnavailable(f"no leader of cluster {cluster!r} at {', '.join(addresses)} has committed its "
+                                     f"whole log within {patience:.0f} s (a site just restarted elects one first); "
+                                     f"try again") from None
+    return found.address, found.status
+
+
+async def _unary(address: str, call: Callable[[grpc.aio.Channel], Awaitable[T]]) -> T:
+    """One call on a channel of its own; a failure as its `StrongroomError` (the client's table)."""
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        try:
+            return await call(channel)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, address) from None
+
+
+async def dr_status(address: str, timeout: float = 3.0) -> dr_pb2.DrStatus:
+    """`DrService.Status` of the DR service at `address`; a failure as its `StrongroomError`."""
+    return await _unary(address, lambda ch: dr_pb2_grpc.DrServiceStub(ch).Status(  # type: ignore[no-untyped-call]
+        dr_pb2.DrStatusRequest(), timeout=timeout))
+
+
+async def dr_status_at(address: str, timeout: float = 3.0) -> dr_pb2.DrStatus | None:
+    """`dr_status`, or None when the DR service does not answer."""
+    try:
+        return await dr_status(address, timeout)
+    except StrongroomError:
+        return None
+
+
+async def activate_at(address: str, cluster: str, force: bool = False, timeout: float = 120.0) -> dr_pb2.ActivateResponse:
+    """`DrService.Activate` at the DR service `address` (`strongroom dr activate`, the drill, the
+    chaos scenario): its answer; a refusal (PrimaryHealthy, WrongDrRole, ...) or a failed call as
+    its `StrongroomError`."""
+    return await _unary(address, lambda ch: dr_pb2_grpc.DrServiceStub(ch).Activate(  # type: ignore[no-untyped-call]
+        dr_pb2.ActivateRequest(cluster=cluster, force=force), timeout=timeout))
+
+
+async def demote_at(address: str, cluster: str, timeout: float = 30.0) -> apb.DemoteResponse:
+    """`AdminService.Demote` at the member `address` (`strongroom dr demote`, the drill): its
+    answer; a refusal or a failed call as its `StrongroomError`."""
+    return await _unary(address, lambda ch: agrpc.AdminServiceStub(ch).Demote(  # type: ignore[no-untyped-call]
+        apb.DemoteRequest(cluster=cluster), timeout=timeout))
 
 
 async def read_committed(address: str, from_index: int, upto: int, timeout: float = 10.0) -> list[tuple[int, bytes]]:

@@ -6,8 +6,9 @@ member just killed, or of a newer epoch than the one just faulted), and wait for
 timeout. Each asks `AdminService.Status` of the member addresses it knows, concurrently; a
 member that answers with role "leader" and its name is a candidate, and when two claim to lead
 (an old leader that has not yet noticed it lost its lease) the one of the highest epoch is the
-leader. A leader that is excluded, or not newer than asked, counts as no leader yet: the caller
-waits for another to take over.
+leader. A leader that is excluded, not newer than asked, or whose status the caller does not
+accept yet (`accept`: e.g. it has not committed its whole log, or serves another DR generation)
+counts as no leader yet: the caller waits for another to take over.
 """
 
 from __future__ import annotations
@@ -89,11 +90,12 @@ class NoLeader(TimeoutError):
 
 
 async def find_leader(addresses: Sequence[str], exclude: Collection[str] = (), newer_than: int = 0,
-                      status_timeout: float = 1.0) -> Leader | None:
+                      status_timeout: float = 1.0,
+                      accept: Callable[[admin_pb2.ClusterStatus], bool] | None = None) -> Leader | None:
     """The leader among the members at `addresses` now, or None.
 
-    None also when the leader is named in `exclude` or its epoch is not above `newer_than`.
-    Each member has `status_timeout` seconds to answer.
+    None also when the leader is named in `exclude`, its epoch is not above `newer_than`, or
+    `accept` (given) says no to its status. Each member has `status_timeout` seconds to answer.
     """
     best: Leader | None = None
     for reply in await fetch_statuses(addresses, timeout=status_timeout):
@@ -104,12 +106,15 @@ async def find_leader(addresses: Sequence[str], exclude: Collection[str] = (), n
             best = Leader(member=str(st.member), address=reply.endpoint, epoch=int(st.epoch), status=st)
     if best is None or best.member in exclude or best.epoch <= newer_than:
         return None
+    if accept is not None and not accept(best.status):
+        return None
     return best
 
 
 async def wait_for_leader(addresses: Addresses, timeout: float, *, exclude: Collection[str] = (),
                           newer_than: int = 0, interval: float = 0.1, status_timeout: float = 1.0,
-                          each_round: Callable[[], None] | None = None) -> Leader:
+                          each_round: Callable[[], None] | None = None,
+                          accept: Callable[[admin_pb2.ClusterStatus], bool] | None = None) -> Leader:
     """Ask every `interval` seconds until `find_leader` names one; NoLeader after `timeout` s.
 
     `each_round`, called before every round, may raise to stop waiting (a member process
@@ -120,7 +125,7 @@ async def wait_for_leader(addresses: Addresses, timeout: float, *, exclude: Coll
         if each_round is not None:
             each_round()
         found = await find_leader(addresses() if callable(addresses) else addresses, exclude, newer_than,
-                                  status_timeout)
+                                  status_timeout, accept)
         if found is not None:
             return found
         await asyncio.sleep(interval)

@@ -15,7 +15,6 @@ old primary until it hears it (`dr/fencer.py`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
@@ -25,7 +24,7 @@ from strongroom.errors import InvalidArgument, PersistenceUnavailable, UnknownCl
 from strongroom.etcd import EtcdClient
 from strongroom.keys import dr_key
 from strongroom.persistence.replica import Replica
-from strongroom.persistence.transport import PeerUnreachable, compare_generation
+from strongroom.persistence.transport import compare_generations
 
 __all__ = ["DrSite", "cut_back"]
 
@@ -69,11 +68,7 @@ class DrSite:
     def info(self, record: DrRecord | None = None) -> rpb.GenerationInfo:
         """This site (as `record` says, else as this member last read it) as the other one is
         told it."""
-        r = record or self.record
-        return rpb.GenerationInfo(cluster=self.cluster, role=r.role.value, generation=r.generation,
-                                  addresses=list(self._own_addresses()), member=self.member,
-                                  newer_generation=r.newer_generation,
-                                  since_index=r.since_index if r.role is DrRole.PRIMARY else 0)
+        return (record or self.record).told(self.cluster, self._own_addresses(), self.member)
 
     async def learn(self, theirs: rpb.GenerationInfo) -> rpb.GenerationInfo:
         """The other site says what it is: fence this site if a newer primary superseded it.
@@ -148,20 +143,10 @@ class DrSite:
         a primary, knows no other site, or none of its addresses answered in time."""
         if self.record.role is not DrRole.PRIMARY or not self.record.peer:
             return False
-        mine = self.info()
-        answers = await asyncio.gather(*(self._ask(a, mine) for a in self.record.peer))
         fenced = False
-        for answer in answers:
-            if answer is not None:
-                fenced = (await self._learn(answer)).role is DrRole.FENCED or fenced
+        for answer in await compare_generations(self.record.peer, self.info()):
+            fenced = (await self._learn(answer)).role is DrRole.FENCED or fenced
         return fenced
-
-    async def _ask(self, address: str, mine: rpb.GenerationInfo) -> rpb.GenerationInfo | None:
-        try:
-            return await compare_generation(address, mine)
-        except PeerUnreachable as exc:
-            log.info("the other site of %s at %s did not say its DR role: %s", self.cluster, address, exc)
-            return None
 
 
 def cut_back(replica: Replica, record: DrRecord) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
@@ -28,8 +28,8 @@ from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
 
-__all__ = ["FollowerConnection", "PeerClient", "PeerUnreachable", "compare_generation", "encode_append",
-           "encoded_append"]
+__all__ = ["FollowerConnection", "PeerClient", "PeerUnreachable", "compare_generation", "compare_generations",
+           "encode_append", "encoded_append"]
 
 log = logging.getLogger("strongroom.transport")
 
@@ -100,6 +100,19 @@ async def compare_generation(address: str, mine: rpb.GenerationInfo,
         except grpc.aio.AioRpcError as exc:
             raise PeerUnreachable(f"{address}: {_why(exc)}: {exc.details()}") from None
     return answer
+
+
+async def compare_generations(addresses: Sequence[str], mine: rpb.GenerationInfo) -> list[rpb.GenerationInfo]:
+    """`compare_generation` with every address of the other site at once; the answers of those
+    that answered (one that did not is logged at debug level: the other site may well be down)."""
+    async def one(address: str) -> rpb.GenerationInfo | None:
+        try:
+            return await compare_generation(address, mine)
+        except PeerUnreachable as exc:
+            log.debug("the other site at %s did not say its DR role: %s", address, exc)
+            return None
+    answers = await asyncio.gather(*(one(a) for a in addresses))
+    return [a for a in answers if a is not None]
 
 
 class PeerClient:
