@@ -69,9 +69,10 @@ class DrServiceServicer:
         answers and has a leader (PRIMARY_HEALTHY) unless `force`; with `force` and a primary that
         answers, it is a planned switchover: the primary is fenced first and everything it committed
         is shipped before the standby takes over (the tail loss is then exactly nothing). Errors:
-        NOT_FOUND (another cluster), DR_ROLE (this site is not a standby: already activated, or a
-        primary), PRIMARY_HEALTHY, UNAVAILABLE (the standby set has no leader, this site's etcd does
-        not answer); nothing changes on any error.
+        NOT_FOUND (reason UNKNOWN_CLUSTER: another cluster), FAILED_PRECONDITION (DR_ROLE: this site
+        is not a standby, already activated or a primary; PRIMARY_HEALTHY); nothing changes on any of
+        them. While the standby set has no leader the call waits for one (set a deadline); when this
+        site's etcd does not answer it fails with UNKNOWN and no ErrorInfo, the record unwritten.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
