@@ -74,7 +74,7 @@ $(VENV)/.bench-installed: pyproject.toml | venv
 
 # Fault injection (services/strongroom/chaos/): every fault against a fresh cluster under a checked
 # workload, then a table; exit status 1 on any failure. CHAOS_SECONDS=fault time per scenario
-# (default 15), CHAOS_FAULTS=name,name (default all), CHAOS_SEED; CHAOS_ARGS passes options (e.g. --out DIR).
+# (default 15), CHAOS_FAULTS=name,name (default all), CHAOS_SEED, CHAOS_PAIRS=N (pairs of faults at once); CHAOS_ARGS passes options (e.g. --out DIR).
 .PHONY: chaos
 chaos: venv
 	$(PY) -m strongroom.chaos $(CHAOS_ARGS)

@@ -5,7 +5,7 @@ For each setting and backlog size (default 100 000 and 2 000 000 pending 1 KiB m
 durable, a queue):
 
 1. The backlog is built into a member's data directory in this process, through the member's own
-   code: log entries of 4096 publishes each are appended to its `RocksStorage` and applied to
+   code: log entries of 4096 publishes each are appended to its `DiskStorage` and applied to
    its state machine (`StateMachine` or `DiskStateMachine`), then the log is compacted the way
    the member compacts it (a serialised snapshot without indexes on disk; none with them). This
    is the fastest honest way: the same bytes a member would hold after receiving the messages,
@@ -44,7 +44,7 @@ from strongroom.local.process import member_argv, spawn, stop_processes
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.state import StateMachine
-from strongroom.persistence.storage import RocksStorage
+from strongroom.persistence.storage import DiskStorage
 from strongroom.realm.store import store_realm
 
 __all__ = ["main", "run"]
@@ -90,7 +90,7 @@ destinations:
 def build(data_dir: Path, messages: int, indexes_on_disk: bool) -> dict[str, Any]:
     """Write the backlog into a member's data directory through its storage and state code."""
     started = time.monotonic()
-    storage = RocksStorage(data_dir, sync=False, state_families=STATE_COLUMN_FAMILIES if indexes_on_disk else ())
+    storage = DiskStorage(data_dir, sync=False, state_families=STATE_COLUMN_FAMILIES if indexes_on_disk else ())
     loaded = storage.load()
     lg = ReplicatedLog(storage, loaded)
     state: StateMachine = DiskStateMachine.open(storage) if indexes_on_disk else StateMachine()
@@ -111,7 +111,8 @@ def build(data_dir: Path, messages: int, indexes_on_disk: bool) -> dict[str, Any
             say(f"  built {done:,}/{messages:,}")
             last_report = time.monotonic()
         if indexes_on_disk and index % 50 == 0:
-            # As the member does every compact_after_entries: no snapshot, just drop the log.
+            # As the member does every compact_after_entries: no snapshot (a checkpoint, the
+            # restore point), the log dropped.
             lg.compact(index, 1, b"")
     snapshot_note = ""
     if indexes_on_disk:

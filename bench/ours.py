@@ -20,7 +20,7 @@ from bench.common import (
     percentile,
 )
 
-__all__ = ["CONFIGS", "StrongroomTarget", "realm_for"]
+__all__ = ["CONFIGS", "DRIVER_CONFIGS", "StrongroomTarget", "realm_for"]
 
 CLUSTER = "bench"
 # configuration name -> (cluster storage mode, destination prefix). The non-replicated store
@@ -34,24 +34,33 @@ CONFIGS: dict[str, tuple[str, str]] = {
     "non-replicated": ("disk-async", "nr."),
     "uow": ("disk-sync", ""),
     "routing": ("disk-sync", ""),  # bench/routing.py: London and Rio, both disk-sync
+    "routing-pinned": ("disk-sync", ""),  # the same, each site on a core of its own
     # bench/standby.py: disk-sync with a standby set attached (shipping, niced, or stopped).
     "disk-sync-standby": ("disk-sync", ""),
     "disk-sync-standby-niced": ("disk-sync", ""),
     "disk-sync-standby-stopped": ("disk-sync", ""),
+    # The SQLite storage driver (persistent_store.driver) beside RocksDB's disk-sync and disk-async.
+    "disk-sync-sqlite": ("disk-sync", ""),
+    "disk-async-sqlite": ("disk-async", ""),
 }
+DRIVER_CONFIGS: dict[str, str] = {"disk-sync-sqlite": "sqlite", "disk-async-sqlite": "sqlite"}
+"""Configurations on another storage driver than the default (RocksDB): configuration -> driver."""
 EVENTS_SUFFIX = "-events"
 EVENT_LOG_INTERVAL = 10.0
 """The event log's default publish interval (seconds), which the benchmark keeps."""
 
 
-def realm_for(storage: str, events_dir: Path | None = None, primary: list[str] | None = None) -> str:
+def realm_for(storage: str, events_dir: Path | None = None, primary: list[str] | None = None,
+              driver: str = "") -> str:
     """The benchmark realm: one 3-member cluster, a replicated store and a non-replicated one.
     `*.queue` destinations are queues (stored without subscribers), the rest topics; the `nr.`
     prefix selects the non-replicated store. `events_dir`: the store event log on, there (the
     default publish interval, 10 s). `primary`: the three members' addresses, and a standby set
     of three (s1-s3) that reads the primary's committed log there (`clusters[].standby`,
-    docs/dr.md)."""
+    docs/dr.md). `driver`: the storage driver (`persistent_store.driver`; default RocksDB)."""
     event_log = f"    event_log:\n      directory: {events_dir}\n" if events_dir is not None else ""
+    if driver:
+        event_log += f"    persistent_store:\n      driver: {driver}\n"
     names = ("m1", "m2", "m3")
     if primary is None:
         members = "".join(f"      - name: {m}\n" for m in names)
@@ -97,6 +106,7 @@ class StrongroomTarget:
     def __init__(self, config: str, work_dir: Path, progress: Progress) -> None:
         self.config = config
         self.storage, self.prefix = CONFIGS[config]
+        self.driver = DRIVER_CONFIGS.get(config, "")
         self.work_dir = work_dir
         self.events_dir = work_dir / "events" if config.endswith(EVENTS_SUFFIX) else None
         self.progress = progress
@@ -111,7 +121,7 @@ class StrongroomTarget:
 
     def realm_text(self) -> str:
         """The realm this configuration runs."""
-        return realm_for(self.storage, self.events_dir)
+        return realm_for(self.storage, self.events_dir, driver=self.driver)
 
     async def start(self) -> None:
         from strongroom.client import Client

@@ -1,12 +1,18 @@
 """Profile a Strongroom workload with py-spy: where the leader (and the client) spend their time.
 
-    python -m bench.profile [--config disk-sync] [--workload pipelined|confirm|consume|fanout|uow]
+    python -m bench.profile [--config disk-sync] [--workload pipelined|confirm|consume|fanout|uow|routing]
                             [--publishers N] [--seconds 5] [--out DIR] [--gil] [--native]
 
 Starts a fresh cluster of the configuration, runs the workload in a loop, records the leader,
 one follower and this client process with `py-spy record -f raw` for `--seconds`, and prints the
 functions that hold the most samples, by self time and by total (inclusive) time. The raw
 collapsed stacks are kept under --out (default: a temp dir) for flame graphs.
+
+`--workload routing` starts the routing group's two sites instead (bench/routing.py: London and
+Rio, a router each), publishes at London through one pipelined publisher (256 in flight) while a
+standard durable at Rio receives and acknowledges, records both routers, both leaders and this
+client process, and prints each process's CPU seconds per 1,000 forwarded messages over the
+same seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from bench.common import BODY, Progress
 from bench.ours import CONFIGS, StrongroomTarget
 from bench.uow import UOW_MESSAGES, UOW_WINDOW
 
-__all__ = ["main", "summarize_raw"]
+__all__ = ["main", "run_routing", "summarize_raw"]
 
 
 def _py_spy() -> str:
@@ -158,6 +164,30 @@ def _spy(pid: int, seconds: float, raw: Path, gil: bool, native: bool = False) -
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+Spies = list[tuple[str, subprocess.Popen[bytes], Path]]
+"""py-spy recorders under way: (whom it records, its process, the raw file it writes)."""
+
+
+async def _collect(spies: Spies) -> None:
+    """Wait for every recorder to write its file."""
+    for _, proc, _ in spies:
+        await asyncio.to_thread(proc.wait, 30)
+
+
+def _report(spies: Spies) -> None:
+    for who, _, raw in spies:
+        print(f"--- {who} ---")
+        print(summarize_raw(raw) if raw.exists() else f"{raw}: not written")
+
+
+def _stop(spies: Spies) -> None:
+    """Stop recorders still running (the run failed)."""
+    for _, proc, _ in spies:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait()
+
+
 async def run(config: str, workload: str, publishers: int, seconds: float, out: Path, gil: bool = False,
               native: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
@@ -178,17 +208,68 @@ async def run(config: str, workload: str, publishers: int, seconds: float, out: 
         stop.set()
         done = await task
         rate = done / (time.perf_counter() - t0 + 1.0)
-        for _, proc, _ in spies:
-            await asyncio.to_thread(proc.wait, 30)
+        await _collect(spies)
         print(f"{tag}: about {rate:,.0f} msgs/s while profiled (py-spy itself costs some)")
-        for who, _, raw in spies:
-            print(f"--- {who} ---")
-            print(summarize_raw(raw) if raw.exists() else f"{raw}: not written")
+        _report(spies)
     finally:
-        for _, proc, _ in spies:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                proc.wait()
+        _stop(spies)
+        await target.stop()
+
+
+async def run_routing(seconds: float, out: Path, gil: bool = False, native: bool = False) -> None:
+    """The routing group's forwarding London → Rio in a loop, profiled (see the module doc)."""
+    from bench.common import CREDIT, WINDOW
+    from bench.routing import DURABLE, ROUTING_CONFIG, TOPIC, CpuSplit, RoutingTarget
+
+    out.mkdir(parents=True, exist_ok=True)
+    target = RoutingTarget(ROUTING_CONFIG, out / "cluster", Progress(out=lambda _s: None))
+    await target.start()
+    spies: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+    try:
+        sub = await target.rio.subscribe(TOPIC, DURABLE, kind="standard", ack="explicit", credit=CREDIT)
+        await target._await_interest(sub)
+        stop = asyncio.Event()
+        received = [0]
+
+        async def publish() -> None:
+            pub = target.client.publisher(TOPIC, window=WINDOW)
+            try:
+                while not stop.is_set():
+                    await pub.send(BODY)
+            finally:
+                await pub.close()
+
+        async def receive() -> None:
+            while not stop.is_set():
+                try:
+                    m = await sub.next(timeout=1.0)
+                except TimeoutError:
+                    continue
+                await sub.ack(m)
+                received[0] += 1
+
+        tasks = [asyncio.create_task(publish()), asyncio.create_task(receive())]
+        await asyncio.sleep(2.0)  # warm up: the route runs at its pace
+        for who, pid in [*((w, target.processes[w]) for w in ("london_router", "rio_router", "london_leader",
+                                                              "rio_leader")), ("client", os.getpid())]:
+            raw = out / f"routing-{who}.txt"
+            spies.append((who, _spy(pid, seconds, raw, gil, native), raw))
+        meter = CpuSplit(target.router_pids, target.server_pids, target.rio_pids, target.processes).start()
+        n0, t0 = received[0], time.perf_counter()
+        await asyncio.sleep(seconds)
+        n, took = received[0] - n0, time.perf_counter() - t0
+        cpu = meter.stop(n)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await sub.close()
+        await _collect(spies)
+        print(f"routing: {n / took:,.0f} msgs/s received at Rio while profiled (py-spy itself costs some)")
+        print("CPU seconds per 1,000 forwarded messages:")
+        for key, value in cpu.items():
+            print(f"  {key:<40} {value:.4f}")
+        _report(spies)
+    finally:
+        _stop(spies)
         await target.stop()
 
 
@@ -196,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="disk-sync", choices=sorted(CONFIGS))
-    p.add_argument("--workload", default="pipelined", choices=["confirm", "pipelined", "consume", "fanout", "uow"])
+    p.add_argument("--workload", default="pipelined", choices=["confirm", "pipelined", "consume", "fanout", "uow", "routing"])
     p.add_argument("--publishers", type=int, default=1)
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--out", type=Path, default=None)
@@ -205,7 +286,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="include native frames (gRPC's Cython and C core, RocksDB); stops the process per sample")
     a = p.parse_args(argv)
     out = a.out or Path(tempfile.mkdtemp(prefix="strongroom-profile-"))
-    asyncio.run(run(a.config, a.workload, a.publishers, a.seconds, out, a.gil, a.native))
+    if a.workload == "routing":
+        asyncio.run(run_routing(a.seconds, out, a.gil, a.native))
+    else:
+        asyncio.run(run(a.config, a.workload, a.publishers, a.seconds, out, a.gil, a.native))
     print(f"raw profiles: {out}")
     return 0
 

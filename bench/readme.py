@@ -21,7 +21,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.routing import PEER_CONFIG, ROUTING_CONFIG, ROUTING_FIGURES
+from bench.routing import PEER_CONFIG, PINNED_CONFIG, ROUTING_CONFIG, ROUTING_FIGURES
 from bench.runner import FIGURES, GROUPS, RESULTS_DIR, ROUTING_CONFIGS, cell
 from bench.standby import (
     BASELINE,
@@ -145,8 +145,9 @@ def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
         paragraphs.append(_run_line(doc, results_file))
         paragraphs += _load_paragraph(doc, always=True)
     paragraphs.append(
-        f"`strongroom bench --only {ROUTING_CONFIG},{PEER_CONFIG}` runs the routing group alone (every round of "
-        "`strongroom bench` runs it too). `routing`: a realm of two clusters in one zone, London and Rio, "
+        f"`strongroom bench --only {','.join(configs)}` runs {'these' if len(configs) > 1 else 'it'} alone (every "
+        f"round of `strongroom bench` runs `{ROUTING_CONFIG}` and `{PEER_CONFIG}`; `{PINNED_CONFIG}` runs only when "
+        "named). `routing`: a realm of two clusters in one zone, London and Rio, "
         "each 3 members, disk-sync, each a site of its own (its own etcd and realm service) with its own "
         "router (`strongroom-router`), all on 127.0.0.1 of this one machine, fresh per round; a routed store "
         "(topic `wide.bench`) and a store of London's own (a queue). In order: `pipelined`: "
@@ -175,10 +176,25 @@ def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
             "runs in Rio's servers. The peer's delivery figures include nats-py's consumer (fetch, then an ack "
             "per message), which falls behind what Rio's stream stores: compare its store and delivery "
             "latencies, and the client CPU.")
-    paragraphs.append(
-        "All of it shares the machine's cores: while forwarding, both clusters (6 members, 2 etcd, 2 realm "
-        "services), both routers and the client run at once, where the local pipelined figure has London's 3 "
-        "members and the client. " + " ".join(_cpu_sentence(doc, cfg) for cfg in configs))
+    else:
+        paragraphs.append(f"The peer, `{PEER_CONFIG}` (NATS JetStream's stream `sources`), was not run in this "
+                          "run.")
+    if PINNED_CONFIG in doc["summary"]:
+        paragraphs.append(
+            f"`{PINNED_CONFIG}`: the same realm and steps with each site on a core of its own, as two regions "
+            "have: every thread of London's processes (members, router, etcd, realm service) and of the "
+            "benchmark's own process (London's publisher) on the first CPU, every thread of Rio's and of the "
+            "durable's receiver (a process of its own) on the second (`sched_setaffinity`). So the local pipelined "
+            "figure is London alone on its core (Rio's processes idle on theirs), and forwarding has London's "
+            "core for what London does and Rio's for what Rio does. Other work on the machine is not pinned and "
+            "may run on either core. " + _pinned_sentence(doc))
+    shared = [cfg for cfg in configs if cfg != PINNED_CONFIG]
+    if shared:
+        paragraphs.append(
+            f"In {' and '.join(f'`{cfg}`' for cfg in shared)} all of it shares the machine's cores: while "
+            "forwarding, both clusters (6 members, 2 etcd, 2 realm services), both routers and the client run at "
+            "once, where the local pipelined figure has London's 3 members and the client. "
+            + " ".join(_cpu_sentence(doc, cfg) for cfg in shared))
     out = [ROUTING_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
            "| figure | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
     for key, (label, unit, _) in ROUTING_FIGURES.items():
@@ -201,6 +217,44 @@ def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
     return "\n".join(out) + "\n"
 
 
+def _pinned_sentence(doc: dict[str, Any]) -> str:
+    """Each core's CPU per 1,000 messages in `PINNED_CONFIG` (medians of each process's figure),
+    and the rates they allow: forwarding is bound by the busier core."""
+    s = doc["summary"][PINNED_CONFIG]
+
+    def med(key: str) -> float:
+        v = s.get(key, {}).get("median")
+        return float(v) if v is not None else 0.0
+
+    def proc(work: str, site: str, *names: str) -> float:
+        return sum(med(f"{work}.proc.{site}_{n}_cpu_s_per_1k") for n in names)
+
+    members = ("leader", "follower1", "follower2")
+    receiver = med("forwarded.proc.rio_receiver_cpu_s_per_1k")
+    publisher = med("forwarded.client_cpu_s_per_1k") - receiver
+    london = proc("forwarded", "london", *members, "router", "etcd", "realm") + publisher
+    rio = proc("forwarded", "rio", *members, "router", "etcd", "realm") + receiver
+    local = proc("pipelined", "london", *members, "etcd", "realm") + med("pipelined.client_cpu_s_per_1k")
+    if not (london and rio and local):
+        return ""
+    rio_members = proc("forwarded", "rio", *members)
+    local_rate = 1000 / local
+    return (f"Per 1,000 messages forwarded, London's core spent {london:.3f} CPU-seconds (members "
+            f"{proc('forwarded', 'london', *members):.3f}, router {proc('forwarded', 'london', 'router'):.3f}, "
+            f"publisher {publisher:.3f}) and Rio's {rio:.3f} (members {rio_members:.3f}: storing each message on 3 "
+            f"replicas, delivering it to the durable, applying its acknowledgment; router "
+            f"{proc('forwarded', 'rio', 'router'):.3f}, receiver {receiver:.3f}; etcd and realm service on each): "
+            f"one core carries London's part at most at {1000 / london:,.0f} msgs/s and all of Rio's at "
+            f"{1000 / rio:,.0f} (Rio stored faster while its deliveries fell behind: delivered "
+            f"{med('forwarded.delivered_msgs_per_s'):,.0f} msgs/s). While forwarding London's core was "
+            f"{med('forwarded.london_core_busy_pct'):.0f} % busy and Rio's {med('forwarded.rio_core_busy_pct'):.0f} %. "
+            f"The local pipelined publish cost London's core {local:.3f} ({local_rate:,.0f} msgs/s at most); 0.8× "
+            f"its measured rate ({0.8 * med('pipelined.msgs_per_s'):,.0f} msgs/s) needs Rio's part at "
+            f"{1000 / (0.8 * med('pipelined.msgs_per_s')):.3f} CPU-seconds per 1,000 messages at most"
+            + (f", less than Rio's members alone ({rio_members:.3f})."
+               if rio_members > 1000 / (0.8 * med('pipelined.msgs_per_s')) else "."))
+
+
 def _cpu_sentence(doc: dict[str, Any], config: str) -> str:
     """Where the CPU went in `config` (medians): per 1,000 messages, forwarding and publishing
     locally, and the rate the machine's cores could carry at that cost."""
@@ -218,11 +272,16 @@ def _cpu_sentence(doc: dict[str, Any], config: str) -> str:
     if not forwarding or not local:
         return ""
     split = ", ".join(f"{k} {v:.3f}" for k, v in parts.items() if v)
+    target = cores * 1000 / (0.8 * med("pipelined.msgs_per_s")) if med("pipelined.msgs_per_s") else 0.0
+    members = parts["London"] + parts["Rio"]
+    need = (f" 0.8× the local rate ({0.8 * med('pipelined.msgs_per_s'):,.0f} msgs/s) would need the whole at "
+            f"{target:.3f} at most" + (f", less than the two clusters' members alone ({members:.3f})."
+                                       if members > target else ".")) if target else ""
     return (f"`{config}`: forwarding took {forwarding:.3f} CPU-seconds per 1,000 messages ({split}), "
             f"{forwarding / local:.1f}× the local pipelined publish's {local:.3f}; at that cost {cores} cores carry "
             f"at most {cores * 1000 / forwarding:,.0f} msgs/s, and the machine's CPUs were "
             f"{med('forwarded.machine_busy_pct'):.0f} % busy while forwarding (the local pipelined publish, bound "
-            f"by its window's round trips, used {local * med('pipelined.msgs_per_s') / 1000:.1f} cores).")
+            f"by its window's round trips, used {local * med('pipelined.msgs_per_s') / 1000:.1f} cores).{need}")
 
 
 def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = False) -> str:
@@ -411,7 +470,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
                    + " |")
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in doc["ratios"]:
-        if r["ours"] not in STANDBY_CONFIGS:  # in their own subsection
+        # The standby configurations' in their own subsection; a pair this run did not measure not at all.
+        if r["ours"] not in STANDBY_CONFIGS and r["ours"] in doc["summary"] and r["peer"] in doc["summary"]:
             pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
     figs = [f for f in FIGURES if any(f in p for p in pairs.values())]
     out += ["", "Ratio ours / peer of the medians, against Strongroom's goals: at least level with the peer",

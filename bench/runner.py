@@ -3,8 +3,8 @@
 One round runs every configuration once, alternating the two systems:
 
     disk-sync, disk-sync-events, disk-sync-standby, disk-sync-standby-niced,
-    disk-sync-standby-stopped, nats-fsync, disk-async, nats-default, non-replicated, uow, routing,
-    nats-sources
+    disk-sync-standby-stopped, disk-sync-sqlite, nats-fsync, disk-async, disk-async-sqlite,
+    nats-default, non-replicated, uow, routing, nats-sources
 
 Each configuration gets a fresh 3-member cluster (started, measured, stopped, its data removed)
 and runs, in order: confirm, pipelined (1 publisher), consume (drains the pipelined backlog),
@@ -14,13 +14,17 @@ in flight, and received, beside confirmed and pipelined publishes, against issue
 zone, a router each) and its peer `nats-sources` (two 3-node JetStream clusters joined by
 gateways, a stream at Rio sourcing one at London) run the routing group instead
 (bench/routing.py): local pipelined publishes at London, then as many forwarded to a durable at
-Rio, against issue 21's target. The report gives every figure as the median
+Rio, against issue 21's target; `routing-pinned`, run only when `--only` names it, runs it with
+each cluster's processes on a core of its own. The report gives every figure as the median
 and range over the rounds, and the ratio ours/peer of the medians: disk-sync against
 nats-fsync, disk-async against nats-default; and disk-sync with the store event log on against
 disk-sync with it off (`disk-sync-events` / `disk-sync`, target: within 5 %); and disk-sync with a
 disaster-recovery standby set attached against without (`disk-sync-standby` / `disk-sync`: the
 standby site shipping; `disk-sync-standby-niced`: shipping at the lowest CPU priority;
-`disk-sync-standby-stopped`: its members stopped; issue 22, bench/standby.py).
+`disk-sync-standby-stopped`: its members stopped; issue 22, bench/standby.py). `disk-sync-sqlite`
+and `disk-async-sqlite` are disk-sync and disk-async on the SQLite storage driver
+(`persistent_store.driver: sqlite`), with ratios against RocksDB's `disk-sync` and `disk-async`
+(issue 23).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from bench.common import (
 )
 from bench.routing import (
     PEER_CONFIG,
+    PINNED_CONFIG,
     ROUTING_CONFIG,
     ROUTING_FIGURES,
     routing_headline,
@@ -97,16 +102,20 @@ ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync-standby"),
     ("strongroom", "disk-sync-standby-niced"),
     ("strongroom", "disk-sync-standby-stopped"),
+    ("strongroom", "disk-sync-sqlite"),
     ("nats", "nats-fsync"),
     ("strongroom", "disk-async"),
+    ("strongroom", "disk-async-sqlite"),
     ("nats", "nats-default"),
     ("strongroom", "non-replicated"),
     ("strongroom", UOW_CONFIG),
     ("strongroom", ROUTING_CONFIG),
     ("nats", PEER_CONFIG),
 ]
+# Configurations a round runs only when `--only` names them.
+NAMED_ONLY: list[tuple[str, str]] = [("strongroom", PINNED_CONFIG)]
 # Configurations that run a group of their own, reported apart from the main table.
-ROUTING_CONFIGS = (ROUTING_CONFIG, PEER_CONFIG)
+ROUTING_CONFIGS = (ROUTING_CONFIG, PINNED_CONFIG, PEER_CONFIG)
 GROUPS = (UOW_CONFIG, *ROUTING_CONFIGS)
 OURS = [c for s, c in ORDER if s == "strongroom"]
 PEERS = [c for s, c in ORDER if s == "nats"]
@@ -162,6 +171,11 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
     ("disk-sync-events", "disk-sync", "pipelined_x16.msgs_per_s", None),
     # A standby set attached against none, same run (issue 22: clients never wait for it).
     *STANDBY_RATIOS,
+    # The SQLite storage driver against RocksDB's, same mode, same run (issue 23).
+    *[(f"{mode}-sqlite", mode, fig, None) for mode in ("disk-sync", "disk-async")
+      for fig in ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
+                  "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
+                  "pipelined_x16.msgs_per_s")],
 ]
 
 
@@ -237,7 +251,7 @@ def _filesystem(path: Path) -> str:
 
 
 def _make_target(system: str, config: str, work: Path, progress: Progress) -> Any:
-    if config == ROUTING_CONFIG:
+    if config in (ROUTING_CONFIG, PINNED_CONFIG):
         from bench.routing import RoutingTarget
 
         return RoutingTarget(config, work, progress)
@@ -394,6 +408,10 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
                         "cluster); R3 file stream WIDE at London, R3 file stream RIO at Rio with sources: [WIDE]; "
                         f"pull consumer on RIO, explicit acks, fetch batch {CREDIT}",
                 "routers": _router_settings(),
+                "pinned": f"{PINNED_CONFIG}: every thread of London's processes (members, router, etcd, realm "
+                          "service) and of the benchmark's process (London's publisher) on the first CPU it may "
+                          "use; every thread of Rio's and of the durable's receiver (a process of its own) on the "
+                          "second",
                 "peer_meta": "the JetStream meta group spans both clusters (NATS has no per-site "
                              "control plane within a super-cluster); Strongroom's sites share nothing",
             },
@@ -571,15 +589,16 @@ def params_for(quick: bool, messages: int | None) -> tuple[Params, int]:
 
 
 def select(only: str | None) -> list[tuple[str, str]]:
-    """The configurations of a round: all (ORDER), or those named in `only` (comma-separated),
-    in ORDER's order. ValueError for an unknown name."""
+    """The configurations of a round: all of ORDER, or those named in `only` (comma-separated;
+    ORDER's and NAMED_ONLY's), in that order. ValueError for an unknown name."""
     if not only:
         return ORDER
     names = [n.strip() for n in only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in {c for _, c in ORDER}]
+    known = [*ORDER, *NAMED_ONLY]
+    unknown = [n for n in names if n not in {c for _, c in known}]
     if unknown:
-        raise ValueError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(c for _, c in ORDER)}")
-    return [(s, c) for s, c in ORDER if c in names]
+        raise ValueError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(c for _, c in known)}")
+    return [(s, c) for s, c in known if c in names]
 
 
 def run_cli(runs: int | None = None, messages: int | None = None, quick: bool = False, as_json: bool = False,
@@ -619,8 +638,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="1 round, small counts (smoke test)")
     p.add_argument("--json", action="store_true", help="print the result document as JSON")
     p.add_argument("--results-dir", type=Path, default=None, help=f"where the JSON goes (default {RESULTS_DIR})")
-    p.add_argument("--only", default=None, help="comma-separated configurations (default: all), e.g. "
-                                               "disk-sync,disk-sync-events")
+    p.add_argument("--only", default=None, help="comma-separated configurations (default: all but "
+                                               f"{', '.join(c for _, c in NAMED_ONLY)}, which run only when "
+                                               "named), e.g. disk-sync,disk-sync-events")
     a = p.parse_args(argv)
     return run_cli(a.runs, a.messages, a.quick, a.json, a.results_dir, a.only)
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -23,17 +24,20 @@ from strongroom.realm.store import store_realm
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
                extra_stores: str = "", extra_destinations: str = "", lease_ttl: int = 2,
                compact_after_entries: int = 20000, extra_sections: str = "", cluster_extra: str = "",
-               memory_budget_mb: int = 0, indexes_on_disk: bool = False) -> str:
+               memory_budget_mb: int = 0, indexes_on_disk: bool = False, driver: str = "") -> str:
     """A realm with one cluster and the default store/destinations plus extras
     (`extra_sections`: top-level YAML such as durable_templates and endpoints;
     `cluster_extra`: more keys of the cluster, indented by four spaces; `memory_budget_mb` and
-    `indexes_on_disk`: the cluster settings, written only when set)."""
+    `indexes_on_disk`: the cluster settings, written only when set; `driver`: the storage
+    driver, `persistent_store.driver`, written only when set)."""
     names = "\n".join(f"      - name: m{i}" for i in range(1, members + 1))
     settings = ""
     if memory_budget_mb:
         settings += f"    memory_budget_mb: {memory_budget_mb}\n"
     if indexes_on_disk:
         settings += "    indexes_on_disk: true\n"
+    if driver:
+        settings += f"    persistent_store:\n      driver: {driver}\n"
     return f"""\
 clusters:
   - name: {cluster}
@@ -115,6 +119,8 @@ class Cluster:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         # More command-line arguments for a member's process.
         self.extra_args: dict[str, list[str]] = {}
+        # More environment for a member's process (e.g. an LD_PRELOAD shim).
+        self.extra_env: dict[str, dict[str, str]] = {}
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.ports[name]}"
@@ -133,7 +139,8 @@ class Cluster:
         if wipe:
             shutil.rmtree(self.data_dir(name), ignore_errors=True)
         proc = spawn(member_argv(etcd or self.etcd, self.cluster, name, self.address(name), self.data_dir(name),
-                                 extra=self.extra_args.get(name, [])), self.log_path(name))
+                                 extra=self.extra_args.get(name, [])), self.log_path(name),
+                     extra_env=self.extra_env.get(name))
         self.procs[name] = proc
         return proc
 
@@ -224,6 +231,22 @@ async def drain(sub: Any, n: int, timeout: float = 10.0, ack: bool = True) -> li
     return out
 
 
+async def refused_at_once(call: Callable[[], Awaitable[object]]) -> tuple[Any, str]:
+    """A raw gRPC call that must fail within a second (not after a timeout): its code and reason."""
+    import grpc
+    import pytest
+
+    from strongroom.grpcerrors import from_rpc_error
+
+    started = time.monotonic()
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call()
+    assert time.monotonic() - started < 1.0, "refused, but not at once"
+    err = from_rpc_error(info.value)
+    assert err is not None, info.value
+    return info.value.code(), err.reason
+
+
 async def wait_for(pred: Callable[[], Awaitable[bool]], timeout: float = 30.0, interval: float = 0.1) -> None:
     """Until `await pred()` is true, asking every `interval` s; TimeoutError after `timeout` s."""
     deadline = time.monotonic() + timeout
@@ -232,3 +255,79 @@ async def wait_for(pred: Callable[[], Awaitable[bool]], timeout: float = 30.0, i
             return
         await asyncio.sleep(interval)
     raise TimeoutError("condition not reached")
+
+
+def strongroom(servers: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The `strongroom` CLI run as a process against the members at `servers` (its `-s`)."""
+    return subprocess.run([sys.executable, "-m", "strongroom.cli.main", *argv, "-s", servers],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+class MixedLoad:
+    """Persistent and non-persistent work side by side (the store-operation tests, with
+    SHARED_STORES/SHARED_DESTINATIONS): `producer` publishes to `destination` every 0.05 s (each
+    confirmed sequence appended to `confirmed`, each attempt's outcome to `p_outcomes`: "stored"
+    or the refusal's reason); `volatile` publishes to the non-replicated store's topic and sends
+    and receives units of work that are neither persistent nor of persistent status, every
+    0.02 s (`np_got`: when the topic delivered, `np_errors`: what failed)."""
+
+    def __init__(self, volatile: Any, producer: Any, destination: str, confirmed: list[int],
+                 pad: bytes = b"") -> None:
+        self.volatile, self.producer, self.destination, self.pad = volatile, producer, destination, pad
+        self.confirmed = confirmed
+        self.np_got: list[float] = []
+        self.np_errors: list[str] = []
+        self.p_outcomes: list[tuple[float, str]] = []
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        sub = await self.volatile.subscribe("volatile.load", "np", ack="auto")
+        self._tasks = [asyncio.create_task(work) for work in (self._np_load(), self._np_receive(sub), self._p_load())]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def stored_since(self, since: float) -> bool:
+        return any(o == "stored" for t, o in self.p_outcomes if t > since)
+
+    async def _np_load(self) -> None:
+        from strongroom.errors import StrongroomError
+
+        volatile, i = self.volatile, 0
+        while not self._stop.is_set():
+            try:
+                await volatile.publish("volatile.load", f"v{i}".encode())
+                uow = volatile.unit_of_work("np.queue", persistent=False, persistent_status=False)
+                uow.add(f"np {i}".encode())
+                await uow.commit()
+                got = await volatile.receive_uow("np.queue", "np-worker", wait=2)
+                assert got is not None and got.messages[0].body == f"np {i}".encode()
+                await got.commit()
+            except (StrongroomError, AssertionError) as err:
+                self.np_errors.append(repr(err))
+            i += 1
+            await asyncio.sleep(0.02)
+
+    async def _np_receive(self, sub: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                await sub.next(timeout=0.5)
+                self.np_got.append(time.monotonic())
+            except TimeoutError:
+                pass
+
+    async def _p_load(self) -> None:
+        from strongroom.errors import StrongroomError
+
+        i = 0
+        while not self._stop.is_set():
+            try:
+                result = await self.producer.publish(self.destination, f"during {i}".encode() + self.pad)
+                self.confirmed.append(result.message_seq)
+                self.p_outcomes.append((time.monotonic(), "stored"))
+            except StrongroomError as err:
+                self.p_outcomes.append((time.monotonic(), err.reason))
+            i += 1
+            await asyncio.sleep(0.05)

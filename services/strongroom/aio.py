@@ -9,10 +9,11 @@ lease keep-alives, leader tasks) use these instead.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["Deadline", "wait_event", "with_timeout", "cancel_and_wait"]
+__all__ = ["Deadline", "wait_event", "with_timeout", "cancel_and_wait", "tell_listeners"]
 
 T = TypeVar("T")
 
@@ -73,3 +74,18 @@ class Deadline:
     def __exit__(self, *exc: object) -> None:
         assert self._timer is not None
         self._timer.cancel()
+
+
+def tell_listeners(listeners: list[Callable[[bool], Awaitable[None]]], value: bool,
+                   spawn: Callable[[Awaitable[None]], object], log: logging.Logger) -> None:
+    """Call every listener with `value` in the background (`spawn` runs a coroutine there): a
+    listener that fails is logged and never breaks its caller (leadership listeners of a member
+    and of a router: the pod label)."""
+    async def call(listener: Callable[[bool], Awaitable[None]]) -> None:
+        try:
+            await listener(value)
+        except Exception as exc:  # noqa: BLE001 - a listener never breaks its caller
+            log.warning("leadership listener failed: %s", exc)
+
+    for listener in listeners:
+        spawn(call(listener))

@@ -3,27 +3,29 @@ under confirmed publishing, activate the standby site, account for every confirm
 demote the old site and fail back (docs/dr.md).
 
 `dr_drill_local` runs two temporary sites of its own with the local launcher (`LocalCluster`, a
-realm like examples/dr.yaml on free ports): site A (etcd, realm service, m1-m3) and site
-`<cluster>-standby` (etcd, realm service, s1-s3 and the DR service). It
+realm like examples/dr.yaml on free ports, started as `strongroom up` starts it): site A (etcd,
+realm service, m1-m3 and its DR service, idle while the site is the primary) and site
+`<cluster>-standby` (etcd, realm service, s1-s3 and the DR service that ships to them). It
 
 1. publishes `ballast` messages of 1 KiB to a queue nobody consumes (the state fail back must
    not copy) and waits until the standby holds them;
 2. publishes `messages` with confirmation to `drill.queue` (with `lose_tail`, the DR service is
    SIGKILLed first, so the standby lacks every one of them, and started again after the
    disaster); once half are confirmed, SIGKILLs every process of site A (members, realm
-   service, etcd) by the pids of the launcher's state;
+   service, DR service, etcd) by the pids of the launcher's state;
 3. activates the standby site (`DrService.Activate`, the code of `strongroom dr activate`) and
    publishes the rest (the last quarter at least) there: the disaster-to-first-publish time is
    until the first of those is confirmed;
 4. consumes `drill.queue` at the new primary and counts received, lost, duplicated;
-5. restarts site A on its disks (etcd on its port and data, the members), waits until every
-   member is fenced by generation 1, reads the lost tail from its log (`strongroom dr
+5. restarts site A on its disks (etcd on its port and data, the realm service, the members and
+   the DR service, through the launcher), waits until every member is fenced by generation 1, reads the lost tail from its log (`strongroom dr
    manifest`'s code) and checks that every confirmed message lost is in it, and that the
    confirmed messages in it are exactly the lost ones;
 6. demotes site A (`strongroom dr demote`'s code), waits for its members to cut back to the
-   shared index, starts a DR service at site A, publishes `failback_messages` at the new
-   primary and waits until site A's members applied everything and hold the new primary's
-   grid; reports the bytes and snapshots that DR service shipped against the state's size.
+   shared index (site A's DR service, following its site's record, ships from the new primary
+   from then on: nothing is started by hand), publishes `failback_messages` at the new primary
+   and waits until site A's members applied everything and hold the new primary's grid; reports
+   the bytes and snapshots that DR service shipped against the state's size.
 
 The report's `ok` is false, with `failures` naming each broken invariant (`judge`), when a
 message came twice, a confirmed message was lost outside the tail, the tail's confirmed
@@ -59,19 +61,17 @@ from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.launcher import (
     ClusterStartError,
     LocalCluster,
-    standby_site,
-    start_dr,
     start_member,
     start_realm_service,
 )
 from strongroom.local.leader import fetch_statuses
-from strongroom.local.process import ProcessGroup, dr_argv, spawn, stop_processes
 from strongroom.realm.model import parse_realm
 
 __all__ = [
     "BALLAST_DESTINATION",
     "DR_CLUSTER",
     "DR_DESTINATION",
+    "cut_back",
     "dr_drill_local",
     "drill_realm",
     "judge",
@@ -197,15 +197,24 @@ def member_grid(status: Any) -> dict[str, Any]:
             for s in status.stores if s.replicated}
 
 
-def _disk_bytes(path: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
-    return total
+async def cut_back(reply: Any, since: int, generation: int) -> bool:
+    """Whether a demoted member (`reply`: its `fetch_statuses` answer) cut its log back to `since`:
+    it is the standby of `generation` and holds nothing after `since`, or (its site's DR service
+    ships from the new primary as soon as the site is demoted) what it applied after `since` is
+    of `generation`, not the old tail. The local drill and the Kubernetes drill's agent ask it."""
+    from strongroom.api.v1 import replication_pb2 as rpb
+    from strongroom.dr.record import generation_of
+    from strongroom.dr.transport import read_committed
+
+    s = reply.status
+    if s is None or s.dr_role != "standby" or s.generation != generation:
+        return False
+    if s.last_index == since and s.applied_index == since:
+        return True
+    if s.applied_index <= since:
+        return False
+    ((_, raw),) = await read_committed(reply.endpoint, since + 1, since + 1)
+    return generation_of(rpb.LogEntry.FromString(raw).epoch) == generation
 
 
 async def _publish_all(client: Any, destination: str, bodies: Iterable[bytes]) -> None:
@@ -228,8 +237,6 @@ class _LocalDr:
         self.base = base
         self.say = say
         self.cluster = LocalCluster(base, detach=False)
-        self.failback_dr: Any = None
-        self.failback_dr_address = ""
 
     @property
     def primary(self) -> list[str]:
@@ -241,7 +248,13 @@ class _LocalDr:
 
     @property
     def dr_address(self) -> str:
+        """The DR service at the standby site (the one activated)."""
         return self.cluster.drs[DR_CLUSTER].address
+
+    @property
+    def failback_dr_address(self) -> str:
+        """The DR service at site A, which ships there once the site is demoted."""
+        return self.cluster.primary_drs[DR_CLUSTER].address
 
     async def start(self, compact_after_entries: int) -> None:
         primary = [f"127.0.0.1:{free_port()}" for _ in range(3)]
@@ -254,27 +267,35 @@ class _LocalDr:
             raise DrillAborted(f"not every member replicates: {'; '.join(lagging)}")
 
     async def shipping(self) -> None:
-        """Until the DR service reads the primary and the standby holds all it committed."""
+        """Until the standby holds all the primary committed so far. The target is the primary
+        leader's own commit index, not the DR service's view of it: that view trails the primary's
+        committed-entry stream, so "0 entries behind" can hold a moment before the last entries
+        confirmed to a client have reached the DR service."""
+        from strongroom.cli.dr_cmd import site_member
         from strongroom.dr.transport import dr_status_at
+
+        _, status = await site_member(self.primary, DR_CLUSTER)
+        target = int(status.commit_index)
 
         async def there() -> bool:
             st = await dr_status_at(self.dr_address)
-            return st is not None and bool(st.primary_member) and st.primary_commit_index > 0 and st.entries_behind == 0
+            return st is not None and bool(st.primary_member) and st.standby_last_index >= target
         await _wait(there, "the standby set holds what the primary committed", self.say)
 
     def lose_primary_site(self) -> list[str]:
-        """SIGKILL every process of site A (its members, realm service and etcd), by the pids the
-        launcher's state lists, at once; then reap them. Their disks stay."""
+        """SIGKILL every process of site A (its members, realm service, DR service and etcd), by
+        the pids the launcher's state lists, at once; then reap them. Their disks stay."""
         state = self.cluster.state()
         site = state["sites"][""]
         victims = [(f"member {m}", int(d["pid"])) for m, d in state["clusters"][DR_CLUSTER]["members"].items()]
-        victims += [("realm service", int(site["realm"]["pid"])), ("etcd", int(site["etcd"]["pid"]))]
+        victims += [("DR service", int(state["clusters"][DR_CLUSTER]["dr"]["pid"])),
+                    ("realm service", int(site["realm"]["pid"])), ("etcd", int(site["etcd"]["pid"]))]
         for _, pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for proc in self.cluster.members[DR_CLUSTER].values():
+        for proc in [*self.cluster.members[DR_CLUSTER].values(), self.cluster.primary_drs[DR_CLUSTER]]:
             proc.kill()  # reaps
         a = self.cluster.sites[""]
         if a.realm_service is not None:
@@ -289,9 +310,7 @@ class _LocalDr:
     async def restart_dr(self) -> None:
         from strongroom.dr.transport import dr_status_at
 
-        etcd = self.cluster.sites[standby_site(DR_CLUSTER)].etcd.endpoint
-        self.cluster.drs[DR_CLUSTER] = start_dr(etcd, DR_CLUSTER, self.base)
-        self.cluster.save()
+        self.cluster.start_dr_service(DR_CLUSTER)
 
         async def up() -> bool:
             st = await dr_status_at(self.dr_address)
@@ -300,7 +319,7 @@ class _LocalDr:
 
     async def restore_primary_site(self) -> None:
         """Site A comes back on its disks: its etcd on the same port and data, its realm service,
-        its members at their addresses."""
+        its members at their addresses, its DR service."""
         a = self.cluster.sites[""]
         port = int(a.etcd.endpoint.rpartition(":")[2])
         a.etcd = await asyncio.to_thread(start_etcd, a.etcd.data_dir, port, self.base / "logs" / "etcd.log", True)
@@ -312,17 +331,9 @@ class _LocalDr:
             self.cluster.members[DR_CLUSTER][m.name] = start_member(a.etcd.endpoint, DR_CLUSTER, m.name, self.base,
                                                                     m.address)
         self.cluster.save()
-
-    def start_failback_dr(self) -> None:
-        """The DR service at site A (its own etcd), which ships the new primary's log there."""
-        self.failback_dr_address = f"127.0.0.1:{free_port()}"
-        argv = dr_argv(self.cluster.sites[""].etcd.endpoint, DR_CLUSTER,
-                       ["--heartbeat", "0.5", "--listen", self.failback_dr_address])
-        self.failback_dr = spawn(argv, self.base / "logs" / f"{DR_CLUSTER}-dr-failback.log", group=ProcessGroup.OWN)
+        self.cluster.start_dr_service(DR_CLUSTER, primary_site=True)
 
     def stop(self) -> None:
-        if self.failback_dr is not None:
-            stop_processes([self.failback_dr], 5.0)
         self.cluster.stop(5.0)
 
 
@@ -462,7 +473,7 @@ async def _run(sites: _LocalDr, report: dict[str, Any], clients: list[Any], mess
         f"{report['duplicated']}, unconfirmed received {report['unconfirmed_received']}")
 
     # Site A comes back on its disks: fenced before its first write; its log has the tail.
-    sites.say("restarting site A on its disks (etcd, realm service, m1-m3)")
+    sites.say("restarting site A on its disks (etcd, realm service, m1-m3, its DR service)")
     await sites.restore_primary_site()
     report["fenced"] = False
 
@@ -488,12 +499,9 @@ async def _run(sites: _LocalDr, report: dict[str, Any], clients: list[Any], mess
     demoted = await demote_at(address, DR_CLUSTER)
     since = int(demoted.since_index)
 
-    async def cut_back() -> bool:
-        states = await _statuses(sites.primary)
-        return all(s is not None and s.dr_role == "standby" and s.generation == answer.generation
-                   and s.last_index == since and s.applied_index == since for s in states)
-    await _wait(cut_back, f"site A's members cut their logs back to index {since}", say)
-    sites.start_failback_dr()
+    async def all_cut_back() -> bool:
+        return all([await cut_back(reply, since, answer.generation) for reply in await fetch_statuses(sites.primary)])
+    await _wait(all_cut_back, f"site A's members cut their logs back to index {since}", say)
     say(f"site A demoted (cut back to index {since}); its DR service at {sites.failback_dr_address}; publishing "
         f"{failback_messages} more at the new primary")
     started = time.monotonic()
@@ -521,7 +529,9 @@ async def _run(sites: _LocalDr, report: dict[str, Any], clients: list[Any], mess
     fb["state_messages"] = sum(int(s.messages) for s in stores)
     leader = next((n for n, p in sites.cluster.standbys[DR_CLUSTER].items() if p.address == new_address), None)
     if leader is not None:
-        fb["member_disk_bytes"] = _disk_bytes(sites.cluster.standbys[DR_CLUSTER][leader].data_dir)
+        from strongroom.persistence.drivers.base import directory_size
+
+        fb["member_disk_bytes"] = directory_size(Path(sites.cluster.standbys[DR_CLUSTER][leader].data_dir))
     say(f"fail back {'converged' if fb['converged'] else 'did NOT converge'} after {fb['seconds']} s: "
         f"{fb.get('bytes_shipped')} bytes and {fb.get('snapshots_shipped')} snapshots shipped for {fb['entries']} "
         f"entries; the state holds {fb['state_messages']} messages, {fb['state_bytes']} bytes "

@@ -15,10 +15,13 @@ the members' names resolve:
 3. `agent resume` at site B: the rest published at the new primary (the orchestrator times the
    disaster to the agent's `first` event), then everything consumed and counted;
 4. the StatefulSet scaled back; `agent tail` at site A: fenced, settled, the manifest's indexes;
-5. `agent failback` at site A: demote, a DR service in that pod (`strongroom-dr` against site A's
-   etcd, `$STRONGROOM_ETCD`); `agent more` at site B publishes a few messages at the new primary
-   and says its last index and grid; the first agent waits until site A holds them and reports
-   the bytes and snapshots shipped. (Site A never needs to resolve site B's names.)
+5. `agent failback` at site A: demote; from then on site A's own DR service (the primary
+   release's, `<fullname>-<cluster>-dr`, which follows its site's record) ships there from the
+   new primary: nothing is started by hand. `agent more` at site B publishes a few messages at
+   the new primary and says its last index and grid; the first agent waits until site A holds
+   them and reports the bytes and snapshots that DR service shipped. (The agents at site A never
+   resolve site B's names; site A's DR service does: it reads the new primary at the addresses
+   the realm gives the standby release's members.)
 
 The report has the local drill's keys; `judge` decides `ok` the same way.
 """
@@ -35,7 +38,6 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from strongroom.drill import (
@@ -92,7 +94,7 @@ class SiteCommands:
 
     @property
     def dr_service(self) -> str:
-        """The cluster's DR Service (a standby release only)."""
+        """The cluster's DR Service (each release of the pair runs one for the cluster)."""
         return f"{self.fullname}-{self.cluster}-dr"
 
     @property
@@ -144,6 +146,7 @@ class DrSites:
         a, b, c = self.primary, self.standby, self.primary.cluster
         steps = [
             a.get_pods(a.member_selector), a.get_pods(a.client_selector), a.get("statefulset", a.statefulset),
+            a.get("service", a.dr_service),
             b.get_pods(b.member_selector), b.get_pods(b.client_selector), b.get("service", b.dr_service),
             a.exec("<site A realm pod>", [*AGENT, "publish", "--endpoints", "<site A members>", "--destination",
                                           destination, "--messages", str(messages)]),
@@ -155,7 +158,8 @@ class DrSites:
             a.scale(-1),
             a.exec("<site A realm pod>", [*AGENT, "tail", "--endpoints", "<site A members>", "--cluster", c,
                                           "--destination", destination]),
-            a.exec("<site A realm pod>", [*AGENT, "failback", "--endpoints", "<site A members>", "--cluster", c]),
+            a.exec("<site A realm pod>", [*AGENT, "failback", "--endpoints", "<site A members>", "--cluster", c,
+                                          "--dr", f"{a.dr_service}:<port>"]),
             b.exec("<site B realm pod>", [*AGENT, "more", "--endpoints", "<site B members>", "--cluster", c,
                                           "--messages", str(failback_messages)]),
         ]
@@ -213,6 +217,8 @@ async def dr_drill_kubernetes(sites: DrSites, messages: int = 1000, failback_mes
             raise DrillAborted(f"site A's members are not all ready ({a.member_selector})")
         client_a = await _ready_pod(a, a.client_selector)
         replicas = int((await _json(a.get("statefulset", a.statefulset)))["spec"]["replicas"])
+        service_a = await _json(a.get("service", a.dr_service))
+        dr_a = f"{a.dr_service}:{service_a['spec']['ports'][0]['port']}"
         members_b = (await _json(b.get_pods(b.member_selector))).get("items", [])
         client_b = await _ready_pod(b, b.client_selector)
         service = await _json(b.get("service", b.dr_service))
@@ -279,10 +285,11 @@ async def dr_drill_kubernetes(sites: DrSites, messages: int = 1000, failback_mes
             raise DrillAborted("the tail agent ended without a report")
         report["fenced"] = bool(tail.get("fenced"))
         report["tail"] = {**tail.get("header", {}), **tail_check(all_confirmed, delivered, set(tail.get("indexes", [])))}
-        # Fail back: site A's agent demotes and runs a DR service there; site B's publishes more
-        # (site A need not resolve site B's names) and says where the new primary's log ends.
+        # Fail back: site A's agent demotes, and site A's DR service (the primary release's) ships
+        # there; site B's agent publishes more and says where the new primary's log ends.
         agent = await asyncio.create_subprocess_exec(
-            *a.exec(client_a, [*AGENT, "failback", "--endpoints", ",".join(ends_a), "--cluster", a.cluster]),
+            *a.exec(client_a, [*AGENT, "failback", "--endpoints", ",".join(ends_a), "--cluster", a.cluster,
+                               "--dr", dr_a]),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         assert agent.stdin is not None and agent.stdout is not None
         fb: dict[str, Any] = {}
@@ -426,40 +433,39 @@ async def agent_more(endpoints: str, cluster: str, messages: int) -> None:
           state_bytes=sum(int(s.bytes) for s in stores), state_messages=sum(int(s.messages) for s in stores))
 
 
-async def agent_failback(endpoints: str, cluster: str) -> None:
-    """Demote site A and run a DR service here against site A's etcd (`shipping`); given the
-    new primary's last index and grid on stdin, until site A holds them; what was shipped."""
+async def agent_failback(endpoints: str, cluster: str, dr: str) -> None:
+    """Demote site A, whose DR service at `dr` (the primary release's) then ships there from the
+    new primary (`shipping` once every member cut its log back); given the new primary's last
+    index and grid on stdin, until site A holds them; what that DR service shipped."""
     from strongroom.cli.dr_cmd import site_member
     from strongroom.dr.transport import demote_at, dr_status_at
-    from strongroom.drill_dr import member_grid
-    from strongroom.local.etcdproc import free_port
-    from strongroom.local.process import dr_argv, spawn, stop_processes
+    from strongroom.drill_dr import cut_back, member_grid
+    from strongroom.local.leader import fetch_statuses
 
     addresses = endpoints.split(",")
     address, _ = await site_member(addresses, cluster)
     demoted = await demote_at(address, cluster)
-    since = int(demoted.since_index)
-    await _until(lambda ss: all(s is not None and s.dr_role == "standby" and s.last_index == since for s in ss),
-                 addresses)
-    listen = f"127.0.0.1:{free_port()}"
-    dr = spawn(dr_argv(os.environ["STRONGROOM_ETCD"], cluster, ["--listen", listen]),
-               Path(tempfile.gettempdir()) / "dr-failback.log")
-    try:
-        started = time.monotonic()
-        _emit("shipping", since_index=since)
-        more = json.loads(await _line())
-        target = int(more["target"])
-        await _until(lambda ss: all(s is not None and s.applied_index >= target for s in ss), addresses)
-        states = await _site_states(addresses)
-        shipped = await dr_status_at(listen)
-        _emit("failback", since_index=since, generation=int(demoted.generation), target_index=target,
-              entries=target - since, seconds=round(time.monotonic() - started, 3),
-              converged=all(s is not None and json.loads(json.dumps(member_grid(s))) == more["grid"] for s in states),
-              bytes_shipped=int(shipped.bytes_shipped) if shipped else None,
-              snapshots_shipped=int(shipped.snapshots_shipped) if shipped else None,
-              state_bytes=more.get("state_bytes"), state_messages=more.get("state_messages"))
-    finally:
-        stop_processes([dr], 5.0)
+    since, generation = int(demoted.since_index), int(demoted.generation)
+    started = time.monotonic()
+    deadline = started + STEP_TIMEOUT
+    while time.monotonic() < deadline:
+        # The DR service may already ship: a member past `since` must hold the new generation there.
+        if all([await cut_back(reply, since, generation) for reply in await fetch_statuses(addresses)]):
+            break
+        await asyncio.sleep(0.5)
+    _emit("shipping", since_index=since)
+    more = json.loads(await _line())
+    target = int(more["target"])
+    await _until(lambda ss: all(s is not None and s.applied_index >= target for s in ss), addresses)
+    states = await _site_states(addresses)
+    shipped = await dr_status_at(dr)
+    _emit("failback", since_index=since, generation=generation, target_index=target,
+          entries=target - since, seconds=round(time.monotonic() - started, 3),
+          converged=all(s is not None and json.loads(json.dumps(member_grid(s))) == more["grid"] for s in states),
+          dr_state=shipped.state if shipped else None,
+          bytes_shipped=int(shipped.bytes_shipped) if shipped else None,
+          snapshots_shipped=int(shipped.snapshots_shipped) if shipped else None,
+          state_bytes=more.get("state_bytes"), state_messages=more.get("state_messages"))
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -474,6 +480,9 @@ def agent_parser() -> argparse.ArgumentParser:
         p.add_argument("--destination", default="")
         p.add_argument("--messages", type=int, default=1000)
         p.add_argument("--cluster", default="default")
+        if step == "failback":
+            p.add_argument("--dr", required=True, metavar="HOST:PORT",
+                           help="site A's DR service (the primary release's DR Service), which ships there")
     return parser
 
 
@@ -489,7 +498,7 @@ def agent_main(argv: Sequence[str] | None = None) -> int:
     elif args.step == "more":
         asyncio.run(agent_more(args.endpoints, args.cluster, args.messages))
     else:
-        asyncio.run(agent_failback(args.endpoints, args.cluster))
+        asyncio.run(agent_failback(args.endpoints, args.cluster, args.dr))
     return 0
 
 

@@ -30,7 +30,11 @@ __all__ = [
     "RealmVersionNotFound",
     "UnknownMember",
     "DataCorruption",
+    "StoreDriverMismatch",
     "PersistenceUnavailable",
+    "NotOperational",
+    "NoNewUow",
+    "StoreStateError",
     "SubscriptionClosed",
     "SubscriptionReplaced",
     "DurableUnreachable",
@@ -83,6 +87,13 @@ class StrongroomError(Exception):
         self.message = message or self.reason
         self.metadata: dict[str, str] = dict(metadata or {})
 
+    @property
+    def retried_by_client(self) -> bool:
+        """Whether a client tries the call again by itself (retriable, and not left to its caller):
+        what the Python client rides out, and what makes a member end a stream's later requests
+        with the same error so that the client's re-sends keep their order."""
+        return self.retriable and not self.caller_retries
+
 
 class NotLeaderError(StrongroomError):
     """This member is not the leader; `leader_address` names the one that is, if known."""
@@ -122,11 +133,55 @@ class StaleEpochError(StrongroomError):
 
 
 class PersistenceUnavailable(StrongroomError):
-    """The store cannot take the operation now (leader stepping down, recovering)."""
+    """The store cannot take the operation now: the leader is stepping down or recovering, its
+    storage failed, or an operator disconnected the cluster's persistent store
+    (docs/store-operations.md; metadata `state`, `since` and `cause` then). Retriable; a
+    disconnected store is retried by the caller once an operator connects it (the client hands
+    that one back at once: a disconnect lasts as long as the operator wants)."""
 
     reason = "PSTORE_UNAVAILABLE"
     code = "UNAVAILABLE"
     retriable = True
+
+    @property
+    def retried_by_client(self) -> bool:
+        return not self.metadata.get("state")
+
+
+class NotOperational(StrongroomError):
+    """The instance answering is the standby of a shared store (docs/store-operations.md,
+    "Standby on a shared store") and does not serve: its standard stopped answering and it is
+    taking the store over (waiting for the store's lock, restoring every persistent record), or
+    it is still checking its standard. Retriable: once the takeover is done the same address
+    serves. Metadata `partner` names the other instance's address, `state` (from a standby) what
+    it does."""
+
+    reason = "NOT_OPERATIONAL"
+    code = "UNAVAILABLE"
+    retriable = True
+
+
+class NoNewUow(StrongroomError):
+    """The cluster's persistent store takes no new units of work (docs/store-operations.md): an
+    operator connected it again after a disconnect, or it exceeded its capacity. Commands that
+    consume (receive, acknowledge, settle, subscribe to an existing durable) are served; ones that
+    produce (publish to a replicated store, send or commit a new persistent unit of work or
+    publication, create a durable, write a map) are refused until an operator lifts the state
+    (`strongroom store allow-new`). Metadata `since` (unix seconds) and `cause` (operator or
+    capacity)."""
+
+    reason = "NO_NEW_UOW"
+    code = "FAILED_PRECONDITION"
+
+
+class StoreStateError(StrongroomError):
+    """An operator's store operation that the persistent store's state does not allow: connecting
+    a store that is not disconnected, disconnecting one that is, allowing new units of work while
+    it is unavailable, already allows them, or is still over its capacity. Nothing changed;
+    metadata `state` names the state it is in."""
+
+    reason = "PSTORE_STATE"
+    code = "FAILED_PRECONDITION"
 
 
 class StoreLimitExceeded(StrongroomError):
@@ -253,6 +308,18 @@ class DataCorruption(StrongroomError):
 
     reason = "DATA_CORRUPTION"
     code = "DATA_LOSS"
+
+
+class StoreDriverMismatch(StrongroomError):
+    """A member's data directory holds a store another storage driver wrote than the one its
+    cluster's realm selects: the member refuses to start (migration by unload and load changes
+    a driver)."""
+
+    reason = "STORE_DRIVER_MISMATCH"
+    code = "FAILED_PRECONDITION"
+
+    def __init__(self, message: str, found: str = "", wanted: str = "") -> None:
+        super().__init__(message, {"found": found, "wanted": wanted})
 
 
 class UnknownOperation(DataCorruption):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import grpc
 
 from strongroom.aio import with_timeout
+from strongroom.channels import ETCD_CHANNEL_OPTIONS
 from pyetcd.etcdrpc import rpc_pb2 as rpc
 from pyetcd.etcdrpc import rpc_pb2_grpc as rpc_grpc
 
@@ -87,7 +88,7 @@ class EtcdClient:
 
     def _connect(self) -> None:
         target = self.endpoints[self._index % len(self.endpoints)]
-        self._channel = grpc.aio.insecure_channel(target)
+        self._channel = grpc.aio.insecure_channel(target, options=ETCD_CHANNEL_OPTIONS)
         self.kv = rpc_grpc.KVStub(self._channel)
         self.lease_stub = rpc_grpc.LeaseStub(self._channel)
         self.watch_stub = rpc_grpc.WatchStub(self._channel)
@@ -126,6 +127,13 @@ class EtcdClient:
         resp = await self._call("Range", "kv", rpc.RangeRequest(key=key.encode()))
         kvs = resp.kvs  # type: ignore[attr-defined]
         return _kv(kvs[0]) if kvs else None
+
+    async def get_at(self, key: str) -> tuple[KeyValue | None, int]:
+        """The key (or None) and the revision it was read at: a reader that also watches the key
+        orders what it read against the events it gets (an absent key has no mod_revision)."""
+        resp = await self._call("Range", "kv", rpc.RangeRequest(key=key.encode()))
+        kvs = resp.kvs  # type: ignore[attr-defined]
+        return (_kv(kvs[0]) if kvs else None), int(resp.header.revision)  # type: ignore[attr-defined]
 
     async def get_prefix(self, prefix: str) -> list[KeyValue]:
         """Every key under the prefix, sorted by key."""
@@ -192,12 +200,18 @@ class EtcdClient:
 
     async def put_if_version(self, key: str, value: bytes, mod_revision: int, extra: Sequence[tuple[str, bytes]] = ()) -> bool:
         """Put the key (and `extra` keys) only if the key's mod_revision is still `mod_revision` (0: absent)."""
+        return bool(await self.put_at_revision(key, value, mod_revision, extra))
+
+    async def put_at_revision(self, key: str, value: bytes, mod_revision: int,
+                              extra: Sequence[tuple[str, bytes]] = ()) -> int:
+        """`put_if_version`, answering the revision the put made (the key's new mod_revision), or
+        0 when the key was not at `mod_revision`."""
         compare = rpc.Compare(key=key.encode(), result=rpc.Compare.EQUAL, target=rpc.Compare.MOD,
                               mod_revision=mod_revision)
         ops = [rpc.RequestOp(request_put=rpc.PutRequest(key=key.encode(), value=value))]
         ops += [rpc.RequestOp(request_put=rpc.PutRequest(key=k.encode(), value=v)) for k, v in extra]
         resp = await self._call("Txn", "kv", rpc.TxnRequest(compare=[compare], success=ops))
-        return bool(resp.succeeded)  # type: ignore[attr-defined]
+        return int(resp.header.revision) if resp.succeeded else 0  # type: ignore[attr-defined]
 
     async def delete_if_lease(self, key: str, lease: int) -> bool:
         """Delete the key only if it is still bound to `lease` (a clean resignation)."""

@@ -11,10 +11,17 @@ from grpc_status import rpc_status
 
 from strongroom.errors import ERROR_DOMAIN, NotLeaderError, StrongroomError, error_for_reason
 
-__all__ = ["to_status", "abort_with", "from_rpc_error", "LEADER_METADATA_KEY"]
+__all__ = ["to_status", "abort_with", "from_rpc_error", "GENERATION_METADATA_KEY", "LEADER_METADATA_KEY",
+           "PARTNER_METADATA_KEY"]
 
 # Trailing metadata key naming the leader's address on NOT_LEADER, for plain stubs.
 LEADER_METADATA_KEY = "strongroom-leader"
+# Metadata key of the DR generation: the highest a client has seen, on its calls; the answering
+# site's, on every answer of the client API (persistence/generations.py).
+GENERATION_METADATA_KEY = "strongroom-generation"
+# Metadata key of a shared store's partner instance: on every answer of the client API of its
+# standard (docs/store-operations.md, "Standby on a shared store").
+PARTNER_METADATA_KEY = "strongroom-partner"
 
 
 def to_status(err: StrongroomError) -> grpc.Status:

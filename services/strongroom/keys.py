@@ -7,10 +7,12 @@ Everything Strongroom keeps in etcd lives under `/strongroom/`:
 | `/strongroom/realm/current` | realm service (`RealmStore`) | the realm version in force (JSON) |
 | `/strongroom/realm/versions/<12 digits>` | realm service, in the same transaction | every version ever applied |
 | `/strongroom/services/realm` | realm service, under its lease | the realm service's gRPC address |
-| `/strongroom/clusters/<c>/leader` | the leader, under its lease | who leads; its create_revision is the epoch |
+| `/strongroom/clusters/<c>/leader` | the leader, under its lease | who leads; its create_revision (plus the epoch base its value names) is the epoch |
 | `/strongroom/clusters/<c>/members/<m>` | each member, under its lease | its registration record (`MemberRecord`) |
+| `/strongroom/clusters/<c>/epoch-base` | a member elected with an epoch it had promised already (`persistence/election.py`) | what is added to leader keys' create revisions after etcd went back (lost its data) |
 | `/strongroom/clusters/<c>/stored/<m>` | each member, once, never removed | it has acknowledged log entries |
 | `/strongroom/clusters/<c>/dr` | activation, fencing, demotion (`dr/record.py`) | the site's DR role and generation (`DrRecord`) |
+| `/strongroom/clusters/<c>/pstore` | store operations, capacity (`persistence/storestate.py`) | the persistent store's state: available, unavailable, no new units of work (`StoreRecord`) |
 | `/strongroom/clusters/<c>/router` | the active router replica, under its lease | which replica routes for the cluster |
 
 Code that reads or writes one of these keys takes its name from here; nobody else spells them.
@@ -23,9 +25,11 @@ __all__ = [
     "REALM_SERVICE",
     "REALM_VERSIONS",
     "dr_key",
+    "epoch_base_key",
     "leader_key",
     "member_key",
     "members_prefix",
+    "pstore_key",
     "realm_version_key",
     "router_key",
     "stored_key",
@@ -51,7 +55,8 @@ def _cluster(cluster: str) -> str:
 
 
 def leader_key(cluster: str) -> str:
-    """The key the cluster's leader holds, bound to its lease; its create_revision is the epoch."""
+    """The key the cluster's leader holds, bound to its lease; its create_revision, plus the epoch
+    base its value names (`epoch_base_key`), is the epoch."""
     return f"{_cluster(cluster)}/leader"
 
 
@@ -63,6 +68,14 @@ def members_prefix(cluster: str) -> str:
 def member_key(cluster: str, member: str) -> str:
     """The key where a member registers its addresses and log format, bound to its lease."""
     return f"{members_prefix(cluster)}{member}"
+
+
+def epoch_base_key(cluster: str) -> str:
+    """The key of the cluster's epoch base: a number added to leader keys' create revisions in
+    their epochs. Absent (0) until etcd goes back in revisions (restarted without its data): a
+    member elected with an epoch it had promised already raises it above its promise, so epochs
+    go on increasing (`persistence/election.py`)."""
+    return f"{_cluster(cluster)}/epoch-base"
 
 
 def stored_key(cluster: str, member: str) -> str:
@@ -86,3 +99,10 @@ def router_key(cluster: str) -> str:
     """The key the cluster's active router replica holds, bound to its lease (its value: the
     replica's name and address)."""
     return f"{_cluster(cluster)}/router"
+
+
+def pstore_key(cluster: str) -> str:
+    """The key of the cluster's persistent-store state (`StoreRecord`: available, unavailable or
+    no new units of work, since when and why). Absent: available. Kept in etcd, not in the log,
+    so that it can be read and changed while the store cannot be used (docs/store-operations.md)."""
+    return f"{_cluster(cluster)}/pstore"

@@ -1,11 +1,14 @@
 """Disaster recovery on Kubernetes: the chart installed twice, a primary release at site A and a
 standby release (dr.role standby) at site B, each with its own etcd. Both generate the same realm,
 whose standby set is the standby release's pods; the standby release runs those members exactly
-as primary members are run, and per standby set one DR service (strongroom-dr) against its own
-site's etcd; the primary release renders what it renders without DR, the realm's standby set
-apart. ci/values-dr.yaml (the pair's shared values) and ci/values-dr-standby.yaml are scenarios
-too, so every invariant of test_chart_render.py (lint, the Kubernetes schemas, names, probes,
-RBAC) holds for them."""
+as primary members are run. Each release runs, per cluster with a standby set, one DR service
+(strongroom-dr) against its own site's etcd, the same at both sites but for the names: site B's
+ships the primary's log, site A's idles until its site is demoted and then ships there (fail
+back with nothing started by hand, as `strongroom up` runs one at each site). Apart from that DR
+service and the realm's standby set, the primary release renders what it renders without DR.
+ci/values-dr.yaml (the pair's shared values) and ci/values-dr-standby.yaml are scenarios too, so
+every invariant of test_chart_render.py (lint, the Kubernetes schemas, names, probes, RBAC)
+holds for them."""
 
 from __future__ import annotations
 
@@ -52,6 +55,20 @@ def render_pair(namespaces: tuple[str, str] = (NAMESPACE, NAMESPACE),
     primary = render(pair_values("primary", **dr), release=PRIMARY_RELEASE, namespace=namespaces[0])
     standby = render(pair_values("standby", **dr), release=STANDBY_RELEASE, namespace=namespaces[1])
     return primary, standby
+
+
+# The releases with DR services the tests below check, by id: each release of the pair, and the
+# standby scenario (two clusters, one without a standby set, and every dr.* value set).
+DR_RELEASES = ("pair's primary release", "pair's standby release", "standby scenario")
+
+
+def dr_release(which: str) -> Rendered:
+    """One of DR_RELEASES, rendered."""
+    if which == "pair's primary release":
+        return render(pair_values("primary"), release=PRIMARY_RELEASE)
+    if which == "pair's standby release":
+        return render(pair_values("standby"), release=STANDBY_RELEASE)
+    return render_scenario(STANDBY)
 
 
 def realm_text(r: Rendered) -> str:
@@ -171,7 +188,7 @@ def test_the_standby_releases_own_site_defaults_to_itself() -> None:
     assert realm_text(render(values, release=STANDBY_RELEASE)) == realm_text(render_scenario(PAIR))
 
 
-# --- the standby release: members, DR service, nothing else ------------------------------------------
+# --- the standby release: members, DR service, nothing else; the DR services of both releases ---------
 
 
 def test_standby_members_are_started_as_primary_members_are() -> None:
@@ -212,12 +229,31 @@ def test_standby_release_runs_only_the_standby_sets_and_their_dr_services() -> N
     assert role["rules"][0]["resourceNames"] == [f"sr-strongroom-orders-{i}" for i in range(3)]
 
 
-def test_a_dr_service_runs_only_in_a_standby_release(scenario: Rendered) -> None:
+def test_a_dr_service_runs_per_cluster_with_a_standby_set_in_either_release(scenario: Rendered) -> None:
+    """At the primary site as at the standby site: one per cluster with a standby set, none for a
+    cluster without one (nor in a release without DR)."""
     fn = fullname(scenario.values)
-    wanted = [f"{fn}-{c['name']}-dr" for c in scenario.values["persistence"]["clusters"]
-              if c.get("standby") and scenario.values["dr"]["role"] == "standby"]
+    wanted = [f"{fn}-{c['name']}-dr" for c in scenario.values["persistence"]["clusters"] if c.get("standby")]
     assert [d["metadata"]["name"] for d in of_component(scenario, "Deployment", "dr")] == wanted
     assert [d["metadata"]["name"] for d in of_component(scenario, "Service", "dr")] == wanted
+    for deploy in of_component(scenario, "Deployment", "dr"):
+        cluster = deploy["metadata"]["name"].removeprefix(f"{fn}-").removesuffix("-dr")
+        assert deploy["metadata"]["labels"]["strongroom.io/cluster"] == cluster
+        assert dr_container(deploy)["args"][0] == f"--cluster={cluster}"
+
+
+def test_both_releases_of_the_pair_run_the_same_dr_service_but_for_names() -> None:
+    """Site A's DR Deployment and Service are site B's with the release's names: the same command,
+    arguments, probes, strategy and pod, against the site's own etcd (its own release's)."""
+    primary, standby = render_pair()
+    for kind in ("Deployment", "Service"):
+        (p,) = of_component(primary, kind, "dr")
+        (s,) = of_component(standby, kind, "dr")
+        assert p["metadata"]["name"] == "sr-strongroom-default-dr"
+        assert renamed(p, "sr-strongroom", "sr-standby-strongroom", "sr", "sr-standby") == s
+    etcd = env_of(dr_container(primary.get("Deployment", "sr-strongroom-default-dr")))["STRONGROOM_ETCD"]
+    assert etcd.startswith("sr-strongroom-etcd-0.sr-strongroom-etcd-headless.messaging.svc.")
+    assert "standby" not in etcd
 
 
 def _recorder(seen: list[Any]) -> Callable[[Any], Awaitable[int]]:
@@ -230,12 +266,13 @@ def _recorder(seen: list[Any]) -> Callable[[Any], Awaitable[int]]:
     return serve
 
 
-@pytest.mark.parametrize("name", [PAIR, STANDBY])
-def test_dr_command_line_is_what_strongroom_dr_parses(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("which", DR_RELEASES)
+def test_dr_command_line_is_what_strongroom_dr_parses(which: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The DR pod's arguments, with Kubernetes' $(VAR) expanded, parsed by strongroom-dr's own
-    main(): this release's etcd (the standby site's), the cluster, the listen port, the
+    main(): this release's etcd (the site's own: the primary site's in the primary release, where
+    it finds the primary set registered and the site's record), the cluster, the listen port, the
     heartbeat and report periods; the local launcher's flags (dr_argv) among them."""
-    r = render(pair_values("standby"), release=STANDBY_RELEASE) if name == PAIR else render_scenario(STANDBY)
+    r = dr_release(which)
     d = r.values["dr"]
     deploys = of_component(r, "Deployment", "dr")
     assert deploys
@@ -246,7 +283,7 @@ def test_dr_command_line_is_what_strongroom_dr_parses(name: str, monkeypatch: py
         assert {a for a in dr_argv("E", "C") if a.startswith("--")} <= {a.split("=")[0] for a in container["args"]}
         env = env_of(container)
         members = member_container(r.get("StatefulSet", deploy["metadata"]["name"].removesuffix("-dr")))
-        assert env["STRONGROOM_ETCD"] == env_of(members)["STRONGROOM_ETCD"]  # the standby members' etcd
+        assert env["STRONGROOM_ETCD"] == env_of(members)["STRONGROOM_ETCD"]  # this site's members' etcd
         argv = [a.replace("$(STRONGROOM_ETCD)", env["STRONGROOM_ETCD"]) for a in container["args"]]
         assert "$(" not in " ".join(argv)
 
@@ -266,12 +303,17 @@ def test_dr_command_line_is_what_strongroom_dr_parses(name: str, monkeypatch: py
     assert render_scenario(STANDBY).values["dr"]["heartbeatSeconds"] == 0.5  # a fraction passes as one
 
 
-@pytest.mark.parametrize("name", [PAIR, STANDBY])
-def test_dr_probes_ask_the_grpc_health_service_the_dr_service_serves(name: str) -> None:
-    r = render(pair_values("standby"), release=STANDBY_RELEASE) if name == PAIR else render_scenario(STANDBY)
+@pytest.mark.parametrize("which", DR_RELEASES)
+def test_dr_probes_ask_the_grpc_health_service_the_dr_service_serves(which: str) -> None:
+    """Startup and liveness on "", readiness on strongroom.v1.DrService: the DR server sets both
+    SERVING when it listens, whatever its site's role (an idle DR service at the primary site is
+    ready; tests/integration/test_dr_up.py asks one)."""
+    r = dr_release(which)
     probes = r.values["dr"]["probes"]
     assert DR_SERVICE == "strongroom.v1.DrService"
-    for deploy in of_component(r, "Deployment", "dr"):
+    deploys = of_component(r, "Deployment", "dr")
+    assert deploys
+    for deploy in deploys:
         container = dr_container(deploy)
         (port,) = container["ports"]
         assert port == {"name": "grpc", "containerPort": r.values["dr"]["port"], "protocol": "TCP"}
@@ -284,9 +326,11 @@ def test_dr_probes_ask_the_grpc_health_service_the_dr_service_serves(name: str) 
             {probes["periodSeconds"]}
 
 
-def test_dr_deployment_is_one_locked_down_replica_never_two() -> None:
-    r = render_scenario(STANDBY)
-    deploy = r.get("Deployment", "sr-strongroom-orders-dr")
+@pytest.mark.parametrize(("which", "name"), [("standby scenario", "sr-strongroom-orders-dr"),
+                                             ("pair's primary release", "sr-strongroom-default-dr")])
+def test_dr_deployment_is_one_locked_down_replica_never_two(which: str, name: str) -> None:
+    r = dr_release(which)
+    deploy = r.get("Deployment", name)
     spec = deploy["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}  # a rollout stops the old one first
@@ -296,17 +340,25 @@ def test_dr_deployment_is_one_locked_down_replica_never_two() -> None:
     assert pod["securityContext"] == r.values["podSecurityContext"]
     assert container["securityContext"] == r.values["securityContext"]
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
-    assert container["resources"] == r.values["dr"]["resources"] == \
-        {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
+    if which == "standby scenario":
+        assert container["resources"] == r.values["dr"]["resources"] == \
+            {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
+    else:
+        assert r.values["dr"]["resources"] == {} and "resources" not in container
     assert container["image"] == "strongroom:0.1.0"
 
 
-def test_dr_service_selects_its_dr_pod_only() -> None:
-    r = render_scenario(STANDBY)
-    deploy = r.get("Deployment", "sr-strongroom-orders-dr")
-    svc = r.get("Service", "sr-strongroom-orders-dr")
-    assert svc["spec"]["type"] == "LoadBalancer"
-    assert svc["metadata"]["annotations"] == r.values["dr"]["service"]["annotations"]
+@pytest.mark.parametrize(("which", "name"), [("standby scenario", "sr-strongroom-orders-dr"),
+                                             ("pair's primary release", "sr-strongroom-default-dr")])
+def test_dr_service_selects_its_dr_pod_only(which: str, name: str) -> None:
+    r = dr_release(which)
+    deploy = r.get("Deployment", name)
+    svc = r.get("Service", name)
+    if which == "standby scenario":
+        assert svc["spec"]["type"] == "LoadBalancer"
+        assert svc["metadata"]["annotations"] == r.values["dr"]["service"]["annotations"]
+    else:
+        assert svc["spec"]["type"] == "ClusterIP" and "annotations" not in svc["metadata"]
     assert svc["spec"]["ports"] == [{"name": "grpc", "port": 7600, "targetPort": "grpc", "protocol": "TCP"}]
     assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
     assert selects(svc["spec"]["selector"], deploy["spec"]["template"]["metadata"]["labels"])
@@ -349,12 +401,29 @@ def test_notes_of_the_standby_release_say_what_it_is() -> None:
     assert "strongroom dr status --dr sr-strongroom-orders-dr:7600" in notes
     assert "sr-strongroom-orders-dr.messaging.svc:7600, reading the primary at " \
            "orders-0.site-a.strongroom.example:7101,orders-1.site-a.strongroom.example:7101" in notes
-    primary = render_scenario(PAIR).notes
+    assert "PRIMARY site" not in notes
+
+
+def test_notes_of_the_primary_release_say_how_to_fail_back() -> None:
+    """Its DR service, and the demotion at this site's members (the realm's), after which that DR
+    service ships here; nothing of it in a release without a standby set."""
+    r = render_scenario(PAIR)
+    notes = r.notes
     assert "standby set: 3 members at the standby site (release sr-standby), reading this cluster at " \
-           "default.site-a.strongroom.example:7101" in primary
+           "default.site-a.strongroom.example:7101" in notes
+    assert "DR service:  sr-strongroom-default-dr.messaging.svc:7600, idle while this site is the primary; " \
+           "ships here from the new primary once this site is demoted" in notes
+    assert "PRIMARY site" in notes and "STANDBY site" not in notes
+    (demote,) = [line.split() for line in notes.splitlines() if "strongroom dr demote" in line]
+    assert demote[:5] == ["strongroom", "dr", "demote", "--cluster", "default"]
+    (cluster,) = realm_of(r).clusters
+    assert demote[demote.index("-s") + 1].split(",") == [m.address for m in cluster.members]
+    assert demote[demote.index("--manifest") + 1].startswith("/tmp/")  # the realm pod's writable emptyDir
+    assert "strongroom dr status --dr sr-strongroom-default-dr:7600" in notes
+    assert "PRIMARY site" not in render_scenario("values-default.yaml").notes
 
 
-# --- the primary release: what it was without DR ----------------------------------------------------
+# --- the primary release: what it was without DR, and a DR service ---------------------------------
 
 
 def _without_dr(values: dict[str, Any]) -> dict[str, Any]:
@@ -366,9 +435,11 @@ def _without_dr(values: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", [PAIR, "values-multi-cluster.yaml", "values-prod.yaml"])
-def test_primary_release_renders_what_it_renders_without_dr_but_the_realms_standby_set(name: str) -> None:
-    """Adding a standby set changes nothing of the primary release but the realm file's
-    clusters[].standby: the same objects, byte for byte, and the same realm otherwise."""
+def test_primary_release_renders_what_it_renders_without_dr_but_the_realms_standby_set_and_a_dr_service(
+        name: str) -> None:
+    """Adding a standby set changes nothing of the primary release's members and realm but the
+    realm file's clusters[].standby: the same objects, byte for byte, and the same realm
+    otherwise; what it adds is the cluster's DR Deployment and Service (dr.yaml), nothing else."""
     values = load_values(CHART / "ci" / name)
     if name != PAIR:
         values["persistence"]["clusters"][0]["standby"] = {"members": 3, "primary": ["a.example:7101"]}
@@ -377,13 +448,34 @@ def test_primary_release_renders_what_it_renders_without_dr_but_the_realms_stand
     realm_name = f"{fullname(plain.values)}-realm"
     differing = {k for k in plain.templates.keys() | with_dr.templates.keys()
                  if plain.templates.get(k, "").strip() != with_dr.templates.get(k, "").strip()}
-    assert differing == {"strongroom/templates/realm-configmap.yaml", "strongroom/templates/NOTES.txt"}
+    assert differing == {"strongroom/templates/realm-configmap.yaml", "strongroom/templates/NOTES.txt",
+                         "strongroom/templates/dr.yaml"}
     with_doc = yaml.safe_load(with_dr.get("ConfigMap", realm_name)["data"]["realm.yaml"])
     plain_doc = yaml.safe_load(plain.get("ConfigMap", realm_name)["data"]["realm.yaml"])
     assert with_doc["clusters"][0].pop("standby")["primary"] == \
         values["persistence"]["clusters"][0]["standby"]["primary"]
     assert with_doc == plain_doc
-    assert not of_component(with_dr, "Deployment", "dr")
+    # dr.yaml: the DR Deployment and Service of the cluster with the standby set, and no more.
+    dr_name = f"{fullname(plain.values)}-{values['persistence']['clusters'][0]['name']}-dr"
+    dr_yaml = with_dr.templates["strongroom/templates/dr.yaml"]
+    dr_docs = [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(dr_yaml) if d]
+    assert dr_docs == [("Deployment", dr_name), ("Service", dr_name)]
+    assert not plain.templates.get("strongroom/templates/dr.yaml", "").strip()
+    assert not of_component(plain, "Deployment", "dr")
+
+
+def test_with_an_existing_realm_the_primary_release_runs_the_dr_service_of_a_cluster_given_a_standby_set() -> None:
+    """The chart cannot read the operator's realm: a cluster given `standby` in the primary
+    release's values gets its DR service there (its members unchanged)."""
+    values = load_values(CHART / "ci" / "values-existing-realm.yaml")
+    values["persistence"] = {"clusters": [{"name": "default", "members": 3, "storage": "disk-sync",
+                                           "standby": {"members": 1}},
+                                          {"name": "other", "members": 1, "storage": "memory"}]}
+    r = render(values)
+    assert r.values["dr"]["role"] == "primary"
+    assert r.get("StatefulSet", "sr-strongroom-default")["spec"]["replicas"] == 3
+    assert [d["metadata"]["name"] for d in of_component(r, "Deployment", "dr")] == ["sr-strongroom-default-dr"]
+    assert dr_container(r.get("Deployment", "sr-strongroom-default-dr"))["args"][0] == "--cluster=default"
 
 
 def test_the_default_role_is_primary() -> None:

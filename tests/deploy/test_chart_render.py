@@ -264,9 +264,10 @@ def test_disk_storage_gets_a_claim_per_pod_memory_none(scenario: Rendered) -> No
 
 def test_role_grants_only_get_and_patch_of_the_members_pods(scenario: Rendered) -> None:
     fn = fullname(scenario.values)
-    # The members' Role; the Spark jobs' own (metrics) is checked in test_chart_metrics.py.
+    # The members' Role; the Spark jobs' own (metrics) is checked in test_chart_metrics.py, the
+    # routers' own (their pod label) in test_chart_router.py.
     component = "app.kubernetes.io/component"
-    assert {r["metadata"]["labels"][component] for r in scenario.all("Role")} <= {"persistence", "metrics"}
+    assert {r["metadata"]["labels"][component] for r in scenario.all("Role")} <= {"persistence", "metrics", "router"}
     roles = [r for r in scenario.all("Role") if r["metadata"]["labels"][component] == "persistence"]
     assert len(roles) == 1
     role = roles[0]

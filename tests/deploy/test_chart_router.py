@@ -1,6 +1,8 @@
 """The chart runs a router per cluster the realm routes: a Deployment of replicas (one active,
-standbys) started as the local launcher starts a router, with the members' etcd, and a Service
-that reaches only the active replica; no router for a realm without routed stores."""
+standbys) started as the local launcher starts a router, with the members' etcd, every running
+replica ready, and a Service that reaches only the active replica: the one that labelled its own
+pod (persistence/k8s.py, as the member leaders do), with the ServiceAccount and Role that label
+needs; no router for a realm without routed stores."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from chartkit import (
 from strongroom.api.v1 import router_pb2
 from strongroom.errors import RealmInvalid
 from strongroom.local.process import router_argv
+from strongroom.persistence.k8s import ACTIVE_VALUE, LEADER_VALUE, ROLE_LABEL, patch_body
 from strongroom.realm.model import Realm, parse_realm
 
 ROUTER_SERVICE = router_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
@@ -150,6 +153,8 @@ def test_router_command_line_is_the_launchers(name: str) -> None:
         assert args["--log-level"] == r.values["router"]["logLevel"]
         env = {e["name"]: e for e in container["env"]}
         assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+        # POD_NAME and POD_NAMESPACE are what turn the pod label on (persistence/k8s.py).
+        assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
         assert args["--etcd"] == "$(STRONGROOM_ETCD)"
         assert container["image"] == f"{r.values['image']['repository']}:0.1.0"
 
@@ -168,18 +173,20 @@ def test_router_reaches_the_same_etcd_as_its_clusters_members(name: str) -> None
 
 
 @pytest.mark.parametrize("name", [ZONES, SITE])
-def test_probes_keep_standbys_running_and_only_the_active_ready(name: str) -> None:
-    """Startup and liveness ask the health service for "" (SERVING on every running replica);
-    readiness asks for RouterService (SERVING on the active replica only)."""
+def test_probes_make_every_running_replica_ready(name: str) -> None:
+    """Startup, readiness and liveness all ask the health service for "" (SERVING on every
+    running replica, active or standby): a standby is ready, so a rollout can wait for it; no
+    probe asks for RouterService (SERVING on the active replica only), since the label, not
+    readiness, picks the active replica."""
     r = render_scenario(name)
     probes = r.values["router"]["probes"]
     for deploy in routers(r, "Deployment"):
         container = router_container(deploy)
         (port,) = container["ports"]
         assert port == {"name": "grpc", "containerPort": r.values["router"]["port"], "protocol": "TCP"}
-        for probe in ("startupProbe", "livenessProbe"):
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert container[probe]["grpc"] == {"port": port["containerPort"]}
-        assert container["readinessProbe"]["grpc"] == {"port": port["containerPort"], "service": ROUTER_SERVICE}
+            assert ROUTER_SERVICE not in str(container[probe])
         assert ROUTER_SERVICE == "strongroom.v1.RouterService"
         assert container["readinessProbe"]["failureThreshold"] == probes["readinessFailureThreshold"]
         assert container["livenessProbe"]["failureThreshold"] == probes["livenessFailureThreshold"]
@@ -195,10 +202,13 @@ def test_replicas_rollout_and_scheduling(name: str) -> None:
     for deploy in routers(r, "Deployment"):
         spec = deploy["spec"]
         assert spec["replicas"] == router["replicas"]
-        # Only the active replica is ever ready: a rollout must not wait for new standbys to be.
+        # Every running replica is ready: a rollout adds one, waits for it and only then stops an
+        # old one, so a standby always runs to take over (never every replica at once).
         assert spec["strategy"] == {"type": "RollingUpdate",
-                                    "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": "100%"}}
+                                    "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
         selector = spec["selector"]["matchLabels"]
+        # The Deployment must not select on the label that moves between its pods.
+        assert ROLE_LABEL not in selector and ROLE_LABEL not in spec["template"]["metadata"]["labels"]
         assert selects(selector, spec["template"]["metadata"]["labels"])
         aff = spec["template"]["spec"]["affinity"]["podAntiAffinity"]
         if router["antiAffinity"] == "hard":
@@ -206,10 +216,27 @@ def test_replicas_rollout_and_scheduling(name: str) -> None:
         else:
             term = aff["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
         assert term["labelSelector"]["matchLabels"] == selector
-    # No PodDisruptionBudget: it would never let the active (the only ready) replica's node drain.
-    assert not [p for p in r.all("PodDisruptionBudget")
-                if p["metadata"]["labels"]["app.kubernetes.io/component"] == "router"]
+        # A drain evicts one replica at a time (every replica counts: all are ready when healthy).
+        pdb = r.get("PodDisruptionBudget", deploy["metadata"]["name"])
+        assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+        assert pdb["metadata"]["labels"] == deploy["metadata"]["labels"]
+    assert len(routers(r, "PodDisruptionBudget")) == len(routers(r, "Deployment"))
     assert render_scenario(ZONES).get("Deployment", "sr-strongroom-rio-router")["spec"]["replicas"] == 2  # default
+
+
+def test_no_router_disruption_budget_for_one_replica_or_when_disabled() -> None:
+    """One replica: a budget of maxUnavailable 1 would say nothing, minAvailable 1 would block
+    every drain; none is rendered. router.podDisruptionBudget.enabled false: none either."""
+    values = load_values(CHART / "ci" / ZONES)
+    values["router"]["replicas"] = 1
+    r = render(values)
+    assert routers(r, "Deployment") and not routers(r, "PodDisruptionBudget")
+    assert all(d["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+               for d in routers(r, "Deployment"))
+    values = load_values(CHART / "ci" / ZONES)
+    values["router"]["podDisruptionBudget"] = {"enabled": False}
+    r = render(values)
+    assert routers(r, "Deployment") and not routers(r, "PodDisruptionBudget")
 
 
 @pytest.mark.parametrize("name", [ZONES, SITE])
@@ -222,8 +249,10 @@ def test_router_pods_are_locked_down_like_the_other_workloads(name: str) -> None
         assert pod["securityContext"] == r.values["podSecurityContext"] == realm["securityContext"]
         assert container["securityContext"] == r.values["securityContext"]
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
-        assert pod["automountServiceAccountToken"] is False
-        assert "serviceAccountName" not in pod
+        # The token is mounted for the label patch only, under the routers' own ServiceAccount
+        # (not the members', whose Role names the members' pods).
+        assert pod["automountServiceAccountToken"] is True
+        assert pod["serviceAccountName"] == f"{fullname(r.values)}-router"
         # A read-only root: /tmp is the one writable place, as for the realm service.
         assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
         assert container.get("resources", {}) == r.values["router"]["resources"]
@@ -231,24 +260,84 @@ def test_router_pods_are_locked_down_like_the_other_workloads(name: str) -> None
         {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
 
 
+# --- the label's ServiceAccount and Role ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [ZONES, SITE])
+def test_the_routers_role_grants_only_get_and_patch_of_pods(name: str) -> None:
+    """What persistence/k8s.py's label needs and no more: get and patch of pods, in the release's
+    namespace, bound to the ServiceAccount the router pods run as. No resourceNames: a
+    Deployment's pod names are not known when the chart renders."""
+    r = render_scenario(name)
+    name_ = f"{fullname(r.values)}-router"
+    (sa,) = routers(r, "ServiceAccount")
+    assert sa["metadata"]["name"] == name_ and sa["metadata"]["namespace"] == NAMESPACE
+    assert sa["automountServiceAccountToken"] is False  # mounted by the router pods only
+    (role,) = routers(r, "Role")
+    assert role["metadata"]["name"] == name_ and role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}]
+    (binding,) = routers(r, "RoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name_}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name_, "namespace": NAMESPACE}]
+    for deploy in routers(r, "Deployment"):
+        assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == name_
+    # A ServiceAccount of its own: the members' (whose Role names their pods) is not the routers'.
+    (members,) = [b for b in r.all("RoleBinding") if b["metadata"]["labels"]["app.kubernetes.io/component"] ==
+                  "persistence"]
+    assert members["subjects"][0]["name"] != name_
+
+
+def test_no_router_identity_without_routers() -> None:
+    for name in ("values-default.yaml", "values-multi-cluster.yaml", "values-dr-standby.yaml"):
+        r = render_scenario(name)
+        assert not routers(r, "ServiceAccount") and not routers(r, "Role") and not routers(r, "RoleBinding")
+    values = load_values(CHART / "ci" / ZONES)
+    values["router"]["enabled"] = False
+    r = render(values)
+    assert not routers(r, "ServiceAccount") and not routers(r, "Role") and not routers(r, "RoleBinding")
+
+
+def test_a_service_account_named_in_the_values_is_used_as_it_is() -> None:
+    values = load_values(CHART / "ci" / ZONES)
+    values["router"]["serviceAccountName"] = "router-labeller"
+    r = render(values)
+    assert not routers(r, "ServiceAccount") and not routers(r, "Role") and not routers(r, "RoleBinding")
+    for deploy in routers(r, "Deployment"):
+        pod = deploy["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == "router-labeller" and pod["automountServiceAccountToken"] is True
+
+
 # --- the Service ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", [ZONES, SITE])
-def test_router_service_selects_its_clusters_router_replicas_only(name: str) -> None:
+def test_router_service_selects_the_replica_that_labelled_itself_active(name: str) -> None:
+    """The Service selects exactly the label the active replica patches onto its pod
+    (persistence/k8s.py's patch_body with ACTIVE_VALUE): no pod of the Deployment as rendered,
+    the one that carries the label, and nothing else even with that label (a member leader's
+    label is another value)."""
     r = render_scenario(name)
     svc_values = r.values["router"]["service"]
+    active = patch_body(True, ACTIVE_VALUE)["metadata"]["labels"]
+    assert active == {ROLE_LABEL: "active"} and ACTIVE_VALUE != LEADER_VALUE
     for deploy in routers(r, "Deployment"):
         svc = r.get("Service", deploy["metadata"]["name"])
         assert svc["spec"]["type"] == svc_values["type"]
         assert svc["metadata"].get("annotations", {}) == svc_values["annotations"]
         assert svc["spec"]["ports"] == [{"name": "grpc", "port": r.values["router"]["port"],
                                          "targetPort": "grpc", "protocol": "TCP"}]
-        assert "publishNotReadyAddresses" not in svc["spec"]  # standbys (not ready) get no calls
-        assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+        # Ready pods only: a label left on a pod whose router died (not ready) gets no calls.
+        assert "publishNotReadyAddresses" not in svc["spec"]
+        pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"] == {**deploy["spec"]["selector"]["matchLabels"], **active}
+        assert not selects(svc["spec"]["selector"], pod_labels)  # a standby (no label)
+        assert selects(svc["spec"]["selector"], {**pod_labels, **active})  # the active replica
+        leader = patch_body(True)["metadata"]["labels"]
         for other in r.all("StatefulSet") + r.all("Deployment"):
             if other is not deploy:
-                assert not selects(svc["spec"]["selector"], other["spec"]["template"]["metadata"]["labels"])
+                for label in (active, leader):
+                    labels = {**other["spec"]["template"]["metadata"]["labels"], **label}
+                    assert not selects(svc["spec"]["selector"], labels)
     site = render_scenario(SITE).get("Service", "sr-strongroom-rio-router")
     assert site["spec"]["type"] == "LoadBalancer"
     assert site["metadata"]["annotations"]["external-dns.alpha.kubernetes.io/hostname"] == \

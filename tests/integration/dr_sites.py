@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,13 @@ __all__ = ["Sites", "caught_up", "committed_log", "grid", "load"]
 class Sites:
     """The primary site (etcd A, m1-m3), the standby site (etcd B, s1-s3) and the DR service."""
 
-    def __init__(self, root: Path, compact_after_entries: int = 20000, standby_addresses: bool = False) -> None:
+    def __init__(self, root: Path, compact_after_entries: int = 20000, standby_addresses: bool = False,
+                 primary_via: Callable[[list[str]], list[str]] | None = None, indexes_on_disk: bool = False) -> None:
         """`standby_addresses`: the realm names the standby members' addresses (the primary's
-        members then ask the standby site for its DR role before they serve)."""
+        members then ask the standby site for its DR role before they serve). `primary_via`: from
+        the primary members' addresses, the ones the realm names as the primary's
+        (`standby.primary`), e.g. proxies in front of them, so the standby site can be cut off.
+        `indexes_on_disk`: the cluster keeps its state in RocksDB."""
         self.root = root
         self.etcd_a = start_etcd(root / "etcd-a")
         self.etcd_b = start_etcd(root / "etcd-b")
@@ -38,13 +43,15 @@ class Sites:
         self.standby = Cluster(self.etcd_b.endpoint, root / "b")
         self.standby.names = ["s1", "s2", "s3"]
         self.standby.ports = {n: free_port() for n in self.standby.names}
-        addresses = ", ".join(self.primary.addresses())
+        primary = self.primary.addresses()
+        addresses = ", ".join(primary_via(primary) if primary_via is not None else primary)
         standby = ("    standby:\n      members:\n"
                    + "".join(f"        - name: {n}\n" + (f"          address: {self.standby.address(n)}\n"
                                                           if standby_addresses else "")
                              for n in self.standby.names)
                    + f"      primary: [{addresses}]\n")
-        self.realm = realm_yaml(cluster_extra=standby, compact_after_entries=compact_after_entries)
+        self.realm = realm_yaml(cluster_extra=standby, compact_after_entries=compact_after_entries,
+                                indexes_on_disk=indexes_on_disk)
         put_realm_sync(self.etcd_a.endpoint, self.realm, 1)
         put_realm_sync(self.etcd_b.endpoint, self.realm, 1)
         self.dr: Any = None
@@ -57,11 +64,19 @@ class Sites:
         self.standby.start_all()
         self.start_dr()
 
-    def start_dr(self) -> None:
+    def start_dr(self, etcd: str | None = None) -> None:
+        """Start the DR service (`etcd`: where it reaches the standby site's etcd, default
+        directly)."""
         self.dr_address = f"127.0.0.1:{free_port()}"
-        self.dr = spawn(dr_argv(self.etcd_b.endpoint, "default", ["--heartbeat", "0.2", "--report", "1",
-                                                                  "--listen", self.dr_address]),
+        self.dr = spawn(dr_argv(etcd or self.etcd_b.endpoint, "default", ["--heartbeat", "0.2", "--report", "1",
+                                                                          "--listen", self.dr_address]),
                         self.root / "dr.log")
+
+    def pause_standby(self, sig: int = signal.SIGSTOP) -> None:
+        """SIGSTOP (or SIGCONT) every standby member: a standby site that hangs (the DR service's
+        ShipEntries gets no answer) and goes on."""
+        for name in self.standby.names:
+            self.standby.kill(name, sig)
 
     def lose_primary_site(self) -> None:
         """The disaster: SIGKILL every primary member and the primary site's etcd (their disks
@@ -80,6 +95,7 @@ class Sites:
         self.primary.start_all()
 
     def stop(self) -> None:
+        self.pause_standby(signal.SIGCONT)  # a stopped process would not see SIGTERM
         if self.dr is not None:
             stop_processes([self.dr])
         self.primary.stop_all()

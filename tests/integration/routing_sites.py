@@ -21,11 +21,12 @@ from strongroom.realm.model import parse_realm
 
 
 def zoned_realm(clusters: list[str], zones: dict[str, list[str]],
-                shapes: dict[str, tuple[str, int]] | None = None) -> str:
+                shapes: dict[str, tuple[str, int]] | None = None, extra: str = "") -> str:
     """One-member memory clusters (fast: the routing is under test, not the replication), each
     with a router at a free port, a routed store `wide` over `zones`, topics `wide.*`. `shapes`
     gives a cluster another (storage, member count): a test of a member failover inside it.
-    Members are named `<cluster>1`, `<cluster>2`, ..."""
+    Members are named `<cluster>1`, `<cluster>2`, ... `extra`: more top-level sections
+    (durable templates and endpoints)."""
     text = "clusters:\n"
     for c in clusters:
         storage, members = (shapes or {}).get(c, ("memory", 1))
@@ -35,7 +36,7 @@ def zoned_realm(clusters: list[str], zones: dict[str, list[str]],
     text += "zones:\n" + "".join(f"  - {{name: {z}, clusters: [{', '.join(cs)}]}}\n" for z, cs in zones.items())
     text += f"stores:\n  - {{name: wide, routed: true, zones: [{', '.join(zones)}]}}\n"
     text += "destinations:\n  - {name: \"wide.*\", store: wide}\n"
-    return text
+    return text + extra
 
 
 class Sites:

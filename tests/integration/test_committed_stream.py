@@ -102,6 +102,13 @@ async def test_every_member_streams_the_same_committed_entries_then_new_ones_and
             while beat.entries:
                 beat = await asyncio.wait_for(readers[1].read_one(), 5)
             assert beat.commit_index >= commit and beat.member == follower
+            # Every message says the member's applied index and the messages stored through it
+            # (the same at every member: the entries since store none).
+            lead_beat = await asyncio.wait_for(readers[0].read_one(), 5)
+            while lead_beat.entries:
+                lead_beat = await asyncio.wait_for(readers[0].read_one(), 5)
+            assert beat.applied_index >= commit and lead_beat.applied_index >= commit
+            assert beat.stored_messages == lead_beat.stored_messages == 30
             # New commits follow on the open stream.
             for i in range(5):
                 await client.publish("stream.queue", f"b{i}".encode())
@@ -288,7 +295,8 @@ async def test_the_dr_reader_leaves_a_member_cut_off_from_its_leader(tmp_path) -
         await cluster.leader()  # m1 or m2: m3 joins as a follower
         cluster.start("m3")
         await wait_for(lambda: _answers(cluster, "m3"), timeout=30)
-        reader = CommittedReader([cluster.address(n) for n in ("m3", "m1", "m2")], 1, heartbeat=0.2, stale_after=2.0)
+        reader = CommittedReader([cluster.address(n) for n in ("m3", "m1", "m2")], 1, heartbeat=0.2, stale_after=2.0,
+                                 start=0)
         entries: dict[int, bytes] = {}
 
         async def read(until: int) -> None:

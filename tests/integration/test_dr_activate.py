@@ -9,6 +9,9 @@ and three members) and the real `strongroom-dr`:
 - demoted, the old site's members cut their logs back to the shared index (the manifest lists
   exactly the tail they cut) and its DR service ships only what the new primary added: both
   sites' grids and logs are equal again;
+- the same when every old primary member compacted its log past the shared index (their state
+  rebuilt from the restore point before it), with the state in memory and with indexes on disk:
+  no snapshot shipped;
 - a planned switchover (`strongroom dr activate --force` with the primary up) loses nothing.
 """
 
@@ -17,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -26,6 +31,7 @@ import pytest
 from dr_sites import Sites, committed_log, grid
 from google.protobuf import json_format
 from harness import wait_for
+from proxy import LinkProxy
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import dr_pb2
@@ -35,12 +41,22 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
 from strongroom.client.retry import RetryPolicy
+from strongroom.dr.activation import LEADER_TIMEOUT
 from strongroom.dr.record import generation_of
 from strongroom.dr.transport import activate_at, dr_status
-from strongroom.errors import Fenced, PrimaryHealthy, StrongroomError, UnknownCluster
+from strongroom.errors import (
+    Fenced,
+    NoLeaderError,
+    PersistenceUnavailable,
+    PrimaryHealthy,
+    StrongroomError,
+    UnknownCluster,
+)
 from strongroom.etcd import EtcdClient
 from strongroom.keys import dr_key
 from strongroom.local.process import dr_argv, spawn, stop_processes
+from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES
+from strongroom.persistence.storage import DiskStorage
 
 pytestmark = pytest.mark.slow
 
@@ -153,6 +169,7 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
         # This DR service never heard the primary: its report says so, and claims no loss it saw.
         assert last > 0 and answer.primary_commit_index == 0 and answer.heard_seconds_ago == -1
         assert answer.entries_lost_at_least == 0 and "last heard never" in answer.summary
+        assert answer.messages_lost_at_least == 0
         with pytest.raises(StrongroomError):  # once is enough: it is the primary now
             await activate(sites.dr_address, force=True)
 
@@ -271,6 +288,140 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
         sites.stop()
 
 
+@pytest.mark.parametrize("indexes_on_disk", [False, True], ids=["memory-state", "indexes-on-disk"])
+async def test_fail_back_after_the_old_primary_compacted_past_the_shared_index_ships_no_snapshot(
+        tmp_path: Path, indexes_on_disk: bool) -> None:
+    sites = Sites(tmp_path, compact_after_entries=100, standby_addresses=True, indexes_on_disk=indexes_on_disk)
+    try:
+        sites.start()
+        await sites.primary.leader()
+        await sites.standby.leader()
+        async with Client(sites.primary.addresses(), timeout=30) as client:
+            for i in range(150):  # one entry each: the primary compacts past 100 already
+                await client.publish(QUEUE, f"shared {i}".encode())
+        await shipping(sites)
+
+        # The DR service stops: the standby holds everything up to the shared index. The primary
+        # goes on (consuming some of the queue: acks in the tail) until every member compacted
+        # its log past that index.
+        stop_processes([sites.dr], grace=0)
+        shared = (await sites.standby.status(await sites.standby.leader())).last_index  # type: ignore[union-attr]
+
+        async def compacted_past() -> bool:
+            states = [await sites.primary.status(n) for n in sites.primary.names]
+            return all(s is not None and s.snapshot_index > shared for s in states)
+        async with Client(sites.primary.addresses(), timeout=30) as client:
+            sub = await client.subscribe(QUEUE, "reader")
+            for _ in range(20):
+                await sub.ack(await sub.next(timeout=10))
+            await sub.close()
+            tail = 0
+            while not await compacted_past():
+                await client.publish(QUEUE, f"tail {tail}".encode())
+                tail += 1
+                assert tail < 300, "the primary's members did not compact"
+        old = [await sites.primary.status(n) for n in sites.primary.names]
+        assert all(s is not None and s.snapshot_index > shared for s in old), (shared, old)
+
+        sites.lose_primary_site()
+        sites.start_dr()
+
+        async def dr_up() -> bool:
+            try:
+                return bool((await dr_status(sites.dr_address)).standby_last_index)
+            except StrongroomError:
+                return False
+        await wait_for(dr_up, timeout=30)
+        answer = await activate(sites.dr_address)
+        assert answer.generation == 1 and answer.standby_last_index == shared, answer
+        async with Client(sites.standby.addresses(), timeout=30) as new:
+            for i in range(5):
+                await new.publish(QUEUE, f"at the new primary {i}".encode())
+
+        sites.restore_primary_site()
+
+        async def fenced() -> bool:
+            states = [await sites.primary.status(n) for n in sites.primary.names]
+            return all(s is not None and s.dr_role == "fenced" and s.newer_generation == 1 for s in states)
+        await wait_for(fenced, timeout=60)
+
+        async def told() -> bool:
+            st = await dr_status(sites.dr_address)
+            return st.role == "primary" and st.peer_role == "fenced"
+        await wait_for(told, timeout=30)
+        cli = await asyncio.to_thread(subprocess.run, [
+            sys.executable, "-m", "strongroom.cli.main", "dr", "demote", "--cluster", "default", "-s",
+            ",".join(sites.primary.addresses()), "--no-manifest", "--json"], capture_output=True, text=True,
+            timeout=120)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert int(json.loads(cli.stdout)["since_index"]) == shared
+
+        # Every member rolled back to the shared index from a restore point before it, none
+        # dropped its data.
+        async def cut_back() -> bool:
+            states = [await sites.primary.status(n) for n in sites.primary.names]
+            return all(s is not None and s.dr_role == "standby" and s.last_index == shared
+                       and s.applied_index == shared for s in states)
+        try:
+            await wait_for(cut_back, timeout=60)
+        except TimeoutError:
+            raise AssertionError(f"the old site did not cut back to {shared}\n{sites.primary.logs()}") from None
+        for name in sites.primary.names:
+            st = await sites.primary.status(name)
+            assert st is not None and not st.apply_stopped and st.snapshot_index <= shared, (name, st)
+
+        back = spawn(dr_argv(sites.etcd_a.endpoint, "default", ["--heartbeat", "0.2", "--listen", "127.0.0.1:0"]),
+                     tmp_path / "dr-a.log")
+        try:
+            async def caught_up(target: int) -> None:
+                async def there() -> bool:
+                    states = [await sites.primary.status(n) for n in sites.primary.names]
+                    return all(s is not None and s.applied_index >= target for s in states)
+                try:
+                    await wait_for(there, timeout=60)
+                except TimeoutError:
+                    raise AssertionError("the demoted site did not catch up\n"
+                                         + (tmp_path / "dr-a.log").read_text()[-3000:] + sites.logs()) from None
+
+            new_leader = await sites.standby.leader()
+            await caught_up((await sites.standby.status(new_leader)).commit_index)  # type: ignore[union-attr]
+            async with Client(sites.standby.addresses(), timeout=30) as new:
+                for i in range(30):
+                    await new.publish(QUEUE, f"after fail back {i}".encode())
+            new_leader = await sites.standby.leader()
+            target = (await sites.standby.status(new_leader)).commit_index  # type: ignore[union-attr]
+            await caught_up(target)
+            new_status = await sites.standby.status(new_leader)
+            for name in sites.primary.names:
+                st = await sites.primary.status(name)
+                assert st is not None and grid(st) == grid(new_status), f"{name} differs from the new primary"
+            ready = [line for line in (tmp_path / "dr-a.log").read_text().splitlines() if line.startswith("READY dr")]
+            shipped = await dr_status(ready[0].split()[-1])
+            assert shipped.role == "standby" and shipped.generation == 1
+            assert shipped.snapshots_shipped == 0 and 0 < shipped.bytes_shipped, shipped  # no full copy
+        finally:
+            stop_processes([back])
+        # The logs, read from the members' disks once stopped: the same entries after the shared
+        # index (each keeps its log from its oldest restore point, before the shared index).
+        sites.primary.stop_all()
+        sites.standby.stop_all()
+        theirs = stored_log(sites.standby.data_dir(new_leader), indexes_on_disk, shared + 1, target)
+        for name in sites.primary.names:
+            ours = stored_log(sites.primary.data_dir(name), indexes_on_disk, shared + 1, target)
+            assert ours == theirs, f"{name}'s log after the shared index is not the new primary's"
+    finally:
+        sites.stop()
+
+
+def stored_log(data_dir: Path, indexes_on_disk: bool, first: int, last: int) -> dict[int, bytes]:
+    """A stopped member's log entries `first`..`last`, as stored."""
+    storage = DiskStorage(data_dir, sync=False, state_families=STATE_COLUMN_FAMILIES if indexes_on_disk else ())
+    try:
+        return {i: storage.read_entry(i) for i in range(first, last + 1)}
+    finally:
+        storage.close()
+
+
 async def test_a_forced_activation_with_the_primary_up_is_a_switchover_that_loses_nothing(tmp_path: Path) -> None:
     sites = Sites(tmp_path)
     try:
@@ -306,6 +457,7 @@ async def test_a_forced_activation_with_the_primary_up_is_a_switchover_that_lose
             stop.set()
             await producing
         assert report["exact"] is True and int(report.get("entries_lost_at_least", 0)) == 0, report
+        assert int(report["messages_lost_at_least"]) == 0, report
         assert int(report["generation"]) == 1
         assert len(confirmed) > 20
         async with Client(sites.standby.addresses(), timeout=30) as new:
@@ -330,3 +482,102 @@ async def test_a_forced_activation_with_the_primary_up_is_a_switchover_that_lose
         assert cli.returncode == 2 and "no standby set" in cli.stderr, cli.stdout + cli.stderr
     finally:
         sites.stop()
+
+
+async def test_an_activation_that_cannot_finish_changes_nothing_and_the_one_that_does_counts_the_messages_lost(
+        tmp_path: Path) -> None:
+    """The standby members hang (SIGSTOP) while N messages are published: the DR service hears of
+    them (N messages behind) but the standby never gets them, as the primary site is lost. An
+    activation while the standby set has no leader is refused within LEADER_TIMEOUT (NO_LEADER),
+    writes nothing and shipping goes on; one whose record this site's etcd does not take (the DR
+    service's link to it cut after shipping stopped) is refused (PSTORE_UNAVAILABLE), writes
+    nothing and shipping goes on; the one that finishes reports the N messages as lost at least,
+    which is what the new primary lacks."""
+    sites = Sites(tmp_path)
+    etcd_link = LinkProxy(sites.etcd_b.endpoint)
+    try:
+        sites.primary.start_all()
+        sites.standby.start_all()
+        sites.start_dr(etcd=etcd_link.endpoint)
+        await sites.primary.leader()
+        await sites.standby.leader()
+        async with Client(sites.primary.addresses(), timeout=30) as client:
+            for i in range(10):
+                await client.publish(QUEUE, f"kept {i}".encode())
+            await shipping(sites)
+            n = 40
+            sites.pause_standby()
+            await asyncio.sleep(0.5)  # the DR service's next ShipEntries is under way, unanswered
+            for i in range(n):
+                await client.publish(QUEUE, f"lost {i}".encode())
+            # Acknowledgments the standby never gets either: the first `acks` messages, consumed.
+            acks = 4
+            sub = await client.subscribe(QUEUE)
+            for _ in range(acks):
+                await sub.ack(await sub.next(timeout=10))
+            await sub.close()
+
+        async def heard() -> bool:
+            st = await dr_status(sites.dr_address)
+            return st.messages_behind == n and st.acks_behind == acks
+        await wait_for(heard, timeout=20)
+        heard_commit = (await dr_status(sites.dr_address)).primary_commit_index
+        sites.lose_primary_site()
+
+        async def record() -> bytes | None:
+            etcd = EtcdClient(sites.etcd_b.endpoint)
+            try:
+                kv = await etcd.get(dr_key("default"))
+                return kv.value if kv is not None else None
+            finally:
+                await etcd.close()
+
+        # No standby leader answers: refused in time, nothing written, shipping goes on.
+        started = time.monotonic()
+        with pytest.raises(NoLeaderError):
+            await activate(sites.dr_address)
+        assert time.monotonic() - started < LEADER_TIMEOUT + 5
+        assert await record() is None
+        st = await dr_status(sites.dr_address)
+        assert st.state == "shipping" and st.role == "standby" and st.messages_behind == n, st
+
+        # This site's etcd does not take the record: refused, nothing written, shipping goes on.
+        attempt = asyncio.create_task(activate(sites.dr_address))
+
+        async def activating() -> bool:
+            return (await dr_status(sites.dr_address)).state == "activating"
+        await wait_for(activating, timeout=20)
+        etcd_link.cut()
+        sites.pause_standby(signal.SIGCONT)
+        with pytest.raises(PersistenceUnavailable):
+            await attempt
+        st = await dr_status(sites.dr_address)
+        assert st.state == "shipping" and st.role == "standby", st
+        etcd_link.restore()
+        assert await record() is None
+        await sites.standby.leader()
+
+        # The activation that finishes: the N messages heard of and never shipped, at least. (The
+        # DR service's channel to its etcd may still be backing off from the cut: the refusal is
+        # retriable, and retried as an operator would.)
+        for _ in range(10):
+            cli = await asyncio.to_thread(subprocess.run, [
+                sys.executable, "-m", "strongroom.cli.main", "dr", "activate", "--cluster", "default", "--dr",
+                sites.dr_address, "--json"], capture_output=True, text=True, timeout=180)
+            if cli.returncode != 1 or json.loads(cli.stdout).get("error") != "PSTORE_UNAVAILABLE":
+                break
+            await asyncio.sleep(2)
+        assert cli.returncode == 0, cli.stdout + cli.stderr + sites.logs()
+        report = json.loads(cli.stdout)
+        assert int(report["messages_lost_at_least"]) == n and not report["exact"], report
+        assert int(report["acks_lost_at_least"]) == acks, report
+        lost = int(report["primary_commit_index"]) - int(report["standby_last_index"])
+        assert int(report["primary_commit_index"]) >= heard_commit and int(report["entries_lost_at_least"]) == lost
+        assert lost >= n
+        assert f"holding at least {n} stored messages" in report["summary"]
+        async with Client(sites.standby.addresses(), timeout=30) as new:
+            received = await drain(new, QUEUE)
+        assert sorted(received) == sorted(f"kept {i}".encode() for i in range(10))
+    finally:
+        sites.stop()
+        etcd_link.close()

@@ -6,6 +6,7 @@ of the primary's leader and of the standby's leader under load; the standby serv
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -23,8 +24,10 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client import Client
-from strongroom.errors import LogDiverged, NotStandby, StandbyRefusal
+from strongroom.dr.transport import dr_status
+from strongroom.errors import LogDiverged, NotStandby, StandbyRefusal, StrongroomError
 from strongroom.grpcerrors import from_rpc_error
+from strongroom.local.process import stop_processes
 
 pytestmark = pytest.mark.slow
 
@@ -214,3 +217,111 @@ async def test_a_standby_that_starts_after_the_primary_compacted_gets_its_state_
         assert early[("early.queue", "")] == 170
     finally:
         sites.stop()
+
+
+async def _primary_heartbeat(address: str, from_index: int) -> rpb.CommittedEntries:
+    """A heartbeat of the primary member at `address`'s committed-entry stream (what the DR
+    service hands on to the standby leader): its commit index and stored messages."""
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        call = rgrpc.ReplicationServiceStub(channel).StreamCommitted(
+            rpb.StreamCommittedRequest(from_index=from_index, heartbeat_ms=200))
+        try:
+            while True:
+                msg = await asyncio.wait_for(call.read(), 10)
+                if not msg.entries:
+                    return msg
+        finally:
+            call.cancel()
+
+
+async def _dr_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "strongroom.cli.main", *args],
+                                   capture_output=True, text=True, timeout=60)
+
+
+async def test_the_standby_says_how_many_messages_it_is_behind_and_catches_up(sites: Sites) -> None:
+    """The lag in messages (the messages the primary stored through its applied index against the
+    standby's through its own). The standby members hang (SIGSTOP: the DR service's ShipEntries
+    gets no answer) while N messages are published: the DR service, reading the primary ahead of
+    its call in flight, says N messages behind (`DrService.Status`, `strongroom dr status` and
+    its --json); once they go on, what was read meanwhile is shipped together and the lag is 0.
+    With the DR service stopped, the primary's heartbeat (its stored messages) handed to the
+    standby leader as the DR service hands it on makes the leader say N behind (`AdminService`
+    status, `strongroom status`); the DR service back, 0 again."""
+    leader = await sites.primary.leader()
+    await sites.standby.leader()
+    async with Client(sites.primary.addresses(), timeout=30) as client:
+        for i in range(20):
+            await client.publish("lag.queue", f"before {i}".encode())
+
+        async def caught_up(stored: int) -> bool:
+            try:
+                st = await dr_status(sites.dr_address)
+            except StrongroomError:
+                return False
+            target = (await sites.primary.status(leader)).commit_index  # type: ignore[union-attr]
+            return st.standby_last_index >= target and st.primary_stored_messages == stored
+        await wait_for(lambda: caught_up(20), timeout=60)
+        st = await dr_status(sites.dr_address)
+        assert (st.messages_behind, st.primary_stored_messages, st.standby_stored_messages) == (0, 20, 20), st
+        shipped_before = st.batches_shipped
+
+        n = 150
+        sites.pause_standby()
+        try:
+            await asyncio.sleep(0.5)  # the DR service's next ShipEntries is under way, unanswered
+            for i in range(n):  # one entry each: the stream sends them one per message
+                await client.publish("lag.queue", f"held {i}".encode())
+            target = (await sites.primary.status(leader)).commit_index  # type: ignore[union-attr]
+
+            async def heard() -> bool:
+                st = await dr_status(sites.dr_address)
+                return st.primary_commit_index >= target and st.primary_stored_messages == 20 + n
+            await wait_for(heard, timeout=20)
+            st = await dr_status(sites.dr_address)
+            assert (st.messages_behind, st.standby_stored_messages) == (n, 20), st
+            assert st.entries_behind >= n and st.state == "shipping"
+            as_json = await _dr_cli("dr", "status", "--dr", sites.dr_address, "--json")
+            assert as_json.returncode == 0, as_json.stdout + as_json.stderr
+            (shown,) = json.loads(as_json.stdout)
+            assert int(shown["messages_behind"]) == n and int(shown["primary_stored_messages"]) == 20 + n
+            text = await _dr_cli("dr", "status", "--dr", sites.dr_address)
+            assert f" entries, {n} messages, " in text.stdout, text.stdout
+        finally:
+            sites.pause_standby(signal.SIGCONT)
+        await wait_for(lambda: caught_up(20 + n), timeout=60)
+        st = await dr_status(sites.dr_address)
+        assert (st.messages_behind, st.entries_behind, st.standby_stored_messages) == (0, 0, 20 + n), st
+        # What was read while the call hung went in a few calls, not one per entry.
+        assert st.batches_shipped - shipped_before <= 5, st
+
+        # The DR service stopped: the primary's heartbeat, handed on to the standby leader, says
+        # how many messages it lacks.
+        stop_processes([sites.dr])
+        for i in range(30):
+            await client.publish("lag.queue", f"unshipped {i}".encode())
+        commit = (await sites.primary.status(leader)).commit_index  # type: ignore[union-attr]
+        beat = await _primary_heartbeat(sites.primary.address(leader), commit + 1)
+        assert beat.stored_messages == 20 + n + 30 and beat.applied_index >= commit
+        lead = await sites.standby.leader()
+        async with grpc.aio.insecure_channel(sites.standby.address(lead), options=CHANNEL_OPTIONS) as channel:
+            answer = await rgrpc.ReplicationServiceStub(channel).ShipEntries(rpb.ShipEntriesRequest(
+                primary_commit_index=beat.commit_index, primary_stored_messages=beat.stored_messages), timeout=10)
+        assert answer.stored_messages == 20 + n and answer.applied_index == answer.last_index
+        member = await sites.standby.status(lead)
+        assert member is not None and member.messages_behind_primary == 30, member
+        assert member.primary_commit_index == beat.commit_index
+        cli = await _dr_cli("status", "--endpoints", ",".join(sites.standby.addresses()))
+        assert cli.returncode == 0, cli.stderr
+        assert ", 30 messages (primary commit index" in cli.stdout, cli.stdout
+        as_json = await _dr_cli("status", "--json", "--endpoints", sites.standby.address(lead))
+        assert int(json.loads(as_json.stdout)[0]["messages_behind_primary"]) == 30
+    sites.start_dr()
+    await wait_for(lambda: caught_up(20 + n + 30), timeout=60)
+
+    async def member_caught_up() -> bool:
+        member = await sites.standby.status(await sites.standby.leader())
+        return member is not None and member.messages_behind_primary == 0 and member.last_index >= commit
+    await wait_for(member_caught_up, timeout=30)
+    cli = await _dr_cli("status", "--endpoints", ",".join(sites.standby.addresses()))
+    assert "behind the primary: 0 entries, 0.0 s, 0 messages" in cli.stdout, cli.stdout

@@ -21,8 +21,12 @@ from strongroom.client import Client
 from strongroom.errors import StrongroomError
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import free_port, start_etcd
+from strongroom.persistence.drivers import DRIVERS, MARKER
 
 pytestmark = pytest.mark.slow
+
+# The storage drivers a cluster's realm selects (persistent_store.driver).
+EVERY_DRIVER = pytest.mark.parametrize("driver", sorted(DRIVERS))
 
 
 async def drain_all(client: Client, destination: str, durable: str = "", idle: float = 3.0) -> list:  # type: ignore[no-untyped-def]
@@ -39,8 +43,9 @@ async def drain_all(client: Client, destination: str, durable: str = "", idle: f
     return out
 
 
-async def test_kill_leader_under_confirmed_publishing_loses_nothing(make_cluster) -> None:  # type: ignore[no-untyped-def]
-    cluster: Cluster = make_cluster()
+@EVERY_DRIVER
+async def test_kill_leader_under_confirmed_publishing_loses_nothing(make_cluster, driver: str) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(driver=driver)
     old = await cluster.leader()
     client = Client(cluster.addresses(), timeout=30)
     # Two durables on a topic exist before publishing: each must get every message once.
@@ -268,7 +273,7 @@ async def test_operations_of_a_log_format_are_written_only_once_every_member_rea
 
     from strongroom.etcd import EtcdClient
     from strongroom.keys import member_key
-    from strongroom.persistence.storage import RocksStorage
+    from strongroom.persistence.storage import DiskStorage
 
     cluster: Cluster = make_cluster()
     leader = await cluster.leader()
@@ -322,7 +327,7 @@ async def test_operations_of_a_log_format_are_written_only_once_every_member_rea
         await etcd.close()
         await client.close()
     cluster.stop_all()
-    storage = RocksStorage(cluster.data_dir(leader), sync=False)
+    storage = DiskStorage(cluster.data_dir(leader), sync=False)
     kinds: dict[bytes, set[str]] = {}
     for entry in storage.load().entries:
         for op in entry.ops:
@@ -343,7 +348,7 @@ async def test_an_operation_of_a_kind_this_version_does_not_know_stops_the_apply
     not applied either (an entry is all or nothing), say why in its status, and no member may
     lead. A member that skipped the operation would apply the publish and serve."""
     from strongroom.api.v1 import replication_pb2 as rpb
-    from strongroom.persistence.storage import RocksStorage
+    from strongroom.persistence.storage import DiskStorage
 
     cluster: Cluster = make_cluster()
     await cluster.leader()
@@ -360,7 +365,7 @@ async def test_an_operation_of_a_kind_this_version_does_not_know_stops_the_apply
     cluster.stop_all()
     last = 0
     for name in cluster.names:
-        storage = RocksStorage(cluster.data_dir(name), sync=True)
+        storage = DiskStorage(cluster.data_dir(name), sync=True)
         entries = storage.load().entries
         publish = next(op for e in reversed(entries) for op in e.ops if op.WhichOneof("op") in ("publish", "publish_batch"))
         newer = rpb.Operation()
@@ -454,6 +459,41 @@ async def test_member_with_unknown_name_is_refused(make_cluster, tmp_path: Path)
     text = cluster.log_path("intruder").read_text()
     assert "UNKNOWN_MEMBER" in text and "'intruder'" in text
     cluster.names.remove("intruder")
+
+
+async def test_a_member_on_a_data_directory_of_the_other_driver_is_refused_and_its_store_kept(  # type: ignore[no-untyped-def]
+        make_cluster) -> None:
+    cluster: Cluster = make_cluster(driver="sqlite")
+    leader = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    for i in range(20):
+        assert (await client.publish("kept.queue", f"k{i}".encode())).confirmed
+    follower = next(n for n in cluster.names if n != leader)
+    cluster.kill(follower, signal.SIGTERM)
+    assert (cluster.data_dir(follower) / MARKER).read_text().strip() == "sqlite"
+    # The realm now says rocksdb: the members running keep their driver (fixed at start); the
+    # one restarted on its SQLite data directory refuses to start and says why.
+    await put_realm(cluster.etcd, realm_yaml(driver="rocksdb"), 2)
+    proc = cluster.start(follower)
+    assert proc.wait(timeout=30) == 2
+    text = cluster.log_path(follower).read_text()
+    assert "STORE_DRIVER_MISMATCH" in text
+    assert f"the data directory {cluster.data_dir(follower)} holds a sqlite store but the realm selects " \
+           "the rocksdb driver" in text and "unload and load" in text
+    assert (cluster.data_dir(follower) / MARKER).read_text().strip() == "sqlite"
+    assert not (cluster.data_dir(follower) / "db" / "CURRENT").exists()  # no RocksDB files written
+    # With the realm back on sqlite it starts on its store as it was and catches up.
+    await put_realm(cluster.etcd, realm_yaml(driver="sqlite"), 3)
+    cluster.start(follower)
+
+    async def caught_up() -> bool:
+        st, lead = await cluster.status(follower), await cluster.status(leader)
+        return bool(st and lead and st.role == "follower" and st.applied_index == lead.commit_index)
+
+    await wait_for(caught_up)
+    got = await drain_all(client, "kept.queue", idle=1.0)
+    assert [m.body for m in got] == [f"k{i}".encode() for i in range(20)]
+    await client.close()
 
 
 async def test_status_reports_leader_epoch_and_counts(make_cluster) -> None:  # type: ignore[no-untyped-def]

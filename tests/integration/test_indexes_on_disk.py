@@ -1,5 +1,5 @@
-"""Indexes on disk against real member processes: a backlog survives SIGKILL and restart, and is
-consumed exactly once, in order."""
+"""Indexes on disk against real member processes, with every storage driver: a backlog survives
+SIGKILL and restart, and is consumed exactly once, in order."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import pytest
 
 from harness import Cluster, wait_for
 from strongroom.client import Client
+from strongroom.persistence.drivers import DRIVERS
 
 pytestmark = pytest.mark.slow
 
 
-async def test_backlog_survives_kill_and_restart_and_is_consumed_once_in_order(make_cluster) -> None:  # type: ignore[no-untyped-def]
-    cluster: Cluster = make_cluster(indexes_on_disk=True, compact_after_entries=100)
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+async def test_backlog_survives_kill_and_restart_and_is_consumed_once_in_order(  # type: ignore[no-untyped-def]
+        make_cluster, driver: str) -> None:
+    cluster: Cluster = make_cluster(indexes_on_disk=True, compact_after_entries=100, driver=driver)
     leader = await cluster.leader()
     client = Client(cluster.addresses(), timeout=30)
     # A topic durable and a queue, both with a backlog.

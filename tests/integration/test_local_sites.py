@@ -112,8 +112,9 @@ def test_each_cluster_of_a_zoned_realm_is_a_site(tmp_path: Path) -> None:
 
 def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tmp_path: Path) -> None:
     """`strongroom up` with a standby set (examples/dr.yaml on free ports): the primary site, the
-    standby site with its own etcd and realm service, the standby members and the DR service;
-    what is published at the primary reaches the standby; status shows both sets; `down` stops
+    standby site with its own etcd and realm service, the standby members and a DR service at
+    each site (the primary site's idle while it is the primary); what is published at the
+    primary reaches the standby; status shows both sets and each site's DR service; `down` stops
     everything."""
     ports = [free_port() for _ in range(6)]
     text = (Path(__file__).resolve().parents[2] / "examples" / "dr.yaml").read_text()
@@ -126,10 +127,12 @@ def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tm
         up = strongroom("up", "--detach", "--realm", str(realm_file), "--data-dir", str(data))
         assert up.returncode == 0, up.stdout + up.stderr
         assert "dr       main" in up.stdout and "standby  main/s1" in up.stdout, up.stdout
+        assert "at the primary site: primary of generation 0: nothing to ship" in up.stdout, up.stdout
         state = load_state(data)
         assert state is not None
         main = state["clusters"]["main"]
         assert set(main["standby"]["members"]) == {"s1", "s2", "s3"} and main["standby"]["dr"]["pid"]
+        assert main["dr"]["pid"] and main["dr"]["address"] != main["standby"]["dr"]["address"]
         assert main["standby"]["etcd"] == state["sites"]["main-standby"]["etcd"]["endpoint"]
         assert main["standby"]["etcd"] != state["etcd"]["endpoint"]
         # Clients are given the primary's members only.
@@ -151,12 +154,23 @@ def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tm
             time.sleep(0.5)
         dr = strongroom("dr", "status", "--json", "--data-dir", str(data))
         assert dr.returncode == 0, dr.stdout + dr.stderr
-        (shipping,) = json.loads(dr.stdout)
-        assert shipping["cluster"] == "main" and shipping["state"] == "shipping"
+        shipping, idle = json.loads(dr.stdout)  # the standby site's, then the primary site's
+        assert shipping["cluster"] == "main" and shipping["state"] == "shipping" and shipping["site"] == "standby"
         assert shipping["address"] == main["standby"]["dr"]["address"]
         assert int(shipping["standby_last_index"]) >= 5 and set(shipping["primary"]) == {
             f"127.0.0.1:{p}" for p in ports[:3]}
         assert shipping["role"] == "standby" and int(shipping.get("generation", 0)) == 0
+        # The primary site's DR service serves its status and does nothing: its site is the primary.
+        assert idle["address"] == main["dr"]["address"] and idle["site"] == "primary"
+        assert idle["state"] == "primary" and idle["role"] == "primary" and int(idle.get("generation", 0)) == 0
+        assert int(idle.get("standby_last_index", 0)) == 0 and not idle.get("primary_member")
+        assert set(idle["primary"]) == {f"127.0.0.1:{p}" for p in ports[:3]}
+        assert set(idle["standby"]) == {f"127.0.0.1:{p}" for p in ports[3:]}
+        # `status --json`: every member carries the state of its site's DR service.
+        members = json.loads(strongroom("status", "--json", "--data-dir", str(data)).stdout)
+        assert {(m["member"], m["dr_service"]["address"], m["dr_service"]["state"]) for m in members} == {
+            *((f"m{i}", main["dr"]["address"], "primary") for i in (1, 2, 3)),
+            *((f"s{i}", main["standby"]["dr"]["address"], "shipping") for i in (1, 2, 3))}
         # The primary is up: activation is refused (PRIMARY_HEALTHY) and changes nothing.
         refused = strongroom("dr", "activate", "--cluster", "main", "--data-dir", str(data))
         assert refused.returncode == 1 and "PRIMARY_HEALTHY" in refused.stdout, refused.stdout + refused.stderr
@@ -164,8 +178,10 @@ def test_a_cluster_with_a_standby_set_runs_a_standby_site_with_its_dr_service(tm
         assert "cluster main (standby set): leader s" in text_status.stdout, text_status.stdout
         assert "behind the primary: 0 entries" in text_status.stdout, text_status.stdout
         assert "DR role at this site: standby, generation 0" in text_status.stdout, text_status.stdout
+        assert f"DR service at this site ({main['dr']['address']}): primary of generation 0" in text_status.stdout
+        assert f"DR service at this site ({main['standby']['dr']['address']}): shipping from" in text_status.stdout
         pids = [pid for _, pid in live_pids(state)]
-        assert len(pids) == 11  # two etcds, two realm services, six members, the DR service
+        assert len(pids) == 12  # two etcds, two realm services, six members, a DR service at each site
         down = strongroom("down", "--data-dir", str(data))
         assert down.returncode == 0, down.stdout + down.stderr
         assert not any(pid_alive(pid) for pid in pids)

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 

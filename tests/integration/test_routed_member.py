@@ -33,7 +33,9 @@ from strongroom.errors import (
     LogFormatPending,
     NotLeaderError,
     OriginGap,
+    UnknownDestination,
     UnknownStore,
+    UnknownUow,
 )
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import free_port
@@ -194,6 +196,42 @@ async def test_an_origin_that_cannot_be_meant_is_refused_and_stores_nothing(rout
         assert bodies(await drain(sub, 1)) == [b"london-1"]
         await sub.close()
         await local_sub.close()
+
+
+async def test_units_of_work_on_a_routed_store_are_refused_and_store_nothing(routed: Cluster) -> None:
+    """Units of work are not routed (a UOW commits atomically in one cluster; its receiver,
+    readers and status are that cluster's): a UOW, a pipelined sender's, a publication
+    subscription and a receiver on a topic of the routed store are refused with
+    UNKNOWN_DESTINATION naming the routed store, and nothing is stored (no UOW, no
+    subscription)."""
+    why = "'wide.uow' maps to routed store 'wide'; units of work are not routed between clusters"
+    async with leader_client(routed) as client:
+        uow = client.unit_of_work("wide.uow")
+        uow.add(b"x")
+        with pytest.raises(UnknownDestination, match=why) as refused:
+            await uow.commit()
+        assert refused.value.code == "NOT_FOUND" and not refused.value.retriable
+        opened = client.unit_of_work("wide.uow")
+        opened.add(b"y")
+        with pytest.raises(UnknownDestination, match=why):
+            await opened.open()
+        sender = client.uow_sender("wide.uow")
+        try:
+            with pytest.raises(UnknownDestination, match=why):
+                await (await sender.submit(client.unit_of_work("wide.uow").whole_request()))
+        finally:
+            await sender.close()
+        with pytest.raises(UnknownDestination, match=why):
+            await client.subscribe_publications("wide.uow", "reader")
+        with pytest.raises(UnknownDestination, match=why):
+            await client.receive_uow("wide.uow", "receiver")
+        for refused_uow in (uow, opened):
+            with pytest.raises(UnknownUow):
+                await client.uow_status(refused_uow.uow_id)
+        with pytest.raises(UnknownDestination, match=why):
+            await client.publication_subscriptions("wide.uow")
+        subs, _ = await client.publication_subscriptions()
+        assert subs == []
 
 
 async def test_list_origin_marks_names_its_errors_and_the_leader(routed: Cluster) -> None:

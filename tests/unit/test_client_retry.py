@@ -364,3 +364,25 @@ def test_durable_kinds_and_ack_modes_are_str_enums() -> None:
         DurableKind.parse("sideways")
     with pytest.raises(InvalidArgument, match="unknown ack mode 'never'"):
         AckMode.parse("never")
+
+
+async def test_new_endpoints_move_the_calls_and_forget_a_leader_that_is_not_among_them() -> None:
+    """A member moved (the router follows the registrations): the next calls go to the new
+    addresses, a leader no longer listed is forgotten, its channel is handed back to close."""
+    conn = Connection(["a:1", "b:2", "c:3"], RetryPolicy(timeout=1.0))
+    old = conn.channel("a:1")
+    conn.channel("b:2")
+    conn.note_leader("a:1")
+    assert conn.set_endpoints(["b:2", "c:3"]) == [old]
+    await old.close()
+    assert conn.endpoints == ["b:2", "c:3"]
+    assert {conn.candidate() for _ in range(4)} == {"b:2", "c:3"}  # a:1 no longer the leader
+    conn.note_leader("c:3")
+    assert conn.set_endpoints("b:2,c:3") == []  # unchanged: the leader stays
+    assert conn.candidate() == "c:3"
+    assert conn.set_endpoints(["b:2", "d:4"]) == []  # no channel to c:3 was opened
+    assert {conn.candidate() for _ in range(4)} == {"b:2", "d:4"}
+    with pytest.raises(InvalidArgument):
+        conn.set_endpoints([])
+    assert conn.endpoints == ["b:2", "d:4"]
+    await conn.close()

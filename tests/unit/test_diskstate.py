@@ -7,6 +7,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,8 +15,9 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.dispatcher import Dispatcher, Opened
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
+from strongroom.persistence.drivers import DRIVERS
 from strongroom.persistence.state import DeleteResult, StateMachine, durable_key
-from strongroom.persistence.storage import RocksStorage
+from strongroom.persistence.storage import DiskStorage
 
 DESTS = ["t", "u", "q"]
 DURABLES = [("t", "a", cpb.DURABLE_KIND_STANDARD), ("t", "b", cpb.DURABLE_KIND_SHARED),
@@ -125,7 +127,8 @@ def observe(sm: StateMachine) -> dict[str, object]:
                if ds}
     producers = {p: (list(w.order), dict(w.seqs), w.max_seq) for p, w in sm.producers.items()}
     return {
-        "applied": (sm.applied_index, sm.applied_epoch, sm.next_seq),
+        # The counts a DR standby's lag and an activation's tail loss compare (persistence/committed.py).
+        "applied": (sm.applied_index, sm.applied_epoch, sm.next_seq, sm.acked_messages),
         "messages": messages, "durables": durables, "indexed": indexed, "producers": producers,
         "counts": ({k: v for k, v in sm.store_count.items() if v}, {k: v for k, v in sm.store_bytes.items() if v}),
         "store_seqs": {k: list(v) for k, v in sm.store_seqs.items() if len(list(v))},
@@ -148,8 +151,9 @@ def result_of(r: object) -> object:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(op_strategy(), min_size=1, max_size=6), min_size=1, max_size=25))
-def test_disk_state_matches_memory_state(entries: list[list[tuple[object, ...]]]) -> None:
-    _compare(entries)
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+def test_disk_state_matches_memory_state(driver: str, entries: list[list[tuple[object, ...]]]) -> None:
+    _compare(entries, driver)
 
 
 def forwarding_strategy() -> st.SearchStrategy[tuple[object, ...]]:
@@ -166,16 +170,18 @@ def forwarding_strategy() -> st.SearchStrategy[tuple[object, ...]]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(forwarding_strategy(), min_size=1, max_size=6), min_size=1, max_size=25))
-def test_disk_state_matches_memory_state_for_forwarded_messages(entries: list[list[tuple[object, ...]]]) -> None:
-    _compare(entries)
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+def test_disk_state_matches_memory_state_for_forwarded_messages(driver: str,
+                                                                entries: list[list[tuple[object, ...]]]) -> None:
+    _compare(entries, driver)
 
 
-def _compare(entries: list[list[tuple[object, ...]]]) -> None:
+def _compare(entries: list[list[tuple[object, ...]]], driver: str) -> None:
     """Apply the entries to a memory state and a state on disk (reopened where an entry says
     "restart"): the same results and the same observable state, after a reopen, through a
     snapshot and after installing one."""
     with tempfile.TemporaryDirectory() as tmp:
-        storage = RocksStorage(Path(tmp), sync=False, state_families=STATE_COLUMN_FAMILIES)
+        storage = DiskStorage(Path(tmp), sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
         try:
             mem = StateMachine()
             disk = DiskStateMachine.open(storage)
@@ -203,8 +209,8 @@ def _compare(entries: list[list[tuple[object, ...]]]) -> None:
             storage.close()
 
 
-def test_pending_pages_in_order(tmp_path: Path) -> None:
-    storage = RocksStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES)
+def test_pending_pages_in_order(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
     try:
         sm = DiskStateMachine.open(storage)
         ops = [rpb.Operation(publish=rpb.PublishOp(store="s", destination="q", queue=True,
@@ -220,8 +226,8 @@ def test_pending_pages_in_order(tmp_path: Path) -> None:
         storage.close()
 
 
-async def test_last_value_subscriber_gets_updates_with_indexes_on_disk(tmp_path: Path) -> None:
-    storage = RocksStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES)
+async def test_last_value_subscriber_gets_updates_with_indexes_on_disk(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
     try:
         sm = DiskStateMachine.open(storage)
         dispatcher = Dispatcher("t")
@@ -239,5 +245,30 @@ async def test_last_value_subscriber_gets_updates_with_indexes_on_disk(tmp_path:
         assert isinstance(opened, Opened)
         assert isinstance(got, list) and [d.message.body for d in got] == [b"v1"]
         await dispatcher.stop("", "")
+    finally:
+        storage.close()
+
+
+def test_acknowledged_messages_are_counted_on_disk_and_in_snapshots(tmp_path: Path, driver: str) -> None:
+    """The count a DR activation's acks lost compares: per message a durable acknowledged, kept
+    across a reopen of the state on disk, in a snapshot and through an install."""
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        mem, disk = StateMachine(), DiskStateMachine.open(storage)
+        specs = [[("create", 0, 1), ("create", 1, 1)],
+                 [("publish", "t", 1, 0, False, "x", False), ("publish", "t", 2, 0, False, "x", False)],
+                 [("ack", 0, [1, 2], 2), ("ack", 1, [1], 2), ("ack", 1, [7], 2)]]  # seq 7: nothing to ack
+        for index, entry_specs in enumerate(specs, 1):
+            entry = rpb.LogEntry(index=index, epoch=1, ops=[to_op(s) for s in entry_specs])  # type: ignore[misc]
+            mem.apply_entry(entry)
+            disk.apply_entry(entry)
+        assert mem.acked_messages == disk.acked_messages == 3
+        assert DiskStateMachine.open(storage).acked_messages == 3
+        assert StateMachine.from_snapshot(mem.to_snapshot()).acked_messages == 3
+        fresh = DiskStateMachine.open(storage)
+        fresh.install(StateMachine().to_snapshot())
+        assert fresh.acked_messages == 0
+        fresh.install(mem.to_snapshot())
+        assert DiskStateMachine.open(storage).acked_messages == 3
     finally:
         storage.close()

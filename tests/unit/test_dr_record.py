@@ -59,3 +59,23 @@ def test_a_record_round_trips_without_its_revision() -> None:
     assert "superseded by generation 2" in back.describe()
     changed = record.changed(role=DrRole.STANDBY, generation=2)
     assert changed.role is DrRole.STANDBY and changed.changed_at > record.changed_at
+
+
+def test_the_generation_in_metadata_both_ways() -> None:
+    from strongroom.client.connection import Connection
+    from strongroom.client.retry import RetryPolicy
+    from strongroom.grpcerrors import GENERATION_METADATA_KEY as KEY
+    from strongroom.persistence.generations import generation_in
+
+    assert generation_in(None) == 0 and generation_in([("other", "3")]) == 0
+    assert generation_in([("other", "x"), (KEY, "7")]) == 7
+    assert generation_in([(KEY, "seven")]) == 0  # not a number: as if none was named
+
+    conn = Connection("127.0.0.1:1", RetryPolicy())
+    assert conn.generation == 0 and conn.metadata is None  # nothing sent before one was seen
+    conn.learn_generation([(KEY, "0")])
+    assert conn.metadata is None
+    conn.learn_generation([(KEY, "2")])
+    conn.learn_generation([(KEY, "1")])  # an older site's answer does not lower it
+    conn.learn_generation([(KEY, "bad")])
+    assert conn.generation == 2 and conn.metadata == ((KEY, "2"),)

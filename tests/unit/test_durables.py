@@ -17,6 +17,7 @@ from strongroom.persistence.durables import (
     is_static,
     reach_changes,
     static_durable_ops,
+    is_endpoint_route,
     unreachable_reason,
     use_changes,
 )
@@ -79,6 +80,39 @@ def test_a_topic_durable_is_unreachable_once_its_name_is_an_endpoint_and_reachab
     assert not op.suspend_durables.suspended and list(op.suspend_durables.durable_keys) == [board.key]
     board.suspend(False)
     assert reach_changes([board], realm(), "c") == []
+
+
+ROUTED = """\
+clusters:
+  - {name: c, members: [{name: m1}], router: {address: "127.0.0.1:7101"}}
+  - {name: d, members: [{name: m1}], router: {address: "127.0.0.1:7102"}}
+zones:
+  - {name: z, clusters: [c, d]}
+stores:
+  - {name: wide, routed: true, zones: [z]}
+  - {name: s, cluster: c}
+durable_templates:
+  - {name: latest, kind: last-value, key_field: sym}
+endpoints:
+  - {name: quotes, store: wide, template: latest}
+  - {name: local, store: s, template: latest}
+destinations:
+  - {name: "*", store: s}
+"""
+
+
+def test_a_route_durable_on_an_endpoint_of_a_routed_store_is_a_reachable_standard_durable_of_it() -> None:
+    """A router's route durable on an endpoint holds that endpoint's messages (standard, keyed
+    by endpoint and name), whatever the endpoint's template; only on a routed store."""
+    routed = parse_realm(ROUTED)
+    assert is_endpoint_route(routed.route("quotes"), "sr.route.d")
+    assert not is_endpoint_route(routed.route("quotes"), "desk")  # a content durable of the template
+    assert not is_endpoint_route(routed.route("local"), "sr.route.d")  # not a routed store
+    assert not is_endpoint_route(routed.route("x.y"), "sr.route.d")  # a topic: a topic durable anyway
+    route = durable("quotes", "sr.route.d", store="wide")
+    assert unreachable_reason(route, routed, "c") == ""
+    assert reach_changes([route], routed, "c") == []
+    assert unreachable_reason(durable("local", "sr.route.d"), routed, "c") == "'local' is now an endpoint"
 
 
 def test_queue_and_topic_durables_follow_the_kind_of_their_rule() -> None:

@@ -19,7 +19,7 @@ from strongroom.events.schema import NON_LOG_POSITION, SCHEMA
 from strongroom.events.writer import EventWriter, last_published_index
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.state import StateMachine, durable_key
-from strongroom.persistence.storage import RocksStorage
+from strongroom.persistence.storage import DiskStorage
 from strongroom.uow.table import OpKind
 
 T0 = 1_763_900_000.0
@@ -281,8 +281,8 @@ def test_two_members_derive_identical_rows_one_from_the_log_read_back() -> None:
     assert leader.rows() == follower.rows() and len(leader.rows()) == 2 + 5 + 10 + 1 + 3 + 3 + 3
 
 
-def test_disk_state_machine_notes_the_same_events(tmp_path: Path) -> None:
-    storage = RocksStorage(tmp_path / "db", sync=False, state_families=STATE_COLUMN_FAMILIES)
+def test_disk_state_machine_notes_the_same_events(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path / "db", sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
     try:
         disk, mem = Member(DiskStateMachine.open(storage)), Member()
         for member in (disk, mem):

@@ -20,7 +20,10 @@ GRPC_ADAPTERS = {
     "strongroom.persistence.servicer",
     "strongroom.persistence.map_servicer",
     "strongroom.persistence.server",
+    "strongroom.persistence.generations",
     "strongroom.persistence.transport",
+    # A shared store's standby: its check of the standard and its answers while it does not serve.
+    "strongroom.persistence.standby_server",
     # The units-of-work servicer.
     "strongroom.uow.servicer",
     # The realm service's servicer and server.

@@ -104,3 +104,41 @@ async def test_a_recovery_that_succeeds_serves(tmp_path: Path) -> None:
     await node.step_down("test over")
     assert node.role is Role.FOLLOWER
     node.replica.close()
+
+
+async def test_a_serving_leader_whose_lease_check_fails_gives_up_its_key(tmp_path: Path) -> None:
+    """The round finds the lease expired and the term ends; the keep-alive then succeeds (it was
+    only late): the key must go with the term, or the member holds it serving nothing and no
+    other member campaigns (seen under load: minutes without a leader)."""
+    import pytest
+
+    from strongroom.api.v1 import replication_pb2 as rpb
+    from strongroom.errors import NotLeaderError
+
+    node, election = _node(tmp_path)
+    await node._on_elected(5, 0.0)
+    assert await node.wait_serving(3.0)
+    term = node.term
+    assert term is not None
+    election.valid = False
+    with pytest.raises(NotLeaderError):
+        await term.commit(rpb.Operation(noop=rpb.Noop(leader="m1")))
+    election.valid = True  # the late keep-alive renewed the lease
+    await _until(lambda: ("resign", 0) in election.calls)
+    assert ("resign", 0) in election.calls and not election.is_leader
+    assert node.role is Role.FOLLOWER and node.term is None
+    node.replica.close()
+
+
+async def test_a_term_that_ends_after_a_newer_one_was_elected_leaves_the_newer_key(tmp_path: Path) -> None:
+    """The old term's clean-up finishes after the member was elected again (a new lease, a new
+    epoch): its step-down must not give up the new term's key."""
+    node, election = _node(tmp_path)
+    await node._on_elected(5, 0.0)
+    assert await node.wait_serving(3.0)
+    old = node.term
+    assert old is not None
+    election.epoch = 6  # elected again meanwhile
+    await node.step_down("the old term's lease check", term=old)
+    assert ("resign", 0) not in election.calls and election.is_leader
+    node.replica.close()

@@ -24,7 +24,7 @@ from strongroom.persistence.membership import MemberRecord, Membership
 from strongroom.persistence.messaging import MessagingFront
 from strongroom.persistence.publishing import PublishOutcome, publish_outcome
 from strongroom.persistence.state import OriginMark, PublishResult, StateMachine, durable_key
-from strongroom.persistence.storage import RocksStorage
+from strongroom.persistence.storage import DiskStorage
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import parse_realm
 
@@ -176,6 +176,37 @@ def test_a_batch_with_several_origins_and_destinations_keeps_a_mark_per_origin_a
         ("rio", "p.a"): 2, ("tokyo", "p.a"): 9, ("rio", "p.b"): 4}
 
 
+def test_a_store_limit_refusal_inside_a_batch_stops_the_mark_at_the_message_before() -> None:
+    """The marks of one operation are set after its last message: what a refused message
+    leaves behind is what one operation per message would have left."""
+    sm = StateMachine()
+    apply = Applier(sm)
+    apply(rpb.Operation(configure_store=rpb.ConfigureStoreOp(store="wide", max_messages=2,
+                                                             policy=cpb.LIMIT_POLICY_REJECT)))
+    apply(durable("p.a"))
+    results = apply(forward_batch("p.a", [forwarded_msg(1, 0), forwarded_msg(2, 1), forwarded_msg(3, 2),
+                                          forwarded_msg(4, 3), forwarded_msg(7, 0, "tokyo")], at=12.0))
+    outcomes = [("dup" if r.duplicate else "gap" if r.gap else "limit" if r.rejected else "stored") for r in results]
+    assert outcomes == ["stored", "stored", "limit", "gap", "limit"]
+    assert sm.origin_marks == {("rio", "p.a"): OriginMark("wide", 2, 12.0)}
+    assert bodies(sm, "p.a") == [b"rio-1", b"rio-2"]
+
+
+def test_the_marks_of_a_batch_are_written_through_with_indexes_on_disk(tmp_path: Path) -> None:
+    storage = DiskStorage(tmp_path / "a", sync=False, state_families=STATE_COLUMN_FAMILIES)
+    try:
+        disk = DiskStateMachine.open(storage)
+        apply = Applier(disk)
+        apply(durable("p.a"))
+        apply(forward_batch("p.a", [forwarded_msg(1, 0), forwarded_msg(5, 0, "tokyo"), forwarded_msg(2, 1),
+                                    forwarded_msg(3, 2)], at=9.0))
+        expected = {("rio", "p.a"): OriginMark("wide", 3, 9.0), ("tokyo", "p.a"): OriginMark("wide", 5, 9.0)}
+        assert disk.origin_marks == expected
+        assert DiskStateMachine.open(storage).origin_marks == expected
+    finally:
+        storage.close()
+
+
 def test_a_forwarded_message_is_not_deduplicated_by_its_producer_id() -> None:
     """Its origin cluster deduplicated it; here the mark does. Forwarded messages of one
     producer reach a cluster on several routes (one per destination) in any order, so a
@@ -227,9 +258,9 @@ def test_the_marks_travel_with_a_snapshot() -> None:
     assert dup.duplicate and nxt.message_seq and mark(copy, "p.a") == 3
 
 
-def test_the_marks_survive_a_restart_and_a_snapshot_install_with_indexes_on_disk(tmp_path: Path) -> None:
-    storage = RocksStorage(tmp_path / "a", sync=False, state_families=STATE_COLUMN_FAMILIES)
-    other = RocksStorage(tmp_path / "b", sync=False, state_families=STATE_COLUMN_FAMILIES)
+def test_the_marks_survive_a_restart_and_a_snapshot_install_with_indexes_on_disk(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path / "a", sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    other = DiskStorage(tmp_path / "b", sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
     try:
         mem = StateMachine()
         _marked_state(mem)
@@ -306,6 +337,9 @@ class _Term:
     def state_for(self, replicated: bool) -> StateMachine:
         return self.state
 
+    def producing_refusal(self) -> None:
+        return None  # the persistent store available
+
     def submit_raw(self, ops: list[bytes], want_result: bool = True,
                    results: int | None = None) -> asyncio.Future[object] | None:
         self.ops += [rpb.Operation.FromString(op) for op in ops]
@@ -342,7 +376,6 @@ def _request(destination: str, o: cpb.Origin | None, mode: int = mpb.PUBLISH_MOD
 @pytest.mark.parametrize(("destination", "o", "why"), [
     ("x.plain", origin(1, 0, "london"), "not routed to another cluster"),
     ("one.a", origin(1, 0, "london", "single"), "not routed to another cluster"),
-    ("wide-ep", origin(1, 0, "london"), "not a topic"),
     ("p.a", origin(1, 0, "rio"), "origin cluster 'rio' is not another cluster of routed store 'wide' (london)"),
     ("p.a", origin(1, 0, "tokyo"), "origin cluster 'tokyo' is not another cluster"),
     ("p.a", origin(1, 0, "london", "plain"), "origin store 'plain' is not 'wide'"),
@@ -355,6 +388,34 @@ async def test_an_origin_that_cannot_be_meant_is_refused_before_the_log(destinat
     assert isinstance(outcome, InvalidOrigin) and outcome.code == "INVALID_ARGUMENT", outcome
     assert why in outcome.message
     assert term.ops == []
+
+
+async def test_the_origin_is_checked_per_message_though_the_realm_is_asked_once_per_origin() -> None:
+    """Within one batch the realm is asked once per destination and origin; every message's
+    own sequence is still checked, and another origin or store of the same batch is judged on
+    its own."""
+    requests = [_request("p.a", origin(1, 0, "london")), _request("p.a", origin(2, 2, "london")),
+                _request("p.a", origin(0, 0, "london")), _request("p.a", origin(1, 0, "london", "plain")),
+                _request("p.a", origin(1, 0, "tokyo")), _request("p.a", origin(3, 1, "london"))]
+    outcomes, term = _submit(requests)
+    assert outcomes[0] is None and outcomes[5] is None
+    whys = ["previous 2 is not below its sequence 2", "sequence is 1 or more", "origin store 'plain' is not",
+            "origin cluster 'tokyo' is not another cluster"]
+    for outcome, why in zip(outcomes[1:5], whys):
+        assert isinstance(outcome, InvalidOrigin) and why in outcome.message, outcome
+    (op,) = term.ops
+    assert [m.origin.sequence for m in op.publish_batch.messages] == [1, 3]
+
+
+async def test_a_forwarded_message_to_an_endpoint_goes_to_the_log_as_the_endpoints() -> None:
+    """Routers forward the messages of endpoints too (content durables are interest): one to an
+    endpoint of the routed store goes to the log flagged, as a publish to that endpoint."""
+    (outcome,), term = _submit([_request("wide-ep", origin(1, 0, "london"))])
+    assert outcome is None  # waiting for the commit
+    (op,) = term.ops
+    head = op.publish_batch.publish
+    assert head.forwarded and head.content and head.destination == "wide-ep" and head.store == "wide"
+    assert [m.origin.sequence for m in op.publish_batch.messages] == [1]
 
 
 async def test_forwarded_messages_go_to_the_log_flagged_and_confirmed_past_require_interest() -> None:

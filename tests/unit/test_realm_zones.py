@@ -21,10 +21,11 @@ def realm(clusters: str, zones: str, stores: str, destinations: str = "  - name:
     return f"clusters:\n{clusters}zones:\n{zones}stores:\n{stores}destinations:\n{destinations}"
 
 
-CHAINED = realm(cluster("rio", port=7101) + cluster("london", port=7102) + cluster("tokyo", port=7103)
-                + cluster("paris", router=False),
-                "  - name: z1\n    clusters: [rio, london]\n  - name: z2\n    clusters: [london, tokyo]\n",
-                "  - name: wide\n    routed: true\n    zones: [z1, z2]\n  - name: local\n    cluster: paris\n")
+CHAINED_CLUSTERS = (cluster("rio", port=7101) + cluster("london", port=7102) + cluster("tokyo", port=7103)
+                    + cluster("paris", router=False))
+CHAINED_ZONES = "  - name: z1\n    clusters: [rio, london]\n  - name: z2\n    clusters: [london, tokyo]\n"
+CHAINED_STORES = "  - name: wide\n    routed: true\n    zones: [z1, z2]\n  - name: local\n    cluster: paris\n"
+CHAINED = realm(CHAINED_CLUSTERS, CHAINED_ZONES, CHAINED_STORES)
 
 
 def problems(text: str) -> list[str]:
@@ -92,6 +93,19 @@ def test_a_bad_router_address() -> None:
     text = CHAINED.replace("127.0.0.1:7103", "tokyo-router")
     p = problems(text)
     assert any(f":{line_of(text, 'tokyo-router')}:" in x and "must be host:port" in x for x in p), p
+
+
+def test_units_of_work_cannot_be_published_to_a_routed_store() -> None:
+    """A durable topic (units of work) of a routed store is refused where it says so: a UOW
+    commits in one cluster, its readers and status are that cluster's (docs/routing.md); the
+    same topic in a store of one cluster is fine."""
+    durable = "  - name: \"wide.*\"\n    store: wide\n    units_of_work:\n      durable: true\n"
+    text = realm(CHAINED_CLUSTERS, CHAINED_ZONES, CHAINED_STORES, durable)
+    p = problems(text)
+    assert len(p) == 1 and p[0].startswith(f"realm.yaml:{line_of(text, 'durable: true')}:"), p
+    assert "'wide.*' maps to routed store 'wide'; units of work are not routed between clusters" in p[0]
+    parse_realm(realm(CHAINED_CLUSTERS, CHAINED_ZONES, CHAINED_STORES,
+                      durable.replace("wide.*", "paris.*").replace("store: wide", "store: local")))
 
 
 def test_zones_on_a_store_that_is_not_routed() -> None:

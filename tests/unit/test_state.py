@@ -10,7 +10,7 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.state import DEDUP_WINDOW, StateMachine, durable_key
-from strongroom.persistence.storage import MemoryStorage, RocksStorage
+from strongroom.persistence.storage import DiskStorage, MemoryStorage
 
 
 def publish(dest: str, body: bytes, pid: str = "p", seq: int = 0, queue: bool = False) -> rpb.Operation:
@@ -83,8 +83,8 @@ def entry(index: int, epoch: int) -> rpb.LogEntry:
     return rpb.LogEntry(index=index, epoch=epoch, ops=[rpb.Operation(noop=rpb.Noop(leader="x"))])
 
 
-def test_append_consistency_check_and_conflict_truncation(tmp_path: Path) -> None:
-    storage = RocksStorage(tmp_path, sync=True)
+def test_append_consistency_check_and_conflict_truncation(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path, sync=True, driver=driver)
     lg = ReplicatedLog(storage, storage.load())
     assert lg.append_from_leader(0, 0, [entry(1, 1), entry(2, 1), entry(3, 1)]).ok
     # Wrong prev epoch: refused, nothing changes.
@@ -97,14 +97,14 @@ def test_append_consistency_check_and_conflict_truncation(tmp_path: Path) -> Non
     assert [(e.index, e.epoch) for e in lg.entries] == [(1, 1), (2, 1), (3, 2), (4, 2)]
     storage.close()
     # What is on disk is what was acknowledged.
-    storage = RocksStorage(tmp_path, sync=True)
+    storage = DiskStorage(tmp_path, sync=True, driver=driver)
     loaded = storage.load()
     assert [(e.index, e.epoch) for e in loaded.entries] == [(1, 1), (2, 1), (3, 2), (4, 2)]
     storage.close()
 
 
-def test_compaction_keeps_suffix_and_snapshot(tmp_path: Path) -> None:
-    storage = RocksStorage(tmp_path, sync=False)
+def test_compaction_keeps_suffix_and_snapshot(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path, sync=False, driver=driver)
     lg = ReplicatedLog(storage, storage.load())
     for i in range(1, 11):
         lg.append_local(entry(i, 1))
@@ -114,7 +114,7 @@ def test_compaction_keeps_suffix_and_snapshot(tmp_path: Path) -> None:
     assert lg.append_from_leader(4, 1, [entry(5, 1), entry(6, 1), entry(7, 1), entry(8, 1)]).ok
     assert lg.last_index == 10
     storage.close()
-    storage = RocksStorage(tmp_path, sync=False)
+    storage = DiskStorage(tmp_path, sync=False, driver=driver)
     loaded = storage.load()
     assert loaded.snapshot == b"state-at-6" and loaded.snapshot_index == 6
     assert [e.index for e in loaded.entries] == [7, 8, 9, 10]
@@ -127,10 +127,10 @@ def _publish_entry(index: int, epoch: int) -> rpb.LogEntry:
     return rpb.LogEntry(index=index, epoch=epoch, ops=[op])
 
 
-def test_applied_entries_leave_memory_and_are_read_back_from_storage(tmp_path: Path) -> None:
+def test_applied_entries_leave_memory_and_are_read_back_from_storage(tmp_path: Path, driver: str) -> None:
     from strongroom.persistence.log import KEEP_APPLIED
 
-    storage = RocksStorage(tmp_path, sync=False)
+    storage = DiskStorage(tmp_path, sync=False, driver=driver)
     lg = ReplicatedLog(storage, storage.load())
     sent = [_publish_entry(i, 1 if i <= 20 else 2) for i in range(1, 41)]
     for e in sent[:30]:

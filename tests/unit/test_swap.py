@@ -31,8 +31,8 @@ def fill(sm: StateMachine, n: int) -> dict[int, bytes]:
     return bodies
 
 
-def test_payloads_past_budget_are_swapped_and_read_back(tmp_path: Path) -> None:
-    space = SwapSpace(tmp_path / "swap", 64 * KIB)
+def test_payloads_past_budget_are_swapped_and_read_back(tmp_path: Path, driver: str) -> None:
+    space = SwapSpace(tmp_path / "swap", 64 * KIB, driver)
     sm = StateMachine(space.store())
     bodies = fill(sm, 500)
     swapped = sm.swapped_messages("s")
@@ -48,23 +48,23 @@ def test_payloads_past_budget_are_swapped_and_read_back(tmp_path: Path) -> None:
     assert sm.store_count["s"] == 400
 
 
-def test_swapped_payloads_survive_a_restart_through_the_snapshot(tmp_path: Path) -> None:
-    space = SwapSpace(tmp_path / "swap", 32 * KIB)
+def test_swapped_payloads_survive_a_restart_through_the_snapshot(tmp_path: Path, driver: str) -> None:
+    space = SwapSpace(tmp_path / "swap", 32 * KIB, driver)
     sm = StateMachine(space.store())
     bodies = fill(sm, 200)
     assert sm.swapped_messages("s") > 100
     snapshot = sm.to_snapshot()  # reads swapped payloads back
     space.close()
     # A new process: the swap directory is wiped; the state comes from a peer's snapshot.
-    space2 = SwapSpace(tmp_path / "swap", 32 * KIB)
+    space2 = SwapSpace(tmp_path / "swap", 32 * KIB, driver)
     sm2 = StateMachine.from_snapshot(snapshot, space2.store())
     assert sm2.swapped_messages("s") > 100
     got = {seq: sm2.message(seq).message.body for seq in sm2.durable("q", "").pending}  # type: ignore[union-attr]
     assert got == bodies
 
 
-def test_budget_is_shared_and_a_dropped_state_frees_its_part(tmp_path: Path) -> None:
-    space = SwapSpace(tmp_path / "swap", 16 * KIB)
+def test_budget_is_shared_and_a_dropped_state_frees_its_part(tmp_path: Path, driver: str) -> None:
+    space = SwapSpace(tmp_path / "swap", 16 * KIB, driver)
     a, b = StateMachine(space.store()), StateMachine(space.store())
     bodies_a = fill(a, 50)
     bodies_b = fill(b, 50)

@@ -236,18 +236,18 @@ def test_a_snapshot_holds_every_uow_and_the_clock() -> None:
     assert again.uows.clock == 7.9
 
 
-def test_indexes_on_disk_keep_the_uows_across_a_reopen(tmp_path: Path) -> None:
+def test_indexes_on_disk_keep_the_uows_across_a_reopen(tmp_path: Path, driver: str) -> None:
     from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
-    from strongroom.persistence.storage import RocksStorage
+    from strongroom.persistence.storage import DiskStorage
 
-    storage = RocksStorage(tmp_path / "db", sync=False, state_families=STATE_COLUMN_FAMILIES)
+    storage = DiskStorage(tmp_path / "db", sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
     disk, mem = DiskStateMachine.open(storage), StateMachine()
     settle = rpb.LogEntry(index=1, epoch=1, ops=[op(OpKind.RECEIVER_COMMIT, "delivered", receiver="r", clock=8.0)])
     for sm in (disk, mem):
         _busy_state(sm)
         sm.apply_entry(settle)
     storage.close()
-    storage = RocksStorage(tmp_path / "db", sync=False, state_families=STATE_COLUMN_FAMILIES)
+    storage = DiskStorage(tmp_path / "db", sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
     try:
         reopened = DiskStateMachine.open(storage)
         assert _view(reopened.uows) == _view(mem.uows)

@@ -54,3 +54,62 @@ def test_a_uow_op_wrapped_as_bytes_parses_as_the_operation() -> None:
                    definition=rpb.UowDefinition(store="s", destination="d.queue", persistent=True, lifetime=60))
     op.messages.extend(cpb.Message(body=b"y" * n) for n in (100, 200))
     assert rpb.Operation.FromString(length_delimited(OPERATION_UOW, op.SerializeToString())) == rpb.Operation(uow=op)
+
+
+def test_a_forward_batch_spliced_from_encoded_messages_is_the_batch() -> None:
+    """Routers join each message (encoded once, without origin) with its origin; sequences on
+    both sides of the varint lengths (1, 2, 3 and 4 bytes)."""
+    from strongroom.api.v1 import router_pb2 as fpb
+    from strongroom.wire import forwarded_message, origin_head
+
+    expected = fpb.ForwardBatch(batch_id=7, from_cluster="london", destination="wide.a")
+    parts = [fpb.ForwardBatch(batch_id=7, from_cluster="london", destination="wide.a").SerializeToString()]
+    previous = 0
+    for i, seq in enumerate((1, 127, 128, 16_383, 16_384, 2_097_152, 268_435_456)):
+        m = cpb.Message(body=bytes([i]) * (90 + 20 * i), fields={"n": cpb.FieldValue(int_value=i)})
+        parts += forwarded_message(m.SerializeToString(), origin_head("london", "wide"), seq, previous)
+        m.origin.CopyFrom(cpb.Origin(cluster="london", store="wide", sequence=seq, previous=previous))
+        expected.messages.append(m)
+        previous = seq
+    assert fpb.ForwardBatch.FromString(b"".join(parts)) == expected
+
+
+def test_a_forwarded_message_passed_on_carries_the_publishers_id_not_its_own() -> None:
+    """The receiving router's request: the forwarded bytes with its publisher's id appended,
+    which a parser takes over an id the bytes carried."""
+    from strongroom.api.v1 import messaging_pb2 as mpb
+    from strongroom.wire import producer_id_field, publish_request
+
+    origin = cpb.Origin(cluster="london", store="wide", sequence=70_000, previous=69_999)
+    forwarded = cpb.Message(body=b"x" * 1024, producer_id="publisher-at-london", sequence=5, origin=origin)
+    head = mpb.PublishRequest(destination="wide.a", mode=mpb.PUBLISH_MODE_STORE_CONFIRM_SEND).SerializeToString()
+    for seq in (1, 300, 3_000_000):
+        raw = publish_request(head, forwarded.SerializeToString(), producer_id_field("router-at-rio"), seq)
+        (request,) = mpb.PublishBatch.FromString(raw).requests
+        assert request == mpb.PublishRequest(
+            destination="wide.a", mode=mpb.PUBLISH_MODE_STORE_CONFIRM_SEND, correlation_id=seq,
+            message=cpb.Message(body=b"x" * 1024, producer_id="router-at-rio", sequence=seq, origin=origin))
+
+
+def test_encoded_deliveries_are_the_subscribe_response_the_servicer_built() -> None:
+    """Deliveries leave the leader as bytes joined from each stored message's encoding; they are
+    the bytes of the SubscribeResponse built field by field (numbers at their default left
+    out, an empty message still set), and parse as it."""
+    from strongroom.api.v1 import messaging_pb2 as mpb
+    from strongroom.persistence.dispatcher import Delivered
+    from strongroom.persistence.servicer import subscribe_answer, subscribe_response
+
+    origin = cpb.Origin(cluster="london", store="wide", sequence=2**40, previous=7)
+    items = [
+        Delivered(1, cpb.Message(body=b"x" * 1024, producer_id="p", sequence=3), 1, "wide.bench", 1.7e9),
+        Delivered(2**33, cpb.Message(body=b"", origin=origin), 0, "", 0.0),
+        Delivered(300, cpb.Message(), 2**20, "prix.été", -1.5),
+        Delivered(0, cpb.Message(body=bytes(range(256)) * 3), 3, "wide.bench", 1e-9),
+    ]
+    encoded = subscribe_answer(items)
+    assert isinstance(encoded, bytes)
+    built = subscribe_response(items)
+    assert encoded == built.SerializeToString()
+    assert mpb.SubscribeResponse.FromString(encoded) == built
+    # Anything else of the outbox is the message it was.
+    assert subscribe_answer([]) == subscribe_response([])

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from strongroom.api.v1 import admin_pb2
+from strongroom.chaos import netloss
+from strongroom.chaos.clockshift import build_clock_shim, clock_env, set_offset
 from strongroom.chaos.fsync import CrashImage, build_shim, shim_env, simulate_crash, snapshot_sizes
 from strongroom.chaos.netproxy import Network, Proxy
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
@@ -50,6 +52,11 @@ class ClusterSpec:
     """Every member advertises its own inbound proxy (member-to-member partitions)."""
     proxy_etcd: bool = False
     """Every member reaches etcd through a proxy of its own (member-to-etcd partitions)."""
+    packet_faults: bool = False
+    """Packets on the loopback are dropped and duplicated (`chaos.netloss`: needs a network
+    namespace of its own and iptables)."""
+    clock_shift: bool = False
+    """Members run with the clock shim: `step_clock` steps a member's real-time clock."""
     fsync_journal: bool = False
     """Members journal their fsyncs (lost un-fsynced writes)."""
     tmpfs_mb: int = 0
@@ -131,6 +138,7 @@ class ChaosCluster:
         self.link_proxy: dict[str, Proxy] = {}
         self.etcd_proxy: dict[str, Proxy] = {}
         self.shim: Path | None = None
+        self.clock_shim: Path | None = None
         self.baselines: dict[str, dict[str, int]] = {}
         self.mounts: list[Path] = []
         self.started_at: dict[str, float] = {}
@@ -190,6 +198,14 @@ class ChaosCluster:
                     self.link_proxy[n] = self.network.proxy(f"{n}-link", f"127.0.0.1:{self.link_listen[n]}")
                 if spec.proxy_etcd:
                     self.etcd_proxy[n] = self.network.proxy(f"{n}-etcd", self.etcd.endpoint)
+        if spec.packet_faults:
+            reason = netloss.unavailable_reason()
+            if reason is not None:
+                raise FaultUnavailable(reason)
+        if spec.clock_shift:
+            self.clock_shim = build_clock_shim(self.root / "clock")
+            if self.clock_shim is None:
+                raise FaultUnavailable("no C compiler: the clock shim cannot be built")
         if spec.fsync_journal:
             self.shim = build_shim(self.root / "fsync")
             if self.shim is None:
@@ -241,10 +257,19 @@ class ChaosCluster:
             self.journal(name).parent.mkdir(parents=True, exist_ok=True)
             self.baselines[name] = snapshot_sizes(data)
             env.update(shim_env(self.shim, self.journal(name), data))
+        if self.clock_shim is not None:
+            shift = clock_env(self.clock_shim, self.root / "clock" / f"{name}.offset")
+            if "LD_PRELOAD" in env:  # both shims: the loader takes a space-separated list
+                shift["LD_PRELOAD"] = f"{env['LD_PRELOAD']} {shift['LD_PRELOAD']}"
+            env.update(shift)
         self.procs[name] = spawn(args, self.log_path(name), extra_env=env,
                                  banner=f"=== start {name} at monotonic {time.monotonic():.3f}\n")
         self.paused.discard(name)
         self.started_at[name] = time.monotonic()
+
+    def step_clock(self, name: str, seconds: float) -> None:
+        """Step `name`'s real-time clock to `seconds` from the true time (needs `clock_shift`)."""
+        set_offset(self.root / "clock" / f"{name}.offset", seconds)
 
     def alive(self, name: str) -> bool:
         proc = self.procs.get(name)

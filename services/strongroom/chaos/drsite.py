@@ -18,7 +18,6 @@ import subprocess
 import time
 from pathlib import Path
 
-
 from strongroom.api.v1 import dr_pb2
 from strongroom.chaos.cluster import CLUSTER, ChaosCluster, ClusterSpec, realm_text
 from strongroom.chaos.losttail import LostTail, lost_tail

@@ -13,108 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
+import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from strongroom.chaos import netloss
 from strongroom.chaos.cluster import ChaosCluster, ClusterSpec
+from strongroom.chaos.context import Fault, FaultContext
 from strongroom.chaos.drsite import DrCluster
-from strongroom.chaos.history import INFO, History
+from strongroom.chaos.history import INFO
 from strongroom.chaos.losttail import lost_tail_events
 from strongroom.chaos.netproxy import RESET, STALL
-from strongroom.chaos.workload import Workload
-from strongroom.local.leader import NoLeader, wait_for_leader
 
 __all__ = ["FAULTS", "Fault", "FaultContext", "heal_everything"]
 
 FILLER = ".chaos-disk-filler"
-
-
-@dataclass
-class FaultContext:
-    """What a fault acts on and records into."""
-
-    cluster: ChaosCluster
-    history: History
-    workload: Workload
-    rng: random.Random
-    round: int = 0
-    first_shape: int = -1
-    leader_epoch: int = 0
-    """Epoch of the leader `leader()` last returned."""
-
-    @property
-    def ttl(self) -> float:
-        return float(self.cluster.spec.lease_ttl)
-
-    def note(self, detail: str, member: str | None = None, **values: Any) -> None:
-        """Record a fault step."""
-        self.history.record("nemesis", INFO, "fault", detail=detail, member=member, **values)
-
-    def fence(self, member: str, kind: str, start: float, end: float, detail: str) -> None:
-        """`member` must confirm nothing invoked (kind `invoked`) or answered (kind `completed`)
-        between `start` and `end`."""
-        self.history.record("nemesis", INFO, "fence", member=member, kind=kind, start=start, end=end, detail=detail)
-
-    async def leader(self, timeout: float = 15.0) -> str | None:
-        """The serving leader (its epoch in `leader_epoch`), or None if there is none within
-        `timeout`."""
-        try:
-            found = await wait_for_leader(self.cluster.answering, timeout)
-        except NoLeader:
-            self.history.record("nemesis", INFO, "violation",
-                                detail=f"no serving leader for {timeout:.0f}s between fault rounds")
-            return None
-        self.leader_epoch = found.epoch
-        return found.member
-
-    def expect_new_leader(self, within: float, after: str) -> asyncio.Task[None]:
-        """A leader of a newer epoch than `leader_epoch` must serve within `within` seconds;
-        if none does, a `violation` is recorded (the checker's liveness findings)."""
-        epoch = self.leader_epoch
-        start = time.monotonic()
-
-        async def watch() -> None:
-            try:
-                found = await wait_for_leader(self.cluster.answering, within - (time.monotonic() - start),
-                                              newer_than=epoch, interval=0.2)
-            except NoLeader:
-                self.history.record("nemesis", INFO, "violation", detail=(
-                    f"no leader of an epoch newer than {epoch} within {within:.0f}s after {after}"))
-                return
-            self.note(f"new leader {found.member} (epoch {found.epoch}) {time.monotonic() - start:.1f}s "
-                      f"after {after}", found.member)
-
-        return asyncio.create_task(watch())
-
-    def followers(self, leader: str) -> list[str]:
-        """Running members other than `leader`."""
-        return [n for n in self.cluster.names if n != leader and self.cluster.alive(n)]
-
-
-@dataclass
-class Fault:
-    """A named fault: the cluster it needs and one round of injection."""
-
-    name: str
-    description: str
-    spec: ClusterSpec = field(default_factory=ClusterSpec)
-
-    async def run(self, ctx: FaultContext, until: float) -> None:
-        """Rounds until `until` (a round that started finishes)."""
-        while time.monotonic() < until:
-            ctx.round += 1
-            await self.round(ctx)
-
-    async def round(self, ctx: FaultContext) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    async def after_heal(self, ctx: FaultContext) -> list[str]:
-        """Checks once everything was healed, before publishing stops; what failed (none by
-        default)."""
-        return []
 
 
 class KillLeader(Fault):
@@ -190,6 +104,41 @@ class PauseLeader(Fault):
         ctx.note("SIGCONT", leader)
         ctx.fence(leader, "invoked", t0, t1, "paused past its lease")
         await asyncio.sleep(3.0)
+
+
+class ClockJump(Fault):
+    """Step the real-time clock of the leader (odd rounds) or of every member (even rounds)
+    minutes ahead or behind, hold, step it back; the monotonic clock runs on."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        cluster = ctx.cluster
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        jump = ctx.rng.choice([-1, 1]) * ctx.rng.uniform(60, 600)
+        victims = [leader] if ctx.round % 2 == 1 else list(cluster.names)
+        for name in victims:
+            cluster.step_clock(name, jump)
+        ctx.note(f"real-time clock of {', '.join(victims)} stepped {jump:+.0f}s", leader)
+        await asyncio.sleep(ctx.ttl + 2.0)
+        for name in victims:
+            cluster.step_clock(name, 0.0)
+        ctx.note("clocks stepped back", leader)
+        await asyncio.sleep(1.0)
+
+
+class PacketLoss(Fault):
+    """Drop 2-15% and duplicate 0-5% of the packets on the loopback (every connection: clients,
+    members, the replication link, etcd) for TTL+3s, then heal."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        loss, duplicate = ctx.rng.uniform(0.02, 0.15), ctx.rng.uniform(0.0, 0.05)
+        netloss.impair(loss, duplicate)
+        ctx.note(f"packets on the loopback: {loss:.0%} dropped, {duplicate:.0%} duplicated")
+        await asyncio.sleep(ctx.ttl + 3.0)
+        netloss.clear()
+        ctx.note("packets healed")
+        await asyncio.sleep(2.0)
 
 
 class PartitionEtcd(Fault):
@@ -307,6 +256,25 @@ class EtcdDown(Fault):
         if leader is not None:
             ctx.fence(leader, "completed", t0 + ctx.ttl, t1, "etcd unavailable longer than the lease")
         await ctx.expect_new_leader(3 * ctx.ttl + 3, "etcd came back")
+
+
+class EtcdDataLoss(Fault):
+    """etcd stopped, its data directory removed, started again on the same port: its revisions
+    start from 1 again, below every epoch the members promised; the realm, leader keys,
+    registrations and stored-state keys are gone."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        cluster = ctx.cluster
+        leader = await ctx.leader()
+        cluster.stop_etcd()
+        shutil.rmtree(cluster.root / "etcd" / "etcd", ignore_errors=True)
+        ctx.note(f"etcd stopped and its data removed (leader {leader}, epoch {ctx.leader_epoch})")
+        cluster.restart_etcd()
+        ctx.note("etcd back, empty")
+        # The leader's lease went with etcd's data: it steps down at its next renewal. A new
+        # leader (it may be the same member) must serve with an epoch above the old one.
+        await ctx.expect_new_leader(3 * ctx.ttl + 3, "etcd lost its data")
+        await asyncio.sleep(2.0)
 
 
 class LoseUnsynced(Fault):
@@ -502,7 +470,11 @@ async def heal_everything(ctx: FaultContext) -> None:
         cluster.resume_etcd()
     if not cluster.etcd_running():
         cluster.restart_etcd()
+    if cluster.spec.packet_faults:
+        netloss.clear()
     for name in cluster.names:
+        if cluster.clock_shim is not None:
+            cluster.step_clock(name, 0.0)
         if cluster.spec.tmpfs_mb:
             free_disk(cluster.data_dir(name))
         if name in cluster.paused:
@@ -522,7 +494,15 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
                   ClusterSpec(proxy_etcd=True)),
     PartitionMembers("partition-members", "isolate the leader / isolate a follower / bridge / 200ms delay, "
                      "TTL+3s each (reset or stall)", ClusterSpec(proxy_members=True)),
+    ClockJump("clock-jump", "the leader's (odd rounds) or every member's (even rounds) real-time clock stepped "
+              "1-10 min ahead or behind for TTL+2s, then back (LD_PRELOAD shim; the monotonic clock runs on)",
+              ClusterSpec(clock_shift=True)),
+    PacketLoss("packet-loss", "2-15% of the loopback's packets dropped and 0-5% duplicated for TTL+3s (iptables in a "
+               "network namespace of its own: tests/chaos/test_packet_loss.py runs it under unshare -n)",
+               ClusterSpec(packet_faults=True)),
     EtcdDown("etcd-down", "etcd SIGSTOPped or stopped for TTL+2s, then back on the same port and data"),
+    EtcdDataLoss("etcd-data-loss", "etcd stopped, its data dir removed, back on the same port empty; a leader "
+                 "of an epoch above the old one within 3*TTL+3s"),
     LoseUnsynced("lose-unsynced-sync", "machine crash of a member: every byte not fsynced dropped (disk-sync)",
                  ClusterSpec(fsync_journal=True, compact_after_entries=300)),
     LoseUnsynced("lose-unsynced-async", "machine crash of a member: every byte not fsynced dropped "

@@ -105,15 +105,16 @@ int rename(const char *from, const char *to) {
 """
 
 
-def build_shim(out_dir: Path) -> Path | None:
-    """Compile the shim into `out_dir`; None if no C compiler works here."""
+def build_shim(out_dir: Path, source: str = SHIM_SOURCE, name: str = "fsync_journal") -> Path | None:
+    """Compile a shim (this one by default; `chaos.clockshift`'s too) into `out_dir` as
+    `name`.so; None if no C compiler works here."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None
     out_dir.mkdir(parents=True, exist_ok=True)
-    src = out_dir / "fsync_journal.c"
-    lib = out_dir / "fsync_journal.so"
-    src.write_text(SHIM_SOURCE)
+    src = out_dir / f"{name}.c"
+    lib = out_dir / f"{name}.so"
+    src.write_text(source)
     done = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"],
                           check=False, capture_output=True, text=True)
     return lib if done.returncode == 0 and lib.exists() else None

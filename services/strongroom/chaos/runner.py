@@ -28,6 +28,7 @@ from strongroom.chaos.cluster import ChaosCluster, FaultUnavailable
 from strongroom.chaos.drsite import DrCluster
 from strongroom.chaos.faults import FAULTS, FaultContext, heal_everything
 from strongroom.chaos.history import INFO, History
+from strongroom.chaos.pairs import fault_named, random_pairs
 from strongroom.chaos.workload import Workload, WorkloadConfig
 
 __all__ = ["ScenarioResult", "format_table", "main", "run_scenario", "run_scenario_sync"]
@@ -94,7 +95,7 @@ async def _monitor(cluster: ChaosCluster, history: History) -> None:
 async def run_scenario(fault_name: str, seconds: float, root: Path, seed: int = 1,
                        config: WorkloadConfig | None = None) -> ScenarioResult:
     """One scenario in `root` (created); the cluster is gone when this returns."""
-    fault = FAULTS[fault_name]
+    fault = fault_named(fault_name)
     root.mkdir(parents=True, exist_ok=True)
     result = ScenarioResult(fault_name, seconds, root)
     started = time.monotonic()
@@ -190,7 +191,7 @@ async def _run_all(names: list[str], seconds: float, out: Path, seed: int,
     # One event loop for every scenario: grpc.aio does not like a new loop per scenario.
     results = []
     for i, name in enumerate(names):
-        print(f"[{i + 1}/{len(names)}] {name}: {FAULTS[name].description} ({seconds:.0f}s)", flush=True)
+        print(f"[{i + 1}/{len(names)}] {name}: {fault_named(name).description} ({seconds:.0f}s)", flush=True)
         res = await run_scenario(name, seconds, out / name, seed=seed + i, config=config)
         results.append(res)
         print(res.describe() if not res.passed else f"    {'skipped' if res.skipped else 'passed'} "
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="fault time per scenario (default 15, env CHAOS_SECONDS)")
     parser.add_argument("--faults", default=os.environ.get("CHAOS_FAULTS", ",".join(FAULTS)),
                         help="comma-separated fault names (default: all): " + ", ".join(FAULTS))
+    parser.add_argument("--pairs", type=int, default=int(os.environ.get("CHAOS_PAIRS", "0")),
+                        help="also this many pairs of faults at once, drawn with --seed (env CHAOS_PAIRS; "
+                             "a pair can be named too: kill-leader+etcd-down)")
     parser.add_argument("--seed", type=int, default=int(os.environ.get("CHAOS_SEED", "1")))
     parser.add_argument("--rate", type=float, default=WorkloadConfig.rate, help="messages/s per publisher")
     parser.add_argument("--out", type=Path, default=None,
@@ -213,10 +217,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    names = [n.strip() for n in args.faults.split(",") if n.strip()]
-    unknown = [n for n in names if n not in FAULTS]
-    if unknown:
-        parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+    names = [n.strip() for n in args.faults.split(",") if n.strip()] + random_pairs(args.pairs, args.seed)
+    for n in names:
+        try:
+            fault_named(n)
+        except KeyError as exc:
+            parser.error(str(exc.args[0]))
     out = args.out or Path(tempfile.mkdtemp(prefix="strongroom-chaos-"))
     results = asyncio.run(_run_all(names, args.seconds, out, args.seed, WorkloadConfig(rate=args.rate)))
     print()

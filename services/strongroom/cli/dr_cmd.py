@@ -5,18 +5,25 @@
     strongroom dr manifest --cluster C [-s HOST:PORT,...] [--from N] [--out FILE] [--json]
     strongroom dr demote --cluster C [-s HOST:PORT,...] [--manifest FILE | --no-manifest] [--json]
 
-`dr status`: how far each cluster's standby set is behind its primary.
+`dr status`: what each DR service does, and how far each cluster's standby set is behind its
+primary.
 
-Asks each DR service (`DrService.Status`, the `strongroom-dr` at a standby site): the primary's
-commit index as its committed-entry stream last said, the standby's last index, the entries and
-seconds behind, the primary member being read, and how often the stream was opened again or
-shipping started over. The DR services are the `--dr` addresses, else the ones the local state
-file lists (`strongroom up` with a realm whose clusters have standby sets). Design: docs/dr.md.
+Asks each DR service (`DrService.Status`, the `strongroom-dr` at each site of a cluster with a
+standby set): its site's DR role and generation and what it does for it (shipping, nothing at a
+primary, fencing the old primary after an activation, nothing while fenced); shipping, the
+primary's commit index as its committed-entry stream last said, the standby's last index, the
+entries, messages and seconds behind (messages: those the primary had stored through its applied
+index, against the standby's through its own), the primary member being read, and how often the
+stream was opened again or shipping started over. The DR services are the `--dr` addresses, else
+the ones the local state file lists (`strongroom up` with a realm whose clusters have standby sets
+runs one at each of their sites). Design: docs/dr.md.
 
 `dr activate`: the primary site is lost; make the standby site the cluster's primary
-(`DrService.Activate`, docs/dr.md) and print the tail loss: the old primary's last commit index
-heard, the last index the new primary holds, and the entries between (a lower bound unless the
-activation was a planned switchover). Refused while the primary answers and has a leader, unless
+(`DrService.Activate` at the DR service of the site that is the standby now: of the state file's,
+the one whose site says so, else the standby site's; docs/dr.md) and print the tail loss: the old
+primary's last commit index heard, the last index the new primary holds, and the entries between
+and the messages they stored (lower bounds unless the activation was a planned switchover).
+Refused while the primary answers and has a leader, unless
 `--force` (then the primary is fenced and drained first: nothing is lost).
 
 `dr manifest` (at the old primary's site, once its disk is back and it is fenced): the lost
@@ -26,7 +33,8 @@ in `--out`, with the sums per store printed (`dr/manifest.py`).
 
 `dr demote` (at the fenced old primary's site): write the manifest (unless `--no-manifest`), then
 make the site the standby of the newer primary (`AdminService.Demote`): its members cut their
-logs back to the last shared index and the DR service at that site ships the rest. Members are
+logs back to the last shared index and the DR service at that site (`strongroom up` runs one at
+each site) ships the rest. Members are
 `-s` (or $STRONGROOM_ENDPOINTS, or the local state file's).
 
 Exit status: 0 every DR service answered (activated); 1 one did not (refused); 2 bad usage.
@@ -48,16 +56,42 @@ from strongroom.cli.common import (
     where_options,
 )
 
-__all__ = ["add_parsers", "site_member", "state_drs", "write_manifest"]
+__all__ = ["add_parsers", "fetch_dr_statuses", "print_dr", "site_member", "state_dr_sites", "state_drs",
+           "write_manifest"]
+
+
+def state_dr_sites(args: argparse.Namespace, cluster: str | None = None) -> list[tuple[str, str, str]]:
+    """(cluster, site, address) of every DR service of the local state file (of `cluster` only,
+    when given): the standby site's ("standby") and the primary site's ("primary")."""
+    from strongroom.local.statefile import dr_services, load_state
+
+    return dr_services(load_state(data_dir(args)) or {}, cluster)
 
 
 def state_drs(args: argparse.Namespace, cluster: str | None = None) -> list[str]:
-    """The DR service addresses of the local state file (of `cluster` only, when given)."""
-    from strongroom.local.launcher import load_state
+    """The DR service addresses of the local state file (of `cluster` only, when given), each
+    cluster's standby site's first."""
+    return [address for _, _, address in state_dr_sites(args, cluster)]
 
-    state = load_state(data_dir(args)) or {}
-    return [str(c["standby"]["dr"]["address"]) for name, c in state.get("clusters", {}).items()
-            if c.get("standby", {}).get("dr", {}).get("address") and cluster in (None, name)]
+
+def print_dr(address: str, st: Any, error: str, site: str = "", indent: str = "", label: str = "") -> None:
+    """One DR service's status in words (two lines while shipping), or why it gave none;
+    `label` names it (default: "dr CLUSTER at ADDRESS (SITE site)")."""
+    from strongroom.dr.describe import dr_state
+
+    at = f" ({site} site)" if site else ""
+    if st is None:
+        print(f"{indent}{label or f'dr at {address}{at}'}: unreachable ({error})")
+        return
+    print(f"{indent}{label or f'dr {st.cluster} at {address}{at}'}: {dr_state(st)}")
+    if st.state == "shipping":
+        print(f"{indent}  reading {st.primary_member or '(none)'} of {', '.join(st.primary)}; standby set "
+              f"{', '.join(st.standby)}; {st.reconnects} reconnects, {st.restarts} restarts")
+
+
+async def fetch_dr_statuses(addresses: list[str]) -> list[tuple[str, Any, str]]:
+    """Every DR service's status, or why it gave none: (address, status or None, error)."""
+    return await _fetch(addresses)
 
 
 async def _fetch(addresses: list[str]) -> list[tuple[str, Any, str]]:
@@ -83,36 +117,47 @@ def _refused(args: argparse.Namespace, address: str, what: str, err: Any) -> int
 
 
 async def _status(args: argparse.Namespace) -> int:
-    addresses = [a for raw in args.dr or [] for a in raw.split(",") if a] or state_drs(args)
+    addresses = [a for raw in args.dr or [] for a in raw.split(",") if a]
+    sites = {} if addresses else {address: site for _, site, address in state_dr_sites(args)}
+    addresses = addresses or list(sites)
     if not addresses:
         raise CliError("no DR service to ask: give --dr HOST:PORT, or start a realm with a standby set "
                        "(`strongroom up --realm examples/dr.yaml`)")
     replies = await _fetch(addresses)
     if args.json:
-        print_json([{"address": a, **proto_dict(s)} if s is not None else {"address": a, "error": e}
-                    for a, s, e in replies], indent=2)
+        print_json([{"address": a, **({"site": sites[a]} if a in sites else {}),
+                     **(proto_dict(s) if s is not None else {"error": e})} for a, s, e in replies], indent=2)
     else:
         for address, st, error in replies:
-            if st is None:
-                print(f"dr {address}: unreachable ({error})")
-                continue
-            print(f"dr {st.cluster} at {address}: {st.state}; standby at {st.standby_last_index}, primary commit "
-                  f"{st.primary_commit_index}: {st.entries_behind} entries, {st.seconds_behind:.1f} s behind")
-            print(f"  reading {st.primary_member or '(none)'} of {', '.join(st.primary)}; standby set "
-                  f"{', '.join(st.standby)}; {st.reconnects} reconnects, {st.restarts} restarts")
+            print_dr(address, st, error, sites.get(address, ""))
     return ExitCode.OK if all(s is not None for _, s, _ in replies) else ExitCode.FAILED
+
+
+async def _standby_dr(addresses: list[str]) -> str:
+    """Of a cluster's DR services (its standby site's first), the one at the site that is a
+    standby now (after a fail back, the old primary's); the first when none says so, which then
+    answers the activation with its refusal."""
+    if len(addresses) == 1:
+        return addresses[0]
+    for address, st, _ in await _fetch(addresses):
+        if st is not None and st.role == "standby":
+            return address
+    return addresses[0]
 
 
 async def _activate(args: argparse.Namespace) -> int:
     from strongroom.dr.transport import activate_at
     from strongroom.errors import StrongroomError
 
-    addresses = [a for raw in args.dr or [] for a in raw.split(",") if a] or state_drs(args, args.cluster)
-    if not addresses:
-        raise CliError.usage(f"cluster {args.cluster!r} has no standby set with a DR service here: give --dr HOST:PORT "
-                       f"(the DR service at the cluster's standby site)")
+    addresses = [a for raw in args.dr or [] for a in raw.split(",") if a]
     if len(addresses) > 1:
         raise CliError.usage(f"activate one cluster at one DR service, not {', '.join(addresses)}")
+    if not addresses:
+        listed = state_drs(args, args.cluster)
+        if not listed:
+            raise CliError.usage(f"cluster {args.cluster!r} has no standby set with a DR service here: give --dr "
+                                 f"HOST:PORT (the DR service at the cluster's standby site)")
+        addresses = [await _standby_dr(listed)]
     try:
         answer = await activate_at(addresses[0], args.cluster, args.force, args.timeout)
     except StrongroomError as err:
@@ -123,7 +168,8 @@ async def _activate(args: argparse.Namespace) -> int:
         print(answer.summary)
         print(f"  generation {answer.generation}; old primary commit {answer.primary_commit_index}, held here "
               f"{answer.standby_last_index}: {'exactly' if answer.exact else 'at least'} "
-              f"{answer.entries_lost_at_least} entries lost")
+              f"{answer.entries_lost_at_least} entries, {answer.messages_lost_at_least} stored messages and "
+              f"{answer.acks_lost_at_least} acknowledgments lost")
     return ExitCode.OK
 
 
@@ -211,8 +257,8 @@ async def _demote(args: argparse.Namespace) -> int:
     else:
         print(f"cluster {args.cluster} at this site: the standby of the primary of generation {answer.generation} "
               f"({', '.join(answer.primary)}); its members cut their logs back to index {answer.since_index} "
-              f"({status.member} held {answer.last_index}); run the DR service here to ship the rest "
-              f"(strongroom-dr --etcd THIS_SITE_ETCD --cluster {args.cluster})")
+              f"({status.member} held {answer.last_index}); the DR service at this site ships the rest (`strongroom "
+              f"up` runs one; elsewhere: strongroom-dr --etcd THIS_SITE_ETCD --cluster {args.cluster})")
     return ExitCode.OK
 
 
@@ -221,7 +267,8 @@ def add_parsers(sub: Any) -> None:
     common = where_options(servers=False)
     group = add_command_group(sub, "dr", common, "disaster recovery: standby sets and their DR services",
                               "The DR services that ship each cluster's committed log to its standby set.")
-    p = group.add_parser("status", parents=[common], help="how far each standby set is behind its primary")
+    p = group.add_parser("status", parents=[common],
+                         help="what each DR service does; how far each standby set is behind its primary")
     p.add_argument("--dr", action="append", metavar="HOST:PORT,...",
                    help="DR service addresses (default: those of the local state file)")
     p.add_argument("--json", action="store_true", help="each DR service's raw status as JSON")

@@ -13,6 +13,7 @@
     strongroom uow status ID [--json]
     strongroom uow subscribe|unsubscribe TOPIC NAME [--json];  strongroom uow subscriptions [TOPIC] [--json]
     strongroom map put|create|update|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
+    strongroom store status|disconnect|connect|allow-new --cluster C [--reason TEXT] [--json]
     strongroom realm apply|get|validate|history ...
     strongroom drill failover --platform local [--messages N] [--json]
     strongroom drill failover --platform kubernetes --namespace NS --release NAME [--cluster C]
@@ -54,6 +55,7 @@ from strongroom.cli import (
     publish_cmd,
     router_cmd,
     status_cmd,
+    store_cmd,
     subscribe_cmd,
     uow_cmd,
 )
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, uow_cmd, drill_cmd, bench_cmd,
-                   metrics_cmd, router_cmd, dr_cmd):
+                   metrics_cmd, router_cmd, dr_cmd, store_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers

@@ -3,7 +3,8 @@
     strongroom router status [--router HOST:PORT,...] [--json]
 
 Asks each router (`RouterService.Status`): whether it is its cluster's active replica, and per
-neighbour cluster whether the interest exchange with it works, what it forwarded there, what waits
+neighbour cluster whether the interest exchange with it works, what it forwarded there (stored
+there once; and after failures, what it sent again and what the neighbour held already), what waits
 at this cluster to be forwarded there (and for how long the oldest has waited), and the last
 origin sequence the neighbour confirmed storing per origin and destination. A route with messages
 waiting and no working link reads STUCK, never "lag 0". The routers are the `--router` addresses,
@@ -85,7 +86,10 @@ def print_routers(replies: list[tuple[str, Any, str]]) -> None:
                 waiting += f" (oldest {_age(peer.oldest_waiting_seconds)})"
                 if not peer.connected:
                     waiting += " STUCK"
-            print(f"  route to {peer.cluster} ({peer.address}): {link}; {peer.forwarded_messages} forwarded, "
+            again = ""
+            if peer.resent_messages or peer.duplicate_messages:
+                again = f" ({peer.resent_messages} re-sent, {peer.duplicate_messages} held there already)"
+            print(f"  route to {peer.cluster} ({peer.address}): {link}; {peer.forwarded_messages} forwarded{again}, "
                   f"{waiting}, {peer.received_messages} received from it; stores {', '.join(peer.stores) or '-'}")
             if peer.last_error:
                 print(f"    last error: {peer.last_error}")
@@ -94,7 +98,8 @@ def print_routers(replies: list[tuple[str, Any, str]]) -> None:
                 print(f"    {peer.cluster} holds {mark.destination} from {mark.cluster} up to origin sequence "
                       f"{mark.sequence}{when}")
         for record in status.interest:
-            wants = ", ".join(sorted({f"{i.store}/{i.destination}" for i in record.interests})) or "nothing"
+            wants = ", ".join(sorted({f"{i.store}/endpoints (via {i.destination})" if i.content
+                                      else f"{i.store}/{i.destination}" for i in record.interests})) or "nothing"
             print(f"  interest of {record.cluster} (version {record.version}): {wants}")
 
 

@@ -1,16 +1,19 @@
 """`strongroom status`: every member's view of its cluster (leader, epoch, commit and applied
 index, how each member gets its appends, the units-of-work pseudo-clock) and each store's
-settings, units of work, origin marks (a routed store) and durables."""
+settings, units of work, origin marks (a routed store) and durables; with the local state file,
+the routers and, per site of a cluster with a standby set, its DR service's state (`--json`:
+each member's `dr_service`, the DR service of the member's site)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from strongroom.api.v1 import common_pb2
+from strongroom.api.v1 import admin_pb2, common_pb2
 from strongroom.cli.common import (
     CliError,
     ExitCode,
@@ -24,7 +27,7 @@ from strongroom.cli.common import (
 from strongroom.cli.router_cmd import fetch_router_statuses, print_routers, state_routers
 from strongroom.realm.zones import ROUTE_DURABLE_PREFIX
 
-__all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes"]
+__all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes", "store_line"]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -32,22 +35,45 @@ def cmd_status(args: argparse.Namespace) -> int:
     return asyncio.run(_status(args))
 
 
+DrSites = dict[tuple[str, bool], tuple[str, Any, str]]
+"""Per (cluster, whether the site runs its standby set): its DR service's (address, status or
+None, error)."""
+
+
+async def _dr_sites(args: argparse.Namespace) -> DrSites:
+    """The DR service of each site of the local state file's clusters, asked for its status."""
+    from strongroom.cli.dr_cmd import fetch_dr_statuses, state_dr_sites
+
+    listed = state_dr_sites(args)
+    replies = await fetch_dr_statuses([address for _, _, address in listed])
+    return {(cluster, site == "standby"): reply for (cluster, site, _), reply in zip(listed, replies, strict=True)}
+
+
+def _dr_json(reply: tuple[str, Any, str]) -> dict[str, Any]:
+    address, st, error = reply
+    return {"address": address, **(proto_dict(st) if st is not None else {"error": error})}
+
+
 async def _status(args: argparse.Namespace) -> int:
     from strongroom.local.launcher import fetch_statuses
 
     endpoints = resolve_endpoints(args)
+    drs: DrSites = {}
     if explicit_servers(args) is None:
         # The local state file's standby sets too (clients are never given them: they serve none).
         from strongroom.local.launcher import load_state, standby_endpoints
 
         state = load_state(data_dir(args)) or {}
         endpoints += [a for a in standby_endpoints(state) if a not in endpoints]
+        drs = await _dr_sites(args)
     replies = await fetch_statuses(endpoints, timeout=3.0)
     if args.json:
         out: list[dict[str, Any]] = []
         for r in replies:
             if r.status is not None:
-                out.append({"endpoint": r.endpoint, **proto_dict(r.status)})
+                dr = drs.get((r.status.cluster, r.status.standby))
+                out.append({"endpoint": r.endpoint, **proto_dict(r.status),
+                            **({"dr_service": _dr_json(dr)} if dr is not None else {})})
             else:
                 out.append({"endpoint": r.endpoint, "error": r.error})
         print(json.dumps(out, indent=2))
@@ -56,14 +82,17 @@ async def _status(args: argparse.Namespace) -> int:
         for r in replies:
             say_error(f"{r.endpoint}: {r.error}")
         raise CliError("no member answered")
-    _print_status(replies)
+    _print_status(replies, drs)
     routers = state_routers(args) if explicit_servers(args) is None else []
     if routers:
         print_routers(await fetch_router_statuses(routers))
     return ExitCode.OK
 
 
-def _print_status(replies: Sequence[Any]) -> None:
+def _print_status(replies: Sequence[Any], drs: DrSites | None = None) -> None:
+    from strongroom.cli.dr_cmd import print_dr
+
+    drs = drs or {}
     by_cluster: dict[str, list[Any]] = {}
     for r in replies:
         if r.status is not None:
@@ -73,6 +102,9 @@ def _print_status(replies: Sequence[Any]) -> None:
     errors = {r.endpoint: r.error for r in replies if r.status is None}
     listed: set[str] = set()
     for cluster, rs in by_cluster.items():
+        shared = [r for r in rs if r.status.HasField("shared_store")]
+        # A shared store's standby is listed on its own line below, not as the member.
+        rs = [r for r in rs if r.status.shared_store.run_mode != "standby"] or rs
         statuses = [r.status for r in rs]
         leaders = [s for s in statuses if s.role == "leader"]
         ref = leaders[0] if leaders else max(statuses, key=lambda s: (s.epoch, s.commit_index))
@@ -81,18 +113,32 @@ def _print_status(replies: Sequence[Any]) -> None:
         print(f"cluster {cluster}: leader {leader or '(none)'}, epoch {ref.epoch}, "
               f"commit index {ref.commit_index}, storage {ref.storage or '?'}, realm version {ref.realm_version}, "
               f"uow clock {ref.uow_clock:.1f} s")
+        if ref.HasField("persistent_store"):
+            print(f"  {store_line(ref.persistent_store)}")
+        for r in shared:  # a shared store's instances (docs/store-operations.md), each as it answers
+            inst = r.status.shared_store
+            doing = f": {inst.state}" if inst.state else ""
+            print(f"  shared store instance {r.endpoint}: {inst.run_mode}{doing} (partner {inst.partner_address}, "
+                  f"store {inst.store_id or 'new'}, control interval {inst.control_interval_seconds:g} s)")
         if ref.dr_role and (ref.dr_role != "primary" or ref.generation or ref.standby):
             fenced = f", superseded by generation {ref.newer_generation}" if ref.dr_role == "fenced" else ""
             print(f"  DR role at this site: {ref.dr_role}, generation {ref.generation}{fenced}")
         if ref.standby and ref.primary_commit_index:
             behind = max(0, ref.primary_commit_index - ref.last_index)
-            print(f"  behind the primary: {behind} entries, {ref.seconds_behind_primary:.1f} s "
-                  f"(primary commit index {ref.primary_commit_index})")
+            print(f"  behind the primary: {behind} entries, {ref.seconds_behind_primary:.1f} s, "
+                  f"{ref.messages_behind_primary} messages (primary commit index {ref.primary_commit_index})")
+        dr = drs.get((ref.cluster, ref.standby))
+        if dr is not None:  # the DR service of this set's site
+            print_dr(*dr, indent="  ", label=f"DR service at this site ({dr[0]})")
         names = [m.name for m in ref.members] or sorted(own)
         addresses = {r.status.member: r.endpoint for r in rs}
         addresses.update({m.name: m.address for m in ref.members if m.address})
         match = {m.name: m.match_index for m in ref.members}
         via = {m.name: m.replication for m in ref.members}
+        # Who cannot write its storage: as the member itself says, else as the leader heard.
+        cannot = {m.name: (m.cannot_store, m.cannot_store_since) for m in ref.members if m.cannot_store}
+        cannot.update({m.name: (m.cannot_store, m.cannot_store_since) for s in statuses for m in s.members
+                       if m.name == s.member and m.cannot_store})
         print(f"    {'MEMBER':<12} {'ADDRESS':<22} {'ROLE':<11} {'COMMIT':>8} {'APPLIED':>8} {'MATCH':>8} "
               f"{'APPENDS':<7}")
         for name in names:
@@ -103,6 +149,8 @@ def _print_status(replies: Sequence[Any]) -> None:
             if s is None:
                 why = f"  ({errors[address].split(':', 1)[0]})" if address in errors else ""
                 print(f"  {mark} {name:<12} {address:<22} {'unreachable':<11}{why}")
+                if name in cannot:
+                    print(f"      {name}: CANNOT STORE {storage_since(cannot[name][1])}: {cannot[name][0]}")
                 continue
             m_index = str(match.get(name, "")) if leaders else ""
             appends = via.get(name, "") if leaders else ""
@@ -111,6 +159,8 @@ def _print_status(replies: Sequence[Any]) -> None:
                   f"{m_index:>8} {appends:<7}{behind}")
             if s.apply_stopped:
                 print(f"      {name}: {s.apply_stopped}")
+            if name in cannot:
+                print(f"      {name}: CANNOT STORE {storage_since(cannot[name][1])}: {cannot[name][0]}")
         if ref.indexes_on_disk or ref.memory_budget_bytes:
             print(f"  indexes on disk {str(ref.indexes_on_disk).lower()}, memory budget "
                   f"{human_bytes(ref.memory_budget_bytes) if ref.memory_budget_bytes else '-'}")
@@ -148,6 +198,39 @@ def _print_status(replies: Sequence[Any]) -> None:
     for r in replies:
         if r.endpoint not in answered and r.endpoint not in listed:
             print(f"unreachable: {r.endpoint} ({r.error})")
+
+
+_STORE_STATES = {admin_pb2.PERSISTENT_STORE_STATE_AVAILABLE: "available",
+                 admin_pb2.PERSISTENT_STORE_STATE_UNAVAILABLE: "UNAVAILABLE",
+                 admin_pb2.PERSISTENT_STORE_STATE_NO_NEW_UOW: "NO NEW UNITS OF WORK"}
+
+
+def store_line(ps: Any) -> str:
+    """A cluster's persistent store (a PersistentStore) on one line: its state, since when and why,
+    what it holds against its capacity, and the command that lifts the state."""
+    text = f"persistent store: {_STORE_STATES.get(ps.state, '?')}"
+    if ps.since:
+        text += f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(ps.since))}"
+    if ps.reason:
+        text += f" ({ps.reason})"
+    if ps.capacity_messages or ps.capacity_bytes:
+        bounds = [f"{ps.messages} of {ps.capacity_messages} messages"] if ps.capacity_messages else []
+        bounds += [f"{human_bytes(ps.bytes)} of {human_bytes(ps.capacity_bytes)}"] if ps.capacity_bytes else []
+        text += f"; holds {', '.join(bounds)}" + (" (OVER CAPACITY)" if ps.over_capacity else "")
+    for failure in ps.cannot_store:
+        text += f"; {failure.member} CANNOT STORE {storage_since(failure.since)}: {failure.cannot_store}"
+    if ps.state == admin_pb2.PERSISTENT_STORE_STATE_UNAVAILABLE and ps.cause == admin_pb2.PERSISTENT_STORE_CAUSE_DISK:
+        text += "; commands that need persistence are refused until a majority of the members can store again"
+    elif ps.state == admin_pb2.PERSISTENT_STORE_STATE_UNAVAILABLE:
+        text += f"; commands that need persistence are refused: `strongroom store connect --cluster {ps.cluster}`"
+    elif ps.state == admin_pb2.PERSISTENT_STORE_STATE_NO_NEW_UOW:
+        text += f"; producing commands are refused: `strongroom store allow-new --cluster {ps.cluster}`"
+    return text
+
+
+def storage_since(since: float) -> str:
+    """Since when a member cannot store, in words."""
+    return f"since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}" if since else "now"
 
 
 # Origin marks shown on a store's line; `--json` lists them all.

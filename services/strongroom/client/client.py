@@ -50,6 +50,10 @@ MAX_SHARED_PUBLISHERS = 64
 SHARED_UOW_WINDOW = 64
 MAX_SHARED_UOW_SENDERS = 64
 
+_STORE_ACTIONS = {"disconnect": "DisconnectPersistentStore", "connect": "ConnectPersistentStore",
+                  "allow-new": "AllowNewUnitsOfWork"}
+"""An operator's store operations and their AdminService calls."""
+
 UowKey = tuple[str, bool | None, bool | None, float | None, int | None]
 """A shared UOW sender's destination and options (persistent, persistent_status, lifetime,
 status_lifetime_multiple)."""
@@ -77,8 +81,16 @@ class Client:
 
     @property
     def endpoints(self) -> list[str]:
-        """The member addresses the client was given."""
+        """The member addresses the client was given (or moved to by `set_endpoints`)."""
         return self.connection.endpoints
+
+    async def set_endpoints(self, endpoints: str | Sequence[str]) -> None:
+        """The cluster's members are now at `endpoints` (a process that follows their
+        registrations: a member moved, one was added): later calls, and the retries of calls
+        under way, go there; channels to addresses no longer listed are closed (a call or stream
+        on one fails and is retried, subscriptions reopen)."""
+        for channel in self.connection.set_endpoints(endpoints):
+            await channel.close(grace=1.0)
 
     @property
     def timeout(self) -> float:
@@ -286,6 +298,40 @@ class Client:
             return reply
 
         return list((await connection.call_leader(call)).marks)
+
+    async def persistent_store(self, cluster: str = "") -> admin_pb2.PersistentStore:
+        """The cluster's persistent store: available, unavailable or taking no new units of work,
+        since when and why, what it holds against its capacity and which members cannot write
+        their own storage (docs/store-operations.md). The leader answers, from the record in the
+        cluster's etcd (any member while there is none)."""
+        req = admin_pb2.GetPersistentStoreRequest(cluster=cluster)
+        connection = self.connection
+
+        async def call(address: str) -> admin_pb2.PersistentStore:
+            reply: admin_pb2.PersistentStore = await connection.admin(address).GetPersistentStore(
+                req, timeout=connection.policy.timeout)
+            return reply
+
+        return await connection.call_leader(call)
+
+    async def change_persistent_store(self, action: str, cluster: str, reason: str = "") -> admin_pb2.PersistentStore:
+        """An operator's store operation on `cluster`: "disconnect" (commands that need
+        persistence are refused at once), "connect" (available again, taking no new units of
+        work) or "allow-new" (available); `reason` is recorded with the state. The leader
+        answers, enforcing the state first. StoreStateError when the store's state does not allow
+        it (nothing changed). Returns the store as it is then."""
+        rpc = _STORE_ACTIONS.get(action)
+        if rpc is None:
+            raise InvalidArgument(f"store action {action!r} is not one of {', '.join(_STORE_ACTIONS)}")
+        req = admin_pb2.ChangePersistentStoreRequest(cluster=cluster, reason=reason)
+        connection = self.connection
+
+        async def call(address: str) -> admin_pb2.PersistentStore:
+            reply: admin_pb2.PersistentStore = await getattr(connection.admin(address), rpc)(
+                req, timeout=connection.policy.timeout)
+            return reply
+
+        return await connection.call_leader(call)
 
     # --- status ----------------------------------------------------------------------------------
 

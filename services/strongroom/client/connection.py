@@ -1,6 +1,15 @@
 """The client's connection to one persistence cluster: the members' addresses, one gRPC channel
-per member, which member leads, and the one loop that runs a call against the leader through
-redirects and outages (`call_leader`, under the client's `RetryPolicy`).
+per member, which member leads, the highest DR generation seen, and the one loop that runs a
+call against the leader through redirects and outages (`call_leader`, under the client's
+`RetryPolicy`).
+
+A shared store's standard names its partner in the same metadata (`strongroom-partner`): the
+client adds it to the endpoints, so it follows a takeover by the standby by itself.
+
+The generation: every answer of the client API names the answering site's DR generation
+(metadata `strongroom-generation`), and every call names the highest one seen, so an old primary
+that was superseded without hearing of it refuses this client's writes (FENCED) instead of
+forking the history the client saw continue at the newer primary (persistence/generations.py).
 """
 
 from __future__ import annotations
@@ -8,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -16,6 +25,7 @@ from strongroom.api.v1 import admin_pb2_grpc
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
+from strongroom.grpcerrors import GENERATION_METADATA_KEY, PARTNER_METADATA_KEY
 from strongroom.errors import (
     ConnectionFailed,
     InvalidArgument,
@@ -45,6 +55,25 @@ class Connection:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._leader: str | None = None
         self._rotation = itertools.cycle(range(len(self.endpoints)))
+        self.generation = 0
+        """The highest DR generation an answer named (0: none yet)."""
+        self.metadata: tuple[tuple[str, str], ...] | None = None
+        """What every call sends: the generation seen (None until one was)."""
+
+    def set_endpoints(self, endpoints: str | Sequence[str]) -> list[grpc.aio.Channel]:
+        """The members are now at `endpoints` (a member moved, one was added or removed): later
+        calls go there. The leader is forgotten unless it is still among them. Returns the
+        channels to addresses no longer listed, for the caller to close."""
+        new = parse_endpoints(endpoints)
+        if not new:
+            raise InvalidArgument("no endpoints given")
+        if new == self.endpoints:
+            return []
+        self.endpoints = new
+        self._rotation = itertools.cycle(range(len(new)))
+        if self._leader not in new:
+            self._leader = None
+        return [self._channels.pop(a) for a in list(self._channels) if a not in new]
 
     def channel(self, address: str) -> grpc.aio.Channel:
         """The channel to one member (opened on first use, kept until `close`)."""
@@ -64,6 +93,35 @@ class Connection:
     def admin(self, address: str) -> admin_pb2_grpc.AdminServiceStub:
         """An AdminService stub for one member."""
         return admin_pb2_grpc.AdminServiceStub(self.channel(address))  # type: ignore[no-untyped-call]
+
+    def learn_generation(self, metadata: Sequence[tuple[str, Any]] | None) -> None:
+        """An answer's metadata: keep the generation it names if it is the highest seen, and
+        add the partner it names (a shared store's standard names its standby) to the
+        endpoints."""
+        for key, value in metadata or ():
+            if key == GENERATION_METADATA_KEY:
+                try:
+                    generation = int(value)
+                except (TypeError, ValueError):
+                    continue
+                if generation > self.generation:
+                    self.generation = generation
+                    self.metadata = ((GENERATION_METADATA_KEY, str(generation)),)
+            elif key == PARTNER_METADATA_KEY:
+                self.learn_partner(str(value))
+
+    def learn_partner(self, address: str) -> None:
+        """A shared store's standard named its partner (docs/store-operations.md): once the
+        standard is gone, the next attempts go there too."""
+        if address and address not in self.endpoints:
+            self.endpoints = [*self.endpoints, address]
+            self._rotation = itertools.cycle(range(len(self.endpoints)))
+
+    async def unary(self, call: grpc.aio.UnaryUnaryCall[Any, T]) -> T:
+        """The answer of a unary call made with `metadata`, its generation learnt."""
+        response = await call
+        self.learn_generation(await call.trailing_metadata())
+        return response
 
     def candidate(self) -> str:
         """Where to send the next call: the known leader, else the next endpoint."""
@@ -91,7 +149,8 @@ class Connection:
         and retrying retriable failures under the retry policy.
 
         `attempt` fails by raising a `grpc.RpcError` or a `StrongroomError`. A failure that is
-        not retriable, or retriable by the caller only (`caller_retries`: ORIGIN_GAP), is raised
+        not retriable, or retriable by the caller only (`retried_by_client` false: ORIGIN_GAP, a
+        persistent store an operator disconnected), is raised
         at once; one that outlasts the policy's timeout is raised then (a connection failure as
         `NoLeaderError`). When no member can be reached at all (every
         endpoint refused the connection) for the policy's `unreachable_timeout`, a retriable
@@ -109,7 +168,7 @@ class Connection:
             else:
                 self.note_leader(address)
                 return result
-            if not err.retriable or err.caller_retries:
+            if not err.retried_by_client:
                 raise err
             outage.failed(address, err)
             if self.note_failure(address, err):

@@ -52,7 +52,8 @@ class Map:
         timeout = self.connection.policy.timeout
 
         async def call(address: str) -> R:
-            return await method(self.connection.maps(address))(request, timeout=timeout)
+            conn = self.connection
+            return await conn.unary(method(conn.maps(address))(request, timeout=timeout, metadata=conn.metadata))
 
         return await self.connection.call_leader(call)
 

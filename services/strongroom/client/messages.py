@@ -94,6 +94,9 @@ class PublishResult(NamedTuple):
     confirmed: bool
     no_interest: bool = False
     """Confirmed, but not stored: no durable wants the topic (or endpoint) it went to."""
+    resent: bool = False
+    """A pipelined publisher sent it again on a new stream (a failover): a duplicate answer may
+    be for its own earlier attempt, which the leader before stored."""
 
     @property
     def stored(self) -> bool:

@@ -110,7 +110,7 @@ async def ack_sync(connection: Connection, destination: str, durable: str, seqs:
     timeout = connection.policy.timeout
 
     async def call(address: str) -> None:
-        await connection.messaging(address).Ack(req, timeout=timeout)
+        await connection.unary(connection.messaging(address).Ack(req, timeout=timeout, metadata=connection.metadata))
 
     await connection.call_leader(call)
 
@@ -142,7 +142,7 @@ class Subscription:
         self.subscription_id = ""
         self._address = ""
         self._call: Any = None
-        self._buffer: list[Received] = []
+        self._buffer: deque[mpb.Delivery] = deque()
         self._consumed_since_grant = 0
         self._pending_auto: Received | None = None
         self._unsent_acks: list[int] = []
@@ -177,10 +177,11 @@ class Subscription:
     async def open(self) -> None:
         """Open (or reopen) the stream on the leader."""
         async def call(address: str) -> tuple[Any, mpb.SubscriptionOpened, str]:
-            stream = self.connection.messaging(address).Subscribe()
+            stream = self.connection.messaging(address).Subscribe(metadata=self.connection.metadata)
             await stream.write(self._open_request())
             try:
                 first = await stream.read()
+                self.connection.learn_generation(await stream.initial_metadata())
             except grpc.aio.AioRpcError:
                 stream.cancel()
                 raise
@@ -228,6 +229,28 @@ class Subscription:
         if self._pending_auto is not None:
             done, self._pending_auto = self._pending_auto, None
             await self.ack(done)
+        await self._fill(timeout)
+        msg = self._received(self._buffer.popleft())
+        await self._consumed(1)
+        if self.ack_mode is AckMode.AUTO and self.kind is not DurableKind.LAST_VALUE:
+            # Acknowledged once the application asks for the next message (it is done with this one).
+            self._pending_auto = msg
+        return msg
+
+    async def next_batch(self, most: int, timeout: float | None = None) -> list[mpb.Delivery]:
+        """Up to `most` messages at once, as the leader delivered them (`Delivery`, not decoded
+        into `Received`): waits for the first as `next` does (and raises as it does), then takes
+        what has arrived. For a subscriber that passes messages on as they are (a router); it
+        acknowledges them itself (`ack_many`): none is acknowledged for it, whatever the ack
+        mode."""
+        await self._fill(timeout)
+        n = min(max(1, most), len(self._buffer))
+        taken = [self._buffer.popleft() for _ in range(n)]
+        await self._consumed(n)
+        return taken
+
+    async def _fill(self, timeout: float | None) -> None:
+        """Wait until a delivery is buffered (see `next` for what it raises)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._buffer:
             if self._closed is not None:
@@ -264,18 +287,27 @@ class Subscription:
                 self.connection.note_failure(self._address, error_for_reason(closed.reason, closed.message,
                                                                              dict(closed.metadata)))
                 await self._reopen()
-        msg = self._buffer.pop(0)
-        self._consumed_since_grant += 1
+
+    async def _consumed(self, n: int) -> None:
+        """`n` buffered deliveries were taken: grant the leader credit for them once half the
+        credit is used up."""
+        self._consumed_since_grant += n
         if self._consumed_since_grant >= max(1, self.credit // 2):
             grant, self._consumed_since_grant = self._consumed_since_grant, 0
             try:
                 await self._write(mpb.SubscribeRequest(credit=grant))
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 pass  # the stream ended: the next read reopens it
-        if self.ack_mode is AckMode.AUTO and self.kind is not DurableKind.LAST_VALUE:
-            # Acknowledged once the application asks for the next message (it is done with this one).
-            self._pending_auto = msg
-        return msg
+
+    def _received(self, d: mpb.Delivery) -> Received:
+        m = d.message
+        # Most messages carry no fields: iterating an empty map costs more than the rest of this.
+        fields = m.fields
+        return Received(seq=d.message_seq, body=m.body,
+                        fields={k: from_field(v) for k, v in fields.items()} if fields else {},
+                        delivery_count=d.delivery_count, destination=d.destination, producer_id=m.producer_id,
+                        sequence=m.sequence, published_at=d.published_at,
+                        origin=m.origin if m.HasField("origin") else None, _sub=self)
 
     def _take(self, resp: mpb.SubscribeResponse) -> bool:
         """Buffer a response's deliveries. A `closed` response ends the subscription for good
@@ -298,19 +330,14 @@ class Subscription:
                 self.refusals.append(refusal)
             return False
         if which == "deliveries":
-            for d in resp.deliveries.deliveries:
-                m = d.message
-                self._buffer.append(Received(
-                    seq=d.message_seq, body=m.body, fields={k: from_field(v) for k, v in m.fields.items()},
-                    delivery_count=d.delivery_count, destination=d.destination,
-                    producer_id=m.producer_id, sequence=m.sequence, published_at=d.published_at,
-                    origin=m.origin if m.HasField("origin") else None, _sub=self))
+            # Kept as delivered; `next` makes a `Received` of each as it is taken.
+            self._buffer.extend(resp.deliveries.deliveries)
         return False
 
     async def _recover(self, err: StrongroomError) -> None:
         """The stream on `_address` failed: raise what cannot be ridden out, else note the
         failure against that member and reopen on the leader."""
-        if not err.retriable:
+        if not err.retried_by_client:
             raise err
         self.connection.note_failure(self._address, err)
         await self._reopen()

@@ -143,7 +143,8 @@ async def uow_call(connection: Connection, method: Callable[[ugrpc.UowServiceStu
     policy's timeout."""
 
     async def attempt(address: str) -> R:
-        return await method(uow_stub(connection, address))(request, timeout=wait + connection.policy.timeout)
+        return await connection.unary(method(uow_stub(connection, address))(
+            request, timeout=wait + connection.policy.timeout, metadata=connection.metadata))
 
     return await connection.call_leader(attempt)
 

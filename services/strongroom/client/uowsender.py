@@ -186,7 +186,7 @@ class UowSender:
         channel = self.connection.channel(address)
         call: grpc.aio.StreamStreamCall[bytes, Any] = channel.stream_stream(
             SEND_BATCH_STREAM if batched else SEND_STREAM, request_serializer=None,
-            response_deserializer=(upb.UowSendResponseBatch if batched else upb.UowSendResponse).FromString)()
+            response_deserializer=(upb.UowSendResponseBatch if batched else upb.UowSendResponse).FromString)(metadata=self.connection.metadata)
         # Everything unanswered goes again, in order, under its id.
         self._outgoing = [raw for raw, _ in self._unanswered.values()]
         self._wake.set()
@@ -213,6 +213,8 @@ class UowSender:
         # A write that fails with the stream is seen by the reader; the writer's error is not news.
         wtask.add_done_callback(lambda t: t.cancelled() or t.exception())
         try:
+            # The stream's headers come as it opens: the answering site's generation.
+            self.connection.learn_generation(await call.initial_metadata())
             while True:
                 resp = await call.read()
                 if resp is grpc.aio.EOF:
@@ -237,7 +239,7 @@ class UowSender:
             return None
         if resp.error_reason:
             err = error_for_reason(resp.error_reason, resp.error_message, dict(resp.error_metadata))
-            if err.retriable:
+            if err.retried_by_client:
                 return err
             fut = self._answered(resp.correlation_id)
             if not fut.done():

@@ -1,8 +1,12 @@
 """Activation of a standby site (`DrService.Activate`, `strongroom dr activate`; docs/dr.md).
 
-The primary site is lost: the DR service stops shipping, writes the next DR generation and the
-role primary into **this** site's etcd (the primary's may be gone with it), and waits for the
-standby set's leader to serve as the primary. Every member follows the site's record
+The primary site is lost: the DR service stops shipping, asks the standby set's leader where its
+log ends (waiting at most LEADER_TIMEOUT for one), writes the next DR generation and the role
+primary into **this** site's etcd (the primary's may be gone with it), and waits for the standby
+set's leader to serve as the primary. When the standby set has no leader in that time
+(NoLeaderError, retriable) or this site's etcd does not take the record (PersistenceUnavailable),
+nothing is written and shipping resumes: until the record is written the DR service keeps the
+standby up to date. Every member follows the site's record
 (`persistence/drsite.py`): the standby leader hands its leadership over, the set campaigns again
 with epochs of the new generation, and the new leader commits its first entry after the last
 one shipped. The report says what the new primary lacks of the old history (`TailLoss`).
@@ -25,14 +29,18 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.dr.record import DrRecord, DrRole, read_record, write_record
 from strongroom.dr.shipper import Shipper
 from strongroom.errors import PersistenceUnavailable, PrimaryHealthy, WrongDrRole
-from strongroom.etcd import EtcdClient
+from strongroom.etcd import EtcdClient, EtcdUnavailable
 from strongroom.local.leader import NoLeader, wait_for_leader
 from strongroom.persistence.transport import compare_generations
 
-__all__ = ["Activation", "TailLoss"]
+__all__ = ["LEADER_TIMEOUT", "Activation", "TailLoss"]
 
 log = logging.getLogger("strongroom.dr")
 
+LEADER_TIMEOUT = 15.0
+"""Seconds an activation waits for the standby set's leader to say where its log ends; past it the
+activation is refused (NO_LEADER), nothing written, shipping resumed. A set that lost its leader
+elects one within a lease TTL or two."""
 DRAIN_TIMEOUT = 30.0
 """Seconds a fenced primary has to ship everything it committed (planned switchover)."""
 SERVE_TIMEOUT = 60.0
@@ -55,6 +63,12 @@ class TailLoss:
     """The old primary was fenced and drained first: nothing is lost."""
     leader: str
     seconds_to_serve: float
+    messages_lost_at_least: int = 0
+    """Messages the old primary had stored that the new primary lacks, at least: its count through
+    its applied index as its stream last said, minus this site's through the last index held."""
+    acks_lost_at_least: int = 0
+    """Acknowledgments (messages acknowledged, per durable) the old primary had applied that the
+    new primary lacks, at least: counted as `messages_lost_at_least`."""
 
     @property
     def entries_lost_at_least(self) -> int:
@@ -70,9 +84,10 @@ class TailLoss:
             heard = (f"{self.heard_seconds_ago:.1f} s before activation" if self.heard_seconds_ago >= 0
                      else "never")
             tail = (f"the old primary had committed at least index {self.primary_commit_index} (last heard {heard}); "
-                    f"at least {self.entries_lost_at_least} of its committed entries are not here. It may have "
-                    f"committed more after that: the confirmed messages and acks lost are known only from its "
-                    f"log (`strongroom dr manifest` once its disk is back)")
+                    f"at least {self.entries_lost_at_least} of its committed entries, holding at least "
+                    f"{self.messages_lost_at_least} stored messages and {self.acks_lost_at_least} acknowledgments, "
+                    f"are not here. It may have committed more after that: which messages and acks were lost, and "
+                    f"all of them, are known only from its log (`strongroom dr manifest` once its disk is back)")
         serving = (f"{self.leader} serves since {self.seconds_to_serve:.1f} s after the call" if self.leader
                    else f"no leader served within {SERVE_TIMEOUT:.0f} s (the set elects one as soon as a majority "
                         f"is up)")
@@ -83,12 +98,15 @@ class Activation:
     """Activates the standby site of one cluster (one activation at a time)."""
 
     def __init__(self, etcd: EtcdClient, cluster: str, default: DrRecord, shipper: Shipper,
-                 stop_shipping: Callable[[], Awaitable[None]], site_members: Sequence[str]) -> None:
+                 stop_shipping: Callable[[], Awaitable[None]], resume_shipping: Callable[[], None],
+                 site_members: Sequence[str]) -> None:
         self.etcd = etcd
         self.cluster = cluster
         self.default = default
         self.shipper = shipper
         self.stop_shipping = stop_shipping
+        self.resume_shipping = resume_shipping
+        """Ship again (the activation failed before the record was written)."""
         self.site_members = list(site_members)
         self._lock = asyncio.Lock()
 
@@ -99,7 +117,11 @@ class Activation:
     async def activate(self, force: bool) -> TailLoss:
         async with self._lock:
             started = time.monotonic()
-            record = await read_record(self.etcd, self.cluster, self.default)
+            try:
+                record = await read_record(self.etcd, self.cluster, self.default)
+            except EtcdUnavailable as exc:
+                raise PersistenceUnavailable(f"this site's etcd does not answer ({exc}); nothing changed: activate "
+                                             f"again when it does") from None
             if record.role is not DrRole.STANDBY:
                 raise WrongDrRole(f"cluster {self.cluster} at this site is {record.describe()}: only a standby "
                                   f"is activated")
@@ -113,22 +135,54 @@ class Activation:
             exact = False
             if healthy:
                 exact = await self._fence_and_drain(record, newer)
-            await self.stop_shipping()
-            last = await self.shipper.standby_last_index()
-            primary_commit = self.shipper.lag.source_commit
-            heard = self.shipper.heard_seconds_ago()
-            how = "planned switchover" if exact else ("forced" if force else "primary unreachable")
-            new = record.changed(role=DrRole.PRIMARY, generation=newer, since_index=last,
-                                 reason=f"activated by the DR service ({how}); the old primary had committed at "
-                                        f"least {primary_commit}, this site held {last}")
-            if not await write_record(self.etcd, self.cluster, new, record):
+            written = False
+            try:
+                # Inside the try: a call cancelled while shipping stops still resumes it.
+                await self.stop_shipping()
+                end = await self.shipper.standby_end(LEADER_TIMEOUT)
+                last, lag = end.last_index, self.shipper.lag
+                primary_commit, heard = lag.source_commit, self.shipper.heard_seconds_ago()
+                # The standby's count is at its applied index; its leader applies what it stores at
+                # once, but one that stopped applying holds messages its count misses: no bound then.
+                counted = end.applied_index >= last
+                lost = max(0, lag.source_messages - end.stored_messages) if counted else 0
+                acks_lost = max(0, lag.source_acks - end.acked_messages) if counted else 0
+                how = "planned switchover" if exact else ("forced" if force else "primary unreachable")
+                new = record.changed(role=DrRole.PRIMARY, generation=newer, since_index=last,
+                                     reason=f"activated by the DR service ({how}); the old primary had committed at "
+                                            f"least {primary_commit}, this site held {last}")
+                written = await self._write(new, record)
+            finally:
+                if not written:
+                    # Still the standby: the DR service keeps it up to date.
+                    self.resume_shipping()
+            if not written:
                 raise WrongDrRole(f"the DR record of {self.cluster} at this site changed during the activation; "
                                   f"look at `strongroom dr status` and try again")
             log.critical("cluster %s activated at this site: generation %d from index %d (%s)", self.cluster, newer,
                          last + 1, how)
             leader = await self._wait_serving(newer)
             return TailLoss(self.cluster, newer, primary_commit, heard, last, exact and primary_commit <= last,
-                            leader, time.monotonic() - started if leader else -1.0)
+                            leader, time.monotonic() - started if leader else -1.0, lost, acks_lost)
+
+    async def _write(self, new: DrRecord, read: DrRecord) -> bool:
+        """Write the activated record over `read` (False: the record changed since it was read).
+        PersistenceUnavailable when this site's etcd does not answer and the record is not there
+        when read again."""
+        try:
+            return await write_record(self.etcd, self.cluster, new, read)
+        except EtcdUnavailable as exc:
+            # The write may have landed before etcd stopped answering: the record says.
+            try:
+                landed = await read_record(self.etcd, self.cluster, self.default) == new
+            except EtcdUnavailable:
+                landed = False
+            if landed:
+                return True
+            raise PersistenceUnavailable(
+                f"this site's etcd did not take the DR record of {self.cluster} ({exc}); this site stays the "
+                f"standby and shipping resumes (`strongroom dr status` shows the record once etcd answers): "
+                f"activate again when it does") from None
 
     async def _fence_and_drain(self, record: DrRecord, newer: int) -> bool:
         """Planned switchover: tell the primary a newer generation takes over (it fences itself),

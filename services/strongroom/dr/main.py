@@ -1,17 +1,20 @@
-"""Entry point of a cluster's DR service at its standby site: `strongroom-dr`.
+"""Entry point of a cluster's DR service at one of its two sites: `strongroom-dr`.
 
     strongroom-dr --etcd 127.0.0.1:2479 --cluster main [--listen 127.0.0.1:7600]
 
-`--etcd` is the standby site's etcd (the realm must be stored there, by that site's realm
+`--etcd` is the etcd of the site it runs at (the realm must be stored there, by that site's realm
 service). The service waits for the realm, checks that the cluster has a standby set (exit
-status 2 with the reason if not), finds the standby members as they registered in that etcd and
-the primary's addresses in the realm (`clusters[].standby.primary`), then ships the primary's
-committed log to the standby set's leader (`Shipper`) until SIGTERM or SIGINT, logging its lag
-every `--report` seconds, and serves `DrService` (Status, Activate) and gRPC health on
-`--listen`. What it does follows the site's DR record (`dr/control.py`): after an activation it
-stops shipping and tells the old primary it is fenced. It exits with status 1 when the two sites
-turn out to hold different histories (DIVERGED): shipping stops rather than attach the primary's
-entries to another log. Design: docs/dr.md.
+status 2 with the reason if not), finds which of the cluster's sets runs at its site (the
+members registered in that etcd: the standby set, or the primary set) and their addresses, and
+serves `DrService` (Status, Activate) and gRPC health on `--listen` until SIGTERM or SIGINT.
+What it does follows the site's DR record (`dr/control.py`), whose role starts as the realm's:
+at a standby site it ships the committed log of the primary the record names (`Shipper`,
+logging its lag every `--report` seconds); at a primary site it does nothing until the site is
+fenced and demoted, then ships there from the activated site; after an activation it stops
+shipping and tells the old primary it is fenced. `strongroom up` runs one at each site of a
+cluster with a standby set. It exits with status 1 when the two sites turn out to hold
+different histories (DIVERGED): shipping stops rather than attach the primary's entries to
+another log. Design: docs/dr.md.
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ log = logging.getLogger("strongroom.dr")
 
 
 async def site_set(etcd: EtcdClient, cluster: Cluster) -> list[Member]:
-    """The set of `cluster`'s members that runs at this site: the standby set, unless the members
-    registered in the site's etcd are the primary set's (the DR service of a demoted primary
-    site, which ships from the site that was activated). Waits for a registration."""
+    """The set of `cluster`'s members that runs at this site, as the members registered in the
+    site's etcd say: the primary set's (the DR service at the primary set's site: idle while the
+    site is the primary, shipping there once it is demoted) or else the standby set's. Waits
+    for a registration."""
     assert cluster.standby is not None
     primary = {m.name for m in cluster.members}
     while True:
@@ -56,7 +60,8 @@ async def site_set(etcd: EtcdClient, cluster: Cluster) -> list[Member]:
 
 
 def why_no_standby(realm: Realm, cluster: str) -> str | None:
-    """Why the realm gives the DR service of `cluster` nothing to do (None: it has a standby set)."""
+    """Why the realm gives the DR service of `cluster` nothing to do at either site (None: the
+    cluster has a standby set, so both of its sites run one)."""
     c = realm.cluster(cluster)
     if c is None:
         return f"the realm defines no cluster {cluster!r}"
@@ -83,7 +88,7 @@ async def serve(args: argparse.Namespace) -> int:
         record = await read_record(etcd, args.cluster, default)
         members = await member_addresses(etcd, args.cluster, site)
         control = DrControl(etcd, args.cluster, default, record, members, heartbeat=args.heartbeat)
-        server = DrServer(args.listen, args.cluster, control, members)
+        server = DrServer(args.listen, args.cluster, control)
         try:
             port = await server.serve()
         except OSError as exc:
@@ -92,23 +97,24 @@ async def serve(args: argparse.Namespace) -> int:
         control.start()
         host = args.listen.rpartition(":")[0]
         print(f"READY dr {args.cluster} {host}:{port}", flush=True)
-        log.info("DR service of %s at a site that is %s: the other site at %s, this site's set at %s", args.cluster,
-                 record.describe(), ",".join(record.peer), ",".join(members))
+        log.info("DR service of %s at the site of its %s set, which is %s: the other site at %s, this site's set "
+                 "at %s", args.cluster, "standby" if standby_site else "primary", record.describe(),
+                 ",".join(record.peer) or "no address", ",".join(members))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         stopping = asyncio.create_task(stop.wait())
+        failing = asyncio.create_task(control.wait_failed())
         while not stop.is_set() and control.failed() is None:
-            shipping = control.done()
-            await asyncio.wait({stopping} | ({shipping} if shipping else set()), timeout=args.report,
-                               return_when=asyncio.FIRST_COMPLETED)
-            if control.state == "shipping":
+            await asyncio.wait({stopping, failing}, timeout=args.report, return_when=asyncio.FIRST_COMPLETED)
+            if control.state == "shipping" and control.failed() is None:
                 st = control.status()
-                log.info("primary commit %d, standby at %d: %d entries and %.1f s behind (reading %s)",
-                         st.primary_commit_index, st.standby_last_index, st.entries_behind, st.seconds_behind,
-                         st.primary_member or "-")
+                log.info("primary commit %d, standby at %d: %d entries, %d messages and %.1f s behind (reading %s)",
+                         st.primary_commit_index, st.standby_last_index, st.entries_behind, st.messages_behind,
+                         st.seconds_behind, st.primary_member or "-")
         stopping.cancel()
+        failing.cancel()
         status = 0
         err = control.failed()
         if err is not None:
@@ -126,8 +132,8 @@ async def serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="strongroom-dr", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--etcd", required=True, help="the standby site's etcd endpoints, host:port[,host:port]")
-    parser.add_argument("--cluster", required=True, help="the cluster whose standby set this service feeds")
+    parser.add_argument("--etcd", required=True, help="the etcd endpoints of the site it runs at, host:port[,host:port]")
+    parser.add_argument("--cluster", required=True, help="the cluster (with a standby set) whose set at this site it serves")
     parser.add_argument("--listen", default="127.0.0.1:0",
                         help="host:port to serve DrService and health on (default: loopback, any free port; the "
                              "READY line names it)")

@@ -5,11 +5,17 @@ The DR service reads the primary's log with it (docs/dr.md). It opens
 last entry it handed on; when that member goes away (the stream fails, ends, or stays silent for
 three heartbeats: a member cut off without a closed connection) or is stale (it says it has not
 heard from a leader for `stale_after` seconds: a follower cut off from its leader, whose commit
-index no longer moves), it opens the stream at the next address after the same index. Entries are identical at every member that holds them, so the
-batches it yields continue exactly where they stopped: no index is skipped and none comes twice
-(a snapshot, when the index wanted was compacted at the member, replaces everything before it).
-Waits between attempts follow the client's one retry policy (`RetryPolicy`), and it never gives
-up unless told a non-retriable error.
+index no longer moves), it opens the stream at the next address after the same index. Entries
+are identical at every member that holds them, so the batches it yields continue exactly where
+they stopped: no index is skipped and none comes twice (a snapshot, when the index wanted was
+compacted at the member, replaces everything before it). Waits between attempts follow the
+client's one retry policy (`RetryPolicy`), and it never gives up unless told a non-retriable
+error.
+
+The member read first is picked at random. The reader stays with a member until it fails, so
+always starting at the first address would put the stream's load on that one member, in a set
+started in order usually the leader (the busiest member); at random, a follower serves it two
+times out of three in a set of three.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import random
 import time
 from collections.abc import AsyncIterator, Sequence
 
@@ -47,7 +54,8 @@ class CommittedReader:
     """The committed log of the cluster at `addresses`, from `from_index` on, as batches."""
 
     def __init__(self, addresses: Sequence[str], from_index: int, heartbeat: float = 1.0, max_entries: int = 0,
-                 policy: RetryPolicy = FOLLOW, stale_after: float = STALE_SECONDS) -> None:
+                 policy: RetryPolicy = FOLLOW, stale_after: float = STALE_SECONDS, start: int | None = None) -> None:
+        """`start`: the position in `addresses` of the member read first (default: one at random)."""
         if not addresses:
             raise ValueError("a reader needs at least one address")
         self.addresses = list(addresses)
@@ -67,8 +75,13 @@ class CommittedReader:
         """Monotonic time of the last message from a member (0: none yet)."""
         self.leader_silence = math.inf
         """How long the member last read had not heard from a leader, as it said."""
-        self._at = 0
+        self._at = random.randrange(len(self.addresses)) if start is None else start
         self._last_epoch = 0  # of the last entry yielded (0: none yet)
+
+    @property
+    def address(self) -> str:
+        """The address read now (or tried next)."""
+        return self.addresses[self._at % len(self.addresses)]
 
     def fresh(self) -> bool:
         """The cluster looks alive from here: a member spoke within the last few heartbeats and
@@ -80,7 +93,7 @@ class CommittedReader:
         """Batches from `next_index` on, forever (heartbeats included: empty `entries`)."""
         outage = self.policy.outage(started=False)
         while True:
-            address = self.addresses[self._at % len(self.addresses)]
+            address = self.address
             try:
                 async for batch in self._read(address):
                     outage.progress()
@@ -141,4 +154,5 @@ class CommittedReader:
         self.commit_index = max(self.commit_index, msg.commit_index)
         self.member = msg.member
         return CommittedBatch(msg.first_index, list(msg.entries), msg.commit_index, msg.snapshot, msg.snapshot_index,
-                              msg.snapshot_epoch, msg.member, msg.prev_epoch)
+                              msg.snapshot_epoch, msg.member, msg.prev_epoch, msg.leader_silence_seconds,
+                              msg.applied_index, msg.stored_messages, msg.acked_messages)

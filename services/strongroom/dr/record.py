@@ -7,7 +7,8 @@ standby, every other member the primary, both of generation 0. Activation, fenci
 (or an operator and a fencing call) cannot both win.
 
 The **generation** is carried in the high bits of every epoch (`epoch_of`): a leader's epoch is
-`generation << 40 | create_revision of its leader key`. The two sites' etcd revisions are
+`generation << 40 | create_revision of its leader key` (plus the cluster's epoch base, 0 until
+etcd went back: `persistence/election.py`). The two sites' etcd revisions are
 unrelated, so only the generation orders their epochs: activation raises it by one, every epoch
 of the new primary is higher than every epoch of the old, and the log's epochs keep growing
 across the sites. 2**40 revisions is more than an etcd reaches in its life (a million writes a

@@ -4,8 +4,6 @@ runs (it exits when shipping stops for good: the sites hold different histories)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -23,21 +21,22 @@ SERVICE = dr_pb2.DESCRIPTOR.services_by_name["DrService"].full_name
 
 
 class _DrServicer(dr_pb2_grpc.DrServiceServicer):
-    def __init__(self, cluster: str, control: DrControl, standby: Sequence[str]) -> None:
+    def __init__(self, cluster: str, control: DrControl) -> None:
         self.cluster = cluster
         self.control = control
-        self.standby = list(standby)
 
     async def Status(self, request: dr_pb2.DrStatusRequest, context: grpc.aio.ServicerContext) -> dr_pb2.DrStatus:  # type: ignore[type-arg]
         control = self.control
         st, record = control.status(), control.record
         return dr_pb2.DrStatus(
-            cluster=self.cluster, primary=list(record.peer), standby=self.standby,
+            cluster=self.cluster, primary=control.primary_addresses(), standby=control.standby_addresses(),
             primary_commit_index=st.primary_commit_index, standby_last_index=st.standby_last_index,
             entries_behind=st.entries_behind, seconds_behind=st.seconds_behind, primary_member=st.primary_member,
             reconnects=st.reconnects, restarts=st.restarts, state=control.state, role=record.role.value,
             generation=record.generation, peer_role=control.fencer.peer_role if control.fencer else "",
-            bytes_shipped=st.bytes_shipped, snapshots_shipped=st.snapshots_shipped)
+            bytes_shipped=st.bytes_shipped, snapshots_shipped=st.snapshots_shipped, messages_behind=st.messages_behind,
+            primary_stored_messages=st.primary_stored_messages, standby_stored_messages=st.standby_stored_messages,
+            batches_shipped=st.batches_shipped, acks_behind=st.acks_behind)
 
     async def Activate(self, request: dr_pb2.ActivateRequest,
                        context: grpc.aio.ServicerContext) -> dr_pb2.ActivateResponse:  # type: ignore[type-arg]
@@ -51,15 +50,16 @@ class _DrServicer(dr_pb2_grpc.DrServiceServicer):
             cluster=loss.cluster, generation=loss.generation, primary_commit_index=loss.primary_commit_index,
             heard_seconds_ago=loss.heard_seconds_ago, standby_last_index=loss.standby_last_index,
             entries_lost_at_least=loss.entries_lost_at_least, exact=loss.exact, leader=loss.leader,
-            seconds_to_serve=loss.seconds_to_serve, summary=loss.summary())
+            seconds_to_serve=loss.seconds_to_serve, summary=loss.summary(),
+            messages_lost_at_least=loss.messages_lost_at_least, acks_lost_at_least=loss.acks_lost_at_least)
 
 
 class DrServer:
     """`DrService` on `listen`."""
 
-    def __init__(self, listen: str, cluster: str, control: DrControl, standby: Sequence[str]) -> None:
+    def __init__(self, listen: str, cluster: str, control: DrControl) -> None:
         self.listen = listen
-        self._servicer = _DrServicer(cluster, control, standby)
+        self._servicer = _DrServicer(cluster, control)
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
 

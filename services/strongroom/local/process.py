@@ -21,6 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strongroom.realm.model import SharedStore
 
 __all__ = [
     "REAP_WAIT",
@@ -30,10 +34,12 @@ __all__ = [
     "dr_argv",
     "kill",
     "member_argv",
+    "member_instances",
     "pid_alive",
     "pid_exists",
     "realm_argv",
     "router_argv",
+    "run_mode_args",
     "spawn",
     "stop_pid",
     "stop_processes",
@@ -69,6 +75,23 @@ def member_argv(etcd: str, cluster: str, member: str, listen: str, data_dir: str
     return [*argv, *extra]
 
 
+def member_instances(member: str, address: str | None,
+                     shared: SharedStore | None) -> list[tuple[str, str | None, str]]:
+    """The processes a member runs as: (name, address, instance). One, under its own name and
+    address, for a member of most clusters; for a member of a cluster with a shared store
+    (docs/store-operations.md), its two instances `<member>@1` and `<member>@2` at the realm's
+    instance addresses (started on the member's one directory)."""
+    if shared is None:
+        return [(member, address, "")]
+    return [(f"{member}@{n}", a, f"{member}@{n}") for n, a in enumerate(shared.instances, start=1)]
+
+
+def run_mode_args(instance: str) -> list[str]:
+    """A member's command-line arguments for its run mode: a shared store's instance starts as
+    standby (the first of the two up becomes the standard); any other member needs none."""
+    return ["--run-mode", "standby"] if instance else []
+
+
 def realm_argv(etcd: str, listen: str, extra: Sequence[str] = ()) -> list[str]:
     """The command line of the realm service (what `strongroom.realm.main` parses)."""
     return [sys.executable, "-m", REALM_MODULE, "--etcd", etcd, "--listen", listen, *extra]
@@ -81,8 +104,8 @@ def router_argv(etcd: str, cluster: str, listen: str, replica: str, extra: Seque
 
 
 def dr_argv(etcd: str, cluster: str, extra: Sequence[str] = ()) -> list[str]:
-    """The command line of a cluster's DR service at its standby site (what
-    `strongroom.dr.main` parses; `etcd`: the standby site's)."""
+    """The command line of a cluster's DR service at one of its sites (what `strongroom.dr.main`
+    parses; `etcd`: that site's)."""
     return [sys.executable, "-m", DR_MODULE, "--cluster", cluster, "--etcd", etcd, *extra]
 
 

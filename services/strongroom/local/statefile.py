@@ -19,6 +19,7 @@ __all__ = [
     "STATE_FILE",
     "default_data_dir",
     "down",
+    "dr_services",
     "live_pids",
     "load_state",
     "member_endpoints",
@@ -89,6 +90,20 @@ def standby_endpoints(state: dict[str, Any]) -> list[str]:
     return out
 
 
+def dr_services(state: dict[str, Any], cluster: str | None = None) -> list[tuple[str, str, str]]:
+    """(cluster, site, address) of every DR service the state file lists (of `cluster` only,
+    when given): per cluster with a standby set, the one at its standby site ("standby") and the
+    one at the site of its primary set ("primary")."""
+    out: list[tuple[str, str, str]] = []
+    for name, c in state.get("clusters", {}).items():
+        if cluster not in (None, name):
+            continue
+        for site, dr in (("standby", c.get("standby", {}).get("dr", {})), ("primary", c.get("dr", {}))):
+            if dr.get("address"):
+                out.append((name, site, str(dr["address"])))
+    return out
+
+
 def _state_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
     """(label, pid) of every process in a state file: routers and DR services first, then
     members (standby members too), realm services, etcds (the order `down` stops them in)."""
@@ -97,7 +112,9 @@ def _state_pids(state: dict[str, Any]) -> list[tuple[str, int]]:
         if cluster.get("router", {}).get("pid"):
             out.append((f"router {cname}", int(cluster["router"]["pid"])))
         if cluster.get("standby", {}).get("dr", {}).get("pid"):
-            out.append((f"dr {cname}", int(cluster["standby"]["dr"]["pid"])))
+            out.append((f"dr {cname} (standby site)", int(cluster["standby"]["dr"]["pid"])))
+        if cluster.get("dr", {}).get("pid"):
+            out.append((f"dr {cname} (primary site)", int(cluster["dr"]["pid"])))
     for cname, cluster in state.get("clusters", {}).items():
         for mname, member in [*cluster.get("members", {}).items(), *cluster.get("standby", {}).get("members", {}).items()]:
             if member.get("pid"):

@@ -116,11 +116,11 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
             if load_state(data_dir) is None:
                 say("the state file was removed (strongroom down?); stopping")
                 break
-            for proc in [*(p for ms in [*cluster.members.values(), *cluster.standbys.values()] for p in ms.values()),
-                         *cluster.routers.values(), *cluster.drs.values()]:
+            members = [p for ms in [*cluster.members.values(), *cluster.standbys.values()] for p in ms.values()]
+            for proc in [*members, *cluster.services()]:
                 if not proc.alive() and proc.name not in reported:
                     reported.add(proc.name)
-                    what = proc.name.rsplit("/", 1)[-1] if proc.name.endswith(("/router", "/dr")) else "member"
+                    what = "member" if proc in members else "router" if proc.name.endswith("/router") else "DR service"
                     warn(f"{what} {proc.name} exited with code {proc.returncode()}; see {proc.log}")
             time.sleep(0.3)
         say("stopping routers, DR services, members, the realm service and etcd ...")

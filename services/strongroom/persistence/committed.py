@@ -4,7 +4,8 @@ The one seam that readers of the log outside the cluster share (the DR service f
 `docs/dr.md`). Any member serves it, from what it has applied (every applied entry is
 committed): the entries exactly as they are in its log (serialised `LogEntry`, same index and
 epoch), in order and without gaps, then new ones as they are applied. Each batch carries the
-member's commit index; when nothing new is applied for `heartbeat` seconds an empty batch
+member's commit index (and its applied index with the messages stored through it, for a
+reader's lag in messages); when nothing new is applied for `heartbeat` seconds an empty batch
 carries it alone. When the next index wanted lies in the compacted prefix (at the start, or
 because this member compacted or installed a snapshot while the reader lagged) the batch first
 carries the member's state snapshot at its applied index, and the entries after it.
@@ -25,7 +26,8 @@ from strongroom.errors import InvalidArgument, LogDiverged
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.replica import Replica
 
-__all__ = ["DEFAULT_BATCH_ENTRIES", "DEFAULT_HEARTBEAT_SECONDS", "CommittedBatch", "Lag", "committed_entries"]
+__all__ = ["DEFAULT_BATCH_ENTRIES", "DEFAULT_HEARTBEAT_SECONDS", "CommittedBatch", "Lag", "committed_entries",
+           "stored_messages"]
 
 DEFAULT_BATCH_ENTRIES = 256
 """Entries per batch unless the reader asks for fewer."""
@@ -35,23 +37,49 @@ MAX_BATCH_BYTES = 8 * 1024 * 1024
 """A batch holds no more entry bytes than this unless a single entry is larger."""
 
 
+def stored_messages(replica: Replica) -> int:
+    """Messages stored through `replica`'s applied index: its state's next message sequence - 1.
+    Sequences are given in log order, one per message stored, so every member that applied the
+    same index says the same, and the count only grows along the log."""
+    return replica.state.next_seq - 1
+
+
 class Lag:
     """How far a copy of a log (a standby's) is behind the log it copies (the primary's): the
     source's commit index as last heard, the copy's last index, and since when the copy has not
-    held everything the source had committed."""
+    held everything the source had committed; and in messages: the messages stored at the source
+    through its applied index as last heard, against the copy's through its own applied index
+    (`stored_messages`, each measured at that side's applied index)."""
 
     def __init__(self) -> None:
         self.source_commit = 0
         """The source's commit index as last heard."""
         self.held = 0
         """The copy's last index as last heard."""
+        self.source_messages = 0
+        """Messages stored at the source through its applied index, as last heard."""
+        self.held_messages = 0
+        """Messages stored at the copy through its applied index, as last heard."""
+        self.source_acks = 0
+        """Messages acknowledged at the source through its applied index, as last heard."""
+        self.held_acks = 0
+        """Messages acknowledged at the copy through its applied index, as last heard."""
         self._caught_up_at = time.monotonic()
 
-    def note(self, source_commit: int = 0, held: int | None = None) -> None:
-        """What was heard: the source's commit index (it only grows), the copy's last index."""
+    def note(self, source_commit: int = 0, held: int | None = None, source_messages: int = 0,
+             held_messages: int | None = None, source_acks: int = 0, held_acks: int | None = None) -> None:
+        """What was heard: the source's commit index and stored messages (they only grow; a
+        member read later may report less than one read before), the copy's last index and
+        stored messages."""
         self.source_commit = max(self.source_commit, source_commit)
+        self.source_messages = max(self.source_messages, source_messages)
+        self.source_acks = max(self.source_acks, source_acks)
+        if held_acks is not None:
+            self.held_acks = held_acks
         if held is not None:
             self.held = held
+        if held_messages is not None:
+            self.held_messages = held_messages
         if self.held >= self.source_commit:
             self._caught_up_at = time.monotonic()
 
@@ -59,6 +87,16 @@ class Lag:
     def entries(self) -> int:
         """Entries behind (0 when caught up)."""
         return max(0, self.source_commit - self.held)
+
+    @property
+    def messages(self) -> int:
+        """Messages the source had stored that the copy has not (0 when caught up)."""
+        return max(0, self.source_messages - self.held_messages)
+
+    @property
+    def acks(self) -> int:
+        """Acknowledgments the source had applied that the copy has not (0 when caught up)."""
+        return max(0, self.source_acks - self.held_acks)
 
     @property
     def seconds(self) -> float:
@@ -85,6 +123,12 @@ class CommittedBatch:
     """The epoch of the entry at `first_index - 1` (0 before index 1)."""
     leader_silence: float = 0.0
     """Seconds since the serving member last heard from a leader (0 on a serving leader)."""
+    applied_index: int = 0
+    """The serving member's applied index when the batch was made."""
+    stored_messages: int = 0
+    """Messages stored through `applied_index` at the serving member (`stored_messages`)."""
+    acked_messages: int = 0
+    """Messages acknowledged through `applied_index` at the serving member (per durable)."""
 
 
 async def committed_entries(replica: Replica, from_index: int, max_entries: int = 0, heartbeat: float = 0.0,
@@ -102,7 +146,8 @@ async def committed_entries(replica: Replica, from_index: int, max_entries: int 
 
     def made(first: int, entries: list[bytes], snapshot: tuple[bytes, int, int] = (b"", 0, 0)) -> CommittedBatch:
         return CommittedBatch(first, entries, replica.commit_index, *snapshot, prev_epoch=log.epoch_at(first - 1) or 0,
-                              leader_silence=leader_silence())
+                              leader_silence=leader_silence(), applied_index=replica.state.applied_index,
+                              stored_messages=stored_messages(replica), acked_messages=replica.state.acked_messages)
 
     wanted = from_index
     while True:

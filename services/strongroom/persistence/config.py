@@ -93,6 +93,15 @@ class MemberConfig:
     Empty: as the realm says (off by default). Every member of a cluster must see the same
     directory."""
 
+    run_mode: str = ""
+    """A shared store's instance (docs/store-operations.md): "standard" once it holds the store's
+    lock (`standby_server.stand_by`), as it serves; "" for a member of any other cluster."""
+    partner: str = ""
+    """A shared store's instance: the other instance's host:port (clients learn it from every
+    answer, metadata `strongroom-partner`); "" for other members."""
+    control_interval: float = 0.0
+    """A shared store's instance: the realm's control interval (seconds)."""
+
     @property
     def replication_link(self) -> bool:
         """Whether this member takes appends on a replication link."""

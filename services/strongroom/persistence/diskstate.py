@@ -1,4 +1,4 @@
-"""Indexes on disk: the state machine with its per-message state in RocksDB.
+"""Indexes on disk: the state machine with its per-message state in the member's database.
 
 Longer than 600 lines: it is one subclass of `StateMachine` that moves each piece of per-message
 state into a column family, and each override sits next to the layout it reads and writes.
@@ -6,11 +6,12 @@ state into a column family, and each override sits next to the layout it reads a
 `DiskStateMachine` applies the same operations as `StateMachine` (it is a subclass and runs the
 same code), but its message records (metadata and payload), the durables' pending sets and the
 stores' sequence indexes live in column families of the member's own storage database, not in
-Python objects. Everything one committed entry changes goes into one WriteBatch, together with
+Python objects (a database of the cluster's storage driver: RocksDB column families, or SQLite
+tables). Everything one committed entry changes goes into one write batch, together with
 the applied index, so after a restart the state is at its stored applied index and only the log
 suffix after it is replayed: no backlog scan and no snapshot to deserialise.
 
-Column families (keys big-endian, so iteration is in sequence order):
+Families (keys big-endian, so iteration is in sequence order):
 
 | family     | key                         | value                                         |
 |------------|-----------------------------|-----------------------------------------------|
@@ -48,8 +49,6 @@ import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-import rocksdict
-
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
@@ -63,7 +62,8 @@ from strongroom.persistence.state import (
 from strongroom.persistence.swap import PayloadSource
 
 if TYPE_CHECKING:
-    from strongroom.persistence.storage import RocksStorage
+    from strongroom.persistence.drivers import Batch, Family
+    from strongroom.persistence.storage import DiskStorage
 
 __all__ = ["DiskStateMachine", "STATE_COLUMN_FAMILIES"]
 
@@ -90,6 +90,7 @@ _CLOCK_TIMER = b"c"
 
 K_APPLIED = b"applied"
 K_NEXT_SEQ = b"next_seq"
+K_ACKED = b"acked_messages"
 K_IDS = b"ids"
 K_INSTALLING = b"installing"
 K_UOW_CLOCK = b"uow_clock"
@@ -192,13 +193,8 @@ class _DiskSeqSet:
         plen = len(prefix)
         extra = sorted(s for s in self.added if s > after)
         i = 0
-        it = self.sm._cf(self.cf).iter()
-        it.seek(prefix + _U64.pack(after + 1))
         removed = self.removed
-        while it.valid():
-            key = it.key()
-            if key[:plen] != prefix:
-                break
+        for key, _ in self.sm._cf(self.cf).scan(prefix + _U64.pack(after + 1), self._end()):
             seq = _U64.unpack_from(key, plen)[0]
             while i < len(extra) and extra[i] < seq:
                 out.append(extra[i])
@@ -207,7 +203,6 @@ class _DiskSeqSet:
                 out.append(seq)
             if limit and len(out) >= limit:
                 return out[:limit]
-            it.next()
         out.extend(extra[i:])
         return out[:limit] if limit else out
 
@@ -218,7 +213,11 @@ class _DiskSeqSet:
         for seq in seqs:
             self[seq] = None
 
-    def flush(self, wb: rocksdict.WriteBatch) -> None:
+    def _end(self) -> bytes:
+        """The first key past this set's prefix."""
+        return _U32.pack(_U32.unpack(self.prefix)[0] + 1)
+
+    def flush(self, wb: Batch) -> None:
         """Write the entry's changes into its batch."""
         handle = self.sm._handle(self.cf)
         for seq in self.added:
@@ -228,9 +227,9 @@ class _DiskSeqSet:
         self.added.clear()
         self.removed.clear()
 
-    def wipe(self, wb: rocksdict.WriteBatch) -> None:
+    def wipe(self, wb: Batch) -> None:
         """Delete every member (durable dropped)."""
-        wb.delete_range(self.prefix, _U32.pack(_U32.unpack(self.prefix)[0] + 1), self.sm._handle(self.cf))
+        wb.delete_range(self.prefix, self._end(), self.sm._handle(self.cf))
 
 
 class _Slots(dict[str, int]):
@@ -340,12 +339,8 @@ class _DiskMessages:
 
     def values(self) -> Iterator[StoredMessage]:
         """Every message record, in sequence order (snapshots)."""
-        it = self.sm._cf("msg").iter()
-        it.seek_to_first()
-        while it.valid():
-            seq = _U64.unpack(it.key())[0]
-            yield self.sm._decode(seq, it.value())
-            it.next()
+        for key, value in self.sm._cf("msg").scan():
+            yield self.sm._decode(_U64.unpack(key)[0], value)
 
 
 class _StoreSeqs(dict[str, _DiskSeqSet]):
@@ -384,9 +379,9 @@ def _timer_keys(stored: StoredMessage) -> list[bytes]:
 
 
 class DiskStateMachine(StateMachine, PayloadSource):
-    """The state machine with messages, pending sets and store indexes in RocksDB."""
+    """The state machine with messages, pending sets and store indexes in the member's database."""
 
-    def __init__(self, storage: RocksStorage) -> None:
+    def __init__(self, storage: DiskStorage) -> None:
         super().__init__(None)
         self.storage = storage
         self.messages = _DiskMessages(self)  # type: ignore[assignment]
@@ -396,7 +391,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._next_durable_id = 1
         self._ids_dirty = False
         self._in_entry = False
-        self._wb = rocksdict.WriteBatch(raw_mode=True)
+        self._wb = storage.batch()
         self._touched: dict[int, StoredMessage] = {}
         self._created: set[int] = set()
         self._deleted: set[int] = set()
@@ -410,16 +405,16 @@ class DiskStateMachine(StateMachine, PayloadSource):
 
     # --- storage access ----------------------------------------------------------------------
 
-    def _cf(self, name: str) -> rocksdict.Rdict:
+    def _cf(self, name: str) -> Family:
         return self.storage.state_cf(name)
 
-    def _handle(self, name: str) -> rocksdict.ColumnFamily:
+    def _handle(self, name: str) -> object:
         return self.storage.state_handle(name)
 
     # --- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, storage: RocksStorage) -> DiskStateMachine:
+    def open(cls, storage: DiskStorage) -> DiskStateMachine:
         """The state stored in `storage`: reads only the small families, never the backlog."""
         sm = cls(storage)
         meta = sm._cf("sm")
@@ -432,21 +427,17 @@ class DiskStateMachine(StateMachine, PayloadSource):
         raw = meta.get(K_NEXT_SEQ)
         if raw:
             sm.next_seq = _U64.unpack(raw)[0]
+        raw = meta.get(K_ACKED)
+        if raw:
+            sm.acked_messages = _U64.unpack(raw)[0]
         raw = meta.get(K_IDS)
         if raw:
             sm._next_durable_id, sm._next_store_id = _IDS.unpack(raw)
         slots: dict[int, dict[str, int]] = {}
-        it = sm._cf("lv").iter()
-        it.seek_to_first()
-        while it.valid():
-            key = it.key()
-            slots.setdefault(_U32.unpack_from(key)[0], {})[key[4:].decode()] = _U64.unpack(it.value())[0]
-            it.next()
+        for key, value in sm._cf("lv").scan():
+            slots.setdefault(_U32.unpack_from(key)[0], {})[key[4:].decode()] = _U64.unpack(value)[0]
         uows: list[rpb.UowState] = []
-        it = meta.iter()
-        it.seek_to_first()
-        while it.valid():
-            key, value = it.key(), it.value()
+        for key, value in meta.scan():
             if key.startswith(P_DURABLE):
                 ident, count, pbytes, lvs = _DURABLE.unpack_from(value)
                 ds = rpb.DurableState.FromString(value[_DURABLE.size:])
@@ -481,34 +472,25 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 cluster, destination = key[len(P_ORIGIN):].decode().split("\x00", 1)
                 sequence, stored_at = _MARK.unpack_from(value)
                 sm.origin_marks[(cluster, destination)] = OriginMark(value[_MARK.size:].decode(), sequence, stored_at)
-            it.next()
         for state in sorted(uows, key=lambda s: s.order):
             sm.uows.restore(state)
-        it = sm._cf("dedup").iter()
-        it.seek_to_first()
-        while it.valid():
-            key = it.key()
+        for key, value in sm._cf("dedup").scan():
             pid = key[:-9].decode()
             pos = _U64.unpack(key[-8:])[0]
             window = sm.producers.get(pid)
             if window is None:
                 window = sm.producers[pid] = _DiskWindow(sm, pid)
                 window.first = pos
-            seq, mseq = _TWO.unpack(it.value())
+            seq, mseq = _TWO.unpack(value)
             _ProducerWindow.record(window, seq, mseq)
             window.next = pos + 1
-            it.next()
         wall: list[tuple[float, int]] = []
         pseudo: list[tuple[float, int]] = []
-        it = sm._cf("timers").iter()
-        it.seek_to_first()
-        while it.valid():
-            key = it.key()
+        for key, _ in sm._cf("timers").scan():
             if key.startswith(_CLOCK_TIMER):
                 pseudo.append(_TIMER.unpack_from(key, len(_CLOCK_TIMER)))
             else:
                 wall.append(_TIMER.unpack(key))
-            it.next()
         sm._timers.load(wall)
         sm._clock_timers.load(pseudo)
         # Each stored message with a pseudo-clock time-to-live has exactly one such key.
@@ -672,8 +654,9 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._write_uows(wb, sm_h)
         wb.put(K_APPLIED, _TWO.pack(self.applied_index, self.applied_epoch), sm_h)
         wb.put(K_NEXT_SEQ, _U64.pack(self.next_seq), sm_h)
+        wb.put(K_ACKED, _U64.pack(self.acked_messages), sm_h)
         self.storage.write_state(wb)
-        self._wb = rocksdict.WriteBatch(raw_mode=True)
+        self._wb = self.storage.batch()
         self._touched.clear()
         self._created.clear()
         self._deleted.clear()
@@ -682,7 +665,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._dirty_slots.clear()
         self._dirty_stores = self._ids_dirty = False
 
-    def _write_uows(self, wb: rocksdict.WriteBatch, sm_h: rocksdict.ColumnFamily) -> None:
+    def _write_uows(self, wb: Batch, sm_h: object) -> None:
         """The units of work and subscriptions the entry changed, and the pseudo-clock."""
         table = self.uows
         changed, subscriptions = table.take_changes()
@@ -725,7 +708,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         """Replace the whole state by a snapshot (catch-up from the leader), in batches."""
         mem = StateMachine.from_snapshot(data)
         meta_h = self._handle("sm")
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        wb = self.storage.batch()
         for name in STATE_COLUMN_FAMILIES:
             wb.delete_range(b"", b"\xff" * 64, self._handle(name))
         wb.put(K_INSTALLING, b"1", meta_h)
@@ -733,6 +716,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         fresh = DiskStateMachine(self.storage)
         fresh._in_entry = True
         fresh.next_seq = mem.next_seq
+        fresh.acked_messages = mem.acked_messages
         for cfg in mem.store_configs.values():
             fresh.apply_op(rpb.Operation(configure_store=cfg))
         done = 0

@@ -14,12 +14,12 @@ import asyncio
 import heapq
 import itertools
 import math
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from strongroom import clocks
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.errors import ForeignMessage, InvalidArgument, StrongroomError, UnknownMessage
@@ -229,6 +229,25 @@ class Dispatcher:
                 else "is unreachable under the realm in force (its destination's rule changed)")
         for sub in list(dd.subs):
             self._close(sub, reason, f"durable {durable.name!r} on {durable.destination!r} {what}")
+
+    def suspend(self, state: StateMachine, reason: str, message: str) -> int:
+        """The store `state` keeps cannot be used (the persistent store became unavailable): the
+        subscriptions of its durables end with `reason` (their messages in flight go back), and
+        the acknowledgments and dead-letterings on their way to the log are forgotten: the term
+        backed them out, so those messages are delivered again once the store can be used.
+        Returns how many subscriptions ended."""
+        ended = 0
+        for dd in list(self._durables.values()):
+            if dd.state is not state:
+                continue
+            for sub in list(dd.subs):
+                self._close(sub, reason, message)
+                ended += 1
+            for seq in dd.acking | dd.parked:
+                heapq.heappush(dd.again, seq)
+            dd.acking.clear()
+            dd.parked.clear()
+        return ended
 
     def unpark(self, key: str, seq: int, delay: float) -> None:
         """Offer a parked message again after `delay` seconds: one whose dead-lettering failed
@@ -483,7 +502,7 @@ class Dispatcher:
             for sub in dd.subs:
                 if sub.latest and sub.credit > 0:
                     stored = state.message(sub.latest)
-                    if stored is not None and not stored.ttl_ended(time.time(), self._clock()):
+                    if stored is not None and not stored.ttl_ended(clocks.wall(), self._clock()):
                         sub.credit -= 1
                         if self.on_delivered is not None:
                             self.on_delivered(state, durable, stored, 1)
@@ -493,7 +512,7 @@ class Dispatcher:
             return
         batches: dict[str, list[Delivered]] = {}
         limit = self._limit_of(durable) if self._dead_letter is not None else 0
-        now = time.time()
+        now = clocks.wall()
         clock = self._clock()
         while True:
             sub = self._next_with_credit(dd)

@@ -10,32 +10,46 @@ A primary's new leader asks the other site (`superseded_by_peer`) before it writ
 primary site that comes back after the standby was activated learns it at once, and its first
 leader serves no write. When the other site does not answer (it is down, or cut off) the leader
 serves: clients never wait for the standby; the activated site's DR service keeps telling the
-old primary until it hears it (`dr/fencer.py`).
+old primary until it hears it (`dr/fencer.py`). A client that has seen a newer generation than
+this primary's makes the member ask at once too (`heard_of`, persistence/generations.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.dr.record import DrRecord, DrRole, generation_of, read_record, superseded, write_record
-from strongroom.errors import InvalidArgument, PersistenceUnavailable, UnknownCluster, WrongDrRole
+from strongroom.errors import (
+    Fenced,
+    InvalidArgument,
+    PersistenceUnavailable,
+    StandbyRefusal,
+    StrongroomError,
+    UnknownCluster,
+    WrongDrRole,
+)
 from strongroom.etcd import EtcdClient
 from strongroom.keys import dr_key
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.transport import compare_generations
 
-__all__ = ["DrSite", "cut_back"]
+__all__ = ["ASK_AGAIN_SECONDS", "DrSite", "cut_back"]
 
 log = logging.getLogger("strongroom.dr")
+
+ASK_AGAIN_SECONDS = 2.0
+"""While clients keep naming a newer generation, the other site is asked at most this often."""
 
 
 class DrSite:
     """The DR role of the site a member runs at, for the member's cluster."""
 
     def __init__(self, etcd: EtcdClient, cluster: str, member: str, default: DrRecord,
-                 own_addresses: Callable[[], Sequence[str]], indexes_on_disk: bool = False) -> None:
+                 own_addresses: Callable[[], Sequence[str]]) -> None:
         self.etcd = etcd
         self.cluster = cluster
         self.member = member
@@ -43,16 +57,58 @@ class DrSite:
         self.record = default
         """The record in force, as this member last read it."""
         self._own_addresses = own_addresses
-        self.indexes_on_disk = indexes_on_disk
-        """The state lives on disk: a demoted member cannot rebuild it at an older index."""
+
+        self.loaded = False
+        """The record was read from etcd (until then `record` is the realm's default)."""
+        self._asking: asyncio.Task[bool] | None = None
+        self._asked_at = -ASK_AGAIN_SECONDS
 
     @property
     def role(self) -> DrRole:
         return self.record.role
 
+    def refusal(self) -> StrongroomError | None:
+        """What a client call gets from a member of this site while the site does not serve:
+        FENCED (superseded by a newer primary) or STANDBY; None at a primary."""
+        record = self.record
+        if record.role is DrRole.FENCED:
+            return Fenced(f"cluster {self.cluster} at this site was superseded by a primary of generation "
+                          f"{record.newer_generation} ({','.join(record.peer) or 'the other site'}); it accepts no "
+                          f"write until an operator demotes it", {"primary": ",".join(record.peer),
+                                                                  "generation": str(record.newer_generation)})
+        if record.role is DrRole.STANDBY:
+            primary = ",".join(record.peer)
+            return StandbyRefusal(f"member {self.member} belongs to the disaster-recovery standby set of cluster "
+                                  f"{self.cluster}, which serves no clients; the primary site does ({primary})",
+                                  {"primary": primary})
+        return None
+
+    def described(self) -> tuple[str, int, Sequence[str]]:
+        """The role, generation and the other site's addresses, as the member last read them."""
+        record = self.record
+        return record.role.value, record.generation, record.peer
+
+    def heard_of(self, generation: int) -> None:
+        """A client named `generation`, newer than this site's: ask the other site now (at most
+        once per `ASK_AGAIN_SECONDS`); when it is that newer primary, the site is fenced."""
+        now = time.monotonic()
+        if (self._asking is not None and not self._asking.done()) or now - self._asked_at < ASK_AGAIN_SECONDS:
+            return
+        self._asked_at = now
+        log.warning("cluster %s: a client has seen the primary of generation %d (this site: %s); asking the "
+                    "other site", self.cluster, generation, self.record.describe())
+        self._asking = asyncio.create_task(self.superseded_by_peer(), name="dr-ask")
+        self._asking.add_done_callback(self._asked)
+
+    def _asked(self, task: asyncio.Task[bool]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("cluster %s: asking the other site failed: %s (the next client naming a newer generation "
+                        "asks again)", self.cluster, task.exception())
+
     async def load(self) -> DrRecord:
         """Read the site's record (before campaigning)."""
         self.record = await read_record(self.etcd, self.cluster, self.default)
+        self.loaded = True
         return self.record
 
     async def follow(self, on_change: Callable[[DrRecord, DrRecord], None]) -> None:
@@ -121,10 +177,6 @@ class DrSite:
             raise WrongDrRole(f"cluster {self.cluster} at this site is {current.describe()}: only a site fenced by a "
                               f"newer primary is demoted (demoting the only primary would leave the cluster "
                               f"without one)")
-        if self.indexes_on_disk:
-            raise WrongDrRole(f"cluster {self.cluster} keeps its indexes on disk, whose state cannot be rolled back "
-                              f"to the last index both sites share: stop this site's members, wipe their data, "
-                              f"start them again (fenced, empty), then demote; they take the new primary's state")
         if not current.since_index:
             raise WrongDrRole(f"the primary of generation {current.newer_generation} has not said yet where the two "
                               f"histories part (its DR service tells this site within seconds once it reaches "
@@ -153,8 +205,9 @@ def cut_back(replica: Replica, record: DrRecord) -> None:
     """A demoted site's member: cut its log back to the last index both sites share and rebuild
     its state there, when the entries after it are of an older generation (the old primary's
     lost tail, or what it took before it learnt it was fenced; not what the new primary shipped
-    since). Logged; when the state cannot be rebuilt (`Replica.roll_back_to`), the member stops
-    applying and says why: its data must be wiped (the DR service then ships a full copy)."""
+    since). Logged; when the state cannot be rebuilt (`Replica.roll_back_to`: no restore point
+    reaches that far back), the member drops its data, stops applying and says why: restarted,
+    it starts empty and the DR service ships a full copy."""
     lg = replica.log
     index = record.since_index
     if record.role is not DrRole.STANDBY or not index or lg.last_index <= index:
@@ -163,18 +216,17 @@ def cut_back(replica: Replica, record: DrRecord) -> None:
     first = lg.snapshot_epoch if index < lg.snapshot_index else lg.epoch_at(index + 1)
     if first is None or generation_of(first) >= record.generation:
         return
-    last = lg.last_index
+    last, compacted = lg.last_index, lg.snapshot_index
     if replica.roll_back_to(index):
         log.warning("cluster %s: cut the log back from %d to %d (the entries after it are the old primary's "
-                    "tail: `strongroom dr manifest` lists them) and rebuilt the state at %d", replica.member, last,
-                    index, index)
+                    "tail: `strongroom dr manifest` lists them) and rebuilt the state at %d (from the restore "
+                    "point at %d)", replica.member, last, index, index, lg.snapshot_index)
         return
     # The log goes whole (no recovery may adopt the tail back into the standby), and with it
     # what the state was built from: restarted, the member starts empty and takes the standby
     # leader's state. Until then it applies nothing and never leads.
-    lg.install_snapshot(0, 0, b"")
-    replica.commit_index = 0
+    replica.discard()
     replica.stop_applying(f"the log had to be cut back to index {index} for the demotion (entries {index + 1}-{last} "
-                          f"are the old primary's tail) but the state cannot be rebuilt there (the log was "
-                          f"compacted past it): the log is dropped; restart this member (it starts empty and takes "
-                          f"the standby leader's state)")
+                          f"are the old primary's tail) but no restore point reaches it (the log was compacted "
+                          f"at {compacted}, and the oldest state kept is after {index}): the log and state are "
+                          f"dropped; restart this member (it starts empty and takes the standby leader's state)")

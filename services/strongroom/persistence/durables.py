@@ -13,6 +13,11 @@
   (`strongroom durable delete`). A topic moved to another store of the same cluster keeps its
   durables (they take the new messages; status lists them under the store they were created
   in).
+- **Route durables on endpoints.** A router's route durable (`sr.route.<neighbour>`, see
+  docs/routing.md) opened on an endpoint of a routed store holds what waits to be forwarded of
+  that endpoint only: it is a standard durable keyed by the endpoint and its name, as a topic
+  durable is, not a store-wide content durable of the endpoint's template (`is_endpoint_route`).
+  The realm reaches it while the name is an endpoint of a routed store.
 - **Use and expiry.** A durable created on a topic or endpoint whose rule sets
   `durable_expiry_seconds` is deleted once it has been unused that long on the pseudo-clock:
   no subscriber attached and no acknowledgment. Its last use is replicated state
@@ -36,10 +41,11 @@ from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import StrongroomError
 from strongroom.persistence.state import Durable, content_durable_key, durable_key
-from strongroom.realm.model import AckSync, Realm, StaticDurable, Store, TemplateKind
+from strongroom.realm.model import AckSync, Realm, Route, StaticDurable, Store, TemplateKind
+from strongroom.realm.zones import ROUTE_DURABLE_PREFIX
 
-__all__ = ["TEMPLATE_KINDS", "ExpiryMemo", "UseChanges", "durable_expiry", "expires_in", "is_static", "kind_word",
-           "static_durable_ops", "unreachable_reason", "reach_changes", "use_changes"]
+__all__ = ["TEMPLATE_KINDS", "ExpiryMemo", "UseChanges", "durable_expiry", "expires_in", "is_endpoint_route",
+           "is_static", "kind_word", "static_durable_ops", "unreachable_reason", "reach_changes", "use_changes"]
 
 TEMPLATE_KINDS = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD, TemplateKind.SHARED: cpb.DURABLE_KIND_SHARED,
                   TemplateKind.LAST_VALUE: cpb.DURABLE_KIND_LASTVALUE}
@@ -48,6 +54,12 @@ TEMPLATE_KINDS = {TemplateKind.STANDARD: cpb.DURABLE_KIND_STANDARD, TemplateKind
 def kind_word(kind: int) -> str:
     """A durable kind in the realm's words (standard, shared, last-value), for messages."""
     return next((t.value for t, k in TEMPLATE_KINDS.items() if k == kind), str(kind))
+
+
+def is_endpoint_route(route: Route, name: str) -> bool:
+    """A router's route durable on an endpoint of a routed store: a standard durable of that
+    endpoint's messages, keyed by endpoint and name (not a store-wide content durable)."""
+    return route.endpoint and route.store.routed and name.startswith(ROUTE_DURABLE_PREFIX)
 
 
 def _ack_sync(mode: AckSync) -> int:
@@ -101,7 +113,7 @@ def unreachable_reason(durable: Durable, realm: Realm, cluster: str) -> str:
         return f"no rule of the realm maps {durable.destination!r} any more"
     if not route.store.served_by(cluster):
         return f"{durable.destination!r} now maps to store {route.store.name!r} of {route.store.where}"
-    if route.endpoint:
+    if route.endpoint and not is_endpoint_route(route, durable.name):
         return f"{durable.destination!r} is now an endpoint"
     if route.queue != durable.queue:
         return f"{durable.destination!r} is now a {'queue' if route.queue else 'topic'}"

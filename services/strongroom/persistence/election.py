@@ -8,6 +8,16 @@ from leader to leader; the key's value names the generation, so every member rea
 epoch the same way. The lease is kept alive every TTL/3; a leader that has not renewed it within
 TTL minus a safety margin is told to step down at once, before etcd can hand the key to anyone
 else.
+
+etcd going back: restarted without its data (an operator's error, a lost volume), etcd issues
+revisions from 1 again, so a new leader key can carry an epoch that members promised already.
+The members' promises (on their disks) fence such a leader: a member never leads with an epoch
+at or below one it promised, and a follower refuses an epoch promised to another member. To go
+on, the member elected with such an epoch raises the cluster's *epoch base*
+(`keys.epoch_base_key`) to its promise's revision and campaigns again: every leader key's value
+names the base it was created under, and its epoch is `generation << 40 | base + create_revision`,
+above every promise the member knew of (a member that promised more refuses, the candidate
+learns that promise and raises the base again).
 """
 
 from __future__ import annotations
@@ -20,18 +30,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from strongroom.aio import cancel_and_wait
-from strongroom.dr.record import epoch_of
+from strongroom.dr.record import GENERATION_SHIFT, epoch_of, generation_of
 from strongroom.etcd import EtcdClient, EtcdUnavailable, KeyValue
-from strongroom.keys import leader_key, member_key
+from strongroom.keys import epoch_base_key, leader_key, member_key
 from strongroom.persistence.log import LOG_FORMAT
 from strongroom.persistence.membership import MemberRecord
 
-__all__ = ["Election", "LeaderInfo", "leader_epoch"]
+__all__ = ["Election", "LeaderInfo", "epoch_base", "leader_epoch"]
 
 log = logging.getLogger("strongroom.election")
 
 # A member sitting out elections looks for a new leader this often while there is none.
 PAUSED_POLL_SECONDS = 0.5
+# A member that cannot lead above its promise (the site's DR record went with etcd's data)
+# sits out elections this long before it looks again.
+WENT_BACK_PAUSE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -44,13 +57,25 @@ class LeaderInfo:
 
 
 def leader_epoch(kv: KeyValue) -> int:
-    """The epoch of the leader holding key `kv`: its create revision under the generation its
-    value names (0 when the value names none: a leader of a version before generations)."""
+    """The epoch of the leader holding key `kv`: its create revision plus the epoch base its
+    value names, under the generation its value names (0 when the value names none)."""
     try:
-        generation = int(json.loads(kv.value).get("generation", 0))
+        data = json.loads(kv.value)
+        generation, base = int(data.get("generation", 0)), int(data.get("base", 0))
     except (ValueError, AttributeError, TypeError):
-        generation = 0
-    return epoch_of(generation, kv.create_revision)
+        generation, base = 0, 0
+    return epoch_of(generation, base + kv.create_revision)
+
+
+async def epoch_base(etcd: EtcdClient, cluster: str) -> tuple[int, int]:
+    """The cluster's epoch base (0 while there is none) and its key's mod revision (0: absent)."""
+    kv = await etcd.get(epoch_base_key(cluster))
+    if kv is None:
+        return 0, 0
+    try:
+        return int(kv.value), kv.mod_revision
+    except ValueError:
+        return 0, kv.mod_revision
 
 
 class Election:
@@ -60,7 +85,9 @@ class Election:
                  on_elected: Callable[[int, float], Awaitable[None]],
                  on_deposed: Callable[[str], Awaitable[None]],
                  on_leader: Callable[[LeaderInfo | None], None], link_address: str = "",
-                 key: str | None = None, register: bool = True) -> None:
+                 key: str | None = None, register: bool = True,
+                 promised: Callable[[], int] = lambda: 0,
+                 on_registered: Callable[[], Awaitable[None]] | None = None) -> None:
         self.etcd = etcd
         # The key campaigned for: the cluster's leader key unless told (a router's key).
         self.key = key or leader_key(cluster)
@@ -75,6 +102,10 @@ class Election:
         self.on_elected = on_elected
         self.on_deposed = on_deposed
         self.on_leader = on_leader
+        # The highest epoch this member promised (its disk's): it never leads at or below it.
+        self.promised = promised
+        # After each registration under a new lease (a member re-asserts what etcd must hold).
+        self.on_registered = on_registered
         self.lease = 0
         self.epoch = 0
         self.generation = 0
@@ -132,6 +163,8 @@ class Election:
                 if self.register:
                     record = MemberRecord(self.address, self.link_address or None, LOG_FORMAT)
                     await self.etcd.put(member_key(self.cluster, self.member), record.to_bytes(), lease=self.lease)
+                if self.on_registered is not None:
+                    await self.on_registered()
                 return
             except (EtcdUnavailable, Exception) as exc:  # noqa: BLE001 - etcd down: retry
                 log.warning("cannot grant lease: %s", exc)
@@ -168,7 +201,15 @@ class Election:
 
     async def _run(self) -> None:
         while self.campaigning:
+            previous = self.lease
             await self._grant()
+            if previous:
+                # Revoked again now that etcd answers: a revoke while etcd was down failed, and
+                # a restarted etcd gives the old lease (the old leader key with it) a full TTL.
+                try:
+                    await self.etcd.revoke(previous)
+                except Exception:  # noqa: BLE001 - gone already, or it expires
+                    pass
             keep = asyncio.create_task(self._keepalive())
             dog = asyncio.create_task(self._watchdog())
             campaign = asyncio.create_task(self._campaign())
@@ -191,12 +232,13 @@ class Election:
     async def _campaign(self) -> None:
         key = self.key
         while True:
-            value = json.dumps({"member": self.member, "address": self.address,
-                                "generation": self.generation}).encode()
             if self.pause_until > time.monotonic():
                 await self._follow_while_paused(key)
                 continue
             try:
+                base, _ = await epoch_base(self.etcd, self.cluster)
+                value = json.dumps({"member": self.member, "address": self.address,
+                                    "generation": self.generation, "base": base}).encode()
                 created, kv = await self.etcd.create_if_absent(key, value, lease=self.lease)
             except Exception as exc:  # noqa: BLE001
                 log.warning("campaign failed: %s", exc)
@@ -206,6 +248,9 @@ class Election:
                 continue
             # Created now, or our own key from before (a retried transaction): we hold it.
             if created or kv.lease == self.lease:
+                if leader_epoch(kv) <= self.promised():
+                    await self._went_back(key, leader_epoch(kv))
+                    continue
                 self.epoch = leader_epoch(kv)
                 self.is_leader = True
                 self.on_leader(LeaderInfo(self.member, self.address, self.epoch))
@@ -223,6 +268,36 @@ class Election:
             # No leader until a member creates the key again (a member sitting out elections
             # must not keep naming the one that left).
             self.on_leader(None)
+
+    async def _went_back(self, key: str, epoch: int) -> None:
+        """Elected with `epoch`, at or below the epoch this member promised: etcd issued it
+        before (it went back in revisions). Never lead with it: raise the epoch base above the
+        promise, give the key up and campaign again."""
+        promised = self.promised()
+        try:
+            if generation_of(promised) > self.generation:
+                log.error("elected leader of %s with epoch %d, but this member promised epoch %d of DR generation "
+                          "%d and the site's DR record says generation %d: etcd lost the record with its data; "
+                          "not leading until it is restored (README: Reliability, when etcd loses its data)", self.cluster,
+                          epoch, promised, generation_of(promised), self.generation)
+                self.pause(time.monotonic() + WENT_BACK_PAUSE_SECONDS)
+            else:
+                needed = promised & ((1 << GENERATION_SHIFT) - 1)
+                while True:
+                    base, revision = await epoch_base(self.etcd, self.cluster)
+                    if base >= needed or await self.etcd.put_if_version(epoch_base_key(self.cluster),
+                                                                        str(needed).encode(), revision):
+                        break
+                log.warning("elected leader of %s with epoch %d, which this member promised already (up to %d): "
+                            "etcd went back in revisions (restarted without its data?); epoch base raised to %d, "
+                            "campaigning again", self.cluster, epoch, promised, max(base, needed))
+        except Exception as exc:  # noqa: BLE001 - etcd unreachable: the key goes with the lease
+            log.warning("cannot raise the epoch base of %s: %s", self.cluster, exc)
+            await asyncio.sleep(0.3)
+        try:
+            await self.etcd.delete_if_lease(key, self.lease)
+        except Exception:  # noqa: BLE001 - it goes with the lease
+            pass
 
     def _name_leader(self, kv: KeyValue) -> None:
         """Tell the node who holds the leader key `kv` (no one, if its value is unreadable)."""

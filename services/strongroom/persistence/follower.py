@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.errors import StaleEpochError
+from strongroom.errors import StaleEpochError, StrongroomError
 from strongroom.persistence.election import LeaderInfo
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
@@ -57,8 +57,12 @@ class Follower:
         replica = self.replica
         if epoch < replica.promised_epoch:
             return False
-        if epoch > replica.promised_epoch:
-            replica.promise(epoch)
+        if epoch == replica.promised_epoch and replica.promised_to and leader != replica.promised_to:
+            # Two members claim one epoch: etcd issued it twice (it went back, e.g. restarted
+            # without its data). The first keeps it; the other's election raises the epoch base.
+            log.warning("refused %s: epoch %d was promised to %s", leader, epoch, replica.promised_to)
+            return False
+        replica.promise(epoch, leader)
         term = self.member.term
         if term is not None and epoch > term.epoch:
             await self.member.step_down(f"member {leader} leads with epoch {epoch}")
@@ -89,48 +93,60 @@ class Follower:
         if entries is None:
             assert isinstance(req, rpb.AppendRequest)
             entries = list(req.entries)
-        replica = self.replica
         async with self._lock:
-            if not await self._accept_epoch(req.epoch, req.leader):
-                return self._refusal()
-            term = self.member.term
-            if term is not None and req.epoch == term.epoch:
-                return self._refusal()
-            leader = self.member.leader
-            if leader is None or leader.epoch != req.epoch:
-                address = self.membership.address_of(req.leader) or ""
-                self.member.leader = LeaderInfo(req.leader, address, req.epoch)
-            lg = replica.log
-            if req.prev_index > lg.last_index:
+            try:
+                answer = await self._append(req, entries, raws)
+            except StrongroomError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a storage write failed: say so, store nothing
+                self.replica.health.failed(exc)
+                answer = self._refusal(conflict_index=self.replica.log.last_index)
+            answer.cannot_store = self.replica.health.reason
+            return answer
+
+    async def _append(self, req: rpb.AppendRequest | rpb.AppendRequestRaw, entries: list[rpb.LogEntry],
+                      raws: list[bytes] | None) -> rpb.AppendResponse:
+        replica = self.replica
+        if not await self._accept_epoch(req.epoch, req.leader):
+            return self._refusal()
+        term = self.member.term
+        if term is not None and req.epoch == term.epoch:
+            return self._refusal()
+        leader = self.member.leader
+        if leader is None or leader.epoch != req.epoch:
+            address = self.membership.address_of(req.leader) or ""
+            self.member.leader = LeaderInfo(req.leader, address, req.epoch)
+        lg = replica.log
+        if req.prev_index > lg.last_index:
+            return self._refusal(conflict_index=lg.last_index)
+        if entries and not replica.stored:
+            try:
+                await replica.mark_stored()
+            except Exception as exc:  # noqa: BLE001 - cannot record it: do not acknowledge
+                log.warning("cannot record stored state in etcd: %s", exc)
                 return self._refusal(conflict_index=lg.last_index)
-            if entries and not replica.stored:
-                try:
-                    await replica.mark_stored()
-                except Exception as exc:  # noqa: BLE001 - cannot record it: do not acknowledge
-                    log.warning("cannot record stored state in etcd: %s", exc)
-                    return self._refusal(conflict_index=lg.last_index)
-            matched = req.prev_index + len(entries)
-            new_commit = min(req.commit_index, matched)
-            outcome = lg.append_from_leader(req.prev_index, req.prev_epoch, entries,
-                                            commit_index=max(new_commit, replica.commit_index), raws=raws)
-            if not outcome.ok:
-                return self._refusal(conflict_index=outcome.conflict_index, needs_snapshot=outcome.needs_snapshot)
-            if new_commit > replica.commit_index:
-                replica.commit_index = new_commit
-                # Applied right after this answer is written, not before: the leader waits
-                # for the answer, nobody waits for a follower's apply.
-                if not self._apply_soon:
-                    self._apply_soon = True
-                    asyncio.get_running_loop().call_soon(self._apply_deferred)
-            if req.events_published and replica.events is not None:
-                # The leader published the store events up to there: ours are no longer needed.
-                replica.events.trim(min(req.events_published, replica.state.applied_index))
-            if not replica.synced and req.commit_index <= matched:
-                # We hold everything the leader has committed: count toward majorities again.
-                replica.set_synced(True)
-                log.info("caught up to the leader's commit index %d; synced", req.commit_index)
-            self.last_heard = time.monotonic()
-            return rpb.AppendResponse(ok=True, promised_epoch=replica.promised_epoch, last_index=lg.last_index)
+        matched = req.prev_index + len(entries)
+        new_commit = min(req.commit_index, matched)
+        outcome = lg.append_from_leader(req.prev_index, req.prev_epoch, entries,
+                                        commit_index=max(new_commit, replica.commit_index), raws=raws)
+        if not outcome.ok:
+            return self._refusal(conflict_index=outcome.conflict_index, needs_snapshot=outcome.needs_snapshot)
+        if new_commit > replica.commit_index:
+            replica.commit_index = new_commit
+            # Applied right after this answer is written, not before: the leader waits
+            # for the answer, nobody waits for a follower's apply.
+            if not self._apply_soon:
+                self._apply_soon = True
+                asyncio.get_running_loop().call_soon(self._apply_deferred)
+        if req.events_published and replica.events is not None:
+            # The leader published the store events up to there: ours are no longer needed.
+            replica.events.trim(min(req.events_published, replica.state.applied_index))
+        if not replica.synced and req.commit_index <= matched:
+            # We hold everything the leader has committed: count toward majorities again.
+            replica.set_synced(True)
+            log.info("caught up to the leader's commit index %d; synced", req.commit_index)
+        self.last_heard = time.monotonic()
+        return rpb.AppendResponse(ok=True, promised_epoch=replica.promised_epoch, last_index=lg.last_index)
 
     def _apply_deferred(self) -> None:
         self._apply_soon = False

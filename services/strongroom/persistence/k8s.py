@@ -2,7 +2,10 @@
 
 When the member starts serving as leader it patches its pod with `strongroom.io/role=leader`;
 when it stops it removes the label. The Helm chart's leader Service selects that label, and the
-chart's Role allows exactly `get` and `patch` on pods of the release's namespace.
+chart's Role allows exactly `get` and `patch` on the members' pods. The active replica of a
+cluster's router labels its pod the same way, `strongroom.io/role=active` (`ACTIVE_VALUE`;
+routing/main.py installs it), and the chart's router Service selects that; the router's Role
+allows `get` and `patch` on pods of the release's namespace.
 
 The pod is found from the downward API (env POD_NAME, POD_NAMESPACE, set by the chart); the API
 server and credentials from the pod's service account, as `kubernetes.config.load_incluster_config`
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
+    "ACTIVE_VALUE",
     "LEADER_VALUE",
     "MERGE_PATCH",
     "ROLE_LABEL",
@@ -34,9 +38,13 @@ __all__ = [
 log = logging.getLogger("strongroom.k8s")
 
 ROLE_LABEL = "strongroom.io/role"
-"""The pod label the leader sets on itself; the chart's leader Service selects it (_helpers.tpl)."""
+"""The pod label a leader (or the active router replica) sets on itself; the chart's leader
+Service (router Service) selects it (_helpers.tpl)."""
 LEADER_VALUE = "leader"
 """The label's value on the leader's pod; other pods carry no such label."""
+ACTIVE_VALUE = "active"
+"""The label's value on the active router replica's pod; the chart's router Service selects it
+(_helpers.tpl), standby replicas carry no such label."""
 MERGE_PATCH = "application/merge-patch+json"
 """A JSON merge patch: a null value removes the label. The client's own default content type for
 a pod patch is json-patch+json, which the API server rejects for an object body."""
@@ -48,14 +56,15 @@ REQUEST_TIMEOUT_SECONDS = 5.0  # a hung API call must not hold back the next lea
 
 
 class _Leadership(Protocol):
-    """The part of `PersistenceNode` the label needs (kept narrow so tests need no node)."""
+    """The part of `PersistenceNode` (and of the router's `Router`) the label needs (kept narrow
+    so tests need no node)."""
 
     leadership_listeners: list[Callable[[bool], Awaitable[None]]]
 
 
 @dataclass(frozen=True)
 class PodIdentity:
-    """The pod this member runs in."""
+    """The pod this process (a member, a router replica) runs in."""
 
     namespace: str
     name: str
@@ -70,9 +79,9 @@ def pod_identity(environ: Mapping[str, str] = os.environ) -> PodIdentity | None:
     return PodIdentity(namespace=namespace, name=name)
 
 
-def patch_body(leading: bool) -> dict[str, Any]:
-    """The merge patch that sets (leading) or removes (not leading) the role label."""
-    return {"metadata": {"labels": {ROLE_LABEL: LEADER_VALUE if leading else None}}}
+def patch_body(leading: bool, value: str = LEADER_VALUE) -> dict[str, Any]:
+    """The merge patch that sets the role label to `value` (leading) or removes it (not leading)."""
+    return {"metadata": {"labels": {ROLE_LABEL: value if leading else None}}}
 
 
 def in_cluster_api(token_file: Path | None = None, ca_file: Path | None = None,
@@ -98,17 +107,20 @@ def in_cluster_api(token_file: Path | None = None, ca_file: Path | None = None,
 
 
 class LeaderLabel:
-    """A leadership listener that keeps the role label of its pod in step with the member.
+    """A leadership listener that keeps the role label of its pod in step with the member (or
+    the router replica): `ROLE_LABEL=value` while leading, no such label otherwise.
 
     Calls are serialised and only the latest wish is applied: a True that a False overtook is
     dropped. A failed patch is retried a few times, then logged (the member keeps serving; only
-    the leader Service is stale until the next change).
+    the Service selecting the label is stale until the next change).
     """
 
     def __init__(self, api: Any, pod: PodIdentity, retries: int = RETRIES,
-                 retry_delay: float = RETRY_DELAY_SECONDS) -> None:
+                 retry_delay: float = RETRY_DELAY_SECONDS, value: str = LEADER_VALUE) -> None:
         self.api = api
         self.pod = pod
+        self.value = value
+        """The label's value while leading (LEADER_VALUE for a member, ACTIVE_VALUE for a router)."""
         self.retries = retries
         self.retry_delay = retry_delay
         self._wanted: bool | None = None
@@ -134,25 +146,26 @@ class LeaderLabel:
                 try:
                     await asyncio.to_thread(self._patch, leading)
                     log.info("pod %s/%s: %s", self.pod.namespace, self.pod.name,
-                             f"labelled {ROLE_LABEL}={LEADER_VALUE}" if leading else f"label {ROLE_LABEL} removed")
+                             f"labelled {ROLE_LABEL}={self.value}" if leading else f"label {ROLE_LABEL} removed")
                     return
                 except Exception as exc:  # noqa: BLE001 - the API server may be briefly unreachable
                     if attempt == self.retries:
-                        log.error("cannot %s the leader label of pod %s/%s after %d attempts: %s",
-                                  "set" if leading else "remove", self.pod.namespace, self.pod.name,
-                                  attempt, exc)
+                        log.error("cannot %s the label %s=%s of pod %s/%s after %d attempts: %s",
+                                  "set" if leading else "remove", ROLE_LABEL, self.value, self.pod.namespace,
+                                  self.pod.name, attempt, exc)
                         return
-                    log.warning("leader label patch failed (attempt %d): %s", attempt, exc)
+                    log.warning("%s=%s label patch failed (attempt %d): %s", ROLE_LABEL, self.value, attempt, exc)
                     await asyncio.sleep(self.retry_delay * attempt)
 
     def _patch(self, leading: bool) -> None:
-        self.api.patch_namespaced_pod(self.pod.name, self.pod.namespace, patch_body(leading),
+        self.api.patch_namespaced_pod(self.pod.name, self.pod.namespace, patch_body(leading, self.value),
                                       _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT_SECONDS)
 
 
 def install_leader_label(node: _Leadership, environ: Mapping[str, str] = os.environ,
-                         api: Any = None) -> LeaderLabel | None:
-    """Register the pod-label listener on `node` when running in a pod; else return None.
+                         api: Any = None, value: str = LEADER_VALUE) -> LeaderLabel | None:
+    """Register the pod-label listener on `node` (a member, or a router with `value`
+    ACTIVE_VALUE) when running in a pod; else return None.
 
     The label is cleared once at startup: a container restarted inside the same pod (crash, OOM)
     would otherwise keep the label of a leadership its previous process held.
@@ -164,10 +177,10 @@ def install_leader_label(node: _Leadership, environ: Mapping[str, str] = os.envi
         try:
             api = in_cluster_api(environ=environ)
         except Exception as exc:  # noqa: BLE001 - the member serves without the label
-            log.error("pod %s/%s: no Kubernetes API credentials (%s); the leader Service will "
-                      "select no pod", pod.namespace, pod.name, exc)
+            log.error("pod %s/%s: no Kubernetes API credentials (%s); the Service selecting %s=%s will "
+                      "select no pod", pod.namespace, pod.name, exc, ROLE_LABEL, value)
             return None
-    label = LeaderLabel(api, pod)
+    label = LeaderLabel(api, pod, value=value)
     node.leadership_listeners.append(label)
     label.reset_task = label.reset()
     return label

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Protocol
 
+from strongroom import clocks
 from strongroom.aio import wait_event
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -105,7 +105,8 @@ class StoreKeeper:
                 for op in ops:
                     state.apply_op(op)
         if replicated_ops and term.alive():
-            return term.submit(replicated_ops)
+            # The realm's decisions are written while the persistent store is unavailable too.
+            return term.submit(replicated_ops, bookkeeping=True)
         return None
 
     async def apply_realm(self, term: LeaderTerm, realm: Realm) -> None:
@@ -129,7 +130,8 @@ class StoreKeeper:
         leader's clocks decide, the log carries the decision to every member)."""
         local = term.local_state
         while term.alive():
-            now = time.time()
+            clocks.drift()  # a step of the system clock is logged; decisions keep to `wall()`
+            now = clocks.wall()
             # The pseudo-clock goes into ExpireOps only once every member reads it (before, no
             # message has a time-to-live on it).
             clock = term.lifetimes_clock() or 0.0
@@ -138,7 +140,8 @@ class StoreKeeper:
                 due = local.due(now, clock)
                 if due:
                     local.apply_op(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now, clock=clock)))
-                due = state.due(now, clock)
+                # No timeout processing on the persistent store while it is unavailable.
+                due = state.due(now, clock) if not term.store_unavailable else []
                 if due:
                     await term.commit(rpb.Operation(expire=rpb.ExpireOp(message_seqs=due, now=now, clock=clock)))
                     continue
@@ -164,7 +167,7 @@ class StoreKeeper:
             if term.lifetimes_clock() is not None:
                 used = dispatcher.take_used()
                 try:
-                    for replicated in (True, False):
+                    for replicated in (False,) if term.store_unavailable else (True, False):
                         await self._durables_round(term, term.state_for(replicated), replicated, realm(), used)
                 except StrongroomError as err:
                     log.info("durable use round failed: %s", err)
@@ -217,7 +220,7 @@ class StoreKeeper:
         dead-letter destination, if any."""
         route = self._route_of(durable)
         op = rpb.DeadLetterOp(durable_key=durable.key, message_seq=seq, deliveries=deliveries,
-                              published_at=time.time(), reason=why)
+                              published_at=clocks.wall(), reason=why)
         target = route.rule.dead_letter if route is not None else None
         if target:
             assert route is not None

@@ -67,6 +67,10 @@ class ReplicatedLog:
 
     def __init__(self, storage: Storage, loaded: LoadedState) -> None:
         self.storage = storage
+        self.reset(loaded)
+
+    def reset(self, loaded: LoadedState) -> None:
+        """Hold what storage holds (at start, and after storage rolled the log back)."""
         self.snapshot_index = loaded.snapshot_index
         self.snapshot_epoch = loaded.snapshot_epoch
         # Position i holds index snapshot_index + 1 + i; None once released from memory.
@@ -76,6 +80,8 @@ class ReplicatedLog:
         self.epochs: list[int] = [e.epoch for e in loaded.entries]
         # Entries up to this index may be released from memory (never past the applied index).
         self._released = self.snapshot_index
+        self.unstored = False
+        """The last entry is a leader's that its storage could not write yet (`store_last`)."""
 
     @property
     def last_index(self) -> int:
@@ -150,17 +156,31 @@ class ReplicatedLog:
         self.epochs.append(entry.epoch)
 
     @traced("lwrite")
-    def store_last(self) -> None:
+    def store_last(self, keep: bool = False) -> None:
         """Store the entry `add_local` added (fsynced in disk-sync); if that fails, it is
-        dropped from memory too, so the log never holds an entry its storage does not."""
+        dropped from memory too, so the log never holds an entry its storage does not, unless
+        `keep`: a leader that goes on when its storage fails keeps it `unstored` (its followers
+        may hold it) and stores it again before anything else, or drops it when its term ends."""
         entry, raw = self.entries[-1], self.raws[-1]
         try:
             self.storage.append([entry], raws=[raw])  # type: ignore[list-item]
         except BaseException:
-            del self.entries[-1]
-            del self.raws[-1]
-            del self.epochs[-1]
+            self.unstored = keep
+            if not keep:
+                self._drop_last()
             raise
+        self.unstored = False
+
+    def drop_unstored(self) -> None:
+        """Forget the entry `store_last` kept unstored, if there is one (a leader's term ends)."""
+        if self.unstored:
+            self.unstored = False
+            self._drop_last()
+
+    def _drop_last(self) -> None:
+        del self.entries[-1]
+        del self.raws[-1]
+        del self.epochs[-1]
 
     def release(self, applied_index: int) -> None:
         """Entries applied up to `applied_index` are done with, but for the last KEEP_APPLIED:
@@ -231,10 +251,11 @@ class ReplicatedLog:
         del self.epochs[at:]
 
     def compact(self, through_index: int, epoch: int, snapshot: bytes) -> None:
-        """Store `snapshot` (the state after `through_index`) and drop the entries it covers."""
+        """Store `snapshot` (the state after `through_index`) and drop the entries it covers
+        (storage keeps them from its oldest restore point on, for a roll back)."""
         if through_index <= self.snapshot_index:
             return
-        self.storage.save_snapshot(through_index, epoch, snapshot, through_index)
+        self.storage.save_snapshot(through_index, epoch, snapshot)
         del self.entries[:through_index - self.snapshot_index]
         del self.raws[:through_index - self.snapshot_index]
         del self.epochs[:through_index - self.snapshot_index]

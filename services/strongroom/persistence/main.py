@@ -3,6 +3,10 @@
     strongroom-persistence --etcd 127.0.0.1:2379 --cluster default --member m1 \\
         --listen 127.0.0.1:7101 --data-dir /var/lib/strongroom/m1
 
+A cluster with a shared store (realm `shared_store`) runs its one member as two instances on
+one data directory, each at one of the realm's instance addresses: `--run-mode standard` and
+`--run-mode standby` (docs/store-operations.md, "Standby on a shared store").
+
 The realm must already be stored in etcd (by the realm service); the member waits for it, then
 checks that its cluster lists it (exit status 2 with the reason if not).
 """
@@ -13,15 +17,18 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
-from strongroom.errors import RealmInvalid, StrongroomError, UnknownMember
+from strongroom.errors import RealmInvalid, StoreDriverMismatch, StrongroomError, UnknownMember
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.config import MemberConfig
 from strongroom.persistence.node import PersistenceNode
 from strongroom.persistence.server import create_server, link_host
+from strongroom.persistence.shared_standby import HandshakeFailed, RunMode, StoreLock, StoreLocked, watch_ownership
+from strongroom.persistence.standby_server import stand_by
 from strongroom.realm.store import RealmStore, wait_for_realm
 
 __all__ = ["main", "serve"]
@@ -31,7 +38,7 @@ log = logging.getLogger("strongroom.persistence")
 
 async def _watch_realm(etcd: EtcdClient, node: PersistenceNode) -> None:
     """New realm versions take effect without a restart."""
-    async for current in RealmStore(etcd).watch():
+    async for current in RealmStore(etcd).watch(restore=True):
         if current.version <= node.realm_version:
             continue
         try:
@@ -42,8 +49,18 @@ async def _watch_realm(etcd: EtcdClient, node: PersistenceNode) -> None:
         node.update_realm(realm, current.version)
 
 
-async def serve(config: MemberConfig) -> int:
-    """Run a member until SIGTERM/SIGINT; returns the exit status."""
+def _fenced(holder: str) -> None:
+    """Another instance holds the shared store: stop before writing anything more."""
+    log.critical("the shared store's lock file names another holder (%s): this instance lost its lock and "
+                 "stops at once, without writing", holder)
+    logging.shutdown()
+    os._exit(70)
+
+
+async def serve(config: MemberConfig, run_mode: str = "") -> int:
+    """Run a member until SIGTERM/SIGINT; returns the exit status. `run_mode` ("standard",
+    "standby"): how an instance of a shared store starts (docs/store-operations.md; "" is
+    standard)."""
     if config.replication_link and not config.replication_advertise:
         try:
             # Refused before anything else (before waiting for a realm): no peer could reach it.
@@ -53,14 +70,25 @@ async def serve(config: MemberConfig) -> int:
             return 2
     etcd = EtcdClient(config.etcd_endpoints)
     version, realm = await wait_for_realm(etcd, log)
+    cluster = realm.cluster(config.cluster)
+    shared = cluster.shared_store if cluster is not None else None
+    lock: StoreLock | None = None  # a shared store's lock: held until the process ends
     try:
+        if shared is not None:
+            config, lock = await stand_by(config, shared, RunMode(run_mode or RunMode.STANDARD.value))
+        elif run_mode:
+            raise ValueError(f"--run-mode {run_mode}: cluster {config.cluster} has no shared_store in the realm")
         member, _ = await create_server(config, realm, version)
-    except (UnknownMember, ValueError, OSError) as err:
+    except (UnknownMember, StoreDriverMismatch, ValueError, OSError, StoreLocked, HandshakeFailed) as err:
         why = f"{err.reason}: {err.message}" if isinstance(err, StrongroomError) else str(err)
+        if isinstance(err, HandshakeFailed):
+            why = f"handshake with the partner failed: {why}"
         print(f"strongroom-persistence: {why}", file=sys.stderr)
         await etcd.close()
         return 2
     print(f"READY {member.config.address}", flush=True)
+    fence = asyncio.create_task(watch_ownership(lock, config.control_interval, _fenced), name="store-lock") \
+        if lock is not None else None
     watcher = asyncio.create_task(_watch_realm(etcd, member.node))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -69,6 +97,8 @@ async def serve(config: MemberConfig) -> int:
     await stop.wait()
     log.info("stopping member %s", config.member)
     watcher.cancel()
+    if fence is not None:
+        fence.cancel()
     await member.stop(grace=2)
     await etcd.close()
     return 0
@@ -94,6 +124,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--event-log-dir", default="",
                         help="turn the store event log on, into this directory (shared by the cluster's members; "
                              "default: as the realm's cluster says, else off; STRONGROOM_EVENT_LOG_DIR)")
+    parser.add_argument("--run-mode", choices=[m.value for m in RunMode], default="",
+                        help="an instance of a cluster with a shared store (realm shared_store): standard (takes "
+                             "the store at once) or standby (takes it over when the standard stops answering; "
+                             "the first of two standbys becomes the standard); default standard")
     args = parser.parse_args(argv)
     config = MemberConfig(
         cluster=args.cluster, member=args.member, data_dir=args.data_dir, etcd_endpoints=args.etcd,
@@ -109,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     gc.set_threshold(*config.gc_thresholds)
     logging.basicConfig(level=config.log_level.upper(),
                         format=f"%(asctime)s {config.member} %(levelname)s %(name)s: %(message)s")
-    sys.exit(asyncio.run(serve(config)))
+    sys.exit(asyncio.run(serve(config, args.run_mode)))
 
 
 if __name__ == "__main__":

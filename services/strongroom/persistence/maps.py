@@ -6,6 +6,10 @@ committed on a majority; the version of an entry is the log index of the write t
 A non-replicated store keeps its maps in the leader's memory, like its messages, with versions
 from a leader-local counter; they are lost when the leader goes.
 
+While the cluster's persistent store is unavailable, a replicated store's maps are neither read
+nor written (PSTORE_UNAVAILABLE); while it takes no new units of work only deletes are served
+(NO_NEW_UOW for the other writes). Non-replicated stores' maps are served throughout.
+
 Reads are served by the leader from its applied (= committed) state, and only while its lease
 is certainly valid: a leader that may already have been replaced refuses to answer rather than
 answer from a stale state. A leader serves clients only after its own no-op committed, so its
@@ -164,10 +168,12 @@ class MapFront:
         if not store.replicated:
             self._check_lease(term)
             return _write_outcome(key, term.local_state.apply_op(operation), 0)
+        _check_store(term, delete)
         async with self._writing.hold((store.name, name, key)):
             # Leadership may have changed while this write waited for the previous one; a
             # non-leader never commits what is submitted to it, so check right before.
             term = self.node.require_leader()
+            _check_store(term, delete)
             result, index = await term.commit(operation)
         return _write_outcome(key, result, index)
 
@@ -214,6 +220,8 @@ class MapFront:
         """The committed state to read from, on a leader whose lease is certainly valid."""
         term = self.node.require_leader()
         store = self._store(store_name)
+        if store.replicated:
+            term.require_store()
         self._check_lease(term)
         return term.state_for(store.replicated)
 
@@ -224,6 +232,16 @@ class MapFront:
             # seen: answering now could return a stale value.
             raise NoLeaderError(f"member {self.node.member} cannot confirm its leader lease; "
                                 f"not answering for cluster {self.node.cluster_name}")
+
+
+def _check_store(term: LeaderTerm, delete: bool) -> None:
+    """A replicated store's write while the persistent store cannot take it: a delete needs it
+    available or taking no new units of work (it consumes), any other write available
+    (docs/store-operations.md)."""
+    if delete:
+        term.require_store()
+    else:
+        term.require_new()
 
 
 def _check_map(name: str) -> None:

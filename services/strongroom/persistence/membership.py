@@ -9,6 +9,10 @@ peer listens, whether every peer reads a log format.
 The member list itself comes from the realm and is fixed for the life of a member process: a
 realm version that changes it is logged and not applied (changing who counts toward a majority
 needs agreement on when it changes).
+
+Processes beside the members that call them (the router) find them with `MemberAddresses`:
+the realm's address where it names one, else the member's registration, followed as members
+move or a realm version adds them; `member_addresses` reads them once.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient
 from strongroom.keys import members_prefix
 from strongroom.realm.model import Cluster, Member
 
-__all__ = ["MemberRecord", "Membership", "member_addresses"]
+__all__ = ["MemberAddresses", "MemberRecord", "Membership", "member_addresses"]
 
 log = logging.getLogger("strongroom.membership")
 
@@ -162,28 +167,85 @@ class Membership:
         self._addresses[name] = record.address
 
 
+class MemberAddresses:
+    """Where the members of a cluster listen, for a process that calls them: each member's
+    address as the realm names it, else as it registered in the cluster's etcd (its
+    `MemberRecord` at its member key), followed (`follow`) as members move (register again at
+    another address) and as realm versions add or remove members (`update`). A registration that
+    goes away (the member down, its lease lapsed) keeps its last address: the member comes back
+    there, or registers its new one."""
+
+    def __init__(self, etcd: EtcdClient, cluster: str, members: list[Member]) -> None:
+        self._etcd = etcd
+        self.cluster = cluster
+        self._members = list(members)
+        # Registered addresses by member name (members of the realm or not: one a later realm
+        # version adds may register first).
+        self._registered: dict[str, str] = {}
+
+    def addresses(self) -> list[str]:
+        """The known addresses of the members, in realm order (a member neither named nor
+        registered yet is left out)."""
+        out: list[str] = []
+        for m in self._members:
+            address = m.address or self._registered.get(m.name)
+            if address and address not in out:
+                out.append(address)
+        return out
+
+    def complete(self) -> bool:
+        """Every member's address is known."""
+        return all(m.address or m.name in self._registered for m in self._members)
+
+    def update(self, members: list[Member]) -> bool:
+        """A realm version's members of the cluster; True if the addresses changed."""
+        before = self.addresses()
+        self._members = list(members)
+        return self.addresses() != before
+
+    def note(self, name: str, raw: bytes) -> bool:
+        """A member's registration record as read from etcd; True if the addresses changed."""
+        record = MemberRecord.from_bytes(raw)
+        if record is None or self._registered.get(name) == record.address:
+            return False
+        before = self.addresses()
+        self._registered[name] = record.address
+        return self.addresses() != before
+
+    async def read(self) -> None:
+        """Read the registrations once."""
+        prefix = members_prefix(self.cluster)
+        for kv in await self._etcd.get_prefix(prefix):
+            self.note(kv.key[len(prefix):], kv.value)
+
+    async def follow(self, on_change: Callable[[list[str]], Awaitable[None]]) -> None:
+        """Follow the registrations (runs until cancelled; retries while etcd is away), calling
+        `on_change` with the addresses after each change."""
+        prefix = members_prefix(self.cluster)
+        async for kind, kv in self._etcd.follow(prefix, prefix=True):
+            if kind == "PUT" and self.note(kv.key[len(prefix):], kv.value):
+                addresses = self.addresses()
+                log.info("members of %s are at %s", self.cluster, ",".join(addresses))
+                await on_change(addresses)
+
+
 async def member_addresses(etcd: EtcdClient, cluster: str, members: list[Member], patience: float = 10.0) -> list[str]:
     """The gRPC addresses of a cluster's `members` (a set of the realm: the primary's, or at a
-    standby site the standby set's) as the realm names them, else as they registered in the
-    site's etcd: once every member is known, or after `patience` seconds with the ones known then
-    (waiting on until at least one is). Read once: a tool that runs for long reads them again
-    when none answers."""
-    named = [m.address for m in members if m.address]
-    if len(named) == len(members):
-        return named
-    names = {m.name for m in members}
+    standby site the standby set's) as `MemberAddresses` knows them: once every member is
+    known, or after `patience` seconds with the ones known then (waiting on until at least one
+    is). Read once: a tool that runs for long follows them with `MemberAddresses.follow`, or
+    reads them again when none answers."""
+    directory = MemberAddresses(etcd, cluster, members)
     started = time.monotonic()
     waited = False
     while True:
-        try:
-            kvs = await etcd.get_prefix(members_prefix(cluster))
-            records = {kv.key.rsplit("/", 1)[-1]: MemberRecord.from_bytes(kv.value) for kv in kvs}
-            found = named + [r.address for n, r in sorted(records.items())
-                             if n in names and r is not None and r.address not in named]
-        except Exception as exc:  # noqa: BLE001 - etcd away: look again
-            log.warning("cannot read the members of %s: %s", cluster, exc)
-            found = named
-        if len(found) == len(members) or (found and time.monotonic() - started >= patience):
+        if not directory.complete():
+            try:
+                await directory.read()
+            except Exception as exc:  # noqa: BLE001 - etcd away: look again
+                log.warning("cannot read the members of %s: %s", cluster, exc)
+        found = directory.addresses()
+        if directory.complete() or (found and time.monotonic() - started >= patience):
             return found
         if not waited and time.monotonic() - started >= patience:
             log.warning("no member of %s registered yet; waiting", cluster)

@@ -12,11 +12,11 @@ origin (`Message.origin`): it is checked against the realm here and written with
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from strongroom import clocks
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -35,7 +35,7 @@ from strongroom.errors import (
     UnknownDurableKind,
 )
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
-from strongroom.persistence.durables import TEMPLATE_KINDS, kind_word
+from strongroom.persistence.durables import TEMPLATE_KINDS, is_endpoint_route, kind_word
 from strongroom.persistence.log import ORIGIN_LOG_FORMAT
 from strongroom.persistence.matcher import (
     compile_matcher,
@@ -76,6 +76,24 @@ _FORWARDED = rpb.PublishOp(forwarded=True).SerializeToString()
 # Message.HasField unbound: asked of every published message, it costs half of
 # `message.HasField(...)`, which makes a bound method per call (34 against 60 ns).
 _has_field = cpb.Message.HasField
+
+
+def _origin_format_read(term: LeaderTerm, cluster: str) -> bool:
+    """True, or LogFormatPending: a forwarded message to a replicated store needs every member
+    of the cluster to read its log format."""
+    if not term.membership.all_read(ORIGIN_LOG_FORMAT):
+        raise LogFormatPending(f"a forwarded message needs log format {ORIGIN_LOG_FORMAT}, and not every "
+                               f"member of {cluster} reads it yet; retry once all run this version")
+    return True
+
+
+def _check_origin_sequence(sequence: int, previous: int) -> None:
+    """Refuse a forwarded message whose origin sequence is below 1 or whose `previous` is not
+    below it (InvalidOrigin)."""
+    if sequence < 1:
+        raise InvalidOrigin("an origin sequence is 1 or more")
+    if previous >= sequence:
+        raise InvalidOrigin(f"origin previous {previous} is not below its sequence {sequence}")
 
 
 @dataclass(frozen=True)
@@ -175,6 +193,9 @@ class MessagingFront:
             # A malformed request is refused as such; the rest share the stream's error.
             return PendingPublishes([invalid(item) or err for item in items], [], None, items, broken)
         outcomes: list[PublishOutcome | StrongroomError | None] = [None] * len(items)
+        # A replicated store's message while the persistent store is unavailable or takes no new
+        # units of work (docs/store-operations.md): refused as it is read, nothing queued.
+        refusal = term.producing_refusal()
         ops: list[bytes] = []
         positions: list[int] = []
         confirm_any = False
@@ -184,12 +205,17 @@ class MessagingFront:
         run_head = b""
         run: list[bytes] = []
         # The leader's clock stamps the batch; members never read their own clocks to decide.
-        now = time.time()
+        now = clocks.wall()
         # Per destination of this batch: its route, the encoded PublishOp without the message, and
         # whether a message no durable wants is refused (require_interest).
         heads: dict[str, tuple[Route, bytes, bool]] = {}
         # The same heads with `forwarded` set, for the messages that carry an origin.
         forwarded_heads: dict[str, bytes] = {}
+        # (destination, origin cluster, origin store) found valid in this batch: the realm is
+        # asked once per origin of a destination, not per message (the realm and the members'
+        # log format cannot change while this synchronous part runs).
+        origins: set[tuple[str, str, str]] = set()
+        origin_format = False  # every member reads forwarded messages (asked once a batch has one)
         for i, item in enumerate(items):
             try:
                 check_publish(item)
@@ -205,7 +231,14 @@ class MessagingFront:
                 # The one test per message for forwarded messages (a router's): a field's presence.
                 forwarded = _has_field(message, "origin")
                 if forwarded:
-                    self._check_origin(route, message.origin, term)
+                    origin = message.origin
+                    source = (destination, origin.cluster, origin.store)
+                    if source not in origins:
+                        self._check_origin(route, origin.cluster, origin.store, term)
+                        origins.add(source)
+                    _check_origin_sequence(origin.sequence, origin.previous)
+                    if store.replicated and not origin_format:
+                        origin_format = _origin_format_read(term, self._routes.cluster_name)
                     head = forwarded_heads.get(destination) or forwarded_heads.setdefault(destination,
                                                                                          head + _FORWARDED)
                 elif guard and not term.state_for(store.replicated).wants(store.name, destination, route.endpoint,
@@ -220,6 +253,9 @@ class MessagingFront:
                 if not store.replicated:
                     result = term.local_state.apply_op(rpb.Operation.FromString(publish_op(head, body)))
                     outcomes[i] = publish_outcome(result, message, 0)
+                    continue
+                if refusal is not None:
+                    outcomes[i] = refusal  # the caller is told: it retries once the store takes it
                     continue
                 if head is not run_head and run:
                     ops += publish_ops(run_head, run, batching)
@@ -243,31 +279,26 @@ class MessagingFront:
             positions = []
         return PendingPublishes(outcomes, positions, fut, items, broken)
 
-    def _check_origin(self, route: Route, origin: cpb.Origin, term: LeaderTerm) -> None:
-        """Refuse a forwarded message whose origin cannot be meant here (InvalidOrigin: it goes to
-        a topic of a routed store that exists at another cluster too, its origin is one of those
-        other clusters and that store, sequence 1 or more, previous below it), or that a member
-        of the cluster could not apply as forwarded yet (LogFormatPending)."""
+    def _check_origin(self, route: Route, origin_cluster: str, origin_store: str, term: LeaderTerm) -> None:
+        """Refuse forwarded messages whose origin cannot be meant here (InvalidOrigin: they go to
+        a topic of a routed store that exists at another cluster too, their origin is one of
+        those other clusters and that store). Asked once per batch, destination and origin; each
+        message's sequence is `_check_origin_sequence`'s, the members' log format
+        `_origin_format_read`'s."""
         store = route.store
         cluster = self._routes.cluster_name
         others = [c for c in store.clusters if c != cluster]
         if not store.routed or not others:
             raise InvalidOrigin(f"{route.name!r} maps to store {store.name!r}, which is not routed to another "
                                 f"cluster: a message published to it carries no origin")
-        if route.template is not None or route.queue:
-            raise InvalidOrigin(f"{route.name!r} is not a topic: routers forward the messages of topics only")
-        if origin.cluster not in others:
-            raise InvalidOrigin(f"origin cluster {origin.cluster!r} is not another cluster of routed store "
+        if route.queue:
+            raise InvalidOrigin(f"{route.name!r} is a queue: routers forward the messages of topics and endpoints "
+                                f"only")
+        if origin_cluster not in others:
+            raise InvalidOrigin(f"origin cluster {origin_cluster!r} is not another cluster of routed store "
                                 f"{store.name!r} ({', '.join(others)})")
-        if origin.store != store.name:
-            raise InvalidOrigin(f"origin store {origin.store!r} is not {store.name!r}, the store of {route.name!r}")
-        if origin.sequence < 1:
-            raise InvalidOrigin("an origin sequence is 1 or more")
-        if origin.previous >= origin.sequence:
-            raise InvalidOrigin(f"origin previous {origin.previous} is not below its sequence {origin.sequence}")
-        if store.replicated and not term.membership.all_read(ORIGIN_LOG_FORMAT):
-            raise LogFormatPending(f"a forwarded message needs log format {ORIGIN_LOG_FORMAT}, and not every "
-                                   f"member of {cluster} reads it yet; retry once all run this version")
+        if origin_store != store.name:
+            raise InvalidOrigin(f"origin store {origin_store!r} is not {store.name!r}, the store of {route.name!r}")
 
     # --- subscriptions ------------------------------------------------------------------------
 
@@ -286,6 +317,8 @@ class MessagingFront:
         term = self._routes.require_leader()
         route = self.resolve(destination)
         store = route.store
+        if store.replicated:
+            term.require_store()
         state = term.state_for(store.replicated)
         matcher = matcher if matcher is not None else cpb.ContentMatcher()
         validate_matcher(matcher)
@@ -298,6 +331,12 @@ class MessagingFront:
                 raise InvalidMatcher(f"queue {destination!r} delivers every message; a matcher does not apply")
             durable_name = ""
             kind = cpb.DURABLE_KIND_SHARED
+        elif is_endpoint_route(route, durable_name):
+            # A router's route durable on an endpoint: that endpoint's messages, standard.
+            if kind not in (cpb.DURABLE_KIND_UNSPECIFIED, cpb.DURABLE_KIND_STANDARD) or matcher.fields:
+                raise DurableMismatch(f"route durable {durable_name!r} on endpoint {destination!r} is standard "
+                                      f"and wants every message of the endpoint")
+            kind = cpb.DURABLE_KIND_STANDARD
         elif route.template is not None:
             if not durable_name:
                 raise InvalidArgument("an endpoint subscription needs a durable name")
@@ -342,9 +381,12 @@ class MessagingFront:
         key = _durable_key(route, durable_name)
         durable = state.durables.get(key)
         if durable is None:
+            if store.replicated:
+                term.require_new()  # a new durable is a new record: not while no new units of work
             create = rpb.CreateDurableOp(
                 store=store.name, destination=destination, durable=durable_name, kind=kind, queue=route.queue,
-                matcher=durable_matcher, key_field=key_field, content=route.endpoint, ack_sync_mode=ack_sync_mode,
+                matcher=durable_matcher, key_field=key_field, content=route.endpoint and not is_endpoint_route(route, durable_name),
+                ack_sync_mode=ack_sync_mode,
                 clock=term.lifetimes_clock() or 0.0)
             await _apply_or_commit(term, store, rpb.Operation(create_durable=create))
             durable = state.durables.get(key)
@@ -373,6 +415,8 @@ class MessagingFront:
             # Leadership changed while the durable was created: the state read belongs to the
             # term that ended.
             raise PersistenceUnavailable("leadership changed while the subscription was opened; retry")
+        if store.replicated:
+            term.require_store()  # disconnected meanwhile
         assert term.dispatcher is not None
         return term.dispatcher.open(durable, state, client_name, credit, slot=slot,
                                     match=compile_matcher(sub_matcher), ack_sync_mode=ack_sync_mode)
@@ -388,6 +432,8 @@ class MessagingFront:
                             if d.destination == destination and d.name == name and d.content == content), None)
             if durable is None:
                 continue
+            if replicated:
+                term.require_store()
             if replicated and not term.membership.all_read(3):
                 raise LogFormatPending(f"deleting a durable needs log format 3, and not every member of "
                                        f"{self._routes.cluster_name} reads it yet; retry once all run this version")
@@ -428,6 +474,8 @@ class MessagingFront:
             durable_name = ""
         term = self._routes.require_leader()
         durable, state = _durable_in(term, route.store, _durable_key(route, durable_name))
+        if route.store.replicated:
+            term.require_store()
         assert term.dispatcher is not None
         term.dispatcher.check_ack(durable, seqs, sub_id)
         fut = _acknowledge(term, durable, state, seqs, wait=True)
@@ -469,7 +517,10 @@ class MessagingFront:
 
     def _delivered_on(self, sub: Subscription, destination: str) -> tuple[LeaderTerm, Durable, StateMachine]:
         term = self._routes.require_leader()
-        durable, state = _durable_in(term, self.resolve(destination).store, sub.durable_key)
+        store = self.resolve(destination).store
+        if store.replicated:
+            term.require_store()
+        durable, state = _durable_in(term, store, sub.durable_key)
         return term, durable, state
 
 
@@ -518,8 +569,11 @@ def _publish_head(route: Route, destination: str, now: float, term: LeaderTerm) 
 
 
 def _durable_key(route: Route, name: str) -> str:
-    """Endpoint durables are keyed by store, the others by destination."""
-    return content_durable_key(route.store.name, name) if route.endpoint else durable_key(route.name, name)
+    """Endpoint durables are keyed by store, the others (a router's route durable on an
+    endpoint too) by destination."""
+    if route.endpoint and not is_endpoint_route(route, name):
+        return content_durable_key(route.store.name, name)
+    return durable_key(route.name, name)
 
 
 async def _apply_or_commit(term: LeaderTerm, store: Store, op: rpb.Operation) -> object:

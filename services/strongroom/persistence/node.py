@@ -25,16 +25,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from strongroom.aio import wait_event
+from strongroom.aio import tell_listeners, wait_event
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.dr.record import DrRecord, DrRole, default_record, epoch_of
 from strongroom.errors import (
-    Fenced,
     NoLeaderError,
     NotLeaderError,
+    NotOperational,
     NotStandby,
     PersistenceUnavailable,
-    StandbyRefusal,
     StrongroomError,
     UnknownMember,
 )
@@ -42,16 +41,17 @@ from strongroom.etcd import EtcdClient
 from strongroom.events.publisher import EventPublisher
 from strongroom.events.writer import DEFAULT_MAX_SECONDS
 from strongroom.keys import REALM_SERVICE, leader_key, stored_key
-from strongroom.persistence.committed import CommittedBatch, Lag, committed_entries, shipped_entries
+from strongroom.persistence.committed import CommittedBatch, Lag, committed_entries, shipped_entries, stored_messages
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.drsite import DrSite, cut_back
-from strongroom.persistence.election import Election, LeaderInfo, leader_epoch
+from strongroom.persistence.election import Election, LeaderInfo, epoch_base, leader_epoch
 from strongroom.persistence.follower import Follower
 from strongroom.persistence.lifetimes import StoreKeeper
 from strongroom.persistence.maps import MapFront
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.messaging import MessagingFront
+from strongroom.persistence.pstore import PStore
 from strongroom.persistence.recovery import PeerCalls, Recovery
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.replicator import PeerReplicator
@@ -104,8 +104,7 @@ class PersistenceNode:
         self.membership = Membership(self.etcd, cluster, config.member, config.address)
         self.site = DrSite(self.etcd, config.cluster, config.member, default_record(
             self.in_standby_set, standby.primary if standby else [],
-            [m.address for m in standby.members if m.address] if standby else []), self._set_addresses,
-            cluster.indexes_on_disk)
+            [m.address for m in standby.members if m.address] if standby else []), self._set_addresses)
         """The site's DR role: primary (serves clients), standby (takes what the DR service ships)
         or fenced (superseded by a newer primary: serves nothing until demoted)."""
         self.replica = Replica(lambda: self.membership.cluster, config.member, config.data_dir, self._record_stored)
@@ -123,6 +122,7 @@ class PersistenceNode:
         self.uows = UowFront(self, self.messaging)
         self.term: LeaderTerm | None = None
         """This member's leadership, while it leads (recovering or serving)."""
+        self.pstore = PStore(self.etcd, self)  # the persistent store's state, enforced while leading
         self.leader: LeaderInfo | None = None
         """Who leads, as far as this member knows."""
         self.realm_service = ""
@@ -136,7 +136,8 @@ class PersistenceNode:
         self.leadership_listeners: list[Callable[[bool], Awaitable[None]]] = []
         self.election = Election(self.etcd, config.cluster, config.member, config.address,
                                  cluster.lease_ttl_seconds, self._on_elected, self._on_deposed,
-                                 self._on_leader_info, link_address=config.link_address)
+                                 self._on_leader_info, link_address=config.link_address,
+                                 promised=lambda: self.replica.promised_epoch, on_registered=self._reassert_stored)
         # Re-apply what this member knew was committed (restart: snapshot + log suffix).
         self.replica.apply_committed()
 
@@ -175,20 +176,15 @@ class PersistenceNode:
         term = self.term
         if term is not None and term.serving and self.election.is_leader:
             return term
-        record = self.site.record
-        if record.role is DrRole.FENCED:
-            raise Fenced(f"cluster {self.cluster_name} at this site was superseded by a primary of generation "
-                         f"{record.newer_generation} ({','.join(record.peer) or 'the other site'}); it accepts no "
-                         f"write until an operator demotes it", {"primary": ",".join(record.peer),
-                                                                 "generation": str(record.newer_generation)})
-        if record.role is DrRole.STANDBY:
-            primary = ",".join(record.peer)
-            raise StandbyRefusal(f"member {self.member} belongs to the disaster-recovery standby set of cluster "
-                                 f"{self.cluster_name}, which serves no clients; the primary site does ({primary})",
-                                 {"primary": primary})
+        refusal = self.site.refusal()  # FENCED, STANDBY
+        if refusal is not None:
+            raise refusal
         if self.leader is not None and self.leader.member != self.member:
             raise NotLeaderError(f"member {self.member} is not the leader of {self.cluster_name}; "
                                  f"{self.leader.member} is", self.leader.member, self.leader.address)
+        if self.config.partner:  # an instance of a shared store (shared_standby.py), not serving yet
+            raise NotOperational(f"member {self.member}, holding the shared store of {self.cluster_name}, is not "
+                                 f"operational yet (restoring the store, being elected)", {"partner": self.config.partner})
         if term is not None:
             raise PersistenceUnavailable(f"member {self.member} is recovering leadership")
         raise NoLeaderError(f"cluster {self.cluster_name} has no leader at the moment")
@@ -215,9 +211,9 @@ class PersistenceNode:
                          newer_generation=record.newer_generation, dr_since_index=record.since_index)
         term = self.term
         if self.standby and term is not None and term.standby_ready:
-            self.lag.note(held=self.replica.log.last_index)
-            status = replace(status, primary_commit_index=self.lag.source_commit,
-                             seconds_behind_primary=self.lag.seconds)
+            self.lag.note(held=self.replica.log.last_index, held_messages=stored_messages(self.replica))
+            status = replace(status, primary_commit_index=self.lag.source_commit, seconds_behind_primary=self.lag.seconds,
+                             messages_behind_primary=self.lag.messages)
         return status
 
     async def wait_serving(self, timeout: float) -> bool:
@@ -244,9 +240,10 @@ class PersistenceNode:
         self.replica.promise(epoch_of(generation, 0))
         cut_back(self.replica, record)
         if replica.started_empty or replica.storage_mode == StorageMode.MEMORY:
+            base, _ = await epoch_base(self.etcd, self.cluster_name)
             revision = await self.etcd.revision()
             leader = await self.etcd.get(leader_key(self.cluster_name))
-            floor = leader_epoch(leader) if leader is not None else epoch_of(generation, revision)
+            floor = leader_epoch(leader) if leader is not None else epoch_of(generation, base + revision)
             replica.promise(max(replica.promised_epoch, floor))
             # Lost state we had acknowledged? Then catch up before counting toward a recovery
             # majority; a member that never acknowledged anything counts at once.
@@ -265,6 +262,7 @@ class PersistenceNode:
         self._own(asyncio.create_task(self.membership.watch(), name="members"))
         self._own(asyncio.create_task(self._follow_realm_service(), name="realm-service"))
         self._own(asyncio.create_task(self.site.follow(self._dr_changed), name="dr-record"))
+        self._own(asyncio.create_task(self.pstore.follow(), name="pstore"))
         self.election.start()
 
     async def stop(self) -> None:
@@ -336,6 +334,11 @@ class PersistenceNode:
     async def _record_stored(self) -> None:
         await self.etcd.put(stored_key(self.cluster_name, self.member), b"1")
 
+    async def _reassert_stored(self) -> None:
+        """Registered under a new lease: the stored-state key again if etcd lost it with its data."""
+        if self.replica.stored:
+            await self.etcd.create_if_absent(stored_key(self.cluster_name, self.member), b"1")
+
     # --- becoming leader --------------------------------------------------------------------------
 
     def _on_leader_info(self, info: LeaderInfo | None) -> None:
@@ -354,7 +357,7 @@ class PersistenceNode:
         """Become a serving leader for the term: promises, adopt the best log, commit a no-op,
         then serve."""
         epoch = term.epoch
-        self.replica.promise(epoch)
+        self.replica.promise(epoch, self.member)
         self.leader = LeaderInfo(self.member, self.address, epoch)
         # Before the first write: is the other site a newer primary (this one came back after
         # an activation)? Asked while recovering; an answer only bounds how long it may take.
@@ -365,11 +368,11 @@ class PersistenceNode:
                 await self.hand_over("fenced by a newer primary", term=term)
                 return
             term.start_replication(self._replicator)
-            await term.commit(rpb.Operation(noop=rpb.Noop(leader=self.member)))
+            await term.commit(rpb.Operation(noop=rpb.Noop(leader=self.member)), bookkeeping=True)
             # What the realm decides for the stores, in the log before the first client operation.
             await self.keeper.apply_realm(term, self.realm)
-            # The pseudo-clock runs on from what the adopted log carried.
-            term.start_clock()
+            # The pseudo-clock runs on from what the adopted log carried; the store's state enforced.
+            await self.pstore.lead(term)
             # What the previous leader held alone of the units of work is settled first.
             await self.uows.take_over(term)
             if not term.alive():
@@ -412,7 +415,7 @@ class PersistenceNode:
         take what the DR service ships (`ship`). No entry of its own (no no-op, no realm, clock,
         expiry or unit-of-work operations): the log stays the primary's, index for index."""
         epoch = term.epoch
-        self.replica.promise(epoch)
+        self.replica.promise(epoch, self.member)
         self.leader = LeaderInfo(self.member, self.address, epoch)
         try:
             await self.recovery.recover(term)
@@ -434,14 +437,13 @@ class PersistenceNode:
                  self.replica.log.last_index)
 
     def ship(self, first_index: int, raws: list[bytes], snapshot: bytes = b"", snapshot_index: int = 0,
-             snapshot_epoch: int = 0, primary_commit_index: int = 0,
-             prev_epoch: int | None = None) -> tuple[bool, int, int]:
-        """The DR service ships entries of the primary's committed log (and the primary's state,
-        when its stream sent a snapshot), with the primary's commit index as it last heard it:
-        (accepted, last index, applied index). Nothing to ship: where the log ends, and the
-        primary's commit index for the lag. `prev_epoch`: the primary's epoch at
-        `first_index - 1`; entries that do not continue this log there (another history) are
-        refused with LogDiverged, as is a snapshot at an index this log holds with another epoch."""
+             snapshot_epoch: int = 0, primary_commit_index: int = 0, prev_epoch: int | None = None,
+             primary_messages: int = 0) -> tuple[bool, int, int, int, int]:
+        """The DR service ships entries of the primary's committed log (and its state, when the stream
+        sent a snapshot) with the primary's commit index and stored messages as last heard (nothing
+        to ship: those alone, for the lag): (accepted, last index, applied index, messages stored and
+        acknowledged through it). `prev_epoch`: the primary's epoch at `first_index - 1`; entries that do not continue
+        this log there are refused with LogDiverged, as is a snapshot at an index held with another epoch."""
         if not self.standby:
             raise NotStandby(f"cluster {self.cluster_name} at member {self.member}'s site is "
                              f"{self.site.record.describe()}; entries are shipped to a standby set's leader")
@@ -459,8 +461,9 @@ class PersistenceNode:
             replica.install(snapshot_index, snapshot_epoch, snapshot)
             term.durable_index = replica.log.last_index
         accepted = term.ship(first_index, entries, raws)
-        self.lag.note(primary_commit_index, replica.log.last_index)
-        return accepted, replica.log.last_index, replica.state.applied_index
+        self.lag.note(primary_commit_index, replica.log.last_index, primary_messages, stored_messages(replica))
+        return (accepted, replica.log.last_index, replica.state.applied_index, stored_messages(replica),
+                replica.state.acked_messages)
 
     async def demote(self, cluster: str) -> tuple[DrRecord, int]:
         """An operator demotes this fenced site (`DrSite.demote`): the record written, and this
@@ -523,6 +526,11 @@ class PersistenceNode:
         cleanup = term.close(err or NotLeaderError(f"member {self.member} stepped down: {reason}"))
         self._own(cleanup)
         await asyncio.shield(cleanup)
+        if self.election.is_leader and self.election.epoch == term.epoch:
+            # Not deposed by the election (a lease check, a storage failure): the key goes too, or
+            # a keep-alive that succeeds later keeps it for a member that serves nothing (not a
+            # key of a newer term elected while the clean-up ran).
+            await self.election.resign()
 
     async def hand_over(self, reason: str, err: Exception | None = None, pause: float = 0.0,
                         term: LeaderTerm | None = None) -> None:
@@ -534,11 +542,11 @@ class PersistenceNode:
         if pause:
             self.election.pause(time.monotonic() + pause)
         await self.step_down(reason, err, term)
-        await self.election.resign()
+        if self.election.is_leader and (term is None or self.election.epoch == term.epoch):
+            await self.election.resign()
 
     async def step_down_and_resign(self, pause: float = 3.0) -> None:
-        """Hand leadership over on request: stop serving, release the key, stay out of the next
-        election."""
+        """Hand leadership over on request: stop serving, release the key, sit out the next election."""
         await self.hand_over("asked to step down", None, pause)
 
     async def delete_durable(self, destination: str, name: str, content: bool) -> DeleteResult:
@@ -549,8 +557,7 @@ class PersistenceNode:
             raise self.name_leader(err) from None
 
     def list_durables(self, store: str, destination: str) -> DurableList:
-        """Every durable of the cluster, as the leader sees them (others say NOT_LEADER, naming
-        it)."""
+        """Every durable of the cluster, as the leader sees them (others say NOT_LEADER, naming it)."""
         try:
             term = self.require_leader()
         except StrongroomError as err:
@@ -558,8 +565,7 @@ class PersistenceNode:
         return durable_list(self.replica, self.membership, term, self.realm, store, destination)
 
     def list_origin_marks(self, store: str, destination: str) -> list[OriginMarkStatus]:
-        """The origin marks of the cluster's routed stores, as the leader sees them (others say
-        NOT_LEADER, naming it)."""
+        """The origin marks of the routed stores, as the leader sees them (others: NOT_LEADER, naming it)."""
         try:
             term = self.require_leader()
         except StrongroomError as err:
@@ -590,11 +596,4 @@ class PersistenceNode:
             self.in_background(self.step_down_and_resign(math.inf))
 
     def _notify_leadership(self, leading: bool) -> None:
-        async def call(listener: Callable[[bool], Awaitable[None]]) -> None:
-            try:
-                await listener(leading)
-            except Exception as exc:  # noqa: BLE001 - a listener never breaks the node
-                log.warning("leadership listener failed: %s", exc)
-
-        for listener in self.leadership_listeners:
-            self.in_background(call(listener))
+        tell_listeners(self.leadership_listeners, leading, self.in_background, log)

@@ -216,7 +216,7 @@ class PendingPublishes:
             try:
                 results, index = await self._fut
             except StrongroomError as err:
-                if err.retriable and not self._broken:
+                if err.retried_by_client and not self._broken:
                     self._broken.append(err)
                 for pos in self._positions:
                     outcomes[pos] = err

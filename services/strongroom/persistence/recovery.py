@@ -76,7 +76,10 @@ class Recovery:
             replies = await asyncio.gather(*(self._ask(peer, term) for peer in self.membership.peers()))
             answered = [mine] + [r for r in replies if r is not None and r.ok]
             for r in replies:
-                if r is not None and not r.ok and r.promised_epoch > epoch:
+                if r is not None and not r.ok and r.promised_epoch >= epoch:
+                    # Promised to a newer leader, or this epoch to another member (etcd issued
+                    # it twice): the promise is ours too, so our next election goes above it.
+                    replica.promise(r.promised_epoch)
                     raise StaleEpochError(f"{r.member} promised epoch {r.promised_epoch}")
             synced = [r for r in answered if r.synced]
             if len(synced) >= self.membership.majority():

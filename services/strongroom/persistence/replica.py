@@ -16,12 +16,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from strongroom.errors import UnknownOperation
+from strongroom.errors import DataCorruption, UnknownOperation
 from strongroom.events.journal import EventJournal
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.state import StateMachine
-from strongroom.persistence.storage import RocksStorage, Storage, open_storage
+from strongroom.persistence.storage import DiskStorage, Storage, open_storage
+from strongroom.persistence.storehealth import StorageHealth
 from strongroom.persistence.swap import SwapSpace
 from strongroom.realm.model import Cluster, StorageMode
 from strongroom.tracing import traced
@@ -45,13 +46,20 @@ class Replica:
         self._settings = settings
         cluster = settings()
         self.storage_mode = StorageMode(cluster.storage)
-        # Indexes on disk: the replicated state lives in column families of this storage.
+        # Indexes on disk: the replicated state lives in families of this storage.
         self.indexes_on_disk = cluster.indexes_on_disk
+        # The storage driver (rocksdb, sqlite), fixed at start like the storage mode.
+        self.driver = cluster.persistent_store.driver.value
         self.storage: Storage = open_storage(self.storage_mode.value, data_dir,
-                                             STATE_COLUMN_FAMILIES if self.indexes_on_disk else ())
+                                             STATE_COLUMN_FAMILIES if self.indexes_on_disk else (), self.driver)
+        self.health = StorageHealth(self.storage, member)
+        """Whether this member can write its storage now (docs/store-operations.md)."""
         loaded = self.storage.load()
         self.started_empty = loaded.empty
         self.promised_epoch = loaded.promised_epoch
+        self.promised_to = loaded.promised_to
+        """The member `promised_epoch` was promised to ("": not known yet, e.g. a floor promised
+        at start): a second member claiming the same epoch is refused (`Follower._accept_epoch`)."""
         self.synced = loaded.synced
         """This member holds everything a leader committed (counts toward recovery majorities)."""
         self.stored = loaded.stored
@@ -60,7 +68,7 @@ class Replica:
         self.log = ReplicatedLog(self.storage, loaded)
         # Message swapping (memory budget): payloads of the memory-storage replicated state and
         # of the non-replicated stores move to data_dir/swap past the budget.
-        self.swap = SwapSpace(data_dir / "swap", cluster.memory_budget_mb * 1024 * 1024)
+        self.swap = SwapSpace(data_dir / "swap", cluster.memory_budget_mb * 1024 * 1024, self.driver)
         self.state = self.new_state(replicated=True, snapshot=loaded.snapshot)
         # With indexes on disk the state resumes at its own applied index (at least the commit
         # index's hint, which is written lazily).
@@ -107,7 +115,7 @@ class Replica:
         """A state machine for the replicated stores or for the non-replicated ones, with its
         payloads in the swap space when they are swappable (in-memory data and a budget)."""
         if replicated and self.indexes_on_disk:
-            assert isinstance(self.storage, RocksStorage)
+            assert isinstance(self.storage, DiskStorage)
             state = DiskStateMachine.open(self.storage)
             if snapshot and state.applied_index < self.log.snapshot_index:
                 # A snapshot kept from before indexes on disk were turned on.
@@ -121,11 +129,13 @@ class Replica:
 
     # --- promises and marks -------------------------------------------------------------------
 
-    def promise(self, epoch: int) -> None:
-        """Promise `epoch` (durably): appends of older epochs are refused from now on."""
-        if epoch > self.promised_epoch:
-            self.storage.set_promised(epoch)
+    def promise(self, epoch: int, leader: str = "") -> None:
+        """Promise `epoch` to `leader` (durably; "": a floor, to no one yet): appends of older
+        epochs are refused from now on. The same epoch again names its leader if it had none."""
+        if epoch > self.promised_epoch or (epoch == self.promised_epoch and leader and not self.promised_to):
+            self.storage.set_promised(epoch, leader)
             self.promised_epoch = epoch
+            self.promised_to = leader
 
     async def mark_stored(self) -> None:
         """Before the first acknowledgment of entries: record in etcd that this member holds
@@ -206,7 +216,8 @@ class Replica:
             if floor - self.log.snapshot_index < every and applied - self.log.snapshot_index < 4 * every:
                 return
         # A snapshot is the state at its index, and only the applied state is at hand. With
-        # indexes on disk the state itself is on disk at that index: no snapshot is kept.
+        # indexes on disk the state itself is on disk at that index: storage keeps a checkpoint
+        # of it instead of a serialised snapshot.
         snapshot = b"" if self.indexes_on_disk else self.state.to_snapshot()
         if self.events is not None:
             # The rows of unpublished entries are built before the log drops the entries.
@@ -246,23 +257,48 @@ class Replica:
         self._applied_moved()
 
     def roll_back_to(self, index: int) -> bool:
-        """Cut the log back to `index` and make the state the state at `index` again: the
-        snapshot the log starts from, then the log up to `index` (a demoted site's members,
-        docs/dr.md: their entries after the last one both sites share are the lost tail). False
-        when it cannot: indexes on disk keep no snapshot to rebuild from, and a log compacted
-        past `index` (or kept in memory only) has none at or below it; the member's data must
-        then be wiped, and the DR service ships the new primary's state (a full copy)."""
+        """Cut the log back to `index` and make the state the state at `index` again (a demoted
+        site's members, docs/dr.md: their entries after the last one both sites share are the
+        lost tail): the newest restore point at or below `index` (a snapshot, or a checkpoint
+        of the indexes on disk; storage keeps the last RESTORE_POINTS), then the log up to
+        `index`. Storage rolls back in one step: a member killed meanwhile restarts with the
+        old log and state or with these. False when no restore point reaches `index` (the log
+        was compacted more than once past it, or is kept in memory only and was compacted):
+        the member's data must go (`discard`), and the DR service ships the new primary's
+        state (a full copy)."""
         lg = self.log
-        snapshot = self.storage.snapshot_data() if lg.snapshot_index else None
-        if self.indexes_on_disk or lg.snapshot_index > index or (lg.snapshot_index and snapshot is None):
-            return False
-        lg.truncate_after(index)
+        if index >= lg.last_index:
+            return True
+        snapshot: bytes | None = None
+        if not self.storage.durable:
+            if lg.snapshot_index:
+                return False  # mode memory: the log in memory starts at the snapshot
+            lg.truncate_after(index)
+        else:
+            point = self.storage.restore_point(index)
+            if point is None:
+                return False
+            try:
+                self.storage.roll_back(index, point)
+            except DataCorruption as err:
+                log.error("cannot roll the state back to index %d: %s", index, err.message)
+                return False
+            loaded = self.storage.load()
+            lg.reset(loaded)
+            snapshot = loaded.snapshot
         self.state.close()
         self.state = self.new_state(replicated=True, snapshot=snapshot)
         self.commit_index = index
-        self.storage.set_meta(commit_index=index)
         self.apply_committed()
+        self._applied_moved()
         return True
+
+    def discard(self) -> None:
+        """Drop the log, the restore points and the state on disk (the promised epoch stays):
+        restarted, this member starts empty and takes the leader's state."""
+        self.storage.discard()
+        self.log.reset(self.storage.load())
+        self.commit_index = 0
 
     def close(self) -> None:
         """Close storage and swap space."""

@@ -78,6 +78,10 @@ class PeerReplicator:
         self.reachable = False
         # Monotonic time of the last answer from the peer (the leader's quorum watchdog).
         self.last_ack = 0.0
+        self.cannot_store = ""
+        """Why the peer cannot write its storage, as its last append answer said ("": it can)."""
+        self.cannot_store_since = 0.0
+        """Unix seconds since its answers say so (0 while they do not)."""
         self._kicked = False
         self._waiter: asyncio.Future[None] | None = None
         self._commit_timer: asyncio.TimerHandle | None = None
@@ -181,9 +185,14 @@ class PeerReplicator:
         resp = await self.connection.append(self.epoch, leader.member, prev_index, prev_epoch, leader.commit_index,
                                             raws, leader.events_published)
         self.last_ack = time.monotonic()
+        if resp.cannot_store != self.cannot_store:
+            self.cannot_store, self.cannot_store_since = resp.cannot_store, time.time() if resp.cannot_store else 0.0
+            log.warning("peer %s %s", self.peer, resp.cannot_store or "can write its storage again")
         if resp.promised_epoch > self.epoch:
             leader.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
             return False
+        if not resp.ok and resp.cannot_store:
+            return False  # nothing stored: sent again at the next heartbeat
         if resp.ok:
             sent_last = prev_index + len(raws)
             if sent_last > self.match_index:

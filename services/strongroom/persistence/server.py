@@ -15,7 +15,9 @@ from __future__ import annotations
 import gc
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -32,16 +34,18 @@ from strongroom.api.v1 import (
 )
 from strongroom.channels import SERVER_OPTIONS
 from strongroom.persistence.config import MemberConfig
+from strongroom.persistence.generations import GenerationInterceptor, partner_metadata
 from strongroom.persistence.k8s import install_leader_label
 from strongroom.persistence.link import LinkServer, bind
 from strongroom.persistence.map_servicer import MapServicer
 from strongroom.persistence.node import PersistenceNode
 from strongroom.persistence.servicer import AdminServicer, MessagingServicer, ReplicationServicer
+from strongroom.persistence.shared_standby import shared_view
 from strongroom.realm.model import Realm
 from strongroom.reflection import enable_reflection
 from strongroom.uow.servicer import UowServicer
 
-__all__ = ["MemberServer", "create_server", "link_host"]
+__all__ = ["MemberServer", "add_messaging_service", "create_server", "link_host"]
 
 log = logging.getLogger("strongroom.persistence")
 
@@ -53,6 +57,7 @@ SERVICES = [
     uow_pb2.DESCRIPTOR.services_by_name["UowService"].full_name,
 ]
 """The member's own services (health reports each of them)."""
+MESSAGING_SERVICE = SERVICES[0]
 
 _UNSPECIFIED_HOSTS = ("", "0.0.0.0", "::", "[::]")
 
@@ -97,6 +102,39 @@ class MemberServer:
         await self._server.stop(grace=grace)
 
 
+def _passing_bytes(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    def serialized(response: Any) -> bytes:
+        return response if response.__class__ is bytes else serialize(response)
+
+    return serialized
+
+
+class _Handlers:
+    """Takes what a generated `add_…_to_server` registers, to register it changed."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, _handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, _service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.handlers.update(handlers)
+
+
+def add_messaging_service(servicer: MessagingServicer, server: grpc.aio.Server) -> None:
+    """Register `MessagingService` as the generated code does, except that `Subscribe` writes a
+    response given as bytes as it is: its deliveries are encoded from the stored messages
+    (`servicer.subscribe_answer`)."""
+    taken = _Handlers()
+    messaging_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, taken)
+    handlers = dict(taken.handlers)
+    subscribe = handlers["Subscribe"]
+    handlers["Subscribe"] = subscribe._replace(response_serializer=_passing_bytes(subscribe.response_serializer))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(MESSAGING_SERVICE, handlers),))
+    server.add_registered_method_handlers(MESSAGING_SERVICE, handlers)
+
+
 def _bind(config: MemberConfig, server: grpc.aio.Server) -> tuple[MemberConfig, int, socket.socket | None]:
     """Bind the gRPC port and the link's; the configuration with the addresses to register."""
     advertised_link_host = ""
@@ -119,7 +157,8 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     """Bind, build the member, start serving and join the election; return the running member
     and its gRPC port. ValueError for an unusable address, UnknownMember if the realm does not
     list the member (nothing is left open then)."""
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    generations = GenerationInterceptor()
+    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[generations])
     config, port, link_socket = _bind(config, server)
     try:
         node = PersistenceNode(config, realm, realm_version)
@@ -128,11 +167,13 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
             link_socket.close()
         await server.stop(None)
         raise
+    generations.site = node.site  # the node exists once the ports are bound
+    generations.partner = partner_metadata(config.partner)
     link = LinkServer(link_socket, node.follower.handle_append, config.cluster, config.member) \
         if link_socket is not None else None
-    messaging_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(node.messaging), server)
+    add_messaging_service(MessagingServicer(node.messaging), server)
     replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower, node), server)
-    admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node), server)
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node, shared_view(config)), server)
     messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps), server)
     uow_pb2_grpc.add_UowServiceServicer_to_server(UowServicer(node.uows, node.uows.publications, node.messaging.named), server)
     health_servicer = health.aio.HealthServicer()
@@ -146,9 +187,9 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     await node.start()
     member = MemberServer(node, server, health_servicer, link)
     await member._set_health(health_pb2.HealthCheckResponse.SERVING)
-    log.info("member %s of cluster %s listening on %s, replication link %s (storage %s)", config.member,
-             config.cluster, config.address, config.link_address or "off (appends over gRPC)",
-             node.storage_mode.value)
+    log.info("member %s of cluster %s listening on %s, replication link %s (storage %s, driver %s)",
+             config.member, config.cluster, config.address, config.link_address or "off (appends over gRPC)",
+             node.storage_mode.value, node.replica.driver)
     # What exists once the member is up lives as long as the process: out of every later
     # collection.
     gc.collect()

@@ -32,6 +32,8 @@ from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refus
 from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
 from strongroom.persistence.publishing import PendingPublishes, PublishItem, PublishOutcome
+from strongroom.persistence.shared_standby import SharedView
+from strongroom.persistence.standby_server import shared_store_reply
 from strongroom.persistence.state import DeleteResult
 from strongroom.persistence.status import (
     ClusterStatus,
@@ -39,6 +41,8 @@ from strongroom.persistence.status import (
     DurableStatus,
     OriginMarkStatus,
 )
+from strongroom.persistence.storestate import StoreAction, StoreCause, StoreState, StoreView
+from strongroom.wire import delivery, destination_field, subscribe_deliveries
 
 __all__ = ["AdminServicer", "MessagingServicer", "ReplicationServicer"]
 
@@ -168,7 +172,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 item = await sub.outbox.get()
                 if item is None:
                     break
-                yield subscribe_response(item, self.front.named)
+                yield subscribe_answer(item, self.front.named)
         finally:
             control.cancel()
             self.front.close_subscription(sub)
@@ -228,6 +232,26 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         return mpb.AckResponse(log_index=index)
 
 
+def subscribe_answer(item: Outgoing, named: Callable[[StrongroomError], StrongroomError] = lambda err: err
+                     ) -> mpb.SubscribeResponse | bytes:
+    """What the Subscribe stream writes for an item of a subscription's outbox: deliveries as
+    the encoded `SubscribeResponse` (each stored message serialised once and joined with its
+    delivery's fields, `wire.delivery`: not copied into a `Delivery`), anything else as
+    `subscribe_response` builds it. The Subscribe handler passes bytes through
+    (`server.add_messaging_service`)."""
+    if isinstance(item, list) and item and isinstance(item[0], Delivered):
+        fields: dict[str, bytes] = {}
+        encoded = []
+        for d in cast(list[Delivered], item):
+            dest = fields.get(d.destination)
+            if dest is None:
+                dest = fields[d.destination] = destination_field(d.destination)
+            encoded.append(delivery(d.message_seq, d.message.SerializeToString(), d.delivery_count, dest,
+                                    d.published_at))
+        return subscribe_deliveries(encoded)
+    return subscribe_response(item, named)
+
+
 def subscribe_response(item: Outgoing, named: Callable[[StrongroomError], StrongroomError] = lambda err: err
                        ) -> mpb.SubscribeResponse:
     """The Subscribe stream's message for what the dispatcher put in a subscription's outbox.
@@ -281,8 +305,8 @@ class CommittedLog(Protocol):
                           heartbeat: float = 0.0) -> AsyncIterator[CommittedBatch]: ...
 
     def ship(self, first_index: int, raws: list[bytes], snapshot: bytes = b"", snapshot_index: int = 0,
-             snapshot_epoch: int = 0, primary_commit_index: int = 0,
-             prev_epoch: int | None = None) -> tuple[bool, int, int]: ...
+             snapshot_epoch: int = 0, primary_commit_index: int = 0, prev_epoch: int | None = None,
+             primary_messages: int = 0) -> tuple[bool, int, int, int, int]: ...
 
     async def compare_generation(self, theirs: rpb.GenerationInfo) -> rpb.GenerationInfo: ...
 
@@ -343,19 +367,21 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
                 await context.write(rpb.CommittedEntries(
                     first_index=b.first_index, entries=b.entries, commit_index=b.commit_index, snapshot=b.snapshot,
                     snapshot_index=b.snapshot_index, snapshot_epoch=b.snapshot_epoch, member=member,
-                    prev_epoch=b.prev_epoch, leader_silence_seconds=b.leader_silence))
+                    prev_epoch=b.prev_epoch, leader_silence_seconds=b.leader_silence, applied_index=b.applied_index,
+                    stored_messages=b.stored_messages, acked_messages=b.acked_messages))
         except StrongroomError as err:
             await abort_with(context, err)
 
     async def ShipEntries(self, request: rpb.ShipEntriesRequest, context: Context) -> rpb.ShipEntriesResponse:
         try:
-            accepted, last, applied = self.committed.ship(request.first_index, list(request.entries),
-                                                          request.snapshot, request.snapshot_index,
-                                                          request.snapshot_epoch, request.primary_commit_index,
-                                                          request.prev_epoch if request.entries else None)
+            accepted, last, applied, stored, acked = self.committed.ship(
+                request.first_index, list(request.entries), request.snapshot, request.snapshot_index,
+                request.snapshot_epoch, request.primary_commit_index, request.prev_epoch if request.entries else None,
+                request.primary_stored_messages)
         except StrongroomError as err:
             await abort_with(context, err)
-        return rpb.ShipEntriesResponse(accepted=accepted, last_index=last, applied_index=applied)
+        return rpb.ShipEntriesResponse(accepted=accepted, last_index=last, applied_index=applied, stored_messages=stored,
+                                       acked_messages=acked)
 
     async def CompareGeneration(self, request: rpb.GenerationInfo, context: Context) -> rpb.GenerationInfo:
         try:
@@ -364,8 +390,21 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             await abort_with(context, err)
 
 
+class StoreOperations(Protocol):
+    """The persistent store's state, as operators read and change it (`PStore`)."""
+
+    def view(self) -> StoreView: ...
+
+    async def read(self, cluster: str) -> StoreView: ...
+
+    async def change(self, cluster: str, action: StoreAction, reason: str = "") -> StoreView: ...
+
+
 class Administered(Protocol):
     """What the operator API needs of a member (`PersistenceNode`)."""
+
+    @property
+    def pstore(self) -> StoreOperations: ...
 
     def status(self) -> ClusterStatus: ...
 
@@ -396,11 +435,13 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         memory_budget_bytes=st.memory_budget_bytes, memory_payload_bytes=st.memory_payload_bytes,
         apply_stopped=st.apply_stopped, realm_service=st.realm_service, uow_clock=st.uow_clock,
         standby=st.standby, primary_commit_index=st.primary_commit_index,
-        seconds_behind_primary=st.seconds_behind_primary, dr_role=st.dr_role, generation=st.generation,
+        seconds_behind_primary=st.seconds_behind_primary, messages_behind_primary=st.messages_behind_primary,
+        dr_role=st.dr_role, generation=st.generation,
         newer_generation=st.newer_generation, dr_since_index=st.dr_since_index)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
-                          replication=m.replication)
+                          replication=m.replication, cannot_store=m.cannot_store,
+                          cannot_store_since=m.cannot_store_since)
     for s in st.stores:
         store = reply.stores.add(
             name=s.name, replicated=s.replicated, messages=s.messages, bytes=s.bytes, cluster=s.cluster,
@@ -411,6 +452,27 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         add_durables(store.durables, s.durables)
         add_origin_marks(store.origin_marks, s.origin_marks)
     return reply
+
+
+_STORE_STATES = {StoreState.AVAILABLE: apb.PERSISTENT_STORE_STATE_AVAILABLE,
+                 StoreState.UNAVAILABLE: apb.PERSISTENT_STORE_STATE_UNAVAILABLE,
+                 StoreState.NO_NEW_UOW: apb.PERSISTENT_STORE_STATE_NO_NEW_UOW}
+_STORE_CAUSES = {StoreCause.NONE: apb.PERSISTENT_STORE_CAUSE_UNSPECIFIED,
+                 StoreCause.OPERATOR: apb.PERSISTENT_STORE_CAUSE_OPERATOR,
+                 StoreCause.CAPACITY: apb.PERSISTENT_STORE_CAUSE_CAPACITY,
+                 StoreCause.DISK: apb.PERSISTENT_STORE_CAUSE_DISK}
+
+
+def store_reply(view: StoreView) -> apb.PersistentStore:
+    """The admin API's PersistentStore of a member's view of it."""
+    record = view.record
+    return apb.PersistentStore(
+        cluster=view.cluster, state=_STORE_STATES[record.state], since=record.since, reason=record.reason,
+        cause=_STORE_CAUSES[record.cause], changed_by=record.changed_by, messages=view.usage.messages,
+        bytes=view.usage.bytes, capacity_messages=view.capacity.capacity_messages,
+        capacity_bytes=view.capacity.capacity_bytes, over_capacity=view.over_capacity, member=view.member,
+        enforced=view.enforced, cannot_store=[apb.MemberStorage(member=member, cannot_store=why, since=since)
+                                              for member, why, since in view.cannot_store])
 
 
 def add_durables(into: RepeatedCompositeFieldContainer[apb.DurableStatus], durables: list[DurableStatus]) -> None:
@@ -434,11 +496,17 @@ def add_origin_marks(into: RepeatedCompositeFieldContainer[router_pb2.OriginMark
 class AdminServicer(agrpc.AdminServiceServicer):
     """Operator API."""
 
-    def __init__(self, member: Administered) -> None:
+    def __init__(self, member: Administered, shared: Callable[[], SharedView] | None = None) -> None:
         self.member = member
+        self.shared = shared
+        """A shared store's standard: its view for `Status` (None for other members)."""
 
     async def Status(self, request: apb.StatusRequest, context: Context) -> apb.ClusterStatus:
-        return status_reply(self.member.status())
+        reply = status_reply(self.member.status())
+        reply.persistent_store.CopyFrom(store_reply(self.member.pstore.view()))
+        if self.shared is not None:
+            reply.shared_store.CopyFrom(shared_store_reply(self.shared()))
+        return reply
 
     async def StepDown(self, request: apb.StepDownRequest, context: Context) -> apb.StepDownResponse:
         was = self.member.is_leader_role()
@@ -479,3 +547,33 @@ class AdminServicer(agrpc.AdminServiceServicer):
             await abort_with(context, err)
         return apb.DemoteResponse(cluster=request.cluster, generation=record.generation,
                                   since_index=record.since_index, primary=list(record.peer), last_index=last)
+
+    async def GetPersistentStore(self, request: apb.GetPersistentStoreRequest,
+                                 context: Context) -> apb.PersistentStore:
+        try:
+            view = await self.member.pstore.read(request.cluster)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return store_reply(view)
+
+    async def _change_store(self, request: apb.ChangePersistentStoreRequest, action: StoreAction,
+                            context: Context) -> apb.PersistentStore:
+        try:
+            if not request.cluster:
+                raise InvalidArgument("cluster is required (the cluster whose persistent store to change)")
+            view = await self.member.pstore.change(request.cluster, action, request.reason)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return store_reply(view)
+
+    async def DisconnectPersistentStore(self, request: apb.ChangePersistentStoreRequest,
+                                        context: Context) -> apb.PersistentStore:
+        return await self._change_store(request, StoreAction.DISCONNECT, context)
+
+    async def ConnectPersistentStore(self, request: apb.ChangePersistentStoreRequest,
+                                     context: Context) -> apb.PersistentStore:
+        return await self._change_store(request, StoreAction.CONNECT, context)
+
+    async def AllowNewUnitsOfWork(self, request: apb.ChangePersistentStoreRequest,
+                                  context: Context) -> apb.PersistentStore:
+        return await self._change_store(request, StoreAction.ALLOW_NEW, context)

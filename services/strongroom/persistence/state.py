@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -328,6 +328,9 @@ class StateMachine:
         self.applied_index = 0
         self.applied_epoch = 0
         self.next_seq = 1
+        self.acked_messages = 0
+        """Messages acknowledged so far (per durable), in log order: the same at every member at
+        the same index (the DR lag and tail loss count them, persistence/committed.py)."""
         self.messages: dict[int, StoredMessage] = {}
         self.durables: dict[str, Durable] = {}
         self.by_destination: dict[str, list[Durable]] = {}
@@ -676,34 +679,62 @@ class StateMachine:
         shared = (head.store, head.destination, head.queue, head.content, head.published_at, head.expires_at,
                   head.expires_clock, head.retain_until)
         # Whether the messages were forwarded is read once per operation, not per message.
-        publish = self._publish_forwarded if head.forwarded else self._publish_message
+        if head.forwarded:
+            return self._publish_forwarded_run(op.messages, shared)
+        publish = self._publish_message
         return [publish(msg, *shared) for msg in op.messages]
+
+    def _publish_forwarded_run(self, messages: Sequence[cpb.Message],
+                               shared: tuple[str, str, bool, bool, float, float, float, float]) -> list[PublishResult]:
+        """Messages a router forwarded from other clusters, each under the mark of its origin
+        cluster and destination: at or below the mark it is a duplicate (it was stored before:
+        nothing changes); above it, it is published only if its `previous` is the mark (else a
+        gap: nothing changes), and the mark moves to its sequence whether a durable stored it or
+        none wanted it, but not when a store limit refused it (a retry must be able to store it).
+        Not deduplicated by producer id: its origin did that. The marks the messages of one
+        operation move are set once per origin, after the last (they are applied together, so
+        nothing reads a mark in between)."""
+        store, destination, published_at = shared[0], shared[1], shared[4]
+        publish = self._publish_message
+        marks = self.origin_marks
+        at_of: dict[str, int] = {}  # origin cluster -> its mark as this operation moves it
+        moved: set[str] = set()
+        results: list[PublishResult] = []
+        try:
+            for msg in messages:
+                origin = msg.origin
+                cluster = origin.cluster
+                at = at_of.get(cluster)
+                if at is None:
+                    mark = marks.get((cluster, destination))
+                    at = at_of[cluster] = mark.sequence if mark is not None else 0
+                sequence = origin.sequence
+                if sequence <= at:
+                    results.append(PublishResult(0, True))
+                    continue
+                if origin.previous != at:
+                    results.append(PublishResult(0, False, gap=(
+                        f"origin {cluster!r} sequence {sequence} on {destination!r} follows {origin.previous}, but "
+                        f"this cluster holds that origin's messages up to {at}: the ones between are not stored "
+                        f"yet")))
+                    continue
+                result = publish(msg, *shared, False)
+                if not result.rejected:
+                    at_of[cluster] = sequence
+                    moved.add(cluster)
+                results.append(result)
+        finally:
+            for cluster in moved:
+                self._set_mark((cluster, destination), OriginMark(store, at_of[cluster], published_at))
+        return results
 
     def _publish_forwarded(self, msg: cpb.Message, store: str, destination: str, queue: bool, content: bool,
                            published_at: float, expires_at: float, expires_clock: float,
                            retain_until: float) -> PublishResult:
-        """A message a router forwarded from another cluster (`PublishOp.forwarded`), under the
-        mark of its origin cluster and destination: at or below the mark it is a duplicate (it
-        was stored before: nothing changes); above it, it is published only if its `previous`
-        is the mark (else a gap: nothing changes), and the mark moves to its sequence whether a
-        durable stored it or none wanted it, but not when a store limit refused it (a retry
-        must be able to store it). Not deduplicated by its producer id: its origin did that."""
-        origin = msg.origin
-        key = (origin.cluster, destination)
-        mark = self.origin_marks.get(key)
-        at = mark.sequence if mark is not None else 0
-        sequence = origin.sequence
-        if sequence <= at:
-            return PublishResult(0, True)
-        if origin.previous != at:
-            return PublishResult(0, False, gap=(
-                f"origin {origin.cluster!r} sequence {sequence} on {destination!r} follows {origin.previous}, but "
-                f"this cluster holds that origin's messages up to {at}: the ones between are not stored yet"))
-        result = self._publish_message(msg, store, destination, queue, content, published_at, expires_at,
-                                       expires_clock, retain_until, False)
-        if not result.rejected:
-            self._set_mark(key, OriginMark(store, sequence, published_at))
-        return result
+        """A message a router forwarded from another cluster (`PublishOp.forwarded`): a run of
+        one (`_publish_forwarded_run` owns the rule)."""
+        return self._publish_forwarded_run([msg], (store, destination, queue, content, published_at, expires_at,
+                                                   expires_clock, retain_until))[0]
 
     def _set_mark(self, key: tuple[str, str], mark: OriginMark) -> None:
         """An origin's mark moves (a state on disk writes it through)."""
@@ -822,6 +853,7 @@ class StateMachine:
             self.advance_clock(op.clock)
             durable.last_used = max(durable.last_used, op.clock)
         acked = self._release(durable, list(op.message_seqs))
+        self.acked_messages += len(acked)
         if self.on_acked is not None:
             self.on_acked(op.durable_key, list(op.message_seqs))
         if acked and self.events is not None:
@@ -1052,7 +1084,7 @@ class StateMachine:
     def to_snapshot(self) -> bytes:
         """Serialise the whole state (catch-up and compaction)."""
         snap = rpb.StateSnapshot(applied_index=self.applied_index, applied_epoch=self.applied_epoch,
-                                 next_seq=self.next_seq)
+                                 next_seq=self.next_seq, acked_messages=self.acked_messages)
         for stored in self.messages.values():
             snap.messages.append(rpb.StoredMessage(
                 seq=stored.seq, store=stored.store, destination=stored.destination, message=stored.message,
@@ -1096,6 +1128,7 @@ class StateMachine:
         sm.applied_index = snap.applied_index
         sm.applied_epoch = snap.applied_epoch
         sm.next_seq = snap.next_seq
+        sm.acked_messages = snap.acked_messages
         for m in snap.messages:
             stored = StoredMessage(seq=m.seq, store=m.store, destination=m.destination, message=m.message,
                                    size=m.message.ByteSize(), queue=m.queue, content=m.content,

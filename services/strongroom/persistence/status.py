@@ -39,6 +39,10 @@ class MemberStatus:
     reachable: bool
     replication: str
     """How a leader sends it appends: "link", "grpc", or "" (this member, or not registered)."""
+    cannot_store: str = ""
+    """Why it cannot write its storage ("": it can, or not known): this member's own; a leader's
+    view of a follower, from its last append answer."""
+    cannot_store_since: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,8 @@ class ClusterStatus:
     """A standby leader: the primary's commit index as the DR service last reported it."""
     seconds_behind_primary: float = 0.0
     """A standby leader: seconds since it last held everything the primary had committed."""
+    messages_behind_primary: int = 0
+    """A standby leader: messages the primary had stored (as last reported) that it has not."""
     dr_role: str = "primary"
     """The site's DR role for the cluster: primary, standby or fenced."""
     generation: int = 0
@@ -273,14 +279,18 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
     members = []
     for m in membership.cluster.members:
         rep = term.replicators.get(m.name) if term is not None else None
+        cannot, since = "", 0.0
         if m.name == me:
             match, reachable = replica.log.last_index, True
+            cannot, since = replica.health.reason, replica.health.since
         elif rep is not None:
             match, reachable = rep.match_index, rep.reachable
+            cannot, since = rep.cannot_store, rep.cannot_store_since
         else:
             match, reachable = 0, False
         members.append(MemberStatus(name=m.name, address=membership.address_of(m.name) or "", match_index=match,
-                                    reachable=reachable, replication=membership.appends_via(m.name)))
+                                    reachable=reachable, replication=membership.appends_via(m.name),
+                                    cannot_store=cannot, cannot_store_since=since))
     cluster = membership.cluster.name
     storage = replica.storage_mode.value
     dispatcher = term.dispatcher if term is not None else None

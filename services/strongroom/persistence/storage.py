@@ -1,33 +1,67 @@
-"""Durable storage of one member: the log, the promised epoch and the latest snapshot.
+"""Durable storage of one member: the log, the promised epoch, the snapshots and restore points.
 
-`MemoryStorage` keeps everything in this process (storage mode `memory`); `RocksStorage` keeps
-it in RocksDB (rocksdict) with one column family for the log and one for metadata. Every call
-that changes state takes one WriteBatch and at most one fsync (mode `disk-sync`).
+`MemoryStorage` keeps everything in this process (storage mode `memory`); `DiskStorage` keeps
+it in a database of the cluster's storage driver (`drivers/`: RocksDB by default, or SQLite) with
+one family for the log and one for metadata. Every call that changes state takes one write
+batch and at most one fsync (mode `disk-sync`).
+
+Restore points (docs/dr.md, "Roll back"): besides the snapshot the log starts from, a
+`DiskStorage` keeps the one before it (RESTORE_POINTS in all), and the log from the oldest,
+so that the state can be rebuilt at any index from the oldest restore point on
+(`roll_back`): a demoted DR site's members cut their lost tail that way. A restore point is the
+serialised snapshot (state in memory) or a checkpoint of the whole database
+(`checkpoints.py`; indexes on disk); the point at index 0 is the empty state.
 """
 
 from __future__ import annotations
 
-import gc
+import shutil
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import rocksdict
-
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
+from strongroom.persistence import checkpoints
+from strongroom.persistence.drivers import DEFAULT_DRIVER, Batch, Driver, Family, driver_class, open_driver
 
-__all__ = ["Storage", "MemoryStorage", "RocksStorage", "LoadedState", "open_storage"]
+__all__ = ["Storage", "MemoryStorage", "DiskStorage", "LoadedState", "open_storage", "RESTORE_POINTS"]
 
 _U64 = struct.Struct(">Q")
+_POINT = struct.Struct(">QQ")
+
+RESTORE_POINTS = 2
+"""Restore points kept: the snapshot the log starts from (the latest compaction) and the one
+before it, with the log from it. A roll back reaches back to the older one: at least
+`compact_after_entries` entries before the latest snapshot (docs/dr.md, "Roll back")."""
 
 META_PROMISED = b"promised_epoch"
+META_PROMISED_TO = b"promised_to"
+"""The member the promised epoch was promised to (empty: not known, e.g. a floor promised at start)."""
 META_COMMIT = b"commit_index"
 META_SYNCED = b"synced"
 META_STORED = b"stored"
 META_SNAPSHOT = b"snapshot"
+"""The snapshot as versions before restore points stored it (read, and moved at the next
+compaction)."""
 META_SNAPSHOT_INDEX = b"snapshot_index"
 META_SNAPSHOT_EPOCH = b"snapshot_epoch"
+META_PROBE = b"probe"
+"""Written and deleted by `probe` (never read)."""
+PROBE_BYTES = 64 * 1024
+"""A probe writes this much: more than a page, so a full disk cannot take it in the slack of a
+page the write-ahead log already holds."""
+META_POINTS = b"restore_points"
+"""(index, epoch) of every restore point kept, oldest first; the log is kept from the oldest."""
+P_SNAPSHOT = b"snapshot@"
+"""+ index: the serialised snapshot of a restore point (empty with indexes on disk)."""
+
+_ALL = (_U64.pack(0), _U64.pack(2**64 - 1))
+
+
+def _snapshot_key(index: int) -> bytes:
+    return P_SNAPSHOT + _U64.pack(index)
 
 
 @dataclass
@@ -35,6 +69,7 @@ class LoadedState:
     """What a member finds on its disk at start."""
 
     promised_epoch: int = 0
+    promised_to: str = ""
     commit_index: int = 0
     synced: bool = False
     stored: bool = False
@@ -67,22 +102,40 @@ class Storage:
         """A stored log entry, serialised (only durable storage keeps any)."""
         raise DataCorruption(f"log entry {index} is not in memory and this storage keeps none")
 
-    def set_promised(self, epoch: int) -> None:
-        """Persist the highest promised epoch before answering the promise."""
+    def set_promised(self, epoch: int, leader: str = "") -> None:
+        """Persist the highest promised epoch, and the member it was promised to, before
+        answering the promise."""
 
     def set_meta(self, commit_index: int | None = None, synced: bool | None = None,
                  stored: bool | None = None) -> None:
         """Persist the commit index hint, the synced flag and the stored-before flag."""
 
-    def save_snapshot(self, index: int, epoch: int, data: bytes, drop_log_through: int) -> None:
-        """Store a snapshot and drop log entries up to `drop_log_through`."""
+    def save_snapshot(self, index: int, epoch: int, data: bytes) -> None:
+        """Store the snapshot at `index` (with indexes on disk the state in this storage is at
+        `index`; `data` is then empty): the newest restore point. Restore points older than the
+        RESTORE_POINTS newest go, with the log up to the oldest one kept."""
 
     def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
-        """Drop the whole log and keep only the snapshot (catch-up from a leader)."""
+        """Drop the whole log and every restore point and keep only this snapshot (catch-up from
+        a leader)."""
 
-    def snapshot_data(self) -> bytes | None:
-        """The stored snapshot the log starts from (None: this storage keeps none)."""
+    def restore_point(self, index: int) -> tuple[int, int] | None:
+        """(index, epoch) of the newest restore point at or below `index` (None: none; the state
+        cannot be rebuilt there)."""
         return None
+
+    def roll_back(self, index: int, point: tuple[int, int]) -> None:
+        """Make the log `point`'s snapshot and the entries after it up to `index` (a restart
+        finds this, or the log as it was: never a mix); restore points above `index` go."""
+        raise NotImplementedError("this storage keeps no restore point")
+
+    def discard(self) -> None:
+        """Drop the log, every snapshot and restore point and the indexes on disk in one write
+        (the promised epoch stays): the member holds nothing any more."""
+
+    def probe(self) -> None:
+        """Write (and fsync) PROBE_BYTES and delete them again: raises what a log write would
+        raise now (disk full, an I/O error, files gone). `storehealth.py` asks it."""
 
     def close(self) -> None:
         """Release files."""
@@ -92,74 +145,99 @@ class MemoryStorage(Storage):
     """Storage mode `memory`: state lives only in the process and in the peers."""
 
 
-class RocksStorage(Storage):
-    """RocksDB storage; `sync=True` fsyncs the WAL in the same write (disk-sync)."""
+class DiskStorage(Storage):
+    """Storage in a database of a storage driver; `sync=True` makes every write durable before
+    it returns (disk-sync)."""
 
     durable = True
 
-    def __init__(self, path: Path, sync: bool, state_families: tuple[str, ...] = ()) -> None:
+    def __init__(self, path: Path, sync: bool, state_families: tuple[str, ...] = (),
+                 driver: str = DEFAULT_DRIVER) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        # Column families of the state machine's indexes on disk (empty: not in this mode).
+        self.sync = sync
+        self.driver_name = driver
+        self.driver_class = driver_class(driver)
+        # Families of the state machine's indexes on disk (empty: not in this mode).
         self.state_families = state_families
+        # A roll back a crash interrupted: finished if it was complete, else undone.
+        checkpoints.recover(path)
         self._open()
-        self._wo = rocksdict.WriteOptions()
-        self._wo.sync = sync
-        self._nosync = rocksdict.WriteOptions()
-        self._nosync.sync = False
+        if state_families:
+            # Checkpoints of restore points dropped (or never recorded) before a crash.
+            checkpoints.prune(path, {i for i, _ in self.restore_points()})
 
     def _open(self) -> None:
-        path = self.path
-        opts = rocksdict.Options(raw_mode=True)
-        opts.create_if_missing(True)
-        opts.create_missing_column_families(True)
-        cf_opts = rocksdict.Options(raw_mode=True)
-        families = {"log": cf_opts, "meta": cf_opts}
-        families.update({f"state_{name}": cf_opts for name in self.state_families})
-        self._db = rocksdict.Rdict(str(path / "db"), options=opts, column_families=families)
-        self._log = self._db.get_column_family("log")
-        self._meta = self._db.get_column_family("meta")
-        self._log_h = self._db.get_column_family_handle("log")
-        self._meta_h = self._db.get_column_family_handle("meta")
-        self._state_cfs = {name: self._db.get_column_family(f"state_{name}") for name in self.state_families}
-        self._state_hs = {name: self._db.get_column_family_handle(f"state_{name}") for name in self.state_families}
+        families = ("log", "meta", *(f"state_{name}" for name in self.state_families))
+        self._db: Driver = open_driver(self.driver_name, self.path, families)
+        db = self._db
+        self._log = db.family("log")
+        self._meta = db.family("meta")
+        self._log_h = db.handle("log")
+        self._meta_h = db.handle("meta")
+        self._state_cfs = {name: db.family(f"state_{name}") for name in self.state_families}
+        self._state_hs = {name: db.handle(f"state_{name}") for name in self.state_families}
+        self._closing: threading.Thread | None = None
         self._broken = False
 
-    def state_cf(self, name: str) -> rocksdict.Rdict:
-        """A column family of the indexes on disk, for reads."""
+    @property
+    def db(self) -> Driver:
+        """The open database (its driver)."""
+        return self._db
+
+    def state_cf(self, name: str) -> Family:
+        """A family of the indexes on disk, for reads."""
+        self._ensure_open()
         return self._state_cfs[name]
 
-    def state_handle(self, name: str) -> rocksdict.ColumnFamily:
-        """A column family of the indexes on disk, for batch writes."""
+    def state_handle(self, name: str) -> object:
+        """A family of the indexes on disk, for batch writes."""
+        self._ensure_open()
         return self._state_hs[name]
 
-    def write_state(self, wb: rocksdict.WriteBatch) -> None:
-        """Write a state-machine batch without fsync: the log entry it comes from is already
-        stored, and the WAL keeps write order, so a later synced write (the next round's, or a
-        compaction's) makes it durable, and a crash before that only replays the entry."""
-        self._ensure_open()
-        self._commit(wb, self._nosync)
+    def batch(self) -> Batch:
+        """A new write batch of this storage's driver."""
+        return self._db.batch()
 
-    def _commit(self, wb: rocksdict.WriteBatch, opts: rocksdict.WriteOptions) -> None:
+    def write_state(self, wb: Batch) -> None:
+        """Write a state-machine batch without fsync: the log entry it comes from is already
+        stored, and the driver's journal keeps write order, so a later synced write (the next
+        round's, or a compaction's) makes it durable, and a crash before that only replays the
+        entry."""
+        self._ensure_open()
+        self._commit(wb, False)
+
+    def _commit(self, wb: Batch, sync: bool) -> None:
         """Write a batch. After a failed write (disk full, I/O error) RocksDB refuses every
-        later write until reopened: reopen it, so writes work again once the cause is gone,
-        and raise the original error (the batch was not applied)."""
+        later write until reopened: it is closed (`_detach`) and opened again at the next
+        call, so writes work again once the cause is gone; the original error is raised (the
+        batch was not applied)."""
         try:
-            self._db.write(wb, opts)
+            self._db.write(wb, sync)
         except Exception:
-            self._reopen()
+            self._detach()
             raise
 
-    def _reopen(self) -> None:
+    def _detach(self) -> None:
+        """Close the database in a worker thread: after a failed write RocksDB's close waits
+        about a second for its own error recovery (it releases the GIL), which on the loop
+        thread would stall the member past its lease. Until it is closed every call raises
+        StorageReopening."""
         self._broken = True
-        try:
-            self._close_db()
-            self._open()
-        except Exception:  # noqa: BLE001 - still failing: the next write tries again
-            pass
+        db = getattr(self, "_db", None)
+        for name in ("_log", "_meta", "_log_h", "_meta_h", "_state_cfs", "_state_hs", "_db"):
+            if hasattr(self, name):
+                delattr(self, name)
+        if db is not None:
+            self._closing = threading.Thread(target=_close_quietly, args=(db,), name="storage-close", daemon=True)
+            self._closing.start()
 
     def _ensure_open(self) -> None:
         if self._broken:
+            closing = self._closing
+            if closing is not None and closing.is_alive():
+                raise StorageReopening(f"the storage at {self.path} is being reopened after a failed write")
+            self._closing = None
             self._close_db()
             self._open()
 
@@ -168,39 +246,34 @@ class RocksStorage(Storage):
         meta = self._meta
         raw = meta.get(META_PROMISED)
         st.promised_epoch = _U64.unpack(raw)[0] if raw else 0
+        st.promised_to = (meta.get(META_PROMISED_TO) or b"").decode()
         raw = meta.get(META_COMMIT)
         st.commit_index = _U64.unpack(raw)[0] if raw else 0
         st.synced = meta.get(META_SYNCED) == b"1"
         st.stored = meta.get(META_STORED) == b"1"
-        st.snapshot = meta.get(META_SNAPSHOT)
-        raw = meta.get(META_SNAPSHOT_INDEX)
-        st.snapshot_index = _U64.unpack(raw)[0] if raw else 0
-        raw = meta.get(META_SNAPSHOT_EPOCH)
-        st.snapshot_epoch = _U64.unpack(raw)[0] if raw else 0
-        it = self._log.iter()
-        it.seek(_U64.pack(st.snapshot_index + 1))
+        st.snapshot_index, st.snapshot_epoch = self._snapshot_mark()
+        st.snapshot = self._snapshot_data(st.snapshot_index)
         expected = st.snapshot_index + 1
-        while it.valid():
-            index = _U64.unpack(it.key())[0]
-            entry = rpb.LogEntry.FromString(it.value())
+        for key, value in self._log.scan(_U64.pack(expected)):
+            index = _U64.unpack(key)[0]
+            entry = rpb.LogEntry.FromString(value)
             if index != expected or entry.index != index:
                 raise DataCorruption(f"log gap or mismatch at index {index}, expected {expected}")
             st.entries.append(entry)
             expected += 1
-            it.next()
         return st
 
     def append(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
                commit_index: int | None = None, raws: list[bytes] | None = None) -> None:
         self._ensure_open()
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        wb = self._db.batch()
         if truncate_after is not None:
             wb.delete_range(_U64.pack(truncate_after + 1), _U64.pack(2**64 - 1), self._log_h)
         for i, entry in enumerate(entries):
             wb.put(_U64.pack(entry.index), raws[i] if raws else entry.SerializeToString(), self._log_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
-        self._commit(wb, self._wo)
+        self._commit(wb, self.sync)
 
     def read_entry(self, index: int) -> bytes:
         self._ensure_open()
@@ -209,69 +282,245 @@ class RocksStorage(Storage):
             raise DataCorruption(f"log entry {index} is missing from storage")
         return raw
 
-    def set_promised(self, epoch: int) -> None:
+    def set_promised(self, epoch: int, leader: str = "") -> None:
         self._ensure_open()
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        wb = self._db.batch()
         wb.put(META_PROMISED, _U64.pack(epoch), self._meta_h)
-        self._commit(wb, self._wo)
+        wb.put(META_PROMISED_TO, leader.encode(), self._meta_h)
+        self._commit(wb, self.sync)
 
     def set_meta(self, commit_index: int | None = None, synced: bool | None = None,
                  stored: bool | None = None) -> None:
         self._ensure_open()
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        wb = self._db.batch()
         if stored is not None:
             wb.put(META_STORED, b"1" if stored else b"0", self._meta_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
         if synced is not None:
             wb.put(META_SYNCED, b"1" if synced else b"0", self._meta_h)
-        self._commit(wb, self._wo)
+        self._commit(wb, self.sync)
 
-    def save_snapshot(self, index: int, epoch: int, data: bytes, drop_log_through: int) -> None:
+    def probe(self) -> None:
         self._ensure_open()
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        wb.put(META_SNAPSHOT, data, self._meta_h)
-        wb.put(META_SNAPSHOT_INDEX, _U64.pack(index), self._meta_h)
-        wb.put(META_SNAPSHOT_EPOCH, _U64.pack(epoch), self._meta_h)
-        wb.delete_range(_U64.pack(0), _U64.pack(drop_log_through + 1), self._log_h)
-        # A snapshot replaces log entries: it must be on disk before they are gone.
-        wo = rocksdict.WriteOptions()
-        wo.sync = True
-        self._commit(wb, wo)
+        # Two synced writes, not one batch: in one SQLite transaction the value's pages are freed
+        # before the commit, so a full disk could pass the probe.
+        wb = self._db.batch()
+        wb.put(META_PROBE, bytes(PROBE_BYTES), self._meta_h)
+        self._commit(wb, True)
+        wb = self._db.batch()
+        wb.delete(META_PROBE, self._meta_h)
+        self._commit(wb, True)
 
-    def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
-        self.save_snapshot(index, epoch, data, 2**64 - 2)
+    # --- snapshots and restore points ------------------------------------------------------------
 
-    def snapshot_data(self) -> bytes | None:
-        self._ensure_open()
-        raw = self._meta.get(META_SNAPSHOT)
+    def _snapshot_mark(self) -> tuple[int, int]:
+        """(index, epoch) of the snapshot the log starts from."""
+        raw = self._meta.get(META_SNAPSHOT_INDEX)
+        index = _U64.unpack(raw)[0] if raw else 0
+        raw = self._meta.get(META_SNAPSHOT_EPOCH)
+        return index, _U64.unpack(raw)[0] if raw else 0
+
+    def _snapshot_data(self, index: int) -> bytes | None:
+        raw = self._meta.get(_snapshot_key(index))
+        if raw is None and index == self._snapshot_mark()[0]:
+            raw = self._meta.get(META_SNAPSHOT)  # stored by a version before restore points
         return bytes(raw) if raw is not None else None
 
+    def restore_points(self) -> list[tuple[int, int]]:
+        """(index, epoch) of the restore points kept, oldest first."""
+        self._ensure_open()
+        raw = self._meta.get(META_POINTS)
+        if raw is not None:
+            return [_POINT.unpack_from(raw, at) for at in range(0, len(raw), _POINT.size)]
+        # Nothing recorded (a new member, or data of a version before restore points): the
+        # snapshot the log starts from; with indexes on disk only the empty state (index 0),
+        # since no checkpoint of the state was taken.
+        index, epoch = self._snapshot_mark()
+        return [(index, epoch)] if index == 0 or not self.state_families else []
+
+    def restore_point(self, index: int) -> tuple[int, int] | None:
+        for point in reversed(self.restore_points()):
+            if point[0] > index:
+                continue
+            if point[0] == 0:
+                return point
+            if self.state_families:
+                if checkpoints.directory(self.path, point[0]).is_dir():
+                    return point
+            elif self._snapshot_data(point[0]) is not None:
+                return point
+        return None
+
+    def _keep_points(self, wb: Batch, kept: list[tuple[int, int]]) -> None:
+        """Record `kept` as the restore points and drop the snapshots of the others."""
+        had = self.restore_points()
+        legacy = self._meta.get(META_SNAPSHOT)
+        if legacy is not None:
+            # The one snapshot of a version before restore points: moved under its index.
+            index = self._snapshot_mark()[0]
+            if any(i == index for i, _ in kept):
+                wb.put(_snapshot_key(index), legacy, self._meta_h)
+            wb.delete(META_SNAPSHOT, self._meta_h)
+        for point in had:
+            if point not in kept:
+                wb.delete(_snapshot_key(point[0]), self._meta_h)
+        wb.put(META_POINTS, b"".join(_POINT.pack(*p) for p in kept), self._meta_h)
+
+    def save_snapshot(self, index: int, epoch: int, data: bytes) -> None:
+        self._ensure_open()
+        older = [p for p in self.restore_points() if p[0] < index]
+        kept = older[-(RESTORE_POINTS - 1):] if RESTORE_POINTS > 1 else []
+        kept.append((index, epoch))
+        if self.state_families:
+            # The state is at `index` now: its checkpoint is the restore point.
+            checkpoints.create(self._db, self.path, index)
+        wb = self._db.batch()
+        self._keep_points(wb, kept)
+        wb.put(_snapshot_key(index), data, self._meta_h)
+        wb.put(META_SNAPSHOT_INDEX, _U64.pack(index), self._meta_h)
+        wb.put(META_SNAPSHOT_EPOCH, _U64.pack(epoch), self._meta_h)
+        # The log is kept from the oldest restore point on.
+        wb.delete_range(_U64.pack(0), _U64.pack(kept[0][0] + 1), self._log_h)
+        # A snapshot replaces log entries: it must be on disk before they are gone.
+        self._commit(wb, True)
+        if self.state_families:
+            checkpoints.prune(self.path, {i for i, _ in kept})
+
+    def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
+        self._ensure_open()
+        if self.state_families and index:
+            checkpoints.create(self._db, self.path, index)
+        wb = self._db.batch()
+        self._keep_points(wb, [(index, epoch)])
+        wb.put(_snapshot_key(index), data, self._meta_h)
+        wb.put(META_SNAPSHOT_INDEX, _U64.pack(index), self._meta_h)
+        wb.put(META_SNAPSHOT_EPOCH, _U64.pack(epoch), self._meta_h)
+        wb.delete_range(*_ALL, self._log_h)
+        self._commit(wb, True)
+        if self.state_families:
+            checkpoints.prune(self.path, {index})
+
+    def roll_back(self, index: int, point: tuple[int, int]) -> None:
+        self._ensure_open()
+        kept = [p for p in self.restore_points() if p[0] <= index]
+        if point not in kept:
+            raise DataCorruption(f"no restore point at index {point[0]} to roll back to index {index}")
+        if self.state_families:
+            self._roll_back_on_disk(index, point, kept)
+            return
+        # The state is rebuilt in memory from the snapshot: one write makes the log start at
+        # it and end at `index`.
+        wb = self._db.batch()
+        self._keep_points(wb, kept)
+        wb.put(META_SNAPSHOT_INDEX, _U64.pack(point[0]), self._meta_h)
+        wb.put(META_SNAPSHOT_EPOCH, _U64.pack(point[1]), self._meta_h)
+        wb.put(META_COMMIT, _U64.pack(index), self._meta_h)
+        wb.delete_range(_U64.pack(index + 1), _U64.pack(2**64 - 1), self._log_h)
+        self._commit(wb, True)
+
+    def _roll_back_on_disk(self, index: int, point: tuple[int, int], kept: list[tuple[int, int]]) -> None:
+        """Indexes on disk: the state lives in this database, changed in place. The rolled-back
+        database is built beside it from the checkpoint at `point` (the state there), with this
+        log's entries from the oldest kept restore point to `index` and this member's promises,
+        then swapped in (`checkpoints.swap_in`); the entries after `point` are applied when the
+        state is opened (as after a restart)."""
+        work = self.path / checkpoints.ROLLBACK
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir()
+        if point[0]:
+            self.driver_class.copy(checkpoints.directory(self.path, point[0]), work / "db")
+        target = DiskStorage(work, sync=False, state_families=self.state_families, driver=self.driver_name)
+        try:
+            meta, log_h = target._meta_h, target._log_h
+            wb = target.batch()
+            # The checkpoint's own log and metadata are of the time it was taken.
+            wb.delete_range(*_ALL, log_h)
+            wb.delete_range(b"", b"\xff" * 16, meta)
+            for key in (META_PROMISED, META_SYNCED, META_STORED):
+                value = self._meta.get(key)
+                if value is not None:
+                    wb.put(key, value, meta)
+            wb.put(META_COMMIT, _U64.pack(index), meta)
+            wb.put(META_SNAPSHOT_INDEX, _U64.pack(point[0]), meta)
+            wb.put(META_SNAPSHOT_EPOCH, _U64.pack(point[1]), meta)
+            wb.put(META_POINTS, b"".join(_POINT.pack(*p) for p in kept), meta)
+            for at, _ in kept:
+                wb.put(_snapshot_key(at), b"", meta)
+            expected = kept[0][0] + 1
+            for key, value in self._log.scan(_U64.pack(expected)):
+                if expected > index or _U64.unpack(key)[0] != expected:
+                    break
+                wb.put(key, value, log_h)
+                expected += 1
+                if expected % 1024 == 0:
+                    target._commit(wb, False)
+                    wb = target.batch()
+            if expected != index + 1:
+                raise DataCorruption(f"the log lacks entry {expected}, between the restore point at index "
+                                     f"{kept[0][0]} and index {index}")
+            # Synced: the WAL holds every write before it.
+            target._commit(wb, True)
+        finally:
+            target.close()
+        checkpoints.fsync_tree(work / "db")
+        self._close_db()
+        checkpoints.swap_in(self.path)
+        self._open()
+        checkpoints.prune(self.path, {i for i, _ in kept})
+
+    def discard(self) -> None:
+        self._ensure_open()
+        wb = self._db.batch()
+        self._keep_points(wb, [])
+        wb.delete(META_POINTS, self._meta_h)
+        wb.put(META_SNAPSHOT_INDEX, _U64.pack(0), self._meta_h)
+        wb.put(META_SNAPSHOT_EPOCH, _U64.pack(0), self._meta_h)
+        wb.put(META_COMMIT, _U64.pack(0), self._meta_h)
+        wb.delete_range(*_ALL, self._log_h)
+        for handle in self._state_hs.values():
+            wb.delete_range(b"", b"\xff" * 64, handle)
+        self._commit(wb, True)
+        if self.state_families:
+            checkpoints.prune(self.path, set())
+
     def close(self) -> None:
+        if self._closing is not None:
+            self._closing.join(10.0)
         self._close_db()
 
     def _close_db(self) -> None:
-        # Column-family views hold the database open; drop them before closing it.
+        # Family views hold the database open; drop them before closing it.
         for name in ("_log", "_meta", "_log_h", "_meta_h", "_state_cfs", "_state_hs"):
             if hasattr(self, name):
                 delattr(self, name)
         db = getattr(self, "_db", None)
         if db is not None:
-            try:
-                db.close()
-            except Exception:  # noqa: BLE001 - closing a failed database
-                pass
+            db.close()
             del self._db
-        gc.collect()
 
 
-def open_storage(mode: str, path: Path, state_families: tuple[str, ...] = ()) -> Storage:
-    """Storage for a cluster's storage mode: memory, disk-sync or disk-async; with
-    `state_families`, also the column families of the indexes on disk."""
+class StorageReopening(OSError):
+    """The storage is closed after a failed write and not open again yet (`DiskStorage._detach`)."""
+
+
+def _close_quietly(db: Driver) -> None:
+    try:
+        db.close()
+    except Exception:  # noqa: BLE001 - closing a failed database
+        pass
+
+
+def open_storage(mode: str, path: Path, state_families: tuple[str, ...] = (),
+                 driver: str = DEFAULT_DRIVER) -> Storage:
+    """Storage for a cluster's storage mode: memory, disk-sync or disk-async, in a database of
+    `driver` (rocksdb or sqlite); with `state_families`, also the families of the indexes on
+    disk."""
     if mode == "memory":
         return MemoryStorage()
     if mode == "disk-sync":
-        return RocksStorage(path, sync=True, state_families=state_families)
+        return DiskStorage(path, sync=True, state_families=state_families, driver=driver)
     if mode == "disk-async":
-        return RocksStorage(path, sync=False, state_families=state_families)
+        return DiskStorage(path, sync=False, state_families=state_families, driver=driver)
     raise ValueError(f"unknown storage mode {mode!r}")

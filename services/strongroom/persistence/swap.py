@@ -1,7 +1,7 @@
 """Message swapping: payloads of in-memory data move to a swap database past a memory budget.
 
-A member has one `SwapSpace` (data_dir/swap, a RocksDB opened with unsynced writes and wiped at
-every start). Swap is not durable storage: what it holds is also in the log or in the peers, so
+A member has one `SwapSpace` (data_dir/swap, a database of the cluster's storage driver opened
+volatile: unsynced writes, no journal; wiped at every start). Swap is not durable storage: what it holds is also in the log or in the peers, so
 a crash only loses a cache. Each swappable state machine (the replicated state of a `memory`
 cluster, and the leader's non-replicated stores) reads and writes its payloads through its own
 `PayloadStore`, a view of the shared space under a key prefix of its own.
@@ -31,9 +31,8 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import rocksdict
-
 from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.persistence.drivers import DEFAULT_DRIVER, Driver, driver_class
 
 if TYPE_CHECKING:
     from strongroom.persistence.state import StoredMessage
@@ -56,13 +55,11 @@ class PayloadSource:
 class SwapSpace:
     """A member's swap database and memory budget, shared by its swappable state machines."""
 
-    def __init__(self, path: Path, budget_bytes: int) -> None:
+    def __init__(self, path: Path, budget_bytes: int, driver: str = DEFAULT_DRIVER) -> None:
         self.path = path
         self.budget_bytes = budget_bytes
-        self._db: rocksdict.Rdict | None = None
-        self._wo = rocksdict.WriteOptions()
-        self._wo.sync = False
-        self._wo.disable_wal = True
+        self._driver = driver_class(driver)
+        self._db: Driver | None = None
         # Resident payloads of every store, oldest first: (prefix, seq) -> message.
         self._resident: dict[tuple[int, int], StoredMessage] = {}
         self.resident_bytes = 0
@@ -74,14 +71,12 @@ class SwapSpace:
         """Whether a budget is set (0: nothing is swapped)."""
         return self.budget_bytes > 0
 
-    def _open(self) -> rocksdict.Rdict:
+    def _open(self) -> Driver:
         if self._db is None:
             # Wiped at start: a swap file from an earlier process describes nothing held now.
             shutil.rmtree(self.path, ignore_errors=True)
             self.path.mkdir(parents=True, exist_ok=True)
-            opts = rocksdict.Options(raw_mode=True)
-            opts.create_if_missing(True)
-            self._db = rocksdict.Rdict(str(self.path), options=opts)
+            self._db = self._driver(self.path, ("default",), volatile=True)
         return self._db
 
     def store(self) -> PayloadStore:
@@ -105,28 +100,31 @@ class SwapSpace:
             store.swapped_count[stored.store] = store.swapped_count.get(stored.store, 1) - 1
             db = self._db
             if db is not None:
-                db.delete(_KEY.pack(store.prefix, stored.seq), self._wo)
+                wb = db.batch()
+                wb.delete(_KEY.pack(store.prefix, stored.seq), db.handle("default"))
+                db.write(wb, sync=False)
 
     def _swap_out(self) -> None:
         db = self._open()
         target = int(self.budget_bytes * _LOW_WATER)
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        wb = db.batch()
+        handle = db.handle("default")
         moved: list[tuple[PayloadStore, StoredMessage]] = []
         resident = self._resident
         while self.resident_bytes > target and resident:
             (prefix, seq), stored = next(iter(resident.items()))
             del resident[(prefix, seq)]
             self.resident_bytes -= stored.size
-            wb.put(_KEY.pack(prefix, seq), stored.message.SerializeToString())
+            wb.put(_KEY.pack(prefix, seq), stored.message.SerializeToString(), handle)
             moved.append((self._stores[prefix], stored))
-        db.write(wb, self._wo)
+        db.write(wb, sync=False)
         for store, stored in moved:
             stored.swap_out(store)
             store.swapped_count[stored.store] = store.swapped_count.get(stored.store, 0) + 1
 
     def read(self, store: PayloadStore, stored: StoredMessage) -> cpb.Message:
         """Read a swapped payload back."""
-        raw = self._open().get(_KEY.pack(store.prefix, stored.seq))
+        raw = self._open().family("default").get(_KEY.pack(store.prefix, stored.seq))
         if raw is None:
             raise KeyError(f"payload of message {stored.seq} is missing from swap")
         return cpb.Message.FromString(raw)
@@ -137,8 +135,11 @@ class SwapSpace:
             return
         for key in [k for k in self._resident if k[0] == store.prefix]:
             self.resident_bytes -= self._resident.pop(key).size
-        if self._db is not None:
-            self._db.delete_range(_KEY.pack(store.prefix, 0), _KEY.pack(store.prefix + 1, 0))
+        db = self._db
+        if db is not None:
+            wb = db.batch()
+            wb.delete_range(_KEY.pack(store.prefix, 0), _KEY.pack(store.prefix + 1, 0), db.handle("default"))
+            db.write(wb, sync=False)
         store.swapped_count.clear()
 
     def close(self) -> None:

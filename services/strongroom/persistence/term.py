@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, NamedTuple, Protocol
 
+from strongroom import clocks
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import (
@@ -29,14 +30,16 @@ from strongroom.errors import (
     NotLeaderError,
     PersistenceUnavailable,
     StrongroomError,
+    error_for_reason,
 )
 from strongroom.events.publisher import EventPublisher
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
-from strongroom.persistence.log import LIFETIMES_LOG_FORMAT, UOW_LOG_FORMAT, ReplicatedLog
+from strongroom.persistence.log import LIFETIMES_LOG_FORMAT, ReplicatedLog
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.state import StateMachine
+from strongroom.persistence.ticker import tick_clock
 from strongroom.tracing import traced
 from strongroom.wire import ENTRY_OPS, repeated_after
 
@@ -48,10 +51,6 @@ STORAGE_FAILURE_PAUSE = 30.0
 """A member whose storage failed while leading sits out elections this long (seconds)."""
 QUORUM_CHECK_SECONDS = 0.25
 """How often a serving leader checks that a majority answered within a lease TTL (seconds)."""
-CLOCK_TICK_SECONDS = 1.0
-"""How often the leader writes the pseudo-clock into the log while something is measured on it."""
-CLOCK_IDLE_TICK_SECONDS = 10.0
-"""... and while nothing is (no tick until every member reads `ClockOp`: UOW_LOG_FORMAT)."""
 
 
 class CommitResult(NamedTuple):
@@ -89,6 +88,8 @@ class Replicating(Protocol):
     match_index: int
     reachable: bool
     last_ack: float
+    cannot_store: str
+    cannot_store_since: float
 
     def start(self) -> None: ...
 
@@ -129,17 +130,23 @@ class LeaderTerm:
         self.local_state.start_local_versions(epoch << 32)
         # Highest index this member has durably stored (its own vote in commits).
         self.durable_index = replica.log.last_index
-        # Queued work: (serialised operations, future or None, how many results they give).
-        self._queue: list[tuple[list[bytes], asyncio.Future[CommitResult] | None, int]] = []
+        # Queued work: (serialised operations, future or None, how many results they give,
+        # bookkeeping: the term's own, written while the persistent store is unavailable too).
+        self._queue: list[tuple[list[bytes], asyncio.Future[CommitResult] | None, int, bool]] = []
         self._queue_wake = asyncio.Event()
         # index -> (epoch of the entry, [(future, how many of the entry's results are its)])
         self._waiters: dict[int, tuple[int, list[tuple[asyncio.Future[CommitResult] | None, int]]]] = {}
         self._commit_changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
-        # The pseudo-clock as this term runs it: the applied value it began with, run on since.
+        # The pseudo-clock as this term runs it: the applied value it began with, run on since;
+        # while stopped (the persistent store unavailable), it stands at `_clock_base`.
         self._clock_base = 0.0
         self._clock_since = 0.0
+        self._clock_stopped = False
+        # The persistent store's state as this term enforces it (`enforce_store`; None: served).
+        self._unavailable: StrongroomError | None = None
+        self._no_new: StrongroomError | None = None
         replica.on_applied = self._on_applied
         replica.compaction_floor = self._compaction_floor
 
@@ -158,12 +165,73 @@ class LeaderTerm:
         time-to-lives and durable expiry measure time on it."""
         if not self._clock_since:
             return max(self.state.clock, self.local_state.clock)
+        if self._clock_stopped:
+            return self._clock_base
         return self._clock_base + (time.monotonic() - self._clock_since)
 
     def lifetimes_clock(self) -> float | None:
         """The pseudo-clock now, for the lifetime fields of the log (log format 5: time-to-lives
         and durables' use on it); None while some member does not read that format."""
         return self.clock() if self.membership.all_read(LIFETIMES_LOG_FORMAT) else None
+
+    # --- the persistent store's state (docs/store-operations.md) --------------------------------
+
+    def enforce_store(self, unavailable: StrongroomError | None, no_new: StrongroomError | None,
+                      in_flight: bool = False) -> int:
+        """Enforce the persistent store's state (persistence/pstore.py decides it): `unavailable`
+        is what a command that needs persistence gets, `no_new` what a producing one gets (None:
+        served). Made unavailable, the term backs out what is queued and not yet in an entry (its
+        callers get `unavailable`; an entry being stored was handed to the store before and
+        completes), ends the replicated stores' subscriptions and stops the pseudo-clock, which
+        runs on from there once the store is connected; `in_flight` (members cannot store): the
+        callers of entries not committed get `unavailable` too. Returns how many it backed out."""
+        backed: list[tuple[list[bytes], asyncio.Future[CommitResult] | None, int, bool]] = []
+        if unavailable is not None and self._unavailable is None:
+            self._clock_base, self._clock_stopped = self.clock(), True
+            backed = [item for item in self._queue if not item[3]]
+            self._queue = [item for item in self._queue if item[3]]
+            futs = [fut for _, fut, _, _ in backed] + [fut for index, (_, waiting) in self._waiters.items()
+                                                       if in_flight and index > self.commit_index for fut, _ in waiting]
+            for fut in futs:
+                if fut is not None and not fut.done():
+                    fut.set_exception(self._fresh(unavailable))
+            if self.dispatcher is not None:
+                self.dispatcher.suspend(self.replica.state, unavailable.reason, unavailable.message)
+        elif unavailable is None and self._clock_stopped:
+            self._clock_since, self._clock_stopped = time.monotonic(), False
+        self._unavailable, self._no_new = unavailable, no_new
+        return len(backed)
+
+    @staticmethod
+    def _fresh(err: StrongroomError) -> StrongroomError:  # one exception object per raise
+        return error_for_reason(err.reason, err.message, err.metadata)
+
+    def require_store(self) -> None:
+        """Raise PSTORE_UNAVAILABLE while the persistent store is unavailable."""
+        if self._unavailable is not None:
+            raise self._fresh(self._unavailable)
+
+    def producing_refusal(self) -> StrongroomError | None:
+        """What a producing command on a replicated store is told now (PSTORE_UNAVAILABLE, or
+        NO_NEW_UOW while the store takes no new units of work); None: it is served."""
+        refusal = self._unavailable or self._no_new
+        return self._fresh(refusal) if refusal is not None else None
+
+    def require_new(self) -> None:
+        """Raise what a producing command on a replicated store is told now, if anything."""
+        refusal = self.producing_refusal()
+        if refusal is not None:
+            raise refusal
+
+    @property
+    def store_unavailable(self) -> bool:
+        """The persistent store is unavailable: no timeout processing on it."""
+        return self._unavailable is not None
+
+    @property
+    def closed(self) -> bool:
+        """The term ended (`close`)."""
+        return self._closed
 
     def alive(self) -> bool:
         """Still this member's term: not closed, and the election still holds the key."""
@@ -226,7 +294,7 @@ class LeaderTerm:
         self.since = time.monotonic()
         self.serving = True
         self.run(self._quorum_watchdog(), "quorum")
-        self.run(self._tick_clock(), "pseudo-clock")
+        self.run(tick_clock(self), "pseudo-clock")
 
     def publish_events(self, publisher: EventPublisher) -> None:
         """Serving with the event log on: publish the store events (and the deliveries)."""
@@ -245,31 +313,35 @@ class LeaderTerm:
 
     # --- submitting ---------------------------------------------------------------------------
 
-    def submit(self, ops: list[rpb.Operation], want_result: bool = True) -> asyncio.Future[CommitResult] | None:
+    def submit(self, ops: list[rpb.Operation], want_result: bool = True,
+               bookkeeping: bool = False) -> asyncio.Future[CommitResult] | None:
         """Queue operations for the next round; the future resolves once they are applied."""
-        return self.submit_raw([op.SerializeToString() for op in ops], want_result)
+        return self.submit_raw([op.SerializeToString() for op in ops], want_result, bookkeeping=bookkeeping)
 
-    def submit_raw(self, ops: list[bytes], want_result: bool = True,
-                   results: int | None = None) -> asyncio.Future[CommitResult] | None:
+    def submit_raw(self, ops: list[bytes], want_result: bool = True, results: int | None = None,
+                   bookkeeping: bool = False) -> asyncio.Future[CommitResult] | None:
         """Like `submit`, the operations already serialised; `results`: how many results
         they give (one per operation unless some are PublishBatchOps). On a closed term the
-        future fails at once with NotLeaderError."""
+        future fails at once with NotLeaderError; while the persistent store is unavailable,
+        with PSTORE_UNAVAILABLE, unless the operations are the term's `bookkeeping` (its no-op,
+        the realm's store settings, the take-over of units of work)."""
         fut: asyncio.Future[CommitResult] | None = asyncio.get_running_loop().create_future() if want_result else None
-        if self._closed:
+        if self._closed or (self._unavailable is not None and not bookkeeping):
             if fut is not None:
-                fut.set_exception(NotLeaderError(f"member {self.member} is no longer the leader"))
+                fut.set_exception(NotLeaderError(f"member {self.member} is no longer the leader") if self._closed
+                                  else self._fresh(self._unavailable))  # type: ignore[arg-type]
             return fut
-        self._queue.append((ops, fut, len(ops) if results is None else results))
+        self._queue.append((ops, fut, len(ops) if results is None else results, bookkeeping))
         self._queue_wake.set()
         return fut
 
-    async def commit(self, op: rpb.Operation) -> tuple[object, int]:
+    async def commit(self, op: rpb.Operation, bookkeeping: bool = False) -> tuple[object, int]:
         """Commit one operation: its result and log index."""
-        return await self.commit_raw(op.SerializeToString())
+        return await self.commit_raw(op.SerializeToString(), bookkeeping)
 
-    async def commit_raw(self, op: bytes) -> tuple[object, int]:
+    async def commit_raw(self, op: bytes, bookkeeping: bool = False) -> tuple[object, int]:
         """Like `commit`, the operation already serialised."""
-        fut = self.submit_raw([op])
+        fut = self.submit_raw([op], bookkeeping=bookkeeping)
         assert fut is not None
         done = await fut
         return done.results[0], done.log_index
@@ -277,17 +349,27 @@ class LeaderTerm:
     # --- the group commit ---------------------------------------------------------------------
 
     async def _proposer(self) -> None:
-        """Run the group commit; if this member's storage fails (disk full, I/O error), stop
-        leading at once so the others elect a leader that can store, and stay out of
-        elections for a while."""
-        try:
-            await self._rounds()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - storage failure: hand over
-            log.error("storage failed while leading (%s); stepping down", exc)
-            await self._leadership.hand_over("storage failed", PersistenceUnavailable(
-                f"member {self.member} cannot write its storage: {exc}"), STORAGE_FAILURE_PAUSE, self)
+        """Run the group commit. If this member's storage fails (disk full, I/O error), the entry
+        it could not write stays in memory, unstored (followers may hold it), and is written again
+        before any other (`StorageHealth.store_unstored`): the member says it cannot store, and
+        `PStore` hands over to members that can or goes on with the store unavailable."""
+        lg, health = self.replica.log, self.replica.health
+        while True:
+            try:
+                return await self._rounds()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - storage failure
+                if not lg.unstored:  # not a write of the log: hand over, as nothing else can go on
+                    log.error("group commit failed while leading (%s); stepping down", exc)
+                    return await self._leadership.hand_over("storage failed", PersistenceUnavailable(
+                        f"member {self.member} cannot write its storage: {exc}"), STORAGE_FAILURE_PAUSE, self)
+                health.failed(exc)
+            await health.store_unstored(lg, self.alive)
+            if not self.alive():
+                return
+            self.durable_index = lg.last_index
+            self.advance_commit()
 
     async def _rounds(self) -> None:
         """Group commit: everything queued during the previous round goes out as one entry, one
@@ -302,25 +384,24 @@ class LeaderTerm:
                 continue
             taken = 0
             count = 0
-            for _, _, n in self._queue:
+            for _, _, n, _ in self._queue:
                 taken += 1
                 count += n
                 if count >= max_ops:
                     break
             batch, self._queue = self._queue[:taken], self._queue[taken:]
             if not self._leadership.lease_valid():
-                for _, fut, _ in batch:
+                for _, fut, _, _ in batch:
                     if fut is not None and not fut.done():
                         fut.set_exception(NotLeaderError("leader lease expired"))
                 await self._leadership.step_down("lease could not be renewed in time", None, self)
                 return
-            # The entry is made as bytes (its head, then every operation as it was queued) and
-            # parsed once for the log and this member's apply.
+            # Made as bytes (its head, then each operation as queued), parsed once for log and apply.
             index = lg.last_index + 1
-            raw = repeated_after(rpb.LogEntry(index=index, epoch=epoch, time=time.time()).SerializeToString(), ENTRY_OPS,
-                                 [op for ops, _, _ in batch for op in ops])
+            raw = repeated_after(rpb.LogEntry(index=index, epoch=epoch, time=clocks.wall()).SerializeToString(), ENTRY_OPS,
+                                 [op for ops, _, _, _ in batch for op in ops])
             entry = rpb.LogEntry.FromString(raw)
-            self._waiters[index] = (epoch, [(fut, n) for _, fut, n in batch])
+            self._waiters[index] = (epoch, [(fut, n) for _, fut, n, _ in batch])
             # The followers get the entry before this member stores it: the replicators kicked
             # here write their appends in the one loop turn given to them, and this member's
             # own write (with its fsync, disk-sync) then runs while the followers store theirs.
@@ -335,7 +416,7 @@ class LeaderTerm:
             try:
                 await asyncio.sleep(0)
             finally:
-                lg.store_last()
+                lg.store_last(keep=self.alive())
             if not self.alive():
                 return
             self.durable_index = entry.index
@@ -448,25 +529,6 @@ class LeaderTerm:
             return time.monotonic()
         return acks[need - 1] if len(acks) >= need else 0.0
 
-    async def _tick_clock(self) -> None:
-        """Write the pseudo-clock into the log: every second while something is measured on it,
-        every ten seconds otherwise. A restart resumes from the last value written, so the clock
-        never runs ahead of the uptime (and loses at most one tick of it)."""
-        last = 0.0
-        while not self._closed:
-            wanted = self.state.timed() or self.local_state.timed()
-            now = time.monotonic()
-            if now - last >= (CLOCK_TICK_SECONDS if wanted else CLOCK_IDLE_TICK_SECONDS) and \
-                    self.membership.all_read(UOW_LOG_FORMAT):
-                last = now
-                clock = self.clock()
-                self.local_state.advance_clock(clock)
-                try:
-                    await self.commit(rpb.Operation(clock=rpb.ClockOp(clock=clock)))
-                except StrongroomError as err:
-                    log.info("pseudo-clock tick: %s", err)
-            await asyncio.sleep(CLOCK_TICK_SECONDS / 4)
-
     async def _quorum_watchdog(self) -> None:
         """A leader that keeps its lease but cannot reach a majority steps aside, so members
         that can reach each other elect a leader that can commit."""
@@ -493,7 +555,7 @@ class LeaderTerm:
                 if fut is not None and not fut.done():
                     fut.set_exception(err)
         queue, self._queue = self._queue, []
-        for _, fut, _ in queue:
+        for _, fut, _, _ in queue:
             if fut is not None and not fut.done():
                 fut.set_exception(err)
 
@@ -506,6 +568,7 @@ class LeaderTerm:
         self.serving = False
         self.fail_pending(err)
         replica = self.replica
+        replica.log.drop_unstored()
         if replica.on_applied == self._on_applied:
             replica.on_applied = None
         if replica.compaction_floor == self._compaction_floor:

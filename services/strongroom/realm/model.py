@@ -43,7 +43,7 @@ from strongroom.realm.locations import (
 from strongroom.realm.zones import RouterSpec, Zone, check_address, check_zones, store_clusters
 
 __all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "StaticDurable", "Destination",
-           "UnitsOfWork", "TtlClock",
+           "UnitsOfWork", "TtlClock", "PersistentStore", "StoreDriver",
     "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
     "Zone", "RouterSpec", "parse_realm", "DEFAULT_REALM_YAML"]
 
@@ -57,6 +57,13 @@ class StorageMode(str, Enum):
     MEMORY = "memory"
     DISK_SYNC = "disk-sync"  # fsync before a member acknowledges
     DISK_ASYNC = "disk-async"  # written, not fsynced, before a member acknowledges
+
+
+class StoreDriver(str, Enum):
+    """The storage driver of a cluster's members (docs/store-operations.md, "The store driver")."""
+
+    ROCKSDB = "rocksdb"  # RocksDB (rocksdict): the default
+    SQLITE = "sqlite"  # SQLite from the standard library, WAL journal
 
 
 class PublisherMode(str, Enum):
@@ -179,6 +186,45 @@ class StandbySet(_Model):
         return [check_address(a, "primary address") for a in v]
 
 
+class PersistentStore(_Model):
+    """A cluster's persistent store: its replicated log and state on the members
+    (docs/store-operations.md)."""
+
+    capacity_messages: int = Field(default=0, ge=0)
+    """Messages the replicated stores may hold (those held by units of work included) before the
+    store takes no new units of work by itself (0, the default: no capacity)."""
+    capacity_bytes: int = Field(default=0, ge=0)
+    """The same in message bytes (0, the default: no capacity)."""
+    driver: StoreDriver = StoreDriver.ROCKSDB
+    """The storage driver the members keep the log and state in (and swap payloads to):
+    rocksdb (the default) or sqlite. Fixed at a member's start; a member refuses a data
+    directory the other driver wrote (changing it is a migration by unload and load)."""
+
+
+class SharedStore(_Model):
+    """A single-member cluster run as two instances on one store on shared storage
+    (docs/store-operations.md, "Standby on a shared store"): a standard instance that serves and
+    a standby instance that takes the store over when the standard stops answering."""
+
+    instances: list[str]
+    """The two instances' host:port addresses (each is started with `--listen` or `--advertise`
+    at one of them; the other is its partner). Clients reach the cluster at either."""
+    control_interval_seconds: float = Field(default=2.0, gt=0, le=60)
+    """How often the standby checks that the standard answers (seconds); the standby takes the
+    store over after the standard missed one check and released the store's lock."""
+
+    @field_validator("instances")
+    @classmethod
+    def _instances(cls, v: list[str]) -> list[str]:
+        if len(v) != 2:
+            raise ValueError(f"names {len(v)} instance addresses; a shared store has exactly two instances "
+                             f"(the standard and the standby), host:port each")
+        addresses = [check_address(a, "instance address") for a in v]
+        if addresses[0] == addresses[1]:
+            raise ValueError(f"names {addresses[0]} twice; the two instances need different addresses")
+        return addresses
+
+
 class Cluster(_Model):
     """A persistence cluster: an odd number of members electing one leader through etcd."""
 
@@ -210,6 +256,12 @@ class Cluster(_Model):
     routed store with more than one cluster."""
     standby: StandbySet | None = None
     """The cluster's disaster-recovery standby set (docs/dr.md); none by default."""
+    persistent_store: PersistentStore = PersistentStore()
+    """The persistent store's capacity and storage driver (docs/store-operations.md); no
+    capacity and RocksDB by default."""
+    shared_store: SharedStore | None = None
+    """A single-member cluster whose one member runs as a standard and a standby instance on one
+    store on shared storage (docs/store-operations.md); none by default."""
 
     @field_validator("members")
     @classmethod
@@ -459,6 +511,7 @@ class Realm(_Model):
                         problems.append((("clusters", i, "standby", "members", j, "name"),
                                          f"standby member {m.name!r} is also a member of the primary set of cluster "
                                          f"{c.name!r}; the two sets are different members at different sites"))
+            problems.extend(_check_shared_store(i, c))
             if c.indexes_on_disk and c.storage == StorageMode.MEMORY:
                 problems.append((("clusters", i, "indexes_on_disk"),
                                  f"cluster {c.name!r} keeps indexes on disk but its storage is memory; "
@@ -567,6 +620,11 @@ class Realm(_Model):
                     problems.append(((*where, name), f"{rule.name!r} is in non-replicated store {store.name!r}; "
                                                      f"its units of work cannot be persistent (set {name}: false)"))
         topic = rule.kind != DestinationKind.QUEUE
+        if uow.durable and store is not None and store.routed:
+            problems.append(((*where, "durable"), f"{rule.name!r} maps to routed store {store.name!r}; units of work "
+                                                  f"are not routed between clusters (a publication commits in one "
+                                                  f"cluster, and its readers and status are that cluster's): map the "
+                                                  f"durable topic to a store of one cluster"))
         if uow.durable and not topic:
             problems.append(((*where, "durable"), f"{rule.name!r} is a queue; durable publish and subscribe is for "
                                                   f"topics (units of work on a queue need no `durable`)"))
@@ -718,6 +776,30 @@ class Realm(_Model):
     def to_json(self) -> str:
         """Normalised JSON (defaults filled in)."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+
+def _check_shared_store(i: int, c: Cluster) -> list[tuple[tuple[Any, ...], str]]:
+    """A shared store is one member's store, on disk, at one site: say what contradicts it."""
+    if c.shared_store is None:
+        return []
+    where = ("clusters", i, "shared_store")
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    if len(c.members) != 1:
+        problems.append((where, f"cluster {c.name!r} has {len(c.members)} members; a shared store belongs to a "
+                                f"single-member cluster (its standby is a second instance of that member)"))
+    for j, m in enumerate(c.members):
+        if m.address is not None:
+            problems.append((("clusters", i, "members", j, "address"),
+                             f"member {m.name!r} of cluster {c.name!r} has a shared store: it is reached at "
+                             f"shared_store.instances, not at an address of its own (remove address)"))
+    if c.storage == StorageMode.MEMORY:
+        problems.append((("clusters", i, "storage"),
+                         f"cluster {c.name!r} has a shared store but its storage is memory, which nothing can "
+                         f"take over; use disk-sync or disk-async"))
+    if c.standby is not None:
+        problems.append((where, f"cluster {c.name!r} has both a shared store and a disaster-recovery standby set; "
+                                f"choose one"))
+    return problems
 
 
 def _check_lifetimes(section: str, i: int, rule: Destination | Endpoint) -> list[tuple[tuple[Any, ...], str]]:

@@ -189,11 +189,19 @@ class RealmStore:
         return [RealmVersion.from_bytes(kv.value, kv.key)
                 for kv in await self._etcd.get_prefix(REALM_VERSIONS)]
 
-    async def watch(self, retry_delay: float = 0.5) -> AsyncIterator[RealmVersion]:
+    async def watch(self, retry_delay: float = 0.5, restore: bool = False) -> AsyncIterator[RealmVersion]:
         """Yield the current version (if any), then every new current version, until closed.
 
         Survives etcd restarts and compacted watch revisions by re-reading the current key and
         watching again; a version is never yielded twice in a row.
+
+        `restore` (members): etcd that holds no realm, or an older version than the last one
+        yielded, went back (restarted without its data); the last version is written back, so
+        the realm in etcd is again the one the cluster runs and the next apply numbers above it
+        (an apply numbered at or below a member's version would never reach that member). An
+        apply that reached the emptied etcd before a member wrote its version back is numbered
+        below it and is overwritten: apply it again once `strongroom realm get` shows the
+        members' version (README, "When etcd loses its data").
         """
         last: RealmVersion | None = None
         while True:
@@ -202,6 +210,9 @@ class RealmStore:
                 # and the watch start.
                 revision = await self._etcd.revision()
                 kv, current = await self._current_kv()
+                if restore and last is not None and (current is None or current.version < last.version):
+                    await self._restore(last, kv)
+                    continue
                 start = revision + 1
                 if kv is not None and current is not None:
                     start = kv.mod_revision + 1
@@ -215,6 +226,9 @@ class RealmStore:
                             if kind != "PUT":
                                 continue
                             new = RealmVersion.from_bytes(event_kv.value)
+                            if restore and last is not None and new.version < last.version:
+                                await self._restore(last, event_kv)
+                                continue
                             if last is None or new.version != last.version or new.digest != last.digest:
                                 last = new
                                 yield new
@@ -228,6 +242,16 @@ class RealmStore:
                 # realm in etcd is the truth, so re-reading it is always a correct recovery.
                 log.warning("realm watch interrupted (%s); resyncing", exc)
             await asyncio.sleep(retry_delay)
+
+
+    async def _restore(self, held: RealmVersion, kv: KeyValue | None) -> None:
+        """Write `held` back as the current version over `kv` (None: no current key)."""
+        value = held.to_bytes()
+        found = f"version {RealmVersion.from_bytes(kv.value).version}" if kv is not None else "no realm"
+        if await self._etcd.put_if_version(REALM_CURRENT, value, kv.mod_revision if kv is not None else 0,
+                                           extra=[(realm_version_key(held.version), value)]):
+            log.warning("etcd held %s, older than realm version %d in force here: etcd went back (restarted "
+                        "without its data?); version %d written back", found, held.version, held.version)
 
 
 async def load_current_realm(etcd: EtcdClient) -> tuple[int, Realm] | None:

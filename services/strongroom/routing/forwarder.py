@@ -10,6 +10,9 @@ Forward stream:
 2. then batches of messages, several in flight, each message with its origin (kept from the
    stored message, else this cluster and its store sequence) and `previous`: the origin
    sequence of the last message of that origin this route put on the wire (the mark at start);
+   a message is taken from the subscription as delivered (`Subscription.next_batch`), encoded
+   once without its id and origin, and joined with its origin into the batch's bytes
+   (`strongroom.wire`);
 3. a message is acknowledged on the route durable only once N answered its batch, or at once
    when N's side does not get it: at or below the mark or what the stream already sent (a
    message delivered again after a local failover lost its ack), an origin whose tree does
@@ -18,6 +21,19 @@ Forward stream:
 On any error the route backs off, opens a new stream, reads the marks again and sends again
 everything not acknowledged (held here, in order); the marks make a re-sent message a
 duplicate.
+
+What the neighbour's `PeerStats` counts, so the counters add up after failures: a message is
+`forwarded` once, when N holds it through this router: its batch answered (stored now, or a
+duplicate of this router's own sending: a re-send whose first stream broke before its answer,
+or N's publisher retrying it through a failover of N's leader), or, sent on a stream that broke
+before the answer, found at or below N's marks at the next stream's start. Every re-send is
+`resent`. A message at or below the marks at a stream's start that this router never sent is a
+`duplicate`: N held it before this router came to it (an earlier replica or run sent it, and
+its acknowledgment on the route durable was lost). A message the route durable delivers again
+after this router counted it (its acknowledgment lost in a local failover) is not counted again.
+A message above the marks at a stream's start can only have been stored since by this router's
+own sending (or by a stale replica, which the gap rule keeps in order), so every answered
+message counts as forwarded.
 """
 
 from __future__ import annotations
@@ -27,18 +43,20 @@ import logging
 import math
 import time
 from collections import OrderedDict, deque
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from strongroom.api.v1 import common_pb2 as cpb
+from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import router_pb2 as rpb
-from strongroom.client import Client, DurableKind, Received, RetryPolicy, Subscription
-from strongroom.client.messages import fill_message
+from strongroom.client import Client, DurableKind, RetryPolicy, Subscription
 from strongroom.client.retry import Outage
 from strongroom.errors import ConnectionFailed, StrongroomError, error_for_reason
 from strongroom.routing.interest import route_durable
 from strongroom.routing.stats import PeerStats
+from strongroom.wire import forwarded_message, origin_head
 
-__all__ = ["BATCH_MESSAGES", "IN_FLIGHT_BATCHES", "ForwardLink", "Links", "Route", "RouteBroken", "RoutePlan"]
+__all__ = ["BATCH_MESSAGES", "IN_FLIGHT_BATCHES", "ForwardLink", "Held", "Links", "Route", "RouteBroken", "RoutePlan",
+           "held_of"]
 
 log = logging.getLogger("strongroom.router")
 
@@ -61,7 +79,9 @@ class RouteBroken(StrongroomError):
 class ForwardLink(Protocol):
     """One Forward stream to a neighbour's router."""
 
-    async def send(self, batch: rpb.ForwardBatch) -> None: ...
+    async def send(self, batch: bytes | rpb.ForwardBatch) -> None:
+        """Write a batch (encoded, or the message)."""
+        ...
 
     async def receive(self) -> rpb.ForwardAck | None:
         """The next answer (None: the stream ended)."""
@@ -91,21 +111,36 @@ class RoutePlan(Protocol):
         ...
 
 
-def origin_of(received: Received, cluster: str, store: str) -> cpb.Origin:
-    """A stored message's origin: its own when it was forwarded here, else this cluster and its
-    store sequence."""
-    if received.origin is not None:
-        return cpb.Origin(cluster=received.origin.cluster, store=received.origin.store,
-                          sequence=received.origin.sequence)
-    return cpb.Origin(cluster=cluster, store=store, sequence=received.seq)
+class Held(NamedTuple):
+    """A message the route durable delivered, held until the route acknowledges it."""
+
+    seq: int
+    """Its sequence in the route durable's store here."""
+    published_at: float
+    """Unix seconds it was stored here."""
+    origin: str
+    """The cluster it was first published at (this one, or the origin it was forwarded with)."""
+    origin_store: str
+    origin_seq: int
+    """Its sequence at the origin (its own sequence here when published here)."""
+    message: cpb.Message
+    """Body and fields, without id or origin: what matchers see and what is forwarded."""
 
 
-def as_message(received: Received) -> cpb.Message:
-    """The message as a matcher or a Forward batch sees it (body and fields; no id: the origin
-    identifies a forwarded message)."""
-    message = cpb.Message()
-    fill_message(message, received.body, received.fields, "", 0)
-    return message
+def held_of(delivery: mpb.Delivery, cluster: str, store: str) -> Held:
+    """A delivered message of the route durable, as the route holds it (its message's id and
+    origin cleared: the origin is in `Held`, the id does not travel; the origin identifies a
+    forwarded message)."""
+    m = delivery.message
+    if m.HasField("origin"):
+        o = m.origin
+        held = Held(delivery.message_seq, delivery.published_at, o.cluster, o.store, o.sequence, m)
+        m.ClearField("origin")
+    else:
+        held = Held(delivery.message_seq, delivery.published_at, cluster, store, delivery.message_seq, m)
+    m.ClearField("producer_id")
+    m.ClearField("sequence")
+    return held
 
 
 class Route:
@@ -124,7 +159,12 @@ class Route:
         self.durable = route_durable(neighbour)
         # Delivered by the route durable and not yet acknowledged, in delivery order: sent again
         # from the first on every new stream.
-        self.held: OrderedDict[int, Received] = OrderedDict()
+        self.held: OrderedDict[int, Held] = OrderedDict()
+        # Held messages this router put on a stream (sent again, they are re-sends).
+        self.sent: set[int] = set()
+        # The highest route durable sequence whose outcome this router counted: delivered again
+        # (a lost acknowledgment), a message at or below it is not counted twice.
+        self.counted_through = 0
         self.sub: Subscription | None = None
         self.connected = False
         self.last_error = ""
@@ -139,7 +179,24 @@ class Route:
     def oldest_waiting_at(self) -> float | None:
         """Publish time (here) of the oldest message this route holds unconfirmed (None: it
         holds none it has read)."""
-        return min((r.published_at for r in self.held.values() if r.published_at), default=None)
+        return min((h.published_at for h in self.held.values() if h.published_at), default=None)
+
+    def count_held(self, seq: int) -> None:
+        """Count a held message the neighbour holds already (at or below its marks): forwarded
+        when this router sent it before (that send stored it), else a duplicate; nothing when
+        this router counted it before (the route durable delivered it again)."""
+        if seq in self.sent:
+            self.peer.forwarded += 1
+        elif seq > self.counted_through:
+            self.peer.duplicates += 1
+        self.counted_through = max(self.counted_through, seq)
+
+    def count_batch(self, seqs: list[int]) -> None:
+        """Count an answered batch: each message is at the neighbour through this router (its
+        messages were above the marks at the stream's start: stored now, or answered as a
+        duplicate of this router's own earlier sending)."""
+        self.peer.forwarded += len(seqs)
+        self.counted_through = max(self.counted_through, *seqs)
 
     def start(self) -> None:
         """Run the route in a task of its own."""
@@ -201,24 +258,20 @@ class Route:
         self.sub = await self.client.subscribe(self.destination, self.durable, kind=DurableKind.STANDARD,
                                                credit=CREDIT, sync_ack=False)
 
-    async def _take(self, wait: float) -> list[Received]:
+    async def _take(self, wait: float) -> list[Held]:
         """The next messages of the route durable (up to a batch), new ones only."""
         assert self.sub is not None
         try:
-            got = [await self.sub.next(timeout=wait)]
+            got = await self.sub.next_batch(BATCH_MESSAGES, timeout=wait)
         except TimeoutError:
             return []
-        while len(got) < BATCH_MESSAGES:
-            try:
-                got.append(await self.sub.next(timeout=0))
-            except TimeoutError:
-                break
         fresh = []
-        for r in got:
+        held = self.held
+        for d in got:
             # A reopened subscription (local failover) delivers again what is held already.
-            if r.seq not in self.held:
-                self.held[r.seq] = r
-                fresh.append(r)
+            if d.message_seq not in held:
+                h = held[d.message_seq] = held_of(d, self.cluster, self.store)
+                fresh.append(h)
         return fresh
 
     async def _session(self, outage: Outage) -> None:
@@ -256,6 +309,8 @@ class _Session:
         self.room = asyncio.Event()
         self.outage = outage
         self.batch_ids = iter(range(2, 2 ** 63))
+        # Per (origin cluster, store): its encoded Origin's first fields (`wire.origin_head`).
+        self.origin_heads: dict[tuple[str, str], bytes] = {}
 
     async def run(self) -> None:
         try:
@@ -270,6 +325,9 @@ class _Session:
         # What was read before (unconfirmed on an earlier stream) goes first, in order.
         again = list(route.held.values())
         while True:
+            # Room first: while the batches in flight are answered, what the route durable
+            # delivers meanwhile gathers into the next batch.
+            await self._room()
             if again:
                 batch, again = again[:BATCH_MESSAGES], again[BATCH_MESSAGES:]
             else:
@@ -278,42 +336,69 @@ class _Session:
                     continue
             await self._send(batch)
 
-    async def _send(self, batch: list[Received]) -> None:
+    async def _room(self) -> None:
+        """Wait until fewer than IN_FLIGHT_BATCHES batches are unanswered."""
+        while len(self.in_flight) >= IN_FLIGHT_BATCHES:
+            self.room.clear()
+            await self.room.wait()
+
+    async def _send(self, batch: list[Held]) -> None:
         route = self.route
-        out = rpb.ForwardBatch(from_cluster=route.cluster, destination=route.destination)
+        plan, store, destination, neighbour = route.plan, route.store, route.destination, route.neighbour
+        last_sent, held_sent = self.last_sent, route.sent
+        # The batch's bytes: parts[0] is its head, set once its id is known.
+        parts: list[bytes] = [b""]
         sent: list[int] = []
+        resent = 0
         dropped: list[int] = []
-        for r in batch:
-            origin = origin_of(r, route.cluster, route.store)
-            message = as_message(r)
+        passes: dict[str, bool] = {}  # per origin: this cluster passes its messages to the neighbour
+        for h in batch:
+            origin = h.origin
+            passing = passes.get(origin)
+            if passing is None:
+                passing = passes[origin] = plan.forwards_to(store, origin, neighbour)
+            if not passing:
+                dropped.append(h.seq)
+                continue
             # At or below what this stream already put on the wire (the mark at start): the
             # neighbour has it. Not held, so answered: a message delivered again after its ack
             # was lost (a local failover reopens the route durable on the new leader). Sent
             # again, it would name a `previous` above its own sequence.
-            if (not route.plan.forwards_to(route.store, origin.cluster, route.neighbour)
-                    or origin.sequence <= self.last_sent.get(origin.cluster, 0)
-                    or not route.plan.wanted_beyond(route.store, route.destination, origin.cluster,
-                                                    route.neighbour, message)):
-                dropped.append(r.seq)
+            previous = last_sent.get(origin, 0)
+            if h.origin_seq <= previous:
+                route.count_held(h.seq)
+                dropped.append(h.seq)
                 continue
-            origin.previous = self.last_sent.get(origin.cluster, 0)
-            self.last_sent[origin.cluster] = origin.sequence
-            message.origin.CopyFrom(origin)
-            out.messages.append(message)
-            sent.append(r.seq)
+            if not plan.wanted_beyond(store, destination, origin, neighbour, h.message):
+                dropped.append(h.seq)
+                continue
+            last_sent[origin] = h.origin_seq
+            parts += forwarded_message(h.message.SerializeToString(), self._origin_head(h), h.origin_seq, previous)
+            sent.append(h.seq)
+            if h.seq in held_sent:
+                resent += 1
+            held_sent.add(h.seq)
         if dropped:
             for seq in dropped:
                 route.held.pop(seq, None)
+                held_sent.discard(seq)
             assert route.sub is not None
             await route.sub.ack_many(dropped)
         if not sent:
             return
-        while len(self.in_flight) >= IN_FLIGHT_BATCHES:
-            self.room.clear()
-            await self.room.wait()
-        out.batch_id = next(self.batch_ids)
-        self.in_flight.append((out.batch_id, sent))
-        await self.link.send(out)
+        route.peer.resent += resent
+        await self._room()
+        batch_id = next(self.batch_ids)
+        parts[0] = rpb.ForwardBatch(batch_id=batch_id, from_cluster=route.cluster,
+                                    destination=destination).SerializeToString()
+        self.in_flight.append((batch_id, sent))
+        await self.link.send(b"".join(parts))
+
+    def _origin_head(self, h: Held) -> bytes:
+        head = self.origin_heads.get((h.origin, h.origin_store))
+        if head is None:
+            head = self.origin_heads[(h.origin, h.origin_store)] = origin_head(h.origin, h.origin_store)
+        return head
 
     async def _read(self) -> None:
         route = self.route
@@ -326,11 +411,12 @@ class _Session:
             _, seqs = self.in_flight.popleft()
             self.room.set()
             _check(ack, route.neighbour)
+            route.count_batch(seqs)
             for seq in seqs:
                 route.held.pop(seq, None)
+                route.sent.discard(seq)
             assert route.sub is not None
             await route.sub.ack_many(seqs)
-            route.peer.forwarded += ack.stored
             route.last_progress = time.time()
             for m in ack.marks:
                 route.peer.mark(m.cluster, m.destination or route.destination, m.sequence, m.stored_at)

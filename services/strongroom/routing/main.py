@@ -6,20 +6,26 @@ The realm must be stored in the cluster's etcd (by its realm service); the route
 then checks that the realm routes the cluster (exit status 2 with the reason if not). Replicas
 of one cluster elect the active router through that etcd; a standby waits and takes over when
 the active one's lease lapses. The active replica serves RouterService on `--listen`, which must
-be where the realm's `clusters[].router.address` reaches it.
+be where the realm's `clusters[].router.address` reaches it. In a Kubernetes pod (POD_NAME and
+POD_NAMESPACE set) the active replica labels its pod `strongroom.io/role=active` and removes the
+label when it stops being active, which the chart's router Service selects (persistence/k8s.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
+import os
 import signal
 import sys
 
 from strongroom.client import Client
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient
+from strongroom.persistence.config import gc_thresholds
+from strongroom.persistence.k8s import ACTIVE_VALUE, install_leader_label
 from strongroom.persistence.membership import member_addresses
 from strongroom.realm.model import Realm
 from strongroom.realm.store import RealmStore, wait_for_realm
@@ -92,9 +98,14 @@ async def serve(args: argparse.Namespace) -> int:
                               lease_ttl=cluster.lease_ttl_seconds)
         router = Router(config, realm, client, links, etcd, on_active=server.on_active)
         holder["router"] = server.router = router
+        install_leader_label(router, value=ACTIVE_VALUE)  # in a pod only; nothing otherwise
         if args.serve_standby:
             await server.serve()
         await router.start()
+        # What exists once the router is up lives as long as the process: out of every later
+        # collection (as a member does, persistence/server.py).
+        gc.collect()
+        gc.freeze()
         print(f"READY {args.replica} {args.listen}", flush=True)
         log.info("router replica %s of %s started (members %s; serves on %s once active)", args.replica,
                  args.cluster, ",".join(endpoints), args.listen)
@@ -127,9 +138,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replica", required=True, help="this replica's name (unique among the cluster's replicas)")
     parser.add_argument("--serve-standby", action="store_true",
                         help="listen while standby too, RouterService NOT_SERVING in health until active "
-                             "(Kubernetes: each replica has its own address; default: bind once active)")
+                             "(Kubernetes: each replica has its own address and is ready, the Service selects "
+                             "the pod the active one labels; default: bind once active)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    try:
+        # A router allocates a few objects per message it passes on: the members' thresholds
+        # (STRONGROOM_GC_THRESHOLDS), so it does not collect every few batches.
+        gc.set_threshold(*gc_thresholds(os.environ.get("STRONGROOM_GC_THRESHOLDS")))
+    except ValueError as exc:
+        print(f"strongroom-router: {exc}", file=sys.stderr)
+        sys.exit(2)
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s router-{args.replica} %(levelname)s %(name)s: %(message)s")
     sys.exit(asyncio.run(serve(args)))

@@ -1,6 +1,8 @@
 """What neighbours forward: each batch of a Forward stream published into this cluster with the
 client's pipelined publisher (the messages keep their origin), answered in batch order once
 every message is committed (or recognised as stored before, by its origin), with the marks.
+Each forwarded message goes on as the bytes it came in, with the publisher's id appended
+(`Publisher.send_encoded`, `strongroom.wire`): it is not decoded and built again.
 
 An empty batch is answered at once with the marks this cluster holds for its destination
 (`Client.origin_marks`). A batch that fails is answered with its error, and so is every later
@@ -19,7 +21,6 @@ from google.rpc import code_pb2
 
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.client import Client, Publisher, PublishResult
-from strongroom.client.messages import from_field
 from strongroom.errors import InvalidArgument, StrongroomError
 from strongroom.routing.stats import PeerStats
 
@@ -91,14 +92,20 @@ class Receiver:
                 if pub is None:
                     pub = publishers[batch.destination] = self.client.publisher(
                         batch.destination, window=PUBLISH_WINDOW, confirm=True, resend_refused=False)
-                if not all(m.HasField("origin") for m in batch.messages):
-                    await answers.put((batch, InvalidArgument(f"a message of batch {batch.batch_id} has no origin")))
-                    continue
-                futures = []
+                # Per origin: the highest origin sequence of the batch (the marks of its answer).
+                highest: dict[str, int] = {}
+                encoded: list[bytes] = []
                 for m in batch.messages:
-                    fields = {k: from_field(v) for k, v in m.fields.items()}
-                    futures.append(await pub.send(m.body, fields, origin=m.origin))
-                await answers.put((batch, futures))
+                    if not m.HasField("origin"):
+                        break
+                    origin = m.origin
+                    if origin.sequence > highest.get(origin.cluster, 0):
+                        highest[origin.cluster] = origin.sequence
+                    encoded.append(m.SerializeToString())
+                else:
+                    await answers.put((batch, (highest, await pub.send_encoded(encoded))))
+                    continue
+                await answers.put((batch, InvalidArgument(f"a message of batch {batch.batch_id} has no origin")))
         finally:
             await answers.put(None)
 
@@ -112,18 +119,23 @@ class Receiver:
             raise pending
         if isinstance(pending, asyncio.Future):
             return rpb.ForwardAck(batch_id=batch.batch_id, marks=await pending)
-        results: list[PublishResult | BaseException] = await asyncio.gather(*pending, return_exceptions=True)
+        highest, outcomes = pending
+        results: list[PublishResult | StrongroomError] = await outcomes
+        stored = received = 0
         for r in results:
-            if isinstance(r, BaseException):
-                raise r if isinstance(r, StrongroomError) else StrongroomError(str(r))
-        stored = sum(1 for r in results if isinstance(r, PublishResult) and not r.duplicate)
+            if isinstance(r, StrongroomError):
+                raise r
+            if not r.duplicate:
+                stored += 1
+                received += 1
+            elif r.resent:
+                # Stored by this router's publisher's first attempt, when a failover of the
+                # leader here made it send the message again (a duplicate of its own).
+                received += 1
         now = time.time()
-        highest: dict[str, int] = {}
-        for m in batch.messages:
-            highest[m.origin.cluster] = max(highest.get(m.origin.cluster, 0), m.origin.sequence)
         peer = self.peer(batch.from_cluster)
         if peer is not None:
-            peer.received += stored
+            peer.received += received  # stored through this router
         return rpb.ForwardAck(batch_id=batch.batch_id, stored=stored, marks=[
             rpb.OriginMark(cluster=c, destination=batch.destination, sequence=s, stored_at=now)
             for c, s in sorted(highest.items())])

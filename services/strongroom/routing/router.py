@@ -1,9 +1,11 @@
 """The router of one cluster: the election of its active replica, and while active the interest
 read from the cluster's durables and exchanged with the neighbours, the routes (one per
-neighbour and wanted destination) and the receiver of what neighbours forward.
+neighbour and wanted destination) and the receiver of what neighbours forward. Active or not,
+it follows where its cluster's members are (their registrations in the cluster's etcd, the
+members of each realm version), so its client reaches members that moved or were added.
 
     router = Router(config, realm, client, links, etcd, on_active)
-    await router.start()          # campaigns; `on_active(True)` once elected
+    await router.start()          # campaigns; `on_active(True)` once elected, then the listeners
     ...
     await router.stop()
 """
@@ -16,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from strongroom.aio import cancel_and_wait, wait_event
+from strongroom.aio import cancel_and_wait, tell_listeners, wait_event
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.client import Client
@@ -24,10 +26,13 @@ from strongroom.errors import InvalidArgument, NotActiveRouter, StrongroomError
 from strongroom.etcd import EtcdClient
 from strongroom.keys import router_key
 from strongroom.persistence.election import Election, LeaderInfo
+from strongroom.persistence.matcher import Match
+from strongroom.persistence.membership import MemberAddresses
 from strongroom.realm.model import Realm
 from strongroom.routing.forwarder import Links, Route
 from strongroom.routing.interest import (
     ClusterInterest,
+    Interest,
     InterestTable,
     is_route_durable,
     own_interest,
@@ -73,6 +78,9 @@ class Router:
         self.realm = realm
         self.topology = Topology.of(realm, self.cluster)
         self.table = InterestTable(self.cluster)
+        # (store, destination, origin, neighbour) -> what `wanted_beyond` decided for it, with
+        # the interest changes and the topology it was decided under.
+        self._wanting: dict[tuple[str, str, str, str], tuple[int, Topology, bool | list[Match]]] = {}
         self.peers: dict[str, PeerStats] = {}
         self._set_peers()
         self.routes: dict[tuple[str, str], Route] = {}
@@ -83,9 +91,19 @@ class Router:
         self.receiver = Receiver(self.cluster, client, self._store_of, self.peers.get)
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # Called with True once this replica is the active router (after `on_active`) and False
+        # when it stops being it, like PersistenceNode's, so persistence/k8s.py's pod label
+        # serves both. Run in the background: a slow listener holds back neither the routes nor
+        # a resignation. Exceptions are logged, never raised into the router.
+        self.leadership_listeners: list[Callable[[bool], Awaitable[None]]] = []
+        self._listening: set[asyncio.Task[None]] = set()
         self.election = Election(etcd, self.cluster, config.replica, config.address, config.lease_ttl,
                                  self._elected, self._deposed, self._leader, key=router_key(self.cluster),
                                  register=False)
+        own = realm.cluster(self.cluster)
+        self.members = MemberAddresses(etcd, self.cluster, own.members if own is not None else [])
+        self._following: asyncio.Task[None] | None = None
+        self._moving: asyncio.Task[None] | None = None
 
     def _set_peers(self) -> None:
         for n in self.topology.neighbours():
@@ -99,20 +117,34 @@ class Router:
     # --- lifetime ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Campaign for the cluster's router key."""
+        """Follow the members' registrations and campaign for the cluster's router key."""
+        self._following = asyncio.create_task(self.members.follow(self._members_moved), name="members")
         self.election.start()
 
     async def stop(self) -> None:
         """Resign and stop every route (their durables stay: what waits is forwarded later)."""
         await self._deactivate()
         await self.election.stop(resign=True)
+        if self._following is not None:
+            await cancel_and_wait(self._following)
 
     def update_realm(self, realm: Realm) -> None:
-        """A new realm version: new trees, new neighbours (routes follow at the next round)."""
+        """A new realm version: new trees, new neighbours (routes follow at the next round), the
+        cluster's members as it lists them."""
         self.realm = realm
         self.topology = Topology.of(realm, self.cluster)
         self._set_peers()
+        own = realm.cluster(self.cluster)
+        if own is not None and self.members.update(own.members):
+            self._moving = asyncio.get_running_loop().create_task(self._members_moved(self.members.addresses()))
         self._changed.set()
+
+    async def _members_moved(self, addresses: list[str]) -> None:
+        """The client calls the members where they are now."""
+        if addresses and addresses != self.client.endpoints:
+            log.info("router of %s reaches its members at %s (was %s)", self.cluster, ",".join(addresses),
+                     ",".join(self.client.endpoints))
+            await self.client.set_endpoints(addresses)
 
     async def _elected(self, epoch: int, safe_until: float) -> None:
         log.info("router replica %s is the active router of %s", self.config.replica, self.cluster)
@@ -131,6 +163,7 @@ class Router:
                 return
         self._tasks = [asyncio.create_task(self._interest_loop(), name="interest"),
                        asyncio.create_task(self._exchange_loop(), name="exchange")]
+        self._notify(True)
 
     async def _deposed(self, why: str) -> None:
         log.warning("router replica %s is no longer active (%s)", self.config.replica, why)
@@ -139,6 +172,8 @@ class Router:
     async def _deactivate(self) -> None:
         was = self.active
         self.active = False
+        if was:
+            self._notify(False)  # first: out of the router Service while the routes stop
         for t in self._tasks:
             await cancel_and_wait(t)
         self._tasks = []
@@ -146,6 +181,14 @@ class Router:
         await asyncio.gather(*(r.stop() for r in routes), return_exceptions=True)
         if was and self.on_active is not None:
             await self.on_active(False)
+
+    def _notify(self, active: bool) -> None:
+        tell_listeners(self.leadership_listeners, active, self._listen, log)
+
+    def _listen(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._listening.add(task)
+        task.add_done_callback(self._listening.discard)
 
     def _leader(self, info: LeaderInfo | None) -> None:
         self.active_replica = info.member if info is not None else ""
@@ -173,20 +216,18 @@ class Router:
     async def read_interest(self) -> None:
         """Read the durables of the cluster's routed stores: its own interest, and how much
         waits on each route durable."""
-        found: list[tuple[str, str, str, cpb.ContentMatcher | None]] = []
+        found: set[Interest] = set()
         waiting: dict[tuple[str, str], int] = {}
         for store in self.topology.stores:
             listed = await self.client.list_durables(store=store)
+            found |= own_interest(listed.durables, store)
             for d in listed.durables:
-                if d.content or d.unreachable:
-                    continue  # endpoints' content durables are not routed (see docs/routing.md)
-                found.append((d.store or store, d.destination, d.name, d.content_matcher))
-                if is_route_durable(d.name):
+                if is_route_durable(d.name) and not d.content and not d.unreachable:
                     waiting[(route_neighbour(d.name), d.destination)] = d.pending_messages
         self.waiting = waiting
-        if self.table.set_own(own_interest(found)):
+        if self.table.set_own(found):
             log.info("interest of %s is now %s", self.cluster,
-                     sorted((i.store, i.destination) for i in self.table.own().interests))  # type: ignore[union-attr]
+                     sorted((i.store, i.destination, i.content) for i in self.table.own().interests))  # type: ignore[union-attr]
             self._changed.set()
 
     async def _exchange_loop(self) -> None:
@@ -233,18 +274,31 @@ class Router:
         """Some cluster reached through `neighbour` for origin's messages wants this one. A
         cluster whose interest is not known yet counts as wanting it (sending one too many is
         harmless; dropping one a cluster wants is not)."""
-        clusters = self.topology.beyond(store, neighbour).get(origin, set())
-        if any(c not in self.table.records for c in clusters):
-            return True
-        return self.table.wanted(store, destination, message, clusters)
+        key = (store, destination, origin, neighbour)
+        known = self._wanting.get(key)
+        if known is None or known[0] != self.table.changes or known[1] is not self.topology:
+            # Decided again once per message stream whenever interest or the realm changed.
+            clusters = self.topology.beyond(store, neighbour).get(origin, set())
+            wanting: bool | list[Match] = (
+                True if any(c not in self.table.records for c in clusters) else
+                self.table.wanting(store, destination, clusters, self.realm.endpoint(destination) is not None))
+            known = self._wanting[key] = (self.table.changes, self.topology, wanting)
+        wanting = known[2]
+        return wanting if isinstance(wanting, bool) else any(match(message) for match in wanting)
+
+    def _endpoints(self, store: str) -> list[str]:
+        """The endpoints of a routed store (a content durable of the store wants their messages)."""
+        return [e.name for e in self.realm.endpoints if e.store == store]
 
     def wanted_routes(self) -> dict[tuple[str, str], str]:
-        """(neighbour, destination) -> store: every route some cluster beyond a neighbour wants."""
+        """(neighbour, destination) -> store: every route some cluster beyond a neighbour wants
+        (a content durable beyond it: one per endpoint of its store)."""
         out: dict[tuple[str, str], str] = {}
         for store in self.topology.stores:
+            endpoints = self._endpoints(store)
             for n in self.topology.neighbours():
                 beyond = set().union(*self.topology.beyond(store, n).values())
-                for d in self.table.destinations(store, beyond):
+                for d in self.table.destinations(store, beyond, endpoints):
                     out[(n, d)] = store
         return out
 
@@ -329,7 +383,8 @@ class Router:
             reply.peers.add(
                 cluster=name, address=p.address, connected=p.connected,
                 last_error=p.last_error or (errors[0] if errors else ""), last_contact=p.last_contact,
-                forwarded_messages=p.forwarded, waiting_messages=waiting, oldest_waiting_seconds=oldest,
+                forwarded_messages=p.forwarded, resent_messages=p.resent, duplicate_messages=p.duplicates,
+                waiting_messages=waiting, oldest_waiting_seconds=oldest,
                 received_messages=p.received, stores=self.topology.stores_with(name),
                 remote_marks=[rpb.OriginMark(cluster=o, destination=d, sequence=s, stored_at=at)
                               for (o, d), (s, at) in sorted(p.remote_marks.items())])

@@ -7,10 +7,11 @@ Two ways to keep the realm's one address on the active replica:
   standby does not listen; it binds once elected (`serve`) and lets go when it is no longer
   active (`unserve`).
 - **Serve as standby** (`serve_standby`, Kubernetes, where each pod has its own address and a
-  Service picks the ready ones): every replica listens from the start; health service `""` is
-  SERVING on all of them (liveness), `strongroom.v1.RouterService` only on the active one
-  (readiness), and a standby answers RouterService calls with NOT_ACTIVE_ROUTER (Forward,
-  ExchangeInterest) or its own view (Status).
+  Service picks the pod the active replica labelled, persistence/k8s.py): every replica listens
+  from the start; health service `""` is SERVING on all of them (the probes: every running
+  replica is live and ready), `strongroom.v1.RouterService` only on the active one (for a
+  look at which one is), and a standby answers RouterService calls with NOT_ACTIVE_ROUTER
+  (Forward, ExchangeInterest) or its own view (Status).
 """
 
 from __future__ import annotations

@@ -23,9 +23,19 @@ class PeerStats:
     last_contact: float = 0.0
     """Unix seconds of the last successful exchange."""
     forwarded: int = 0
-    """Messages it confirmed storing (stored now, not duplicates) since this router started."""
+    """Messages stored there through this router since it started, each once: its batch
+    answered, or, sent on a stream whose answer was lost, found at or below its marks on the
+    next stream (see `strongroom.routing.forwarder`)."""
+    resent: int = 0
+    """Messages put on a Forward stream again (their first stream broke before its answer)."""
+    duplicates: int = 0
+    """Messages it held already when this router came to them (at or below its marks at a
+    stream's start) and that this router never sent: an earlier router replica or run sent
+    them, and their acknowledgment here was lost."""
     received: int = 0
-    """Messages it forwarded here that this router stored, since it started."""
+    """Messages it forwarded here that this router stored, since it started: stored now, or
+    answered as a duplicate of this router's own publishing (its publisher sent the message
+    again through a failover of the leader here, whose first attempt stored it)."""
     remote_marks: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     """(origin cluster, destination) -> (highest origin sequence it confirmed, unix seconds)."""
     exchanged: bool = False

@@ -115,7 +115,8 @@ class UowFront:
             return
         ops = [make_op(leader, kind, ids) for kind, ids in ((OpKind.ABANDON, abandon), (OpKind.DISCARD, discard))
                if ids]
-        fut = term.submit([rpb.Operation(uow=op) for op in ops])
+        # The cluster's bookkeeping: written while the persistent store is unavailable too.
+        fut = term.submit([rpb.Operation(uow=op) for op in ops], bookkeeping=True)
         if fut is not None:
             await fut
         log.info("units of work left by the previous leader: %d open ones backed out, %d non-persistent ones "
@@ -136,12 +137,14 @@ class UowFront:
 
     async def _time_out(self, term: LeaderTerm, leader: UowLeader) -> None:
         clock = leader.clock()
+        # No timeout processing on the persistent store while it is unavailable (its clock stands).
+        paused = term.store_unavailable
         abandoned = [uow_id for uow_id, opened in leader.open.items()
-                     if opened.last_active + opened.conversation_timeout <= clock]
+                     if opened.last_active + opened.conversation_timeout <= clock and not (opened.replicated and paused)]
         for uow_id in abandoned:
             opened = leader.open.pop(uow_id)
             await apply(term, opened.replicated, make_op(leader, OpKind.ABANDON, [uow_id]))
-        for replicated in (True, False):
+        for replicated in (False,) if paused else (True, False):
             state = term.state_for(replicated)
             for kind, ids in state.uows.due(clock).items():
                 if replicated and not term.membership.all_read(UOW_LOG_FORMAT):
@@ -185,7 +188,7 @@ class UowFront:
         try:
             return await self.send(req, stream.epoch)
         except StrongroomError as err:
-            if err.retriable and stream.broken is None:
+            if err.retried_by_client and stream.broken is None:
                 stream.broken = err
             raise
 
@@ -224,6 +227,7 @@ class UowFront:
         replicated = definition.persistent or definition.persistent_status or (
             definition.publication and route.store.replicated)
         if replicated:
+            term.require_store()
             await self._scope.require_format(term, PUBLICATION_LOG_FORMAT if definition.publication else UOW_LOG_FORMAT)
         uow_id = req.uow_id or leader.new_id()
         known = find(term, uow_id)
@@ -234,6 +238,9 @@ class UowFront:
                 return SendOutcome(uow_id, uow.status if uow else UowStatus.ACCEPTED, uow.count if uow else 0,
                                    duplicate=True)
             raise UowExists(f"unit of work {uow_id!r} exists already")
+        if replicated:
+            # A new persistent UOW (a sender's retry of a stored one was answered above).
+            term.require_new()
         self._check_room(route, size)
         if req.action == Action.COMMIT:
             op = make_op(leader, OpKind.COMMIT, [uow_id], definition=definition,
@@ -278,6 +285,10 @@ class UowFront:
             raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name} (its status "
                              f"lifetime may have ended, or, not persistent, it went with an earlier leader)")
         uow, replicated = known
+        if replicated and (req.messages or req.action == Action.COMMIT):
+            term.require_new()  # adding to or committing a sender's UOW produces
+        elif replicated:
+            term.require_store()  # backing out, cancelling, a user status consume
         if uow.destination != req.destination and uow.dead_lettered_from != req.destination:
             raise InvalidArgument(f"unit of work {uow_id!r} is on {uow.destination!r}, not {req.destination!r}")
         if opened is None and uow.status == UowStatus.RECEIVED or (
@@ -319,6 +330,11 @@ class UowFront:
         except BaseException:
             if kind == OpKind.COMMIT and not uow.definition.persistent:
                 leader.held.pop(uow_id, None)
+            if req.messages and opened is not None:
+                # Refused (e.g. backed out by a disconnect while the term goes on): the request's
+                # messages were not taken, so a retry of it adds them once.
+                del opened.messages[-len(req.messages):]
+                opened.size -= size
             raise
         if kind in (OpKind.COMMIT, OpKind.SENDER_BACKOUT):
             leader.open.pop(uow_id, None)
@@ -375,11 +391,22 @@ class UowFront:
         while True:
             term, leader = self._scope.current()
             if route.queue:
+                # While the persistent store is unavailable a receiver of a queue whose UOWs are
+                # persistent (or one with a persistent UOW waiting) is refused at once, unless a
+                # non-persistent one is there to take.
+                refused: StrongroomError | None = None
                 for replicated in (True, False):
                     state = term.state_for(replicated)
-                    got = await self._deliver(term, leader, state, replicated, destination, receiver)
+                    try:
+                        got = await self._deliver(term, leader, state, replicated, destination, receiver)
+                    except PersistenceUnavailable as err:
+                        refused, got = err, None
                     if got is not None:
                         return got
+                if refused is not None:
+                    raise refused
+                if route.store.replicated and _persistent_by_default(rule, route):
+                    term.require_store()
             else:
                 got = await self.publications.deliver(term, leader, route, rule, receiver)
                 if got is not None:
@@ -402,6 +429,8 @@ class UowFront:
                 break
             # Its messages went with an earlier leader; DISCARD is on its way.
             leader.delivering.add(uow.id)
+        if replicated:
+            term.require_store()
         leader.delivering.add(uow.id)
         try:
             result, _ = await apply(term, replicated, make_op(leader, OpKind.DELIVER, [uow.id],
@@ -429,6 +458,8 @@ class UowFront:
         if known is None:
             raise UnknownUow(f"no unit of work {uow_id!r} in cluster {self._routes.cluster_name}")
         uow, replicated = known
+        if replicated:
+            term.require_store()
         before = uow.destination
         op = make_op(leader, kind, [uow_id], receiver=receiver)
         if user_status is not None:
@@ -466,6 +497,8 @@ class UowFront:
                              f"status lifetime ended, its status was not persistent, or, not persistent, it went "
                              f"with an earlier leader)")
         uow = known[0]
+        if known[1]:
+            term.require_store()
         d = uow.definition
         opened = leader.open.get(uow_id)
         count, size = (len(opened.messages), opened.size) if opened is not None else (uow.count, uow.size)
@@ -510,6 +543,13 @@ def _settled_by(uow: Uow, receiver: str, kind: OpKind) -> bool:
     if kind == OpKind.RECEIVER_CANCEL:
         return uow.status == UowStatus.CANCELLED and uow.delivered_at > 0
     return uow.status == UowStatus.ACCEPTED and uow.backouts > 0
+
+
+def _persistent_by_default(rule: Destination, route: Route) -> bool:
+    """A destination's units of work are persistent (or of persistent status) unless a sender
+    says otherwise."""
+    defaults, replicated = rule.units_of_work, route.store.replicated
+    return _choose(None, defaults.persistent, replicated) or _choose(None, defaults.persistent_status, replicated)
 
 
 def _choose(asked: bool | None, default: bool | None, store_default: bool) -> bool:

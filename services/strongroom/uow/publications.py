@@ -45,6 +45,8 @@ class PublicationFront:
         """The oldest publication of the topic the subscriber has still to receive, now
         DELIVERED to it (None: none)."""
         replicated = route.store.replicated
+        if replicated:
+            term.require_store()
         state = term.state_for(replicated)
         topic = route.name
         subscription = state.uows.subscriptions.get((topic, subscriber))
@@ -82,6 +84,11 @@ class PublicationFront:
         check_name("subscriber", subscriber)
         term, leader = self._scope.current()
         if route.store.replicated:
+            # Subscribing again (marking it used) consumes; a new subscription is a new record.
+            if (route.name, subscriber) in term.state.uows.subscriptions:
+                term.require_store()
+            else:
+                term.require_new()
             await self._scope.require_format(term, PUBLICATION_LOG_FORMAT)
         subscribed = await self._subscribe(term, leader, route, rule, subscriber)
         return self._view(term.state_for(route.store.replicated), subscribed.subscription), subscribed.created
@@ -104,6 +111,7 @@ class PublicationFront:
         term, leader = self._scope.current()
         replicated = route.store.replicated
         if replicated:
+            term.require_store()
             await self._scope.require_format(term, PUBLICATION_LOG_FORMAT)
         op = make_op(leader, OpKind.UNSUBSCRIBE, [])
         op.subscriptions.append(rpb.UowSubscriptionState(store=route.store.name, topic=route.name,
@@ -117,9 +125,10 @@ class PublicationFront:
 
     def subscriptions(self, topic: str = "") -> tuple[list[SubscriptionView], float]:
         """The durable subscriptions (of one topic, or all), and the pseudo-clock now."""
-        if topic:
-            self._scope.topic(topic)
+        replicated = self._scope.topic(topic)[0].store.replicated if topic else True
         term, leader = self._scope.current()
+        if replicated:
+            term.require_store()  # the list reads the persistent store's subscriptions
         views = [self._view(term.state_for(replicated), sub)
                  for replicated in (True, False) for sub in term.state_for(replicated).uows.subscribers(topic)]
         views.sort(key=lambda v: (v.topic, v.subscriber))
@@ -132,6 +141,8 @@ class PublicationFront:
 
     async def expire(self, term: LeaderTerm, leader: UowLeader, replicated: bool) -> None:
         """End the subscriptions unused past their expiration (the leader's timer)."""
+        if replicated and term.store_unavailable:
+            return  # no timeout processing on the persistent store while it is unavailable
         state = term.state_for(replicated)
         expired = state.uows.due_subscriptions(leader.clock())
         if not expired or (replicated and not term.membership.all_read(PUBLICATION_LOG_FORMAT)):

@@ -54,6 +54,13 @@ class UowScope:
         if not destination:
             raise InvalidArgument("destination is required (a queue, or a durable topic)")
         route = self.resolver.resolve(destination)
+        if route.store.routed:
+            # Refused, not kept local: a UOW commits atomically in one cluster and its status
+            # (receiver, readers, settlements) is that cluster's replicated state, which no other
+            # cluster could share (docs/routing.md).
+            raise UnknownDestination(f"{destination!r} maps to routed store {route.store.name!r}; units of work are "
+                                     f"not routed between clusters: send them to a queue or a durable topic of a "
+                                     f"store of one cluster")
         if route.endpoint:
             raise UnknownDestination(f"{destination!r} is an endpoint; units of work go to queues, publications to "
                                      f"durable topics")

@@ -93,10 +93,21 @@ leader
 {{ include "strongroom.roleLabelKey" . }}: {{ include "strongroom.leaderRoleValue" . }}
 {{- end }}
 
+{{/* The role label's value on the active router replica (strongroom.persistence.k8s.ACTIVE_VALUE). */}}
+{{- define "strongroom.routerActiveRoleValue" -}}
+active
+{{- end }}
+
 {{/* Selector labels of one cluster's router replicas. Takes (dict "root" $ "cluster" "default"). */}}
 {{- define "strongroom.router.selectorLabels" -}}
 {{ include "strongroom.componentSelectorLabels" (dict "root" .root "component" "router") }}
 {{ include "strongroom.clusterLabelKey" . }}: {{ .cluster }}
+{{- end }}
+
+{{/* What the router Service selects: the cluster's router replica labelled active (by itself). */}}
+{{- define "strongroom.router.activeSelectorLabels" -}}
+{{ include "strongroom.router.selectorLabels" . }}
+{{ include "strongroom.roleLabelKey" . }}: {{ include "strongroom.routerActiveRoleValue" . }}
 {{- end }}
 
 {{/* Full labels of one cluster's router resources. Takes (dict "root" $ "cluster" "default"). */}}
@@ -271,6 +282,16 @@ Takes (dict "root" $ "set" "primary").
 {{/* A cluster's router: its Deployment and its Service. Takes (dict "root" $ "cluster" "default"). */}}
 {{- define "strongroom.router.fullname" -}}
 {{- printf "%s-router" (include "strongroom.cluster.fullname" .) }}
+{{- end }}
+
+{{/* The routers' ServiceAccount, Role and RoleBinding (one for every routed cluster of the release). */}}
+{{- define "strongroom.router.rbacName" -}}
+{{- printf "%s-router" (include "strongroom.fullname" .) }}
+{{- end }}
+
+{{/* The ServiceAccount the router pods run as: router.serviceAccountName, or the chart's. */}}
+{{- define "strongroom.router.serviceAccountName" -}}
+{{- default (include "strongroom.router.rbacName" .) .Values.router.serviceAccountName }}
 {{- end }}
 
 {{/* The realm service's address, as registered in etcd and used by the apply Job. */}}

@@ -9,16 +9,94 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PersistentStoreState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PERSISTENT_STORE_STATE_UNSPECIFIED: _ClassVar[PersistentStoreState]
+    PERSISTENT_STORE_STATE_AVAILABLE: _ClassVar[PersistentStoreState]
+    PERSISTENT_STORE_STATE_UNAVAILABLE: _ClassVar[PersistentStoreState]
+    PERSISTENT_STORE_STATE_NO_NEW_UOW: _ClassVar[PersistentStoreState]
+
+class PersistentStoreCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PERSISTENT_STORE_CAUSE_UNSPECIFIED: _ClassVar[PersistentStoreCause]
+    PERSISTENT_STORE_CAUSE_OPERATOR: _ClassVar[PersistentStoreCause]
+    PERSISTENT_STORE_CAUSE_CAPACITY: _ClassVar[PersistentStoreCause]
+    PERSISTENT_STORE_CAUSE_DISK: _ClassVar[PersistentStoreCause]
+
 class MemberRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MEMBER_ROLE_UNSPECIFIED: _ClassVar[MemberRole]
     MEMBER_ROLE_FOLLOWER: _ClassVar[MemberRole]
     MEMBER_ROLE_RECOVERING: _ClassVar[MemberRole]
     MEMBER_ROLE_LEADER: _ClassVar[MemberRole]
+PERSISTENT_STORE_STATE_UNSPECIFIED: PersistentStoreState
+PERSISTENT_STORE_STATE_AVAILABLE: PersistentStoreState
+PERSISTENT_STORE_STATE_UNAVAILABLE: PersistentStoreState
+PERSISTENT_STORE_STATE_NO_NEW_UOW: PersistentStoreState
+PERSISTENT_STORE_CAUSE_UNSPECIFIED: PersistentStoreCause
+PERSISTENT_STORE_CAUSE_OPERATOR: PersistentStoreCause
+PERSISTENT_STORE_CAUSE_CAPACITY: PersistentStoreCause
+PERSISTENT_STORE_CAUSE_DISK: PersistentStoreCause
 MEMBER_ROLE_UNSPECIFIED: MemberRole
 MEMBER_ROLE_FOLLOWER: MemberRole
 MEMBER_ROLE_RECOVERING: MemberRole
 MEMBER_ROLE_LEADER: MemberRole
+
+class GetPersistentStoreRequest(_message.Message):
+    __slots__ = ("cluster",)
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    def __init__(self, cluster: _Optional[str] = ...) -> None: ...
+
+class ChangePersistentStoreRequest(_message.Message):
+    __slots__ = ("cluster", "reason")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    reason: str
+    def __init__(self, cluster: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class MemberStorage(_message.Message):
+    __slots__ = ("member", "cannot_store", "since")
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    CANNOT_STORE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    member: str
+    cannot_store: str
+    since: float
+    def __init__(self, member: _Optional[str] = ..., cannot_store: _Optional[str] = ..., since: _Optional[float] = ...) -> None: ...
+
+class PersistentStore(_message.Message):
+    __slots__ = ("cluster", "state", "since", "reason", "cause", "changed_by", "messages", "bytes", "capacity_messages", "capacity_bytes", "over_capacity", "member", "enforced", "cannot_store")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_BY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OVER_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    ENFORCED_FIELD_NUMBER: _ClassVar[int]
+    CANNOT_STORE_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    state: PersistentStoreState
+    since: float
+    reason: str
+    cause: PersistentStoreCause
+    changed_by: str
+    messages: int
+    bytes: int
+    capacity_messages: int
+    capacity_bytes: int
+    over_capacity: str
+    member: str
+    enforced: bool
+    cannot_store: _containers.RepeatedCompositeFieldContainer[MemberStorage]
+    def __init__(self, cluster: _Optional[str] = ..., state: _Optional[_Union[PersistentStoreState, str]] = ..., since: _Optional[float] = ..., reason: _Optional[str] = ..., cause: _Optional[_Union[PersistentStoreCause, str]] = ..., changed_by: _Optional[str] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., capacity_messages: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., over_capacity: _Optional[str] = ..., member: _Optional[str] = ..., enforced: _Optional[bool] = ..., cannot_store: _Optional[_Iterable[_Union[MemberStorage, _Mapping]]] = ...) -> None: ...
 
 class ListOriginMarksRequest(_message.Message):
     __slots__ = ("store", "destination")
@@ -73,18 +151,22 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MemberStatus(_message.Message):
-    __slots__ = ("name", "address", "match_index", "reachable", "replication")
+    __slots__ = ("name", "address", "match_index", "reachable", "replication", "cannot_store", "cannot_store_since")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    CANNOT_STORE_FIELD_NUMBER: _ClassVar[int]
+    CANNOT_STORE_SINCE_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     match_index: int
     reachable: bool
     replication: str
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ..., replication: _Optional[str] = ...) -> None: ...
+    cannot_store: str
+    cannot_store_since: float
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ..., replication: _Optional[str] = ..., cannot_store: _Optional[str] = ..., cannot_store_since: _Optional[float] = ...) -> None: ...
 
 class DurableStatus(_message.Message):
     __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused", "unreachable", "unreachable_reason", "static", "store", "last_used", "attached", "expiry_seconds", "expires_in_seconds", "content_matcher")
@@ -179,7 +261,7 @@ class StoreStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ..., uows: _Optional[int] = ..., uows_pending: _Optional[int] = ..., uow_messages: _Optional[int] = ..., uow_bytes: _Optional[int] = ..., origin_marks: _Optional[_Iterable[_Union[_router_pb2.OriginMark, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation", "dr_since_index")
+    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation", "dr_since_index", "messages_behind_primary", "persistent_store", "shared_store")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +291,9 @@ class ClusterStatus(_message.Message):
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NEWER_GENERATION_FIELD_NUMBER: _ClassVar[int]
     DR_SINCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_BEHIND_PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_STORE_FIELD_NUMBER: _ClassVar[int]
+    SHARED_STORE_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     member: str
     role: str
@@ -238,7 +323,30 @@ class ClusterStatus(_message.Message):
     generation: int
     newer_generation: int
     dr_since_index: int
-    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ..., dr_since_index: _Optional[int] = ...) -> None: ...
+    messages_behind_primary: int
+    persistent_store: PersistentStore
+    shared_store: SharedStoreStatus
+    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ..., dr_since_index: _Optional[int] = ..., messages_behind_primary: _Optional[int] = ..., persistent_store: _Optional[_Union[PersistentStore, _Mapping]] = ..., shared_store: _Optional[_Union[SharedStoreStatus, _Mapping]] = ...) -> None: ...
+
+class SharedStoreStatus(_message.Message):
+    __slots__ = ("run_mode", "partner_address", "store_id", "log_format", "version", "security", "state", "control_interval_seconds")
+    RUN_MODE_FIELD_NUMBER: _ClassVar[int]
+    PARTNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    run_mode: str
+    partner_address: str
+    store_id: str
+    log_format: int
+    version: str
+    security: str
+    state: str
+    control_interval_seconds: float
+    def __init__(self, run_mode: _Optional[str] = ..., partner_address: _Optional[str] = ..., store_id: _Optional[str] = ..., log_format: _Optional[int] = ..., version: _Optional[str] = ..., security: _Optional[str] = ..., state: _Optional[str] = ..., control_interval_seconds: _Optional[float] = ...) -> None: ...
 
 class StepDownRequest(_message.Message):
     __slots__ = ()

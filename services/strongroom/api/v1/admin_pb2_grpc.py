@@ -66,6 +66,26 @@ class AdminServiceStub:
                 request_serializer=strongroom_dot_v1_dot_admin__pb2.DemoteRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_admin__pb2.DemoteResponse.FromString,
                 _registered_method=True)
+        self.GetPersistentStore = channel.unary_unary(
+                '/strongroom.v1.AdminService/GetPersistentStore',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.GetPersistentStoreRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+                _registered_method=True)
+        self.DisconnectPersistentStore = channel.unary_unary(
+                '/strongroom.v1.AdminService/DisconnectPersistentStore',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+                _registered_method=True)
+        self.ConnectPersistentStore = channel.unary_unary(
+                '/strongroom.v1.AdminService/ConnectPersistentStore',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+                _registered_method=True)
+        self.AllowNewUnitsOfWork = channel.unary_unary(
+                '/strongroom.v1.AdminService/AllowNewUnitsOfWork',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -134,6 +154,55 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPersistentStore(self, request, context):
+        """The cluster's persistent store (its replicated log and state on the members): available,
+        unavailable or taking no new units of work, since when and why, and what it holds against its
+        capacity, and the members that cannot write their own storage (docs/store-operations.md).
+        The leader answers from the record in the cluster's etcd, also while the store is
+        unavailable; a member that knows another leader says NOT_LEADER naming it; with no leader
+        any member answers. Errors: UNKNOWN_CLUSTER (another cluster), NOT_LEADER,
+        PSTORE_UNAVAILABLE (the cluster's etcd does not answer).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisconnectPersistentStore(self, request, context):
+        """Disconnect the cluster's persistent store (EntireX's DISCONNECT-PSTORE): from now on every
+        command that needs persistence fails at once with PSTORE_UNAVAILABLE, operations queued for
+        the log and not yet in an entry are backed out (their callers get PSTORE_UNAVAILABLE), open
+        subscriptions of replicated stores end with PSTORE_UNAVAILABLE, the pseudo-clock stands still
+        and no lifetime or time-to-live expires; work that needs no persistence (non-replicated stores,
+        units of work neither persistent nor of persistent status) goes on. The leader answers (and
+        enforces the state before it does); a member that knows another leader says NOT_LEADER; with
+        no leader, any member writes the state and the next leader enforces it. Errors: PSTORE_STATE
+        (disconnected already; nothing changed), UNKNOWN_CLUSTER, PSTORE_UNAVAILABLE (etcd), NOT_LEADER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConnectPersistentStore(self, request, context):
+        """Connect a disconnected persistent store (EntireX's CONNECT-PSTORE): it takes no new units of
+        work; commands that consume (receive, acknowledge, settle, subscribe to an existing durable)
+        are served, producing ones get NO_NEW_UOW until AllowNewUnitsOfWork. Answered as
+        DisconnectPersistentStore is. Errors: PSTORE_STATE (the store is not disconnected; nothing
+        changed), UNKNOWN_CLUSTER, PSTORE_UNAVAILABLE (etcd), NOT_LEADER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AllowNewUnitsOfWork(self, request, context):
+        """Lift the state "no new units of work": the store is available again. Answered as
+        DisconnectPersistentStore is. Errors: PSTORE_STATE (the store is unavailable, already takes new
+        units of work, or is still over its capacity; nothing changed), UNKNOWN_CLUSTER,
+        PSTORE_UNAVAILABLE (etcd), NOT_LEADER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -166,6 +235,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Demote,
                     request_deserializer=strongroom_dot_v1_dot_admin__pb2.DemoteRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_admin__pb2.DemoteResponse.SerializeToString,
+            ),
+            'GetPersistentStore': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPersistentStore,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.GetPersistentStoreRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.SerializeToString,
+            ),
+            'DisconnectPersistentStore': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectPersistentStore,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.SerializeToString,
+            ),
+            'ConnectPersistentStore': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConnectPersistentStore,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.SerializeToString,
+            ),
+            'AllowNewUnitsOfWork': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllowNewUnitsOfWork,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -332,6 +421,114 @@ class AdminService:
             '/strongroom.v1.AdminService/Demote',
             strongroom_dot_v1_dot_admin__pb2.DemoteRequest.SerializeToString,
             strongroom_dot_v1_dot_admin__pb2.DemoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPersistentStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/GetPersistentStore',
+            strongroom_dot_v1_dot_admin__pb2.GetPersistentStoreRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisconnectPersistentStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/DisconnectPersistentStore',
+            strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConnectPersistentStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/ConnectPersistentStore',
+            strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AllowNewUnitsOfWork(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/AllowNewUnitsOfWork',
+            strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
             options,
             channel_credentials,
             insecure,

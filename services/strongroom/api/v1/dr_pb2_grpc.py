@@ -26,9 +26,10 @@ if _version_not_supported:
 
 
 class DrServiceStub:
-    """The DR service of one cluster, at its standby site (`strongroom-dr`; design: docs/dr.md): it
-    ships the primary's committed log to the standby set. Health-checked like the members (gRPC
-    health service "" and "strongroom.v1.DrService").
+    """The DR service of one cluster at one of its sites (`strongroom-dr`; design: docs/dr.md): while
+    its site is a standby it ships the primary's committed log to the site's set; at the primary
+    it does nothing (after an activation it tells the old primary it is fenced). Health-checked
+    like the members (gRPC health service "" and "strongroom.v1.DrService").
     """
 
     def __init__(self, channel):
@@ -50,9 +51,10 @@ class DrServiceStub:
 
 
 class DrServiceServicer:
-    """The DR service of one cluster, at its standby site (`strongroom-dr`; design: docs/dr.md): it
-    ships the primary's committed log to the standby set. Health-checked like the members (gRPC
-    health service "" and "strongroom.v1.DrService").
+    """The DR service of one cluster at one of its sites (`strongroom-dr`; design: docs/dr.md): while
+    its site is a standby it ships the primary's committed log to the site's set; at the primary
+    it does nothing (after an activation it tells the old primary it is fenced). Health-checked
+    like the members (gRPC health service "" and "strongroom.v1.DrService").
     """
 
     def Status(self, request, context):
@@ -71,8 +73,11 @@ class DrServiceServicer:
         is shipped before the standby takes over (the tail loss is then exactly nothing). Errors:
         NOT_FOUND (reason UNKNOWN_CLUSTER: another cluster), FAILED_PRECONDITION (DR_ROLE: this site
         is not a standby, already activated or a primary; PRIMARY_HEALTHY); nothing changes on any of
-        them. While the standby set has no leader the call waits for one (set a deadline); when this
-        site's etcd does not answer it fails with UNKNOWN and no ErrorInfo, the record unwritten.
+        them. When the standby set has no leader that says where its log ends within 15 s, the call
+        fails with UNAVAILABLE (NO_LEADER; retriable: activate again once the set has a leader); when
+        this site's etcd does not answer, with UNAVAILABLE (PSTORE_UNAVAILABLE; retriable). On both
+        the record is not written and shipping, stopped for the activation, resumes: the DR service
+        keeps the standby up to date (`DrStatus.state` is "activating" only while it is stopped).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,9 +105,10 @@ def add_DrServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class DrService:
-    """The DR service of one cluster, at its standby site (`strongroom-dr`; design: docs/dr.md): it
-    ships the primary's committed log to the standby set. Health-checked like the members (gRPC
-    health service "" and "strongroom.v1.DrService").
+    """The DR service of one cluster at one of its sites (`strongroom-dr`; design: docs/dr.md): while
+    its site is a standby it ships the primary's committed log to the site's set; at the primary
+    it does nothing (after an activation it tells the old primary it is fenced). Health-checked
+    like the members (gRPC health service "" and "strongroom.v1.DrService").
     """
 
     @staticmethod

@@ -462,18 +462,20 @@ class AppendRequestRaw(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., prev_index: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., events_published: _Optional[int] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
-    __slots__ = ("ok", "promised_epoch", "last_index", "conflict_index", "needs_snapshot")
+    __slots__ = ("ok", "promised_epoch", "last_index", "conflict_index", "needs_snapshot", "cannot_store")
     OK_FIELD_NUMBER: _ClassVar[int]
     PROMISED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_INDEX_FIELD_NUMBER: _ClassVar[int]
     NEEDS_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    CANNOT_STORE_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     promised_epoch: int
     last_index: int
     conflict_index: int
     needs_snapshot: bool
-    def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., needs_snapshot: _Optional[bool] = ...) -> None: ...
+    cannot_store: str
+    def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., needs_snapshot: _Optional[bool] = ..., cannot_store: _Optional[str] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
     __slots__ = ("epoch", "from_index", "max_entries")
@@ -510,7 +512,7 @@ class StreamCommittedRequest(_message.Message):
     def __init__(self, from_index: _Optional[int] = ..., max_entries: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
 
 class CommittedEntries(_message.Message):
-    __slots__ = ("first_index", "entries", "commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "member", "prev_epoch", "leader_silence_seconds")
+    __slots__ = ("first_index", "entries", "commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "member", "prev_epoch", "leader_silence_seconds", "applied_index", "stored_messages", "acked_messages")
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -520,6 +522,9 @@ class CommittedEntries(_message.Message):
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_SILENCE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ACKED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     first_index: int
     entries: _containers.RepeatedScalarFieldContainer[bytes]
     commit_index: int
@@ -529,10 +534,13 @@ class CommittedEntries(_message.Message):
     member: str
     prev_epoch: int
     leader_silence_seconds: float
-    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ..., prev_epoch: _Optional[int] = ..., leader_silence_seconds: _Optional[float] = ...) -> None: ...
+    applied_index: int
+    stored_messages: int
+    acked_messages: int
+    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., member: _Optional[str] = ..., prev_epoch: _Optional[int] = ..., leader_silence_seconds: _Optional[float] = ..., applied_index: _Optional[int] = ..., stored_messages: _Optional[int] = ..., acked_messages: _Optional[int] = ...) -> None: ...
 
 class ShipEntriesRequest(_message.Message):
-    __slots__ = ("first_index", "entries", "primary_commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "prev_epoch")
+    __slots__ = ("first_index", "entries", "primary_commit_index", "snapshot", "snapshot_index", "snapshot_epoch", "prev_epoch", "primary_stored_messages")
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -540,6 +548,7 @@ class ShipEntriesRequest(_message.Message):
     SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PREV_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     first_index: int
     entries: _containers.RepeatedScalarFieldContainer[bytes]
     primary_commit_index: int
@@ -547,7 +556,8 @@ class ShipEntriesRequest(_message.Message):
     snapshot_index: int
     snapshot_epoch: int
     prev_epoch: int
-    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., primary_commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., prev_epoch: _Optional[int] = ...) -> None: ...
+    primary_stored_messages: int
+    def __init__(self, first_index: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., primary_commit_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., prev_epoch: _Optional[int] = ..., primary_stored_messages: _Optional[int] = ...) -> None: ...
 
 class GenerationInfo(_message.Message):
     __slots__ = ("cluster", "role", "generation", "addresses", "member", "newer_generation", "since_index")
@@ -568,14 +578,18 @@ class GenerationInfo(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., addresses: _Optional[_Iterable[str]] = ..., member: _Optional[str] = ..., newer_generation: _Optional[int] = ..., since_index: _Optional[int] = ...) -> None: ...
 
 class ShipEntriesResponse(_message.Message):
-    __slots__ = ("accepted", "last_index", "applied_index")
+    __slots__ = ("accepted", "last_index", "applied_index", "stored_messages", "acked_messages")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ACKED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     last_index: int
     applied_index: int
-    def __init__(self, accepted: _Optional[bool] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ...) -> None: ...
+    stored_messages: int
+    acked_messages: int
+    def __init__(self, accepted: _Optional[bool] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., stored_messages: _Optional[int] = ..., acked_messages: _Optional[int] = ...) -> None: ...
 
 class SnapshotChunk(_message.Message):
     __slots__ = ("epoch", "leader", "last_index", "last_epoch", "data", "done")
@@ -604,7 +618,7 @@ class InstallSnapshotResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ...) -> None: ...
 
 class StateSnapshot(_message.Message):
-    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps", "clock", "uows", "uow_order", "uows_gone", "uow_subscriptions", "origin_marks")
+    __slots__ = ("applied_index", "applied_epoch", "next_seq", "messages", "durables", "producers", "stores", "maps", "clock", "uows", "uow_order", "uows_gone", "uow_subscriptions", "origin_marks", "acked_messages")
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -619,6 +633,7 @@ class StateSnapshot(_message.Message):
     UOWS_GONE_FIELD_NUMBER: _ClassVar[int]
     UOW_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_MARKS_FIELD_NUMBER: _ClassVar[int]
+    ACKED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     applied_epoch: int
     next_seq: int
@@ -633,7 +648,8 @@ class StateSnapshot(_message.Message):
     uows_gone: _containers.RepeatedCompositeFieldContainer[UowGone]
     uow_subscriptions: _containers.RepeatedCompositeFieldContainer[UowSubscriptionState]
     origin_marks: _containers.RepeatedCompositeFieldContainer[OriginMarkState]
-    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ..., uow_subscriptions: _Optional[_Iterable[_Union[UowSubscriptionState, _Mapping]]] = ..., origin_marks: _Optional[_Iterable[_Union[OriginMarkState, _Mapping]]] = ...) -> None: ...
+    acked_messages: int
+    def __init__(self, applied_index: _Optional[int] = ..., applied_epoch: _Optional[int] = ..., next_seq: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., durables: _Optional[_Iterable[_Union[DurableState, _Mapping]]] = ..., producers: _Optional[_Iterable[_Union[ProducerState, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[ConfigureStoreOp, _Mapping]]] = ..., maps: _Optional[_Iterable[_Union[MapState, _Mapping]]] = ..., clock: _Optional[float] = ..., uows: _Optional[_Iterable[_Union[UowState, _Mapping]]] = ..., uow_order: _Optional[int] = ..., uows_gone: _Optional[_Iterable[_Union[UowGone, _Mapping]]] = ..., uow_subscriptions: _Optional[_Iterable[_Union[UowSubscriptionState, _Mapping]]] = ..., origin_marks: _Optional[_Iterable[_Union[OriginMarkState, _Mapping]]] = ..., acked_messages: _Optional[int] = ...) -> None: ...
 
 class OriginMarkState(_message.Message):
     __slots__ = ("cluster", "destination", "store", "sequence", "stored_at")

@@ -141,7 +141,7 @@ class ReplicationServiceServicer:
         shipped was committed at the primary, so the standby commits it as soon as its leader has
         stored it, and replicates it to the other standby members. A request without entries or
         snapshot stores nothing: it asks where the standby's log ends and reports the primary's commit
-        index (for the lag). Errors: NOT_LEADER (naming the standby leader), NO_LEADER (no standby
+        index and stored messages (for the lag). Errors: NOT_LEADER (naming the standby leader), NO_LEADER (no standby
         leader ready yet; retriable), NOT_STANDBY (a member of the primary set), INVALID_ARGUMENT (an entry that does not decode or is not consecutive from
         first_index; a snapshot without its state, or not followed by snapshot_index + 1), DIVERGED
         (the entries or the snapshot do not continue the standby's log: another history). Nothing is

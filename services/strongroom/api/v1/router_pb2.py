@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from strongroom.api.v1 import common_pb2 as strongroom_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrongroom/v1/router.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"^\n\x08Interest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12.\n\x07matcher\x18\x03 \x01(\x0b\x32\x1d.strongroom.v1.ContentMatcher\"t\n\x0f\x43lusterInterest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12*\n\tinterests\x18\x03 \x03(\x0b\x32\x17.strongroom.v1.Interest\x12\x13\n\x0bobserved_at\x18\x04 \x01(\x01\"Z\n\x10InterestExchange\x12\x14\n\x0c\x66rom_cluster\x18\x01 \x01(\t\x12\x30\n\x08\x63lusters\x18\x02 \x03(\x0b\x32\x1e.strongroom.v1.ClusterInterest\"u\n\x0c\x46orwardBatch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\x04\x12\x14\n\x0c\x66rom_cluster\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x03 \x01(\t\x12(\n\x08messages\x18\x04 \x03(\x0b\x32\x16.strongroom.v1.Message\"W\n\nOriginMark\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x11\n\tstored_at\x18\x04 \x01(\x01\"\x99\x01\n\nForwardAck\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\x04\x12\x0e\n\x06stored\x18\x02 \x01(\r\x12(\n\x05marks\x18\x03 \x03(\x0b\x32\x19.strongroom.v1.OriginMark\x12\x12\n\nerror_code\x18\x04 \x01(\x05\x12\x14\n\x0c\x65rror_reason\x18\x05 \x01(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\"\x15\n\x13RouterStatusRequest\"\x9c\x02\n\tRoutePeer\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tconnected\x18\x03 \x01(\x08\x12\x12\n\nlast_error\x18\x04 \x01(\t\x12\x14\n\x0clast_contact\x18\x05 \x01(\x01\x12\x1a\n\x12\x66orwarded_messages\x18\x06 \x01(\x04\x12\x18\n\x10waiting_messages\x18\x07 \x01(\x04\x12\x1e\n\x16oldest_waiting_seconds\x18\x08 \x01(\x01\x12\x19\n\x11received_messages\x18\t \x01(\x04\x12/\n\x0cremote_marks\x18\n \x03(\x0b\x32\x19.strongroom.v1.OriginMark\x12\x0e\n\x06stores\x18\x0b \x03(\t\"\xb3\x01\n\x0cRouterStatus\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07replica\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\x12\x16\n\x0e\x61\x63tive_replica\x18\x04 \x01(\t\x12\'\n\x05peers\x18\x05 \x03(\x0b\x32\x18.strongroom.v1.RoutePeer\x12\x30\n\x08interest\x18\x06 \x03(\x0b\x32\x1e.strongroom.v1.ClusterInterest2\xf7\x01\n\rRouterService\x12T\n\x10\x45xchangeInterest\x12\x1f.strongroom.v1.InterestExchange\x1a\x1f.strongroom.v1.InterestExchange\x12\x45\n\x07\x46orward\x12\x1b.strongroom.v1.ForwardBatch\x1a\x19.strongroom.v1.ForwardAck(\x01\x30\x01\x12I\n\x06Status\x12\".strongroom.v1.RouterStatusRequest\x1a\x1b.strongroom.v1.RouterStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrongroom/v1/router.proto\x12\rstrongroom.v1\x1a\x1astrongroom/v1/common.proto\"o\n\x08Interest\x12\r\n\x05store\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12.\n\x07matcher\x18\x03 \x01(\x0b\x32\x1d.strongroom.v1.ContentMatcher\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\x08\"t\n\x0f\x43lusterInterest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12*\n\tinterests\x18\x03 \x03(\x0b\x32\x17.strongroom.v1.Interest\x12\x13\n\x0bobserved_at\x18\x04 \x01(\x01\"Z\n\x10InterestExchange\x12\x14\n\x0c\x66rom_cluster\x18\x01 \x01(\t\x12\x30\n\x08\x63lusters\x18\x02 \x03(\x0b\x32\x1e.strongroom.v1.ClusterInterest\"u\n\x0c\x46orwardBatch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\x04\x12\x14\n\x0c\x66rom_cluster\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x03 \x01(\t\x12(\n\x08messages\x18\x04 \x03(\x0b\x32\x16.strongroom.v1.Message\"W\n\nOriginMark\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x11\n\tstored_at\x18\x04 \x01(\x01\"\x99\x01\n\nForwardAck\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\x04\x12\x0e\n\x06stored\x18\x02 \x01(\r\x12(\n\x05marks\x18\x03 \x03(\x0b\x32\x19.strongroom.v1.OriginMark\x12\x12\n\nerror_code\x18\x04 \x01(\x05\x12\x14\n\x0c\x65rror_reason\x18\x05 \x01(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\"\x15\n\x13RouterStatusRequest\"\xd1\x02\n\tRoutePeer\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tconnected\x18\x03 \x01(\x08\x12\x12\n\nlast_error\x18\x04 \x01(\t\x12\x14\n\x0clast_contact\x18\x05 \x01(\x01\x12\x1a\n\x12\x66orwarded_messages\x18\x06 \x01(\x04\x12\x18\n\x10waiting_messages\x18\x07 \x01(\x04\x12\x1e\n\x16oldest_waiting_seconds\x18\x08 \x01(\x01\x12\x19\n\x11received_messages\x18\t \x01(\x04\x12/\n\x0cremote_marks\x18\n \x03(\x0b\x32\x19.strongroom.v1.OriginMark\x12\x0e\n\x06stores\x18\x0b \x03(\t\x12\x17\n\x0fresent_messages\x18\x0c \x01(\x04\x12\x1a\n\x12\x64uplicate_messages\x18\r \x01(\x04\"\xb3\x01\n\x0cRouterStatus\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0f\n\x07replica\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\x12\x16\n\x0e\x61\x63tive_replica\x18\x04 \x01(\t\x12\'\n\x05peers\x18\x05 \x03(\x0b\x32\x18.strongroom.v1.RoutePeer\x12\x30\n\x08interest\x18\x06 \x03(\x0b\x32\x1e.strongroom.v1.ClusterInterest2\xf7\x01\n\rRouterService\x12T\n\x10\x45xchangeInterest\x12\x1f.strongroom.v1.InterestExchange\x1a\x1f.strongroom.v1.InterestExchange\x12\x45\n\x07\x46orward\x12\x1b.strongroom.v1.ForwardBatch\x1a\x19.strongroom.v1.ForwardAck(\x01\x30\x01\x12I\n\x06Status\x12\".strongroom.v1.RouterStatusRequest\x1a\x1b.strongroom.v1.RouterStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,23 +33,23 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strongroom.v1.router_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_INTEREST']._serialized_start=73
-  _globals['_INTEREST']._serialized_end=167
-  _globals['_CLUSTERINTEREST']._serialized_start=169
-  _globals['_CLUSTERINTEREST']._serialized_end=285
-  _globals['_INTERESTEXCHANGE']._serialized_start=287
-  _globals['_INTERESTEXCHANGE']._serialized_end=377
-  _globals['_FORWARDBATCH']._serialized_start=379
-  _globals['_FORWARDBATCH']._serialized_end=496
-  _globals['_ORIGINMARK']._serialized_start=498
-  _globals['_ORIGINMARK']._serialized_end=585
-  _globals['_FORWARDACK']._serialized_start=588
-  _globals['_FORWARDACK']._serialized_end=741
-  _globals['_ROUTERSTATUSREQUEST']._serialized_start=743
-  _globals['_ROUTERSTATUSREQUEST']._serialized_end=764
-  _globals['_ROUTEPEER']._serialized_start=767
-  _globals['_ROUTEPEER']._serialized_end=1051
-  _globals['_ROUTERSTATUS']._serialized_start=1054
-  _globals['_ROUTERSTATUS']._serialized_end=1233
-  _globals['_ROUTERSERVICE']._serialized_start=1236
-  _globals['_ROUTERSERVICE']._serialized_end=1483
+  _globals['_INTEREST']._serialized_end=184
+  _globals['_CLUSTERINTEREST']._serialized_start=186
+  _globals['_CLUSTERINTEREST']._serialized_end=302
+  _globals['_INTERESTEXCHANGE']._serialized_start=304
+  _globals['_INTERESTEXCHANGE']._serialized_end=394
+  _globals['_FORWARDBATCH']._serialized_start=396
+  _globals['_FORWARDBATCH']._serialized_end=513
+  _globals['_ORIGINMARK']._serialized_start=515
+  _globals['_ORIGINMARK']._serialized_end=602
+  _globals['_FORWARDACK']._serialized_start=605
+  _globals['_FORWARDACK']._serialized_end=758
+  _globals['_ROUTERSTATUSREQUEST']._serialized_start=760
+  _globals['_ROUTERSTATUSREQUEST']._serialized_end=781
+  _globals['_ROUTEPEER']._serialized_start=784
+  _globals['_ROUTEPEER']._serialized_end=1121
+  _globals['_ROUTERSTATUS']._serialized_start=1124
+  _globals['_ROUTERSTATUS']._serialized_end=1303
+  _globals['_ROUTERSERVICE']._serialized_start=1306
+  _globals['_ROUTERSERVICE']._serialized_end=1553
 # @@protoc_insertion_point(module_scope)

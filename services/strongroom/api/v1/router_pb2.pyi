@@ -8,14 +8,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Interest(_message.Message):
-    __slots__ = ("store", "destination", "matcher")
+    __slots__ = ("store", "destination", "matcher", "content")
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
     MATCHER_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
     store: str
     destination: str
     matcher: _common_pb2.ContentMatcher
-    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ...) -> None: ...
+    content: bool
+    def __init__(self, store: _Optional[str] = ..., destination: _Optional[str] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., content: _Optional[bool] = ...) -> None: ...
 
 class ClusterInterest(_message.Message):
     __slots__ = ("cluster", "version", "interests", "observed_at")
@@ -82,7 +84,7 @@ class RouterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RoutePeer(_message.Message):
-    __slots__ = ("cluster", "address", "connected", "last_error", "last_contact", "forwarded_messages", "waiting_messages", "oldest_waiting_seconds", "received_messages", "remote_marks", "stores")
+    __slots__ = ("cluster", "address", "connected", "last_error", "last_contact", "forwarded_messages", "waiting_messages", "oldest_waiting_seconds", "received_messages", "remote_marks", "stores", "resent_messages", "duplicate_messages")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +96,8 @@ class RoutePeer(_message.Message):
     RECEIVED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     REMOTE_MARKS_FIELD_NUMBER: _ClassVar[int]
     STORES_FIELD_NUMBER: _ClassVar[int]
+    RESENT_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     address: str
     connected: bool
@@ -105,7 +109,9 @@ class RoutePeer(_message.Message):
     received_messages: int
     remote_marks: _containers.RepeatedCompositeFieldContainer[OriginMark]
     stores: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, cluster: _Optional[str] = ..., address: _Optional[str] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., last_contact: _Optional[float] = ..., forwarded_messages: _Optional[int] = ..., waiting_messages: _Optional[int] = ..., oldest_waiting_seconds: _Optional[float] = ..., received_messages: _Optional[int] = ..., remote_marks: _Optional[_Iterable[_Union[OriginMark, _Mapping]]] = ..., stores: _Optional[_Iterable[str]] = ...) -> None: ...
+    resent_messages: int
+    duplicate_messages: int
+    def __init__(self, cluster: _Optional[str] = ..., address: _Optional[str] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., last_contact: _Optional[float] = ..., forwarded_messages: _Optional[int] = ..., waiting_messages: _Optional[int] = ..., oldest_waiting_seconds: _Optional[float] = ..., received_messages: _Optional[int] = ..., remote_marks: _Optional[_Iterable[_Union[OriginMark, _Mapping]]] = ..., stores: _Optional[_Iterable[str]] = ..., resent_messages: _Optional[int] = ..., duplicate_messages: _Optional[int] = ...) -> None: ...
 
 class RouterStatus(_message.Message):
     __slots__ = ("cluster", "replica", "active", "active_replica", "peers", "interest")

@@ -85,7 +85,7 @@ class RouterServiceServicer:
         with the marks this cluster holds for its destination (every origin): how a sender starts.
         An error for a batch is in its answer; after an error the stream's later batches fail too,
         so the sender re-reads the marks and re-sends in order on a new stream. Errors:
-        INVALID_ARGUMENT (the destination is not a topic of a routed store here, `from_cluster` is
+        INVALID_ARGUMENT (the destination is not a topic or endpoint of a routed store here, `from_cluster` is
         not a neighbour in that store, a message without `origin`), INVALID_ORIGIN, ORIGIN_GAP
         (retriable: re-read the marks), and the local cluster's own (NOT_LEADER, NO_QUORUM,
         STORE_LIMIT_EXCEEDED, LOG_FORMAT_PENDING ...).

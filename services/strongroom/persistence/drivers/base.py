@@ -1,0 +1,140 @@
+"""The storage driver interface: what a member's storage needs from an ordered key-value store.
+
+A driver opens one database in a directory with a fixed set of named *families* (RocksDB column
+families, SQLite tables), each an ordered map of byte keys to byte values, keys ordered as bytes
+(big-endian integers therefore iterate in numeric order). Callers read a family (`get`, `scan`),
+change several families atomically in one `Batch` written with or without sync, and take
+checkpoints of the whole database for restore points.
+
+The batch is the hot path: a driver hands out its own batch type (for RocksDB the native
+`WriteBatch`, so the callers' `put`/`delete`/`delete_range` calls cost exactly what they did) and
+an opaque handle per family that the batch calls take.
+
+For migration (unload and load, docs/store-operations.md) every driver lists its raw records
+(`records`) and writes raw records into an empty database (`load`), unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+__all__ = ["Batch", "Driver", "Family", "Record", "directory_size"]
+
+Record = tuple[str, bytes, bytes]
+"""(family, key, value): one raw record, as unload reads it and load writes it."""
+
+
+class Family(Protocol):
+    """One family of a database, for reads."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value stored under `key`, or None."""
+
+    def scan(self, start: bytes = b"", end: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs from `start` (inclusive) to `end` (exclusive; None: to the end), in
+        key order. The caller may stop early; writes made while it runs may or may not show."""
+
+
+class Batch(Protocol):
+    """Changes to several families, applied atomically by `Driver.write`. `family` is a handle
+    from `Driver.handle`."""
+
+    def put(self, key: bytes, value: bytes, family: object) -> None:
+        """Store `value` under `key`."""
+
+    def delete(self, key: bytes, family: object) -> None:
+        """Remove `key`."""
+
+    def delete_range(self, start: bytes, end: bytes, family: object) -> None:
+        """Remove every key from `start` (inclusive) to `end` (exclusive)."""
+
+
+class Driver(ABC):
+    """One open database of a storage driver."""
+
+    name: ClassVar[str]
+    """The name the realm selects the driver by (`persistent_store.driver`)."""
+
+    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False) -> None:
+        """Open (creating if missing) the database in directory `path` with these families.
+        `volatile`: a cache thrown away at every start (swap): no crash safety needed, writes
+        as cheap as the driver makes them."""
+        self.path = path
+        self.families = tuple(families)
+        self.volatile = volatile
+
+    @abstractmethod
+    def family(self, name: str) -> Family:
+        """A family, for reads."""
+
+    @abstractmethod
+    def handle(self, name: str) -> object:
+        """A family's handle, for the calls of a batch."""
+
+    @abstractmethod
+    def batch(self) -> Batch:
+        """A new, empty batch."""
+
+    @abstractmethod
+    def write(self, batch: Batch, sync: bool) -> None:
+        """Apply a batch atomically; `sync`: durable (fsynced) before this returns, together with
+        every write before it. Raises on failure, with nothing of the batch applied."""
+
+    @abstractmethod
+    def checkpoint(self, target: Path) -> None:
+        """A consistent copy of the whole database as it is now, in the new directory `target`,
+        for `copy` to open later (the caller fsyncs it)."""
+
+    @classmethod
+    @abstractmethod
+    def copy(cls, source: Path, target: Path) -> None:
+        """A database to open in `target` from the checkpoint in `source`, leaving the checkpoint
+        as it is."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the database's files (idempotent)."""
+
+    def size_on_disk(self) -> int:
+        """Bytes of the database's files."""
+        return directory_size(self.path)
+
+    def records(self) -> Iterator[Record]:
+        """Every raw record of every family, family by family, in key order (unload)."""
+        for name in self.families:
+            for key, value in self.family(name).scan():
+                yield name, key, value
+
+    def load(self, records: Iterable[Record], batch_size: int = 10000) -> int:
+        """Write raw records (from `records`, of any driver) into this database, which must be
+        empty, in synced batches; the count written (load)."""
+        for name in self.families:
+            if next(iter(self.family(name).scan()), None) is not None:
+                raise ValueError(f"the {self.name} database in {self.path} is not empty (family {name!r}): "
+                                 "records are loaded into an empty store only")
+        count = 0
+        batch = self.batch()
+        for name, key, value in records:
+            batch.put(key, value, self.handle(name))
+            count += 1
+            if count % batch_size == 0:
+                self.write(batch, sync=False)
+                batch = self.batch()
+        self.write(batch, sync=True)
+        return count
+
+
+def directory_size(path: Path) -> int:
+    """Bytes of every file under `path` (0 if it does not exist)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:  # removed meanwhile
+                pass
+    return total
