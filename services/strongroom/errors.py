@@ -31,6 +31,7 @@ __all__ = [
     "UnknownMember",
     "DataCorruption",
     "StoreDriverMismatch",
+    "MigrationRefused",
     "PersistenceUnavailable",
     "NotOperational",
     "NoNewUow",
@@ -320,6 +321,16 @@ class StoreDriverMismatch(StrongroomError):
 
     def __init__(self, message: str, found: str = "", wanted: str = "") -> None:
         super().__init__(message, {"found": found, "wanted": wanted})
+
+
+class MigrationRefused(StrongroomError):
+    """A store migration's load instance refused a call of its unload partner: a transfer
+    without a handshake that held, a record of a family its database was not opened with, a
+    database sent twice (docs/store-operations.md, "Migration: unload and load"). The load
+    instance stops; nothing it wrote is a store to serve from."""
+
+    reason = "MIGRATION_REFUSED"
+    code = "FAILED_PRECONDITION"
 
 
 class UnknownOperation(DataCorruption):

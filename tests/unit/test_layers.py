@@ -24,6 +24,8 @@ GRPC_ADAPTERS = {
     "strongroom.persistence.transport",
     # A shared store's standby: its check of the standard and its answers while it does not serve.
     "strongroom.persistence.standby_server",
+    # A store migration's unload and load instances (their handshake, transfer and summary).
+    "strongroom.persistence.migration_server",
     # The units-of-work servicer.
     "strongroom.uow.servicer",
     # The realm service's servicer and server.

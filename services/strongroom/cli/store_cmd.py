@@ -4,6 +4,7 @@
     strongroom store disconnect --cluster C [--reason TEXT] [--json]
     strongroom store connect --cluster C [--reason TEXT] [--json]
     strongroom store allow-new --cluster C [--reason TEXT] [--json]
+    strongroom store unload | load | compare-reports ...   (store_migrate_cmd.py: migration)
 
 `status`: whether the cluster's persistent store (its replicated log and state) is available,
 unavailable or takes no new units of work, since when and why, and what it holds against the
@@ -37,6 +38,7 @@ from strongroom.cli.common import (
     resolve_endpoints,
     where_options,
 )
+from strongroom.cli import store_migrate_cmd
 from strongroom.cli.status_cmd import store_line
 
 __all__ = ["add_parsers"]
@@ -82,7 +84,7 @@ async def _run(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """Add `store status`, `store disconnect`, `store connect` and `store allow-new`."""
     common = where_options()
-    group = add_command_group(sub, "store", common, "the persistent store: status, disconnect, connect, allow-new",
+    group = add_command_group(sub, "store", common, "the persistent store: status, disconnect, connect, allow-new, unload, load, compare-reports",
                               "A cluster's persistent store (its replicated log and state): available, "
                               "unavailable, or taking no new units of work (docs/store-operations.md).")
     helps = {"status": "available, unavailable or no new units of work; since when and why; capacity",
@@ -98,3 +100,4 @@ def add_parsers(sub: Any) -> None:
                        help="seconds to wait for a leader (or any member) to answer (default 10)")
         p.add_argument("--json", action="store_true", help="the persistent store as JSON")
         p.set_defaults(func=lambda args: asyncio.run(_run(args)), reason="")
+    store_migrate_cmd.add_parsers(group)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -40,7 +41,7 @@ from strongroom.persistence.shared_standby import (
 )
 from strongroom.realm.model import SharedStore
 
-__all__ = ["probe_partner", "shared_store_reply", "stand_by"]
+__all__ = ["AdminOnlyHandler", "probe_partner", "shared_store_reply", "stand_by"]
 
 log = logging.getLogger("strongroom.shared_standby")
 
@@ -69,11 +70,14 @@ async def probe_partner(address: str, timeout: float) -> PartnerView | None:
                                 shared.security))
 
 
-class _StandbyHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
-    """Every call to a standby that does not serve."""
+class AdminOnlyHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Every call to an instance that serves administration only (a standby that does not
+    serve, a store migration's instance): `AdminService.Status` from `status`, every other call
+    refused with the error `refusal` gives at that moment."""
 
-    def __init__(self, standby: Standby) -> None:
-        self.standby = standby
+    def __init__(self, status: Callable[[], apb.ClusterStatus], refusal: Callable[[], StrongroomError]) -> None:
+        self.status = status
+        self.refusal = refusal
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         if details.method == _STATUS:
@@ -82,28 +86,32 @@ class _StandbyHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         # Streaming both ways fits every kind of call: it refuses before reading anything.
         return grpc.stream_stream_rpc_method_handler(self._refuse)
 
-    def refusal(self) -> StrongroomError:
-        """What a client call gets now."""
-        sb = self.standby
-        if sb.standard_answers:
-            return NotLeaderError(f"this instance of {sb.cluster}/{sb.member} is the standby of a shared store; "
-                                  f"the standard at {sb.partner} serves", sb.member, sb.partner)
-        return NotOperational(f"this instance of {sb.cluster}/{sb.member} is the standby of a shared store and not "
-                              f"operational: {sb.state}", {"partner": sb.partner, "state": sb.state})
-
     async def _status(self, request: apb.StatusRequest, context: grpc.aio.ServicerContext) -> apb.ClusterStatus:  # type: ignore[type-arg]
-        sb = self.standby
-        # Synced: a standby lost nothing it acknowledged (it acknowledges nothing; the store it takes
-        # over holds everything the standard confirmed).
-        reply = apb.ClusterStatus(cluster=sb.cluster, member=sb.member, role="follower",
-                                  member_role=apb.MEMBER_ROLE_FOLLOWER, synced=True)
-        if sb.standard_answers:
-            reply.leader, reply.leader_address = sb.member, sb.partner
-        reply.shared_store.CopyFrom(shared_store_reply(sb.view()))
-        return reply
+        return self.status()
 
     async def _refuse(self, requests: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
         await abort_with(context, self.refusal())
+
+
+def standby_refusal(sb: Standby) -> StrongroomError:
+    """What a client call to a standby that does not serve gets now."""
+    if sb.standard_answers:
+        return NotLeaderError(f"this instance of {sb.cluster}/{sb.member} is the standby of a shared store; "
+                              f"the standard at {sb.partner} serves", sb.member, sb.partner)
+    return NotOperational(f"this instance of {sb.cluster}/{sb.member} is the standby of a shared store and not "
+                          f"operational: {sb.state}", {"partner": sb.partner, "state": sb.state})
+
+
+def standby_status(sb: Standby) -> apb.ClusterStatus:
+    """A standby's answer to Status."""
+    # Synced: a standby lost nothing it acknowledged (it acknowledges nothing; the store it takes
+    # over holds everything the standard confirmed).
+    reply = apb.ClusterStatus(cluster=sb.cluster, member=sb.member, role="follower",
+                              member_role=apb.MEMBER_ROLE_FOLLOWER, synced=True)
+    if sb.standard_answers:
+        reply.leader, reply.leader_address = sb.member, sb.partner
+    reply.shared_store.CopyFrom(shared_store_reply(sb.view()))
+    return reply
 
 
 async def stand_by(config: MemberConfig, shared: SharedStore, run_mode: RunMode) -> tuple[MemberConfig, StoreLock]:
@@ -130,7 +138,8 @@ async def stand_by(config: MemberConfig, shared: SharedStore, run_mode: RunMode)
     standby = Standby(config.cluster, config.member, config.data_dir, own, partner, shared.control_interval_seconds,
                       probe_partner, lock)
     server = grpc.aio.server(options=SERVER_OPTIONS)
-    server.add_generic_rpc_handlers((_StandbyHandler(standby),))
+    server.add_generic_rpc_handlers((AdminOnlyHandler(lambda: standby_status(standby),
+                                                        lambda: standby_refusal(standby)),))
     if server.add_insecure_port(config.listen) == 0:
         raise OSError(f"cannot listen on {config.listen}")
     await server.start()

@@ -261,7 +261,7 @@ class StoreStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ..., uows: _Optional[int] = ..., uows_pending: _Optional[int] = ..., uow_messages: _Optional[int] = ..., uow_bytes: _Optional[int] = ..., origin_marks: _Optional[_Iterable[_Union[_router_pb2.OriginMark, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation", "dr_since_index", "messages_behind_primary", "persistent_store", "shared_store")
+    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation", "dr_since_index", "messages_behind_primary", "persistent_store", "shared_store", "migration")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -294,6 +294,7 @@ class ClusterStatus(_message.Message):
     MESSAGES_BEHIND_PRIMARY_FIELD_NUMBER: _ClassVar[int]
     PERSISTENT_STORE_FIELD_NUMBER: _ClassVar[int]
     SHARED_STORE_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     member: str
     role: str
@@ -326,7 +327,24 @@ class ClusterStatus(_message.Message):
     messages_behind_primary: int
     persistent_store: PersistentStore
     shared_store: SharedStoreStatus
-    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ..., dr_since_index: _Optional[int] = ..., messages_behind_primary: _Optional[int] = ..., persistent_store: _Optional[_Union[PersistentStore, _Mapping]] = ..., shared_store: _Optional[_Union[SharedStoreStatus, _Mapping]] = ...) -> None: ...
+    migration: MigrationStatus
+    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ..., dr_since_index: _Optional[int] = ..., messages_behind_primary: _Optional[int] = ..., persistent_store: _Optional[_Union[PersistentStore, _Mapping]] = ..., shared_store: _Optional[_Union[SharedStoreStatus, _Mapping]] = ..., migration: _Optional[_Union[MigrationStatus, _Mapping]] = ...) -> None: ...
+
+class MigrationStatus(_message.Message):
+    __slots__ = ("run_mode", "partner_address", "state", "records", "bytes", "driver")
+    RUN_MODE_FIELD_NUMBER: _ClassVar[int]
+    PARTNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    run_mode: str
+    partner_address: str
+    state: str
+    records: int
+    bytes: int
+    driver: str
+    def __init__(self, run_mode: _Optional[str] = ..., partner_address: _Optional[str] = ..., state: _Optional[str] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., driver: _Optional[str] = ...) -> None: ...
 
 class SharedStoreStatus(_message.Message):
     __slots__ = ("run_mode", "partner_address", "store_id", "log_format", "version", "security", "state", "control_interval_seconds")

@@ -99,6 +99,18 @@ class Driver(ABC):
     def close(self) -> None:
         """Release the database's files (idempotent)."""
 
+    @classmethod
+    @abstractmethod
+    def stored_families(cls, path: Path) -> list[str]:
+        """The families the database in `path` holds, read without changing it (unload)."""
+
+    @classmethod
+    @abstractmethod
+    def read_stored(cls, path: Path) -> Iterator[Record]:
+        """Every raw record of the database in `path`, family by family (in `stored_families`
+        order), in key order, read from a read-only open: nothing of the database changes, and
+        a member may not have it open meanwhile (unload)."""
+
     def size_on_disk(self) -> int:
         """Bytes of the database's files."""
         return directory_size(self.path)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import rocksdict
 
-from strongroom.persistence.drivers.base import Batch, Driver
+from strongroom.persistence.drivers.base import Batch, Driver, Record
 
 __all__ = ["RocksDriver"]
 
@@ -110,6 +110,30 @@ class RocksDriver(Driver):
                 pass
             del db
         gc.collect()
+
+    @classmethod
+    def stored_families(cls, path: Path) -> list[str]:
+        return list(rocksdict.Rdict.list_cf(str(path), rocksdict.Options(raw_mode=True)))
+
+    @classmethod
+    def read_stored(cls, path: Path) -> Iterator[Record]:
+        families = cls.stored_families(path)
+        db = rocksdict.Rdict(str(path), options=rocksdict.Options(raw_mode=True),
+                             column_families={f: rocksdict.Options(raw_mode=True) for f in families if f != "default"},
+                             access_type=rocksdict.AccessType.read_only())
+        try:
+            for name in families:
+                cf = db if name == "default" else db.get_column_family(name)
+                it = cf.iter()
+                it.seek_to_first()
+                while it.valid():
+                    yield name, it.key(), it.value()
+                    it.next()
+                del it, cf
+        finally:
+            db.close()
+            del db
+            gc.collect()
 
 
 def is_rocksdb(path: Path) -> bool:

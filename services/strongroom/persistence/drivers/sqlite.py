@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from strongroom.persistence.drivers.base import Driver
+from strongroom.persistence.drivers.base import Driver, Record
 
 __all__ = ["SqliteDriver", "FILE"]
 
@@ -167,6 +167,31 @@ class SqliteDriver(Driver):
                 conn.close()
             except sqlite3.Error:  # closing a failed database
                 pass
+
+    @classmethod
+    def _read_only(cls, path: Path) -> sqlite3.Connection:
+        return sqlite3.connect(f"{(path / FILE).resolve().as_uri()}?mode=ro", uri=True)
+
+    @classmethod
+    def stored_families(cls, path: Path) -> list[str]:
+        conn = cls._read_only(path)
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND substr(name, 1, 2) = 'f_' "
+                                "ORDER BY rowid").fetchall()
+        finally:
+            conn.close()
+        return [name[2:] for (name,) in rows]
+
+    @classmethod
+    def read_stored(cls, path: Path) -> Iterator[Record]:
+        families = cls.stored_families(path)
+        conn = cls._read_only(path)
+        try:
+            for name in families:
+                for key, value in conn.execute(f'SELECT k, v FROM "f_{name}" ORDER BY k'):
+                    yield name, key, value
+        finally:
+            conn.close()
 
 
 def is_sqlite(path: Path) -> bool:
