@@ -149,7 +149,8 @@ async def test_a_rocksdb_cluster_with_a_backlog_and_open_uows_moves_to_sqlite_wh
     commit_index = st.commit_index
     await client.close()
     cluster.stop_all()
-
+    # No PSTORE report unless the realm turns it on (persistent_store.report).
+    assert not any((cluster.data_dir(m) / "PSTORE.REPORT").exists() for m in cluster.names)
     outcomes = migrate_every_member(cluster, tmp_path)
     for u in outcomes.values():
         # The log holds every message (the backlog's, the news's and the committed UOW's).

@@ -108,7 +108,9 @@ def test_identifiers_are_unique_and_fit_their_column() -> None:
         "cp100:log:0000000000000001"
     long_a, long_b = rep.identifier("db", "state_msg", b"q" * 80 + b"a"), rep.identifier("db", "state_msg", b"q" * 80 + b"b")
     assert long_a != long_b and len(long_a) <= 44 and "#" in long_a
-    assert rep.identifier("db", "meta", b"a b\x00") == "db:meta:61206200"
+    assert rep.identifier("db", "meta", b"a b\x00") == "db:meta:a~206200"
+    assert rep.identifier("db", "meta", b"snapshot@" + (200).to_bytes(8, "big")) == "db:meta:snapshot@~00000000000000C8"
+    assert rep.identifier("db", "state_dedup", b"\x01\x02") == "db:state_dedup:~0102"
 
 
 def test_a_report_reads_back_and_two_compare_record_by_record(tmp_path: Path) -> None:

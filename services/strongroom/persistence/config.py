@@ -93,6 +93,11 @@ class MemberConfig:
     Empty: as the realm says (off by default). Every member of a cluster must see the same
     directory."""
 
+    pstore_report: str = ""
+    """The file of the PSTORE report of the records this member creates and deletes, when the
+    realm's `persistent_store.report` turns it on (`--pstore-report`; else
+    STRONGROOM_PSTORE_REPORT; else PSTORE.REPORT in the data directory)."""
+
     run_mode: str = ""
     """A shared store's instance (docs/store-operations.md): "standard" once it holds the store's
     lock (`standby_server.stand_by`), as it serves; "" for a member of any other cluster."""

@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--event-log-dir", default="",
                         help="turn the store event log on, into this directory (shared by the cluster's members; "
                              "default: as the realm's cluster says, else off; STRONGROOM_EVENT_LOG_DIR)")
+    parser.add_argument("--pstore-report", default="", metavar="FILE",
+                        help="where the PSTORE report goes when the realm's persistent_store.report is on (default: "
+                             "$STRONGROOM_PSTORE_REPORT, else PSTORE.REPORT in the data directory)")
     parser.add_argument("--run-mode", choices=[m.value for m in RunMode], default="",
                         help="an instance of a cluster with a shared store (realm shared_store): standard (takes "
                              "the store at once) or standby (takes it over when the standard stops answering; "
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         cluster=args.cluster, member=args.member, data_dir=args.data_dir, etcd_endpoints=args.etcd,
         listen=args.listen, advertise=args.advertise or "", replication_listen=args.replication_listen or "",
         replication_advertise=args.replication_advertise or "", log_level=args.log_level,
-        event_log_dir=args.event_log_dir)
+        event_log_dir=args.event_log_dir, pstore_report=args.pstore_report)
     try:
         config = config.with_environment()
     except ValueError as exc:

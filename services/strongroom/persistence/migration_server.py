@@ -36,7 +36,7 @@ from strongroom.channels import SERVER_OPTIONS, connecting_within
 from strongroom.errors import MigrationRefused, NotOperational
 from strongroom.grpcerrors import abort_with, from_rpc_error
 from strongroom.persistence import migration as mig
-from strongroom.persistence.pstore_report import ReportWriter, classify
+from strongroom.persistence.pstore_report import LOADED, UNLOADED, ReportWriter, classify
 from strongroom.persistence.standby_server import AdminOnlyHandler
 
 __all__ = ["Outcome", "run_load", "run_unload"]
@@ -188,7 +188,7 @@ class _Servicer(mgrpc.StoreMigrationServiceServicer):  # type: ignore[misc]
             rtype, elements = classify(rec.family, rec.value)
             loader.put(rec.family, rec.key, rec.value, elements)
             if self.inst.report is not None:
-                self.inst.report.add(loader.database, rec.family, rec.key, rec.value, "Loaded", rtype, elements)
+                self.inst.report.add(loader.database, rec.family, rec.key, rec.value, LOADED, rtype, elements)
 
     async def Summary(self, request: mpb.MigrationSummary, context: Any) -> mpb.MigrationSummaryReply:
         inst = self.inst
@@ -286,7 +286,7 @@ def _chunks(data_dir: Path, driver: str, inst: Instance) -> Iterator[mpb.RecordC
             chunk.records.add(family=family, key=key, value=value)
             inst.counts.add(database, family, key, value, elements)
             if inst.report is not None:
-                inst.report.add(database, family, key, value, "Unloaded", rtype, elements)
+                inst.report.add(database, family, key, value, UNLOADED, rtype, elements)
             size += len(key) + len(value)
             if len(chunk.records) >= _CHUNK_RECORDS or size >= _CHUNK_BYTES:
                 yield chunk

@@ -7,7 +7,8 @@ PSTORE report, and the record-by-record comparison of two reports.
     db:log:0000000000000017                             5         1148 Publication   2026-11-24 18:02:11.190 Unloaded
 
 Columns: the record's identifier (`database:family:key`: the log index in 16 hex digits, a
-printable key as text, any other key in hex, a key too long for the column as a digest), the
+printable key as text, any other key as its text prefix, `~` and the rest in hex, a key too long
+for the column as a digest), the
 messages it carries (elements), its total length (key and value bytes), its record type, the
 date and time of the action, and the action. Lines are at most 121 characters (the seed's
 record length); a page holds 60 lines under its two heading lines.
@@ -49,10 +50,12 @@ from strongroom.api.v1 import replication_pb2 as rpb
 __all__ = ["ENV", "ReportLine", "ReportWriter", "classify", "compare_reports", "read_report", "report_path"]
 
 ENV = "STRONGROOM_PSTORE_REPORT"
+CREATED, DELETED, LOADED, UNLOADED = "Created", "Deleted", "Loaded", "Unloaded"
 LINE_LENGTH = 121
 PAGE_LINES = 60
 _ID_WIDTH = 44
 _TEXT_KEY = re.compile(rb"[A-Za-z0-9._@-]+")
+_TEXT_PREFIX = re.compile(rb"[A-Za-z0-9._@-]*")
 _HEADINGS = (f"{'Identifier':<{_ID_WIDTH}} {'Elements':>8} {'Total length':>12} {'Record Type':<13} "
              f"{'Date':<10} {'Time':<12} Action")
 
@@ -110,21 +113,27 @@ def identifier(database: str, family: str, key: bytes) -> str:
     elif _TEXT_KEY.fullmatch(key):
         text = key.decode()
     else:
-        text = key.hex().upper()
+        # A text prefix stays text (`snapshot@~00000000000000C8`); the rest in hex after `~`.
+        prefix = _TEXT_PREFIX.match(key).group()  # type: ignore[union-attr]
+        text = prefix.decode() + "~" + key[len(prefix):].hex().upper()
     ident = f"{db}:{family}:{text}"
     if len(ident) > _ID_WIDTH:
         ident = f"{db}:{family}:#{hashlib.blake2b(key, digest_size=8).hexdigest().upper()}"
     return ident
 
 
-def report_path(option: str | None, mode_suffix: str, cluster: str, member: str) -> Path:
+def report_path(option: str | None, mode_suffix: str, cluster: str, member: str, directory: Path = Path()) -> Path:
     """Where a report goes: the command line's file, else $STRONGROOM_PSTORE_REPORT, else
-    PSTORE.REPORT.<cluster>.<member>.<suffix> in the current directory."""
-    if option:
-        return Path(option)
-    if os.environ.get(ENV):
-        return Path(os.environ[ENV])
-    return Path(f"PSTORE.REPORT.{cluster}.{member}.{mode_suffix}")
+    PSTORE.REPORT.<cluster>.<member>.<suffix> (a running member: PSTORE.REPORT, suffix "") in
+    `directory` (the current one; a member's: its data directory). `{cluster}` and `{member}` in
+    the option or the variable are replaced (one variable for every member `strongroom up`
+    starts)."""
+    given = option or os.environ.get(ENV)
+    if given:
+        return Path(given.replace("{cluster}", cluster).replace("{member}", member))
+    if not mode_suffix:
+        return directory / "PSTORE.REPORT"
+    return directory / f"PSTORE.REPORT.{cluster}.{member}.{mode_suffix}"
 
 
 @dataclass(frozen=True)
@@ -147,18 +156,26 @@ class ReportLine:
 class ReportWriter:
     """A fixed-width report being written (line-buffered: a killed instance leaves what it did)."""
 
-    def __init__(self, path: Path, version: str, cluster: str, member: str) -> None:
+    def __init__(self, path: Path, version: str, cluster: str, member: str, append: bool = False) -> None:
+        """A new report (`append`: continued after what the file holds, as a restarted member
+        does; its pages count from 1 again under a new title line)."""
         self.path = path
         self.title = f"Strongroom {version} PSTORE Report  cluster {cluster} member {member}"
-        self._file: TextIO = open(path, "w", buffering=1)  # noqa: SIM115 - closed by close()
+        self._file: TextIO = open(path, "a" if append else "w", buffering=1)  # noqa: SIM115 - closed by close()
         self._lines = 0
         self._page = 0
 
     def add(self, database: str, family: str, key: bytes, value: bytes, action: str,
-            record_type: str | None = None, elements: int | None = None, at: float | None = None) -> None:
-        """One line for a record (its type and messages classified here unless given)."""
+            record_type: str | None = None, elements: int | None = None, at: float | None = None,
+            length: int | None = None) -> None:
+        """One line for a record (its type and messages classified here unless given; its length
+        that of key and value unless given)."""
         if record_type is None or elements is None:
-            record_type, elements = classify(family, value)
+            found_type, found_elements = classify(family, value)
+            record_type = found_type if record_type is None else record_type
+            elements = found_elements if elements is None else elements
+        if length is None:
+            length = len(key) + len(value)
         now = time.time() if at is None else at
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
         if self._lines % PAGE_LINES == 0:
@@ -166,10 +183,19 @@ class ReportWriter:
             date = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
             head = f"{self.title}  {date}  Page {self._page}"
             self._file.write(("\f" if self._page > 1 else "") + head[:LINE_LENGTH] + "\n" + _HEADINGS + "\n")
-        line = (f"{identifier(database, family, key):<{_ID_WIDTH}} {elements:>8} {len(key) + len(value):>12} "
+        line = (f"{identifier(database, family, key):<{_ID_WIDTH}} {elements:>8} {length:>12} "
                 f"{record_type:<13} {stamp:<23} {action}")
         self._file.write(line[:LINE_LENGTH] + "\n")
         self._lines += 1
+
+    def created(self, family: str, key: bytes, value: bytes) -> None:
+        """A running member stored a record of its live database."""
+        self.add("db", family, key, value, CREATED)
+
+    def deleted(self, family: str, key: bytes, value: bytes) -> None:
+        """A running member deleted a record of its live database: no elements, no length, as
+        the seed's Deleted lines (the type from the value it had)."""
+        self.add("db", family, key, value, DELETED, elements=0, length=0)
 
     def close(self) -> None:
         self._file.close()

@@ -20,6 +20,8 @@ from strongroom.errors import DataCorruption, UnknownOperation
 from strongroom.events.journal import EventJournal
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.pstore_report import ReportWriter, report_path
+from strongroom.persistence.shared_standby import software_version
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import DiskStorage, Storage, open_storage
 from strongroom.persistence.storehealth import StorageHealth
@@ -39,7 +41,7 @@ class Replica:
     """The log, the replicated state machine and the promises of this member."""
 
     def __init__(self, settings: Callable[[], Cluster], member: str, data_dir: Path,
-                 record_stored: Callable[[], Awaitable[None]]) -> None:
+                 record_stored: Callable[[], Awaitable[None]], report_file: str = "") -> None:
         self.member = member
         # The cluster's realm settings in force (the compaction threshold follows realm
         # versions); storage mode, indexes on disk and the memory budget are fixed at start.
@@ -52,6 +54,11 @@ class Replica:
         self.driver = cluster.persistent_store.driver.value
         self.storage: Storage = open_storage(self.storage_mode.value, data_dir,
                                              STATE_COLUMN_FAMILIES if self.indexes_on_disk else (), self.driver)
+        if cluster.persistent_store.report and isinstance(self.storage, DiskStorage):
+            # The PSTORE report of the records the storage creates and deletes from now on.
+            path = report_path(report_file, "", cluster.name, member, data_dir)
+            self.storage.report = ReportWriter(path, software_version(), cluster.name, member, append=True)
+            log.info("PSTORE report of the records created and deleted: %s", path)
         self.health = StorageHealth(self.storage, member)
         """Whether this member can write its storage now (docs/store-operations.md)."""
         loaded = self.storage.load()

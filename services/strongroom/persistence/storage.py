@@ -25,6 +25,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
 from strongroom.persistence import checkpoints
 from strongroom.persistence.drivers import DEFAULT_DRIVER, Batch, Driver, Family, driver_class, open_driver
+from strongroom.persistence.pstore_report import ReportWriter
 
 __all__ = ["Storage", "MemoryStorage", "DiskStorage", "LoadedState", "open_storage", "RESTORE_POINTS"]
 
@@ -160,6 +161,9 @@ class DiskStorage(Storage):
         self.driver_class = driver_class(driver)
         # Families of the state machine's indexes on disk (empty: not in this mode).
         self.state_families = state_families
+        self.report: ReportWriter | None = None
+        """The PSTORE report of the records this storage creates and deletes (the realm's
+        `persistent_store.report`; docs/store-operations.md, "The store report"), or None."""
         # A roll back a crash interrupted: finished if it was complete, else undone.
         checkpoints.recover(path)
         self._open()
@@ -267,13 +271,45 @@ class DiskStorage(Storage):
                commit_index: int | None = None, raws: list[bytes] | None = None) -> None:
         self._ensure_open()
         wb = self._db.batch()
+        gone = []
         if truncate_after is not None:
+            gone = self._reported_log(truncate_after + 1)
             wb.delete_range(_U64.pack(truncate_after + 1), _U64.pack(2**64 - 1), self._log_h)
         for i, entry in enumerate(entries):
             wb.put(_U64.pack(entry.index), raws[i] if raws else entry.SerializeToString(), self._log_h)
         if commit_index is not None:
             wb.put(META_COMMIT, _U64.pack(commit_index), self._meta_h)
         self._commit(wb, self.sync)
+        if self.report is not None:
+            self._report_log(gone, entries, raws)
+
+    def _reported_log(self, start: int, end: int = 2**64 - 1) -> list[tuple[bytes, bytes]]:
+        """The log records from `start` to `end` (exclusive) about to be deleted, while a report
+        is written (else none: nothing is read)."""
+        if self.report is None:
+            return []
+        return list(self._log.scan(_U64.pack(start), _U64.pack(end)))
+
+    def _report_log(self, gone: list[tuple[bytes, bytes]], entries: list[rpb.LogEntry] = (),  # type: ignore[assignment]
+                    raws: list[bytes] | None = None) -> None:
+        report = self.report
+        assert report is not None
+        for key, value in gone:
+            report.deleted("log", key, value)
+        for i, entry in enumerate(entries):
+            report.created("log", _U64.pack(entry.index), raws[i] if raws else entry.SerializeToString())
+
+    def _report_points(self, had: list[tuple[int, int]], kept: list[tuple[int, int]],
+                       created: tuple[int, bytes] | None = None) -> None:
+        """Report the restore points' snapshot records dropped and the one created."""
+        report = self.report
+        if report is None:
+            return
+        for index, _ in had:
+            if all(index != i for i, _ in kept):
+                report.deleted("meta", _snapshot_key(index), b"")
+        if created is not None:
+            report.created("meta", _snapshot_key(created[0]), created[1])
 
     def read_entry(self, index: int) -> bytes:
         self._ensure_open()
@@ -375,6 +411,8 @@ class DiskStorage(Storage):
         if self.state_families:
             # The state is at `index` now: its checkpoint is the restore point.
             checkpoints.create(self._db, self.path, index)
+        had = self.restore_points() if self.report is not None else []
+        gone = self._reported_log(0, kept[0][0] + 1)
         wb = self._db.batch()
         self._keep_points(wb, kept)
         wb.put(_snapshot_key(index), data, self._meta_h)
@@ -384,6 +422,9 @@ class DiskStorage(Storage):
         wb.delete_range(_U64.pack(0), _U64.pack(kept[0][0] + 1), self._log_h)
         # A snapshot replaces log entries: it must be on disk before they are gone.
         self._commit(wb, True)
+        if self.report is not None:
+            self._report_log(gone)
+            self._report_points(had, kept, (index, data))
         if self.state_families:
             checkpoints.prune(self.path, {i for i, _ in kept})
 
@@ -391,6 +432,8 @@ class DiskStorage(Storage):
         self._ensure_open()
         if self.state_families and index:
             checkpoints.create(self._db, self.path, index)
+        had = self.restore_points() if self.report is not None else []
+        gone = self._reported_log(0)
         wb = self._db.batch()
         self._keep_points(wb, [(index, epoch)])
         wb.put(_snapshot_key(index), data, self._meta_h)
@@ -398,6 +441,9 @@ class DiskStorage(Storage):
         wb.put(META_SNAPSHOT_EPOCH, _U64.pack(epoch), self._meta_h)
         wb.delete_range(*_ALL, self._log_h)
         self._commit(wb, True)
+        if self.report is not None:
+            self._report_log(gone)
+            self._report_points(had, [(index, epoch)], (index, data))
         if self.state_families:
             checkpoints.prune(self.path, {index})
 
@@ -411,6 +457,8 @@ class DiskStorage(Storage):
             return
         # The state is rebuilt in memory from the snapshot: one write makes the log start at
         # it and end at `index`.
+        had = self.restore_points() if self.report is not None else []
+        gone = self._reported_log(index + 1)
         wb = self._db.batch()
         self._keep_points(wb, kept)
         wb.put(META_SNAPSHOT_INDEX, _U64.pack(point[0]), self._meta_h)
@@ -418,6 +466,9 @@ class DiskStorage(Storage):
         wb.put(META_COMMIT, _U64.pack(index), self._meta_h)
         wb.delete_range(_U64.pack(index + 1), _U64.pack(2**64 - 1), self._log_h)
         self._commit(wb, True)
+        if self.report is not None:
+            self._report_log(gone)
+            self._report_points(had, kept)
 
     def _roll_back_on_disk(self, index: int, point: tuple[int, int], kept: list[tuple[int, int]]) -> None:
         """Indexes on disk: the state lives in this database, changed in place. The rolled-back
@@ -472,6 +523,8 @@ class DiskStorage(Storage):
 
     def discard(self) -> None:
         self._ensure_open()
+        had = self.restore_points() if self.report is not None else []
+        gone = self._reported_log(0)
         wb = self._db.batch()
         self._keep_points(wb, [])
         wb.delete(META_POINTS, self._meta_h)
@@ -482,6 +535,9 @@ class DiskStorage(Storage):
         for handle in self._state_hs.values():
             wb.delete_range(b"", b"\xff" * 64, handle)
         self._commit(wb, True)
+        if self.report is not None:
+            self._report_log(gone)
+            self._report_points(had, [])
         if self.state_families:
             checkpoints.prune(self.path, set())
 
@@ -489,6 +545,8 @@ class DiskStorage(Storage):
         if self._closing is not None:
             self._closing.join(10.0)
         self._close_db()
+        if self.report is not None:
+            self.report.close()
 
     def _close_db(self) -> None:
         # Family views hold the database open; drop them before closing it.

@@ -199,6 +199,10 @@ class PersistentStore(_Model):
     """The storage driver the members keep the log and state in (and swap payloads to):
     rocksdb (the default) or sqlite. Fixed at a member's start; a member refuses a data
     directory the other driver wrote (changing it is a migration by unload and load)."""
+    report: bool = False
+    """Each member writes the PSTORE report of the records its store creates and deletes (log
+    entries, snapshots and restore points), a line per record (EntireX's PSTORE-REPORT=YES).
+    Read at a member's start."""
 
 
 class SharedStore(_Model):

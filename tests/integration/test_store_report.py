@@ -1,0 +1,74 @@
+"""The PSTORE report of a running cluster (realm `persistent_store.report`;
+docs/store-operations.md, "The store report"), with real etcd, member processes and RocksDB:
+every log entry a member stores is a Created line with its type, messages and length, every
+entry compaction removes a Deleted line, each restore point's snapshot a Master record created
+(and deleted once dropped); the file follows the member's option, else the environment variable
+(with {member}), else PSTORE.REPORT in the data directory."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from pathlib import Path
+
+from harness import Cluster, wait_for
+from strongroom.client import Client
+from strongroom.persistence.pstore_report import read_report
+
+REPORT_ON = "    persistent_store:\n      report: true\n"
+
+
+async def test_members_report_the_records_they_create_and_delete(make_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(cluster_extra=REPORT_ON, compact_after_entries=100)
+    leader = await cluster.leader()
+    client = Client(cluster.addresses(), timeout=30)
+    try:
+        for i in range(250):
+            assert (await client.publish("audit.queue", b"a%03d" % i)).confirmed
+        lead = await cluster.status(leader)
+        assert lead is not None
+
+        async def applied_everywhere() -> bool:
+            sts = [await cluster.status(m) for m in cluster.names]
+            return all(st is not None and st.applied_index >= lead.commit_index for st in sts)
+
+        await wait_for(applied_everywhere)
+        for member in cluster.names:
+            lines = read_report(cluster.data_dir(member) / "PSTORE.REPORT")
+            created = {ln.identifier: ln for ln in lines if ln.action == "Created"}
+            logs = [ln for ln in created.values() if ln.identifier.startswith("db:log:")]
+            # One line per entry: the publications carry the 250 messages, one each.
+            published = [ln for ln in logs if ln.record_type == "Publication"]
+            assert sum(ln.elements for ln in published) == 250 and all(ln.elements == 1 for ln in published)
+            assert all(ln.length > 8 for ln in logs)
+            assert len(logs) >= 250 and any(ln.record_type == "Cluster" for ln in logs)  # the leader's no-op
+            # Compaction at 100 entries: removed entries are Deleted lines (no length), the
+            # snapshots Master records.
+            deleted = [ln for ln in lines if ln.action == "Deleted"]
+            assert deleted and all(ln.length == 0 and ln.elements == 0 for ln in deleted)
+            assert {ln.identifier for ln in deleted if ln.identifier.startswith("db:log:")} <= set(created)
+            snapshots = [ln for ln in created.values() if ln.identifier.startswith("db:meta:snapshot@~")]
+            assert snapshots and all(ln.record_type == "Master" for ln in snapshots)
+            # Every index once created (restarts aside): no entry is reported twice.
+            counts = Counter(ln.identifier for ln in lines if ln.action == "Created" and ln.identifier.startswith("db:log:"))
+            assert max(counts.values()) == 1
+
+        # The member's option, else the environment variable, names the file instead.
+        followers = [m for m in cluster.names if m != leader]
+        given, by_env = tmp_path / "given.report", tmp_path / "env-{member}.report"
+        cluster.extra_args[followers[0]] = ["--pstore-report", str(given)]
+        cluster.extra_env[followers[1]] = {"STRONGROOM_PSTORE_REPORT": str(by_env)}
+        for member in followers:
+            cluster.kill(member, signal.SIGTERM)
+            cluster.start(member)
+        for i in range(10):
+            assert (await client.publish("audit.queue", b"b%03d" % i)).confirmed
+        env_file = tmp_path / f"env-{followers[1]}.report"
+
+        async def both_report() -> bool:
+            return all(p.exists() and sum(ln.elements for ln in read_report(p) if ln.action == "Created") >= 10
+                       for p in (given, env_file))
+
+        await wait_for(both_report, timeout=30)
+    finally:
+        await client.close()
