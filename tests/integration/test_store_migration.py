@@ -13,6 +13,7 @@ changes nothing; a store a member holds is not unloaded; only administration is 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -345,3 +346,41 @@ async def test_indexes_on_disk_and_restore_point_checkpoints_move_to_sqlite(  # 
         await sub.close()
     finally:
         await client.close()
+
+
+async def test_a_transfer_that_breaks_off_stops_the_load(tmp_path: Path) -> None:
+    """The test is the unload instance here: a handshake that holds, one chunk of records, then
+    the stream cancelled: the load stops (status 2) saying so, instead of waiting for a summary."""
+    from strongroom.api.v1 import migration_pb2 as mig_pb
+    from strongroom.api.v1 import migration_pb2_grpc as mig_grpc
+    from strongroom.persistence import migration as mig
+    from strongroom.persistence.migration_server import side_message
+
+    l_at, u_at = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    proc = instance("load", tmp_path / "new", l_at, u_at, "--driver", "sqlite")
+    (tmp_path / "old").mkdir()
+    me = mig.side(mig.MigrationMode.UNLOAD, u_at, l_at, "rocksdb", tmp_path / "old", "default", "m1")
+    try:
+        async with grpc.aio.insecure_channel(l_at) as channel:
+            stub = mig_grpc.StoreMigrationServiceStub(channel)
+
+            async def answered() -> bool:
+                try:
+                    reply = await stub.Handshake(mig_pb.MigrationHandshake(side=side_message(me)), timeout=2)
+                except grpc.aio.AioRpcError:
+                    return False
+                assert list(reply.problems) == []
+                return True
+
+            await wait_for(answered, timeout=30)
+            call = stub.Transfer()
+            await call.write(mig_pb.RecordChunk(database="db", families=["log", "meta"], records=[
+                mig_pb.StoreRecord(family="log", key=(i).to_bytes(8, "big"), value=b"x") for i in range(1, 11)]))
+            await asyncio.sleep(1.0)
+            call.cancel()
+        code, out, err = outcome(proc, timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 2, err
+    assert any("broke off after 10 records" in p for p in out["problems"]), out

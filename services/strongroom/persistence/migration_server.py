@@ -171,13 +171,21 @@ class _Servicer(mgrpc.StoreMigrationServiceServicer):  # type: ignore[misc]
         self.transferring = True
         inst.state = "transferring"
         loader = self.loader = mig.Loader(self.data_dir, inst.me.driver)
+        whole = False
         try:
             async for chunk in request_iterator:
                 await inst.on_disk(self._write, loader, chunk)
+                whole = chunk.last
         except ValueError as err:
             await inst.on_disk(loader.close)
             inst.end(2, [f"the load refused the transfer: {err}"])
             await abort_with(context, MigrationRefused(str(err)))
+        finally:
+            if not whole:
+                # The unload went away (or the stream broke) in the middle: this store is half a
+                # store; the instance stops rather than wait for a summary that cannot come.
+                inst.end(2, [f"the transfer from {inst.me.partner} broke off after {inst.counts.records} records: "
+                             "start both instances again, the load with a new, empty directory"])
         return mpb.TransferReply(records=inst.counts.records, bytes=inst.counts.bytes)
 
     def _write(self, loader: mig.Loader, chunk: mpb.RecordChunk) -> None:
@@ -292,6 +300,7 @@ def _chunks(data_dir: Path, driver: str, inst: Instance) -> Iterator[mpb.RecordC
                 yield chunk
                 chunk, size = mpb.RecordChunk(database=database), 0
         yield chunk
+    yield mpb.RecordChunk(last=True)
 
 
 async def _read_on_disk_thread(inst: Instance, it: Iterator[mpb.RecordChunk]) -> AsyncIterator[mpb.RecordChunk]:

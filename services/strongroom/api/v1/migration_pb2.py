@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dstrongroom/v1/migration.proto\x12\rstrongroom.v1\"\xcf\x01\n\rMigrationSide\x12\x10\n\x08run_mode\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x17\n\x0fpartner_address\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x12\n\nlog_format\x18\x05 \x01(\r\x12\x0e\n\x06\x64river\x18\x06 \x01(\t\x12\x1a\n\x12store_fingerprints\x18\x07 \x03(\t\x12\x0f\n\x07\x63luster\x18\x08 \x01(\t\x12\x0e\n\x06member\x18\t \x01(\t\x12\x10\n\x08\x64\x61ta_dir\x18\n \x01(\t\"R\n\x12MigrationHandshake\x12*\n\x04side\x18\x01 \x01(\x0b\x32\x1c.strongroom.v1.MigrationSide\x12\x10\n\x08problems\x18\x02 \x03(\t\"W\n\x17MigrationHandshakeReply\x12*\n\x04side\x18\x01 \x01(\x0b\x32\x1c.strongroom.v1.MigrationSide\x12\x10\n\x08problems\x18\x02 \x03(\t\"9\n\x0bStoreRecord\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\"^\n\x0bRecordChunk\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\x10\n\x08\x66\x61milies\x18\x02 \x03(\t\x12+\n\x07records\x18\x03 \x03(\x0b\x32\x1a.strongroom.v1.StoreRecord\"/\n\rTransferReply\x12\x0f\n\x07records\x18\x01 \x01(\x04\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\"a\n\x0b\x46\x61milyCount\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0f\n\x07records\x18\x03 \x01(\x04\x12\r\n\x05\x62ytes\x18\x04 \x01(\x04\x12\x10\n\x08\x65lements\x18\x05 \x01(\x04\"@\n\x10MigrationSummary\x12,\n\x08\x66\x61milies\x18\x01 \x03(\x0b\x32\x1a.strongroom.v1.FamilyCount\"m\n\x15MigrationSummaryReply\x12\x30\n\x07summary\x18\x01 \x01(\x0b\x32\x1f.strongroom.v1.MigrationSummary\x12\r\n\x05match\x18\x02 \x01(\x08\x12\x13\n\x0b\x64ifferences\x18\x03 \x03(\t\"\"\n\x0eMigrationAbort\x12\x10\n\x08problems\x18\x01 \x03(\t\"\x15\n\x13MigrationAbortReply2\xd5\x02\n\x15StoreMigrationService\x12V\n\tHandshake\x12!.strongroom.v1.MigrationHandshake\x1a&.strongroom.v1.MigrationHandshakeReply\x12\x46\n\x08Transfer\x12\x1a.strongroom.v1.RecordChunk\x1a\x1c.strongroom.v1.TransferReply(\x01\x12P\n\x07Summary\x12\x1f.strongroom.v1.MigrationSummary\x1a$.strongroom.v1.MigrationSummaryReply\x12J\n\x05\x41\x62ort\x12\x1d.strongroom.v1.MigrationAbort\x1a\".strongroom.v1.MigrationAbortReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dstrongroom/v1/migration.proto\x12\rstrongroom.v1\"\xcf\x01\n\rMigrationSide\x12\x10\n\x08run_mode\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x17\n\x0fpartner_address\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x12\n\nlog_format\x18\x05 \x01(\r\x12\x0e\n\x06\x64river\x18\x06 \x01(\t\x12\x1a\n\x12store_fingerprints\x18\x07 \x03(\t\x12\x0f\n\x07\x63luster\x18\x08 \x01(\t\x12\x0e\n\x06member\x18\t \x01(\t\x12\x10\n\x08\x64\x61ta_dir\x18\n \x01(\t\"R\n\x12MigrationHandshake\x12*\n\x04side\x18\x01 \x01(\x0b\x32\x1c.strongroom.v1.MigrationSide\x12\x10\n\x08problems\x18\x02 \x03(\t\"W\n\x17MigrationHandshakeReply\x12*\n\x04side\x18\x01 \x01(\x0b\x32\x1c.strongroom.v1.MigrationSide\x12\x10\n\x08problems\x18\x02 \x03(\t\"9\n\x0bStoreRecord\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\"l\n\x0bRecordChunk\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\x10\n\x08\x66\x61milies\x18\x02 \x03(\t\x12+\n\x07records\x18\x03 \x03(\x0b\x32\x1a.strongroom.v1.StoreRecord\x12\x0c\n\x04last\x18\x04 \x01(\x08\"/\n\rTransferReply\x12\x0f\n\x07records\x18\x01 \x01(\x04\x12\r\n\x05\x62ytes\x18\x02 \x01(\x04\"a\n\x0b\x46\x61milyCount\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0f\n\x07records\x18\x03 \x01(\x04\x12\r\n\x05\x62ytes\x18\x04 \x01(\x04\x12\x10\n\x08\x65lements\x18\x05 \x01(\x04\"@\n\x10MigrationSummary\x12,\n\x08\x66\x61milies\x18\x01 \x03(\x0b\x32\x1a.strongroom.v1.FamilyCount\"m\n\x15MigrationSummaryReply\x12\x30\n\x07summary\x18\x01 \x01(\x0b\x32\x1f.strongroom.v1.MigrationSummary\x12\r\n\x05match\x18\x02 \x01(\x08\x12\x13\n\x0b\x64ifferences\x18\x03 \x03(\t\"\"\n\x0eMigrationAbort\x12\x10\n\x08problems\x18\x01 \x03(\t\"\x15\n\x13MigrationAbortReply2\xd5\x02\n\x15StoreMigrationService\x12V\n\tHandshake\x12!.strongroom.v1.MigrationHandshake\x1a&.strongroom.v1.MigrationHandshakeReply\x12\x46\n\x08Transfer\x12\x1a.strongroom.v1.RecordChunk\x1a\x1c.strongroom.v1.TransferReply(\x01\x12P\n\x07Summary\x12\x1f.strongroom.v1.MigrationSummary\x1a$.strongroom.v1.MigrationSummaryReply\x12J\n\x05\x41\x62ort\x12\x1d.strongroom.v1.MigrationAbort\x1a\".strongroom.v1.MigrationAbortReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,19 +40,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STORERECORD']._serialized_start=431
   _globals['_STORERECORD']._serialized_end=488
   _globals['_RECORDCHUNK']._serialized_start=490
-  _globals['_RECORDCHUNK']._serialized_end=584
-  _globals['_TRANSFERREPLY']._serialized_start=586
-  _globals['_TRANSFERREPLY']._serialized_end=633
-  _globals['_FAMILYCOUNT']._serialized_start=635
-  _globals['_FAMILYCOUNT']._serialized_end=732
-  _globals['_MIGRATIONSUMMARY']._serialized_start=734
-  _globals['_MIGRATIONSUMMARY']._serialized_end=798
-  _globals['_MIGRATIONSUMMARYREPLY']._serialized_start=800
-  _globals['_MIGRATIONSUMMARYREPLY']._serialized_end=909
-  _globals['_MIGRATIONABORT']._serialized_start=911
-  _globals['_MIGRATIONABORT']._serialized_end=945
-  _globals['_MIGRATIONABORTREPLY']._serialized_start=947
-  _globals['_MIGRATIONABORTREPLY']._serialized_end=968
-  _globals['_STOREMIGRATIONSERVICE']._serialized_start=971
-  _globals['_STOREMIGRATIONSERVICE']._serialized_end=1312
+  _globals['_RECORDCHUNK']._serialized_end=598
+  _globals['_TRANSFERREPLY']._serialized_start=600
+  _globals['_TRANSFERREPLY']._serialized_end=647
+  _globals['_FAMILYCOUNT']._serialized_start=649
+  _globals['_FAMILYCOUNT']._serialized_end=746
+  _globals['_MIGRATIONSUMMARY']._serialized_start=748
+  _globals['_MIGRATIONSUMMARY']._serialized_end=812
+  _globals['_MIGRATIONSUMMARYREPLY']._serialized_start=814
+  _globals['_MIGRATIONSUMMARYREPLY']._serialized_end=923
+  _globals['_MIGRATIONABORT']._serialized_start=925
+  _globals['_MIGRATIONABORT']._serialized_end=959
+  _globals['_MIGRATIONABORTREPLY']._serialized_start=961
+  _globals['_MIGRATIONABORTREPLY']._serialized_end=982
+  _globals['_STOREMIGRATIONSERVICE']._serialized_start=985
+  _globals['_STOREMIGRATIONSERVICE']._serialized_end=1326
 # @@protoc_insertion_point(module_scope)

@@ -57,14 +57,16 @@ class StoreRecord(_message.Message):
     def __init__(self, family: _Optional[str] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class RecordChunk(_message.Message):
-    __slots__ = ("database", "families", "records")
+    __slots__ = ("database", "families", "records", "last")
     DATABASE_FIELD_NUMBER: _ClassVar[int]
     FAMILIES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
     database: str
     families: _containers.RepeatedScalarFieldContainer[str]
     records: _containers.RepeatedCompositeFieldContainer[StoreRecord]
-    def __init__(self, database: _Optional[str] = ..., families: _Optional[_Iterable[str]] = ..., records: _Optional[_Iterable[_Union[StoreRecord, _Mapping]]] = ...) -> None: ...
+    last: bool
+    def __init__(self, database: _Optional[str] = ..., families: _Optional[_Iterable[str]] = ..., records: _Optional[_Iterable[_Union[StoreRecord, _Mapping]]] = ..., last: _Optional[bool] = ...) -> None: ...
 
 class TransferReply(_message.Message):
     __slots__ = ("records", "bytes")
