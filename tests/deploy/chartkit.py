@@ -91,6 +91,39 @@ def member_sets(values: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def member_container(sts: dict[str, Any]) -> dict[str, Any]:
+    """The member container of a persistence StatefulSet."""
+    containers = sts["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "persistence")
+
+
+def args_of(container: dict[str, Any]) -> dict[str, str]:
+    """A container's `--flag=value` arguments as a dict."""
+    out: dict[str, str] = {}
+    for a in container["args"]:
+        key, _, value = a.partition("=")
+        out[key] = value
+    return out
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion in command arguments."""
+    for k, v in env.items():
+        text = text.replace(f"$({k})", v)
+    return text
+
+
+def shared_store(cluster: dict[str, Any]) -> bool:
+    """The cluster runs as a shared-store pair (sharedStore.enabled): its one member as two pods."""
+    return bool((cluster.get("sharedStore") or {}).get("enabled"))
+
+
+def pods(cluster: dict[str, Any]) -> int:
+    """How many pods a cluster of member_sets runs, recomputed to check the templates against:
+    its members, or the two instances of a shared-store pair's one member."""
+    return 2 if shared_store(cluster) else int(cluster["members"])
+
+
 def fullname(values: dict[str, Any], release: str = RELEASE) -> str:
     """The chart's "strongroom.fullname", recomputed to check the templates against."""
     if values.get("fullnameOverride"):

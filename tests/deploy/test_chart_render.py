@@ -15,10 +15,15 @@ from chartkit import (
     RELEASE,
     SCENARIOS,
     Rendered,
+    args_of,
+    expand,
     fullname,
     helm,
     load_values,
+    member_container,
     member_sets,
+    pods,
+    shared_store,
 )
 
 from strongroom.persistence.k8s import LEADER_VALUE, ROLE_LABEL, patch_body
@@ -42,26 +47,6 @@ def clusters(r: Rendered) -> list[dict[str, Any]]:
 def standby_site(r: Rendered) -> bool:
     """The release runs the standby sets of a disaster-recovery pair (dr.role standby)."""
     return bool(r.values["dr"]["role"] == "standby")
-
-
-def member_container(sts: dict[str, Any]) -> dict[str, Any]:
-    containers = sts["spec"]["template"]["spec"]["containers"]
-    return next(c for c in containers if c["name"] == "persistence")
-
-
-def args_of(container: dict[str, Any]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for a in container["args"]:
-        key, _, value = a.partition("=")
-        out[key] = value
-    return out
-
-
-def expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes' $(VAR) expansion in command arguments."""
-    for k, v in env.items():
-        text = text.replace(f"$({k})", v)
-    return text
 
 
 # --- the engine: lint, schema, Kubernetes schemas ------------------------------------------------
@@ -114,8 +99,9 @@ def test_every_resource_carries_release_labels_and_namespace(scenario: Rendered)
 def test_member_counts_are_odd(scenario: Rendered) -> None:
     for c in clusters(scenario):
         sts = scenario.get("StatefulSet", f"{fullname(scenario.values)}-{c['name']}")
-        assert sts["spec"]["replicas"] == c["members"]
-        assert sts["spec"]["replicas"] % 2 == 1
+        assert c["members"] % 2 == 1
+        # A shared-store pair runs its one member as two pods (tests/deploy/test_chart_shared_store.py).
+        assert sts["spec"]["replicas"] == (2 if shared_store(c) else c["members"])
 
 
 def test_peer_dns_names_in_the_realm_match_the_headless_service(scenario: Rendered) -> None:
@@ -152,8 +138,14 @@ def test_peer_dns_names_in_the_realm_match_the_headless_service(scenario: Render
         assert rc.lease_ttl_seconds == c.get("leaseTtlSeconds", 3)
         expected = [(f"{sts['metadata']['name']}-{i}",
                      f"{sts['metadata']['name']}-{i}.{headless['metadata']['name']}.{NAMESPACE}.svc.{domain}:{port}")
-                    for i in range(c["members"])]
-        if standby_site(scenario):
+                    for i in range(pods(c))]
+        if shared_store(c):
+            # One member, named as the StatefulSet, reached at its two instances: the pods.
+            assert [(m.name, m.address) for m in rc.members] == [(sts["metadata"]["name"], None)]
+            assert rc.shared_store is not None
+            assert rc.shared_store.instances == [address for _, address in expected]
+            expected = [(sts["metadata"]["name"], address) for _, address in expected]
+        elif standby_site(scenario):
             # The pods are the standby set's members, which the realm lists apart from the primary's.
             assert rc.standby is not None
             assert [(m.name, m.address) for m in rc.standby.members] == expected
@@ -202,9 +194,12 @@ def test_leader_service_selects_the_label_the_member_sets(scenario: Rendered) ->
 
 
 def test_probes_use_the_grpc_health_service_on_the_member_port(scenario: Rendered) -> None:
+    paired = {f"{fullname(scenario.values)}-{c['name']}" for c in clusters(scenario) if shared_store(c)}
     for sts in scenario.all("StatefulSet"):
         if sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] != "persistence":
             continue
+        if sts["metadata"]["name"] in paired:
+            continue  # TCP probes: a standby answers no health check (test_chart_shared_store.py)
         container = member_container(sts)
         port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -238,7 +233,11 @@ def test_pod_scheduling_and_hand_off(scenario: Rendered) -> None:
         assert term["labelSelector"]["matchLabels"] == selector
 
         pdbs = [d for d in scenario.all("PodDisruptionBudget") if d["metadata"]["name"] == sts["metadata"]["name"]]
-        if p["podDisruptionBudget"]["enabled"] and c["members"] > 1:
+        if p["podDisruptionBudget"]["enabled"] and shared_store(c):
+            # One pod of the pair at a time: the other holds or takes over the store.
+            assert pdbs[0]["spec"]["selector"]["matchLabels"] == selector
+            assert pdbs[0]["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdbs[0]["spec"]
+        elif p["podDisruptionBudget"]["enabled"] and c["members"] > 1:
             assert pdbs[0]["spec"]["selector"]["matchLabels"] == selector
             assert pdbs[0]["spec"]["minAvailable"] == c["members"] // 2 + 1
         else:
@@ -255,6 +254,9 @@ def test_disk_storage_gets_a_claim_per_pod_memory_none(scenario: Rendered) -> No
         assert args_of(member_container(sts))["--data-dir"].startswith(mounts["data"])
         if c["storage"] == "memory":
             assert not claims and "emptyDir" in volumes["data"]
+        elif shared_store(c):
+            # One ReadWriteMany claim both pods mount (tests/deploy/test_chart_shared_store.py).
+            assert not claims and "persistentVolumeClaim" in volumes["data"]
         else:
             assert [cl["metadata"]["name"] for cl in claims] == ["data"] and "data" not in volumes
             wanted = c.get("volume", {}).get("storageClass", "")
@@ -277,8 +279,8 @@ def test_role_grants_only_get_and_patch_of_the_members_pods(scenario: Rendered) 
     assert rule["apiGroups"] == [""]
     assert rule["resources"] == ["pods"]
     assert sorted(rule["verbs"]) == ["get", "patch"]
-    pods = {f"{fn}-{c['name']}-{i}" for c in clusters(scenario) for i in range(c["members"])}
-    assert set(rule["resourceNames"]) == pods
+    names = {f"{fn}-{c['name']}-{i}" for c in clusters(scenario) for i in range(pods(c))}
+    assert set(rule["resourceNames"]) == names
     (binding,) = [b for b in scenario.all("RoleBinding") if b["metadata"]["labels"][component] == "persistence"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": role["metadata"]["name"]}

@@ -213,24 +213,55 @@ by the same rule as this release's own pods.
 
 {{/*
 How many member pods this release runs for a cluster: its members (dr.role primary, as without
-DR), or its standby set's members (dr.role standby; 0 for a cluster without a standby set, which
+DR; 2 for a shared-store pair, its one member's two instances), or its standby set's members (dr.role standby; 0 for a cluster without a standby set, which
 runs at the primary site only). Takes (dict "root" $ "cluster" <a persistence.clusters item>).
 */}}
 {{- define "strongroom.cluster.pods" -}}
 {{- if include "strongroom.dr.isStandby" .root }}
 {{- dig "standby" "members" 0 .cluster | int }}
+{{- else if include "strongroom.cluster.isSharedStore" .cluster }}
+{{- 2 }}
 {{- else }}
 {{- .cluster.members | int }}
 {{- end }}
 {{- end }}
 
+{{/* --- shared-store pairs (persistence.clusters[].sharedStore; docs/store-operations.md) ---------- */}}
+
+{{/* Whether a cluster runs as a shared-store pair ("true" or ""): its one member as two pods on one
+ReadWriteMany volume. Takes a persistence.clusters item. */}}
+{{- define "strongroom.cluster.isSharedStore" -}}
+{{- if dig "sharedStore" "enabled" false . }}true{{ end }}
+{{- end }}
+
+{{/* The one member of a shared-store pair at a site: named as the cluster's StatefulSet, whose two
+pods are its instances (the pods' own names are not member names here). Takes (dict "site" <site dict> "cluster" "default"). */}}
+{{- define "strongroom.site.sharedStoreMemberName" -}}
+{{- include "strongroom.site.clusterFullname" . }}
+{{- end }}
+
+{{/* The one member of this release's shared-store pair. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.sharedStore.memberName" -}}
+{{- include "strongroom.site.sharedStoreMemberName" (dict "site" (fromJson (include "strongroom.ownSite" .root)) "cluster" .cluster) }}
+{{- end }}
+
+{{/* The ReadWriteMany PersistentVolumeClaim both pods of a shared-store pair mount. Takes (dict "root" $ "cluster" "default"). */}}
+{{- define "strongroom.sharedStore.claimName" -}}
+{{- printf "%s-data" (include "strongroom.cluster.fullname" .) }}
+{{- end }}
+
 {{/*
 The volume of this release's members of a cluster (JSON {"storageClass", "size"}): the
 cluster's volume, at a standby site with its standby.volume keys over it (the two sites'
-StorageClasses usually differ). Takes (dict "root" $ "cluster" <a persistence.clusters item>).
+StorageClasses usually differ), for a shared-store pair with its sharedStore.volume keys over it
+(a ReadWriteMany class is usually not the default one). Takes (dict "root" $ "cluster" <a persistence.clusters item>).
 */}}
 {{- define "strongroom.cluster.volume" -}}
 {{- $v := dict "storageClass" (dig "volume" "storageClass" "" .cluster) "size" (dig "volume" "size" "10Gi" .cluster) }}
+{{- if include "strongroom.cluster.isSharedStore" .cluster }}
+{{- with (dig "sharedStore" "volume" "storageClass" "" .cluster) }}{{ $_ := set $v "storageClass" . }}{{ end }}
+{{- with (dig "sharedStore" "volume" "size" "" .cluster) }}{{ $_ := set $v "size" . }}{{ end }}
+{{- end }}
 {{- if include "strongroom.dr.isStandby" .root }}
 {{- with (dig "standby" "volume" "storageClass" "" .cluster) }}{{ $_ := set $v "storageClass" . }}{{ end }}
 {{- with (dig "standby" "volume" "size" "" .cluster) }}{{ $_ := set $v "size" . }}{{ end }}
@@ -394,10 +425,23 @@ clusters:
       address: {{ . | quote }}
     {{- end }}
     members:
+    {{- if include "strongroom.cluster.isSharedStore" $c }}
+    {{- /* One member, reached at its two instances (the pods): no address of its own. */}}
+      - name: {{ include "strongroom.site.sharedStoreMemberName" (dict "site" $primary "cluster" $c.name) }}
+    shared_store:
+      instances:
+      {{- range $i := until 2 }}
+        - {{ include "strongroom.site.memberAddress" (dict "site" $primary "cluster" $c.name "ordinal" $i "port" $root.Values.persistence.port) }}
+      {{- end }}
+      {{- with (dig "sharedStore" "controlIntervalSeconds" "" $c) }}
+      control_interval_seconds: {{ . }}
+      {{- end }}
+    {{- else }}
     {{- range $i := until (int $c.members) }}
     {{- $m := dict "site" $primary "cluster" $c.name "ordinal" $i "port" $root.Values.persistence.port }}
       - name: {{ include "strongroom.site.memberName" $m }}
         address: {{ include "strongroom.site.memberAddress" $m }}
+    {{- end }}
     {{- end }}
     {{- with $c.standby }}
     {{- /* The same in both releases of the pair: each site applies this file to its own etcd. */}}
@@ -500,8 +544,22 @@ a schema cannot: relations between keys and what the services need to form a quo
 {{- end }}
 {{- $pods := int (include "strongroom.cluster.pods" (dict "root" $root "cluster" $c)) }}
 {{- $volume := fromJson (include "strongroom.cluster.volume" (dict "root" $root "cluster" $c)) }}
+{{- $shared := include "strongroom.cluster.isSharedStore" $c }}
+{{- if $shared }}
+{{- if ne $n 1 }}
+{{- $problems = append $problems (printf "%s has sharedStore.enabled with %d members: a shared-store pair is one member run as two pods on one ReadWriteMany volume; set persistence.clusters[%d].members to 1 (a cluster of several members replicates instead, each member on its own volume)." $where $n $i) }}
+{{- end }}
+{{- if eq $c.storage "memory" }}
+{{- $problems = append $problems (printf "%s has sharedStore.enabled with storage memory: the standby takes over the store the standard keeps on the shared volume, and a memory store keeps nothing there; use storage disk-sync or disk-async." $where) }}
+{{- end }}
+{{- if $c.standby }}
+{{- $problems = append $problems (printf "%s has sharedStore.enabled and a disaster-recovery standby set (persistence.clusters[%d].standby): the realm refuses a shared store with a standby set; keep one of the two." $where $i) }}
+{{- end }}
+{{- end }}
 {{- if and (gt $pods 0) (ne $c.storage "memory") $root.Values.persistence.requireStorageClass (not $volume.storageClass) }}
-{{- if include "strongroom.dr.isStandby" $root }}
+{{- if $shared }}
+{{- $problems = append $problems (printf "%s is a shared-store pair (storage %s) but neither persistence.clusters[%d].sharedStore.volume.storageClass nor .volume.storageClass is set while persistence.requireStorageClass is true: name a StorageClass that provisions ReadWriteMany volumes with POSIX locks across nodes (e.g. NFSv4)." $where $c.storage $i) }}
+{{- else if include "strongroom.dr.isStandby" $root }}
 {{- $problems = append $problems (printf "%s keeps its data on disk (storage %s) but neither persistence.clusters[%d].standby.volume.storageClass nor .volume.storageClass is set while persistence.requireStorageClass is true: name the StorageClass the standby site provisions its volumes from." $where $c.storage $i) }}
 {{- else }}
 {{- $problems = append $problems (printf "%s keeps its data on disk (storage %s) but persistence.clusters[%d].volume.storageClass is empty while persistence.requireStorageClass is true: name the StorageClass its volumes are provisioned from." $where $c.storage $i) }}
