@@ -33,15 +33,25 @@ async def test_members_report_the_records_they_create_and_delete(make_cluster, t
             return all(st is not None and st.applied_index >= lead.commit_index for st in sts)
 
         await wait_for(applied_everywhere)
+        still = await cluster.leader()
         for member in cluster.names:
             lines = read_report(cluster.data_dir(member) / "PSTORE.REPORT")
             created = {ln.identifier: ln for ln in lines if ln.action == "Created"}
             logs = [ln for ln in created.values() if ln.identifier.startswith("db:log:")]
-            # One line per entry: the publications carry the 250 messages, one each.
+            # One line per entry, a publication carrying its one message.
             published = [ln for ln in logs if ln.record_type == "Publication"]
-            assert sum(ln.elements for ln in published) == 250 and all(ln.elements == 1 for ln in published)
-            assert all(ln.length > 8 for ln in logs)
-            assert len(logs) >= 250 and any(ln.record_type == "Cluster" for ln in logs)  # the leader's no-op
+            assert all(ln.elements == 1 for ln in published) and all(ln.length > 8 for ln in logs)
+            total = sum(ln.elements for ln in published)
+            if member == leader == still:
+                # The leader throughout appended every entry itself: all 250 messages, and its
+                # own no-op (a Cluster record).
+                assert total == 250 and any(ln.record_type == "Cluster" for ln in logs)
+            else:
+                # A follower that fell behind a compaction got the leader's snapshot instead of
+                # the entries before it: those it never stored, and the snapshot is its record.
+                assert total <= 250
+                if total < 250:
+                    assert any(ident.startswith("db:meta:snapshot@~") for ident in created), (member, total)
             # Compaction at 100 entries: removed entries are Deleted lines (no length), the
             # snapshots Master records.
             deleted = [ln for ln in lines if ln.action == "Deleted"]
@@ -49,9 +59,12 @@ async def test_members_report_the_records_they_create_and_delete(make_cluster, t
             assert {ln.identifier for ln in deleted if ln.identifier.startswith("db:log:")} <= set(created)
             snapshots = [ln for ln in created.values() if ln.identifier.startswith("db:meta:snapshot@~")]
             assert snapshots and all(ln.record_type == "Master" for ln in snapshots)
-            # Every index once created (restarts aside): no entry is reported twice.
+            # With one leader all along no entry is replaced: each index created once (after a
+            # leader change a follower may cut entries the new leader does not have and store
+            # others at their indexes: Deleted, then Created again).
             counts = Counter(ln.identifier for ln in lines if ln.action == "Created" and ln.identifier.startswith("db:log:"))
-            assert max(counts.values()) == 1
+            if leader == still:
+                assert max(counts.values()) == 1
 
         # The member's option, else the environment variable, names the file instead.
         followers = [m for m in cluster.names if m != leader]
