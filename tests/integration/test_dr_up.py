@@ -60,11 +60,19 @@ async def statuses(addresses: list[str]) -> list[Any]:
     return [reply.status for reply in await fetch_statuses(addresses, timeout=2.0)]
 
 
-async def leader(addresses: list[str]) -> tuple[str, Any]:
-    """The serving leader among `addresses`: (its address, its status)."""
-    (found,) = [(r.endpoint, r.status) for r in await fetch_statuses(addresses, timeout=2.0)
-                if r.status is not None and r.status.role == "leader"]
-    return found
+async def leader(addresses: list[str], timeout: float = 30.0) -> tuple[str, Any]:
+    """The serving leader among `addresses`: (its address, its status). Asked again for up to
+    `timeout` s while none answers as leader (a status that took over 2 s on a loaded machine,
+    or a leader change under way); two at once is never right."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [(r.endpoint, r.status) for r in await fetch_statuses(addresses, timeout=2.0)
+                 if r.status is not None and r.status.role == "leader"]
+        assert len(found) <= 1, found
+        if found or time.monotonic() >= deadline:
+            (one,) = found
+            return one
+        await asyncio.sleep(0.2)
 
 
 async def until(check: Any, what: str, data: Path, timeout: float = 60.0) -> None:
