@@ -217,16 +217,19 @@ async def test_the_backlog_job_equals_status_after_a_leader_was_killed(
             await wait_for(settled_state, 60, 0.5)
         except TimeoutError:
             pass  # the assertions below say what differs
-        # ... and the leader's event log published up to its applied index: the files say everything.
-        status = await asyncio.to_thread(status_json, cluster)
-        applied = int(leader_of(status)["applied_index"])
+        # ... and the leader's event log published up to its applied index (entries that made no
+        # rows, such as its pseudo-clock ticks, count once every row before them is): the files
+        # say everything.
+        status: list[dict[str, Any]] = []
 
         async def published() -> bool:
-            return last_published_index(events_dir, "default") >= applied
+            status[:] = await asyncio.to_thread(status_json, cluster)
+            leader = leader_of(status)
+            return int(leader.get("events_published_index", 0)) >= int(leader["applied_index"])
 
         await wait_for(published, 60, 0.5)
-        assert int(leader_of(await asyncio.to_thread(status_json, cluster))["applied_index"]) == applied, \
-            "the cluster moved on after the snapshot"
+        applied = int(leader_of(status)["applied_index"])
+        assert last_published_index(events_dir, "default") <= applied
 
         now = datetime.now(UTC).isoformat()
         assert run(["metrics", "backlog", "--events", str(events_dir), "--out", str(tmp_path / "out"),

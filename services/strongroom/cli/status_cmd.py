@@ -115,6 +115,9 @@ def _print_status(replies: Sequence[Any], drs: DrSites | None = None) -> None:
               f"uow clock {ref.uow_clock:.1f} s")
         if ref.HasField("persistent_store"):
             print(f"  {store_line(ref.persistent_store)}")
+        if ref.events_published_index:
+            print(f"  store event log published through log index {ref.events_published_index} "
+                  f"(applied {ref.applied_index})")
         for r in shared:  # a shared store's instances (docs/store-operations.md), each as it answers
             inst = r.status.shared_store
             doing = f": {inst.state}" if inst.state else ""

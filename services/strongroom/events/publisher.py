@@ -77,7 +77,10 @@ class EventPublisher:
 
     @property
     def published(self) -> int:
-        """The last log index whose events are published (what followers are told)."""
+        """The last log index whose events are published (what followers are told; Status's
+        `events_published_index`): its rows are in published files, and so are those of every
+        entry before it; entries that made no rows count as published once every row handed
+        before them is."""
         return self.journal.published
 
     def delivered(self, durable: Any, stored: Any, count: int) -> None:
@@ -88,8 +91,10 @@ class EventPublisher:
     async def run(self) -> None:
         """Resume after the newest published file, then build and publish every tick (runs
         for the term; cancelled when it ends)."""
-        published = await asyncio.to_thread(self._resume_point)
         journal = self.journal
+        # What the files say, or what the previous leader told this member, if more: entries
+        # after the newest file that made no rows were published as nothing.
+        published = max(await asyncio.to_thread(self._resume_point), journal.published)
         if journal.first_index > published + 1:
             self.missing = (published + 1, journal.first_index - 1)
             log.error("store events of log entries %d..%d are missing from the event log: the newest published "
@@ -143,9 +148,16 @@ class EventPublisher:
             for index in [i for i in self._counters if i < deliveries[-1][0]]:
                 del self._counters[index]
         delivered = self._delivery_rows.table()
+        handed = self._handed
         files = await asyncio.to_thread(self._write, [t for t in (rows, delivered) if t is not None], force)
         if files:
             journal.trim(self.writer.published_through)
+        if not self.writer.buffered_rows:
+            # Every row handed is in a published file: the entries up to `handed` that made no
+            # rows (a pseudo-clock tick, a leader's no-op) are published too, as nothing. Without
+            # this a quiet cluster's published index would stop at its last entry with events
+            # and a reader could never tell the log complete up to the applied index.
+            journal.trim(handed)
         return files
 
     def _write(self, tables: list[Any], force: bool) -> list[PublishedFile]:

@@ -173,6 +173,9 @@ class ClusterStatus:
     """A fenced site: the generation of the primary that superseded it."""
     dr_since_index: int = 0
     """The last index both sites' logs share, once known (0: not)."""
+    events_published_index: int = 0
+    """The last log index whose store events are published, as this member knows it (the
+    leader: its own publishing; 0 while the cluster's event log is off)."""
 
 
 def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:
@@ -328,4 +331,5 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         indexes_on_disk=membership.cluster.indexes_on_disk, memory_budget_bytes=replica.swap.budget_bytes,
         memory_payload_bytes=replica.swap.resident_bytes, apply_stopped=replica.apply_stopped or "",
         realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.clock,
-        standby=membership.cluster.is_standby_member(me))
+        standby=membership.cluster.is_standby_member(me),
+        events_published_index=replica.events.published if replica.events is not None else 0)
