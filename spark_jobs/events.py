@@ -24,6 +24,7 @@ from strongroom.events.schema import (
     SCHEMA_VERSION,
     VERSION_KEY,
     EventKind,
+    is_records_file,
 )
 
 if TYPE_CHECKING:
@@ -58,14 +59,16 @@ class EventLog:
 
 
 def find_event_log(root: Path | str) -> EventLog:
-    """Every published event file under `root` (hidden files being written are skipped), each
-    one's footer read and its schema version checked. Raises `BadEventLog` naming the problem."""
+    """Every published event file under `root` (hidden files being written and the PSTORE
+    report's `records-` files are skipped), each one's footer read and its schema version checked. Raises `BadEventLog` naming the problem."""
     root = Path(root)
     if not root.is_dir():
         raise BadEventLog(f"events directory {root} does not exist" if not root.exists()
                           else f"events directory {root} is not a directory")
+    # The PSTORE report's rows (`records-*.parquet`) sit beside the events and are not events.
     files = sorted(Path(d) / f for d, dirs, names in os.walk(root)
                    for f in names if f.endswith(".parquet") and not f.startswith((HIDDEN_PREFIX, "_"))
+                   and not is_records_file(f)
                    and not any(part.startswith(HIDDEN_PREFIX) for part in Path(d).relative_to(root).parts))
     if not files:
         raise BadEventLog(f"events directory {root} holds no event files (*.parquet under cluster=*/hour=*/)")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pyarrow.parquet as pq
 import pytest
 
 from harness import Cluster, free_port, put_realm, realm_yaml, wait_for
@@ -36,6 +37,7 @@ from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.client import Client
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.persistence.drivers import MARKER, RocksDriver
+from strongroom.persistence.pstore_report import read_report
 from strongroom.persistence.storage import DiskStorage
 
 pytestmark = pytest.mark.slow
@@ -45,11 +47,24 @@ ENV = {k: v for k, v in os.environ.items() if k != "STRONGROOM_PSTORE_REPORT"}
 
 
 def instance(mode: str, store: Path, listen: str, partner: str, *extra: str, member: str = "m1",
-             cwd: Path | None = None) -> sp.Popen[str]:
+             cwd: Path | None = None, env: dict[str, str] | None = None) -> sp.Popen[str]:
     """A `strongroom store unload|load` process (JSON outcome on stdout, progress on stderr)."""
     argv = [sys.executable, "-m", "strongroom.cli.main", "store", mode, "--cluster", "default", "--member", member,
             "--store-dir", str(store), "--listen", listen, "--partner", partner, "--json", "--wait", "60", *extra]
-    return sp.Popen(argv, stdout=sp.PIPE, stderr=sp.PIPE, text=True, env=ENV, cwd=cwd)
+    return sp.Popen(argv, stdout=sp.PIPE, stderr=sp.PIPE, text=True, env={**ENV, **(env or {})}, cwd=cwd)
+
+
+def report_rows(events: Path, kind: str) -> dict[str, list[tuple[str, str, int]]]:
+    """The PSTORE report rows of `kind` in a store event log, per member: (detail, record type,
+    length) in line order; each member's rows of one run."""
+    rows = [r for f in sorted(events.glob("cluster=default/hour=*/records-*.parquet"))
+            for r in pq.read_table(f).to_pylist() if r["kind"] == kind]
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    for member in {r["target"] for r in rows}:
+        mine = sorted((r for r in rows if r["target"] == member), key=lambda r: r["log_index"])
+        assert len({r["epoch"] for r in mine}) == 1 and [r["log_index"] for r in mine] == list(range(1, len(mine) + 1))
+        out[member] = [(r["detail"], r["reason"], r["size"]) for r in mine]
+    return out
 
 
 def outcome(proc: sp.Popen[str], timeout: float = 300) -> tuple[int, dict[str, Any], str]:
@@ -76,17 +91,22 @@ def migrate_every_member(cluster: Cluster, tmp_path: Path, driver: str = "sqlite
     before = {m: (records_digest(cluster.data_dir(m)), sst_files(cluster.data_dir(m))) for m in cluster.names}
     reports = tmp_path / "reports"
     reports.mkdir()
+    # The first member's reports go to a store event log too: the unload's by option, the
+    # load's by the environment.
+    events = tmp_path / "events"
     pairs = {}
     for n, member in enumerate(cluster.names):
         unload_at, load_at = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
         new = tmp_path / "new" / member
-        unload_args = ("unload", cluster.data_dir(member), unload_at, load_at, "--report")
+        unload_args = ("unload", cluster.data_dir(member), unload_at, load_at, "--report",
+                       *(("--event-log-dir", str(events)) if n == 0 else ()))
         load_args = ("load", new, load_at, unload_at, "--driver", driver, "--report")
+        load_env = {"STRONGROOM_EVENT_LOG_DIR": str(events)} if n == 0 else {}
         # Either order: the first member's unload starts first, the others' load.
         first, second = (unload_args, load_args) if n == 0 else (load_args, unload_args)
-        a = instance(*first, member=member, cwd=reports)  # type: ignore[arg-type]
+        a = instance(*first, member=member, cwd=reports, env=load_env if first is load_args else None)  # type: ignore[arg-type]
         time.sleep(1.0 if n == 0 else 0.2)
-        b = instance(*second, member=member, cwd=reports)  # type: ignore[arg-type]
+        b = instance(*second, member=member, cwd=reports, env=load_env if second is load_args else None)  # type: ignore[arg-type]
         pairs[member] = (a, b) if n == 0 else (b, a)
     found = {}
     for member, (unload, load) in pairs.items():
@@ -110,6 +130,12 @@ def migrate_every_member(cluster: Cluster, tmp_path: Path, driver: str = "sqlite
         assert "the counts of both sides match" not in u_err  # --json: the outcome is the JSON
         assert "handshake held" in u_err and "handshake with the unload instance" in l_err
         found[member] = u
+    # The first member's report lines are rows of the event log, line for line, for both sides.
+    first = cluster.names[0]
+    for kind, side in (("records_unloaded", "UNLOAD"), ("records_loaded", "LOAD")):
+        lines = read_report(reports / f"PSTORE.REPORT.default.{first}.{side}")
+        assert report_rows(events, kind) == {first: [(f"{ln.identifier} {ln.elements}", ln.record_type, ln.length)
+                                                     for ln in lines]}, kind
     # The old stores were read, not changed.
     for member in cluster.names:
         assert (records_digest(cluster.data_dir(member)), sst_files(cluster.data_dir(member))) == before[member]

@@ -11,15 +11,33 @@ import signal
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from harness import Cluster, wait_for
 from strongroom.client import Client
-from strongroom.persistence.pstore_report import read_report
+from strongroom.events.report_rows import ACTION_KINDS
+from strongroom.events.schema import RECORDS_RUN_BIT
+from strongroom.events.writer import last_published_index
+from strongroom.persistence.pstore_report import ReportLine, read_report
 
 REPORT_ON = "    persistent_store:\n      report: true\n"
 
 
+def report_rows(events_dir: Path, member: str) -> list[tuple[int, int, str, str, str, int]]:
+    """A member's PSTORE report rows in the store event log: (run, line, kind, detail, type,
+    length), in order."""
+    files = sorted(events_dir.glob("cluster=default/hour=*/records-*.parquet"))
+    rows = [r for f in files for r in pq.read_table(f).to_pylist() if r["target"] == member]
+    return sorted((r["epoch"], r["log_index"], r["kind"], r["detail"], r["reason"], r["size"]) for r in rows)
+
+
+def as_row(line: ReportLine) -> tuple[str, str, str, int]:
+    return ACTION_KINDS[line.action], f"{line.identifier} {line.elements}", line.record_type, line.length
+
+
 async def test_members_report_the_records_they_create_and_delete(make_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cluster: Cluster = make_cluster(cluster_extra=REPORT_ON, compact_after_entries=100)
+    events_dir = tmp_path / "events"
+    cluster: Cluster = make_cluster(cluster_extra=REPORT_ON + (
+        f"    event_log:\n      directory: {events_dir}\n      interval_seconds: 1\n"), compact_after_entries=100)
     leader = await cluster.leader()
     client = Client(cluster.addresses(), timeout=30)
     try:
@@ -65,6 +83,26 @@ async def test_members_report_the_records_they_create_and_delete(make_cluster, t
             counts = Counter(ln.identifier for ln in lines if ln.action == "Created" and ln.identifier.startswith("db:log:"))
             if leader == still:
                 assert max(counts.values()) == 1
+
+        # With the cluster's event log on, each member's lines are rows of it too, in files of
+        # their own: one run per member start, the lines in order, each as the text says.
+        for member in cluster.names:
+            want = len(read_report(cluster.data_dir(member) / "PSTORE.REPORT"))
+
+            async def rows_caught_up(member: str = member, want: int = want) -> bool:
+                return len(report_rows(events_dir, member)) >= want
+
+            await wait_for(rows_caught_up, timeout=20)
+            rows = report_rows(events_dir, member)
+            lines = read_report(cluster.data_dir(member) / "PSTORE.REPORT")
+            assert len({r[0] for r in rows}) == 1 and rows[0][0] & RECORDS_RUN_BIT, rows[:1]
+            assert [r[1] for r in rows] == list(range(1, len(rows) + 1))
+            assert [r[2:] for r in rows] == [as_row(ln) for ln in lines[:len(rows)]]
+        # They are not events: a leader resumes after its newest events- file, never after a
+        # report line's number (more lines than log entries here).
+        now = await cluster.status(still)
+        assert now is not None and max(r[1] for r in rows) > now.applied_index
+        assert 0 < last_published_index(events_dir, "default") <= now.applied_index
 
         # The member's option, else the environment variable, names the file instead.
         followers = [m for m in cluster.names if m != leader]

@@ -70,6 +70,11 @@ def _run_instance(args: argparse.Namespace) -> int:
         suffix = "UNLOAD" if mode is mig.MigrationMode.UNLOAD else "LOAD"
         report = ReportWriter(report_path(args.report, suffix, args.cluster, args.member).resolve(), software_version(),
                               args.cluster, args.member)
+        events = args.event_log_dir or os.environ.get("STRONGROOM_EVENT_LOG_DIR")
+        if events:
+            from strongroom.events.report_rows import ReportRows
+
+            report.rows = ReportRows(Path(events), args.cluster, args.member)
     me = mig.side(mode, own, args.partner, driver, store, args.cluster, args.member)
     run = run_unload if mode is mig.MigrationMode.UNLOAD else run_load
     try:
@@ -150,6 +155,9 @@ def add_parsers(group: Any) -> None:
         p.add_argument("--report", nargs="?", const="", default=None, metavar="FILE",
                        help="write the PSTORE report (FILE, else $STRONGROOM_PSTORE_REPORT, else "
                             "PSTORE.REPORT.<cluster>.<member>.UNLOAD/.LOAD here)")
+        p.add_argument("--event-log-dir", default="", metavar="DIR",
+                       help="also write the report's lines as rows of the cluster's store event log under DIR "
+                            "(default: $STRONGROOM_EVENT_LOG_DIR; needs a report)")
         p.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                        help="stop (status 2) when the partner has not come within this long (default: wait on)")
         p.add_argument("--json", action="store_true", help="the outcome as JSON (progress lines go to stderr)")

@@ -41,9 +41,13 @@ __all__ = [
     "SCHEMA_VERSION",
     "VERSION_KEY",
     "EventKind",
+    "RECORDS_PREFIX",
+    "RECORDS_RUN_BIT",
     "file_name",
+    "is_records_file",
     "parse_file_name",
     "partition_dir",
+    "records_file_name",
 ]
 
 SCHEMA_VERSION = 1
@@ -106,8 +110,18 @@ class EventKind(str, Enum):
     and destination: where it was when the operation applied; size: its messages' bytes; target:
     the dead-letter queue a backout moved it to). A refused operation or a user status alone
     changes no state: no row."""
+    RECORDS_CREATED = "records_created"
+    """The PSTORE report (docs/store-operations.md, "The store report"): a member created a
+    record of its persistent store. One row per line of the report, in files of their own
+    (`records_file_name`): epoch the report's run (`RECORDS_RUN_BIT` set), log_index the line's
+    number in the run, position 0, time the action's, target the member, reason the record type,
+    size the record's total length, detail `<identifier> <elements>` (the messages it carries)."""
+    RECORDS_DELETED = "records_deleted"
+    """The PSTORE report: a member deleted a record (as `records_created`; size and elements 0)."""
     RECORDS_LOADED = "records_loaded"
+    """The PSTORE report: a migration's load instance wrote a record (as `records_created`)."""
     RECORDS_UNLOADED = "records_unloaded"
+    """The PSTORE report: a migration's unload instance read and sent a record."""
 
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -154,10 +168,27 @@ def partition_dir(cluster: str, hour: str) -> str:
     return f"cluster={cluster}/hour={hour}"
 
 
-def file_name(first_index: int, last_index: int, epoch: int) -> str:
+def file_name(first_index: int, last_index: int, epoch: int, prefix: str = "events") -> str:
     """The published name of a file holding the events of log entries first..last, written by
-    the leader of `epoch`."""
-    return f"events-{first_index:020d}-{last_index:020d}-{epoch}.parquet"
+    the leader of `epoch` (`prefix` "records": the PSTORE report's rows, `records_file_name`)."""
+    return f"{prefix}-{first_index:020d}-{last_index:020d}-{epoch}.parquet"
+
+
+RECORDS_PREFIX = "records"
+RECORDS_RUN_BIT = 1 << 63
+"""Set in the `epoch` of every row of a PSTORE report: no leader's epoch has it, so the rows' keys
+never meet an event's."""
+
+
+def records_file_name(first_line: int, last_line: int, run: int) -> str:
+    """The name of a file of PSTORE report rows: lines first..last of the report run `run` (the
+    run's epoch). Not an `events-` name: the member's resume point and the message jobs skip it."""
+    return file_name(first_line, last_line, run, RECORDS_PREFIX)
+
+
+def is_records_file(name: str) -> bool:
+    """A published file of PSTORE report rows."""
+    return name.startswith(RECORDS_PREFIX + "-") and name.endswith(".parquet")
 
 
 _FILE_NAME = re.compile(r"events-(\d{20})-(\d{20})-(\d+)\.parquet")

@@ -195,7 +195,7 @@ class EventWriter:
                  max_seconds: float = DEFAULT_MAX_SECONDS, max_rows: int = DEFAULT_MAX_ROWS,
                  max_bytes: int = DEFAULT_MAX_BYTES, compression_level: int = 1,
                  clock: Callable[[], float] = time.monotonic,
-                 fence: Callable[[], bool] | None = None) -> None:
+                 fence: Callable[[], bool] | None = None, prefix: str = "events") -> None:
         if max_seconds <= 0 or max_rows < 1 or max_bytes < 1:
             raise ValueError("max_seconds, max_rows and max_bytes must be positive")
         self.root = Path(root)
@@ -209,6 +209,8 @@ class EventWriter:
         self._clock = clock
         # Asked just before each rename: False stops the publish (NotPublishing).
         self.fence = fence
+        # The files' names start with it ("records": the PSTORE report's rows).
+        self.prefix = prefix
         self._buffer: list[pa.Table] = []
         self._rows = 0
         self._bytes = 0
@@ -288,7 +290,7 @@ class EventWriter:
             directory.mkdir(parents=True, exist_ok=True)
             _fsync_dir(directory.parent)
             _fsync_dir(directory.parent.parent)
-        name = file_name(first, last, self.epoch)
+        name = file_name(first, last, self.epoch, self.prefix)
         hidden = directory / f"{HIDDEN_PREFIX}{name}.{os.getpid()}.tmp"
         with open(hidden, "wb") as f:
             pq.write_table(table.replace_schema_metadata(SCHEMA.metadata), f, compression="zstd",

@@ -108,7 +108,7 @@ class PersistenceNode:
         """The site's DR role: primary (serves clients), standby (takes what the DR service ships)
         or fenced (superseded by a newer primary: serves nothing until demoted)."""
         self.replica = Replica(lambda: self.membership.cluster, config.member, config.data_dir, self._record_stored,
-                               config.pstore_report)
+                               config.pstore_report, None if self.in_standby_set else self._event_log())
         self.replica.on_apply_stopped = self._apply_stopped
         if self._event_log() is not None and not self.in_standby_set:
             # On from the start only: a member derives the events of every entry it applies. A

@@ -41,11 +41,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from google.protobuf.message import DecodeError
 
 from strongroom.api.v1 import replication_pb2 as rpb
+
+if TYPE_CHECKING:
+    from strongroom.events.report_rows import ReportRows
 
 __all__ = ["ENV", "ReportLine", "ReportWriter", "classify", "compare_reports", "read_report", "report_path"]
 
@@ -164,6 +167,9 @@ class ReportWriter:
         self._file: TextIO = open(path, "a" if append else "w", buffering=1)  # noqa: SIM115 - closed by close()
         self._lines = 0
         self._page = 0
+        self.rows: ReportRows | None = None
+        """The same lines as rows of the cluster's store event log, when it is on
+        (`strongroom.events.report_rows`)."""
 
     def add(self, database: str, family: str, key: bytes, value: bytes, action: str,
             record_type: str | None = None, elements: int | None = None, at: float | None = None,
@@ -183,10 +189,12 @@ class ReportWriter:
             date = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
             head = f"{self.title}  {date}  Page {self._page}"
             self._file.write(("\f" if self._page > 1 else "") + head[:LINE_LENGTH] + "\n" + _HEADINGS + "\n")
-        line = (f"{identifier(database, family, key):<{_ID_WIDTH}} {elements:>8} {length:>12} "
-                f"{record_type:<13} {stamp:<23} {action}")
+        ident = identifier(database, family, key)
+        line = f"{ident:<{_ID_WIDTH}} {elements:>8} {length:>12} {record_type:<13} {stamp:<23} {action}"
         self._file.write(line[:LINE_LENGTH] + "\n")
         self._lines += 1
+        if self.rows is not None:
+            self.rows.add(now, action, ident, record_type, elements, length)
 
     def created(self, family: str, key: bytes, value: bytes) -> None:
         """A running member stored a record of its live database."""
@@ -199,6 +207,8 @@ class ReportWriter:
 
     def close(self) -> None:
         self._file.close()
+        if self.rows is not None:
+            self.rows.close()
 
 
 def read_report(path: Path) -> list[ReportLine]:

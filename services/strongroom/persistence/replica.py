@@ -41,7 +41,8 @@ class Replica:
     """The log, the replicated state machine and the promises of this member."""
 
     def __init__(self, settings: Callable[[], Cluster], member: str, data_dir: Path,
-                 record_stored: Callable[[], Awaitable[None]], report_file: str = "") -> None:
+                 record_stored: Callable[[], Awaitable[None]], report_file: str = "",
+                 event_log: tuple[Path, float] | None = None) -> None:
         self.member = member
         # The cluster's realm settings in force (the compaction threshold follows realm
         # versions); storage mode, indexes on disk and the memory budget are fixed at start.
@@ -59,6 +60,11 @@ class Replica:
             path = report_path(report_file, "", cluster.name, member, data_dir)
             self.storage.report = ReportWriter(path, software_version(), cluster.name, member, append=True)
             log.info("PSTORE report of the records created and deleted: %s", path)
+            if event_log is not None:
+                # The same lines as rows of the store event log (files of their own there).
+                from strongroom.events.report_rows import ReportRows
+
+                self.storage.report.rows = ReportRows(event_log[0], cluster.name, member, event_log[1])
         self.health = StorageHealth(self.storage, member)
         """Whether this member can write its storage now (docs/store-operations.md)."""
         loaded = self.storage.load()
