@@ -115,6 +115,9 @@ def _print_status(replies: Sequence[Any], drs: DrSites | None = None) -> None:
               f"uow clock {ref.uow_clock:.1f} s")
         if ref.HasField("persistent_store"):
             print(f"  {store_line(ref.persistent_store)}")
+        for s in statuses:
+            if s.store_damage:
+                print(f"  member {s.member}: {s.store_damage}")
         if ref.events_published_index:
             print(f"  store event log published through log index {ref.events_published_index} "
                   f"(applied {ref.applied_index})")

@@ -173,6 +173,8 @@ class ClusterStatus:
     """A fenced site: the generation of the primary that superseded it."""
     dr_since_index: int = 0
     """The last index both sites' logs share, once known (0: not)."""
+    store_damage: str = ""
+    """Why this member's store was moved aside at start (damaged), or ""."""
     events_published_index: int = 0
     """The last log index whose store events are published, as this member knows it (the
     leader: its own publishing; 0 while the cluster's event log is off)."""
@@ -332,4 +334,5 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         memory_payload_bytes=replica.swap.resident_bytes, apply_stopped=replica.apply_stopped or "",
         realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.clock,
         standby=membership.cluster.is_standby_member(me),
-        events_published_index=replica.events.published if replica.events is not None else 0)
+        events_published_index=replica.events.published if replica.events is not None else 0,
+        store_damage=getattr(replica.storage, "damage", ""))

@@ -24,7 +24,8 @@ from pathlib import Path
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
 from strongroom.persistence import checkpoints
-from strongroom.persistence.drivers import DEFAULT_DRIVER, Batch, Driver, Family, driver_class, open_driver
+from strongroom.persistence.damage import quarantine
+from strongroom.persistence.drivers import DEFAULT_DRIVER, Batch, Driver, Family, StoreDamaged, driver_class, open_driver
 from strongroom.persistence.pstore_report import ReportWriter
 
 __all__ = ["Storage", "MemoryStorage", "DiskStorage", "LoadedState", "open_storage", "RESTORE_POINTS"]
@@ -164,16 +165,27 @@ class DiskStorage(Storage):
         self.report: ReportWriter | None = None
         """The PSTORE report of the records this storage creates and deletes (the realm's
         `persistent_store.report`; docs/store-operations.md, "The store report"), or None."""
+        self.damage = ""
+        """Why the store found at start was moved aside (damage.py); empty when it was sound."""
         # A roll back a crash interrupted: finished if it was complete, else undone.
         checkpoints.recover(path)
-        self._open()
+        found = None
+        try:
+            self._open()
+            self._db.verify()
+        except StoreDamaged as exc:
+            found = str(exc)
+        if found is not None:  # out of the handler: its traceback holds the damaged database open
+            self._close_db()
+            self.damage = quarantine(path, found)
+            self._open()
         if state_families:
             # Checkpoints of restore points dropped (or never recorded) before a crash.
             checkpoints.prune(path, {i for i, _ in self.restore_points()})
 
     def _open(self) -> None:
         families = ("log", "meta", *(f"state_{name}" for name in self.state_families))
-        self._db: Driver = open_driver(self.driver_name, self.path, families)
+        self._db: Driver = open_driver(self.driver_name, self.path, families, strict=self.sync)
         db = self._db
         self._log = db.family("log")
         self._meta = db.family("meta")

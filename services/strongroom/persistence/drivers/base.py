@@ -22,7 +22,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-__all__ = ["Batch", "Driver", "Family", "Record", "directory_size"]
+__all__ = ["Batch", "Driver", "Family", "Record", "StoreDamaged", "directory_size"]
+
+
+class StoreDamaged(Exception):
+    """The database's files are damaged (a checksum that does not match, a file cut short, a
+    manifest that does not parse): the driver's words, naming the file where it can. A member
+    never serves from such a store (`DiskStorage` moves it aside and rebuilds from its peers)."""
 
 Record = tuple[str, bytes, bytes]
 """(family, key, value): one raw record, as unload reads it and load writes it."""
@@ -59,13 +65,23 @@ class Driver(ABC):
     name: ClassVar[str]
     """The name the realm selects the driver by (`persistent_store.driver`)."""
 
-    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False) -> None:
+    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False, strict: bool = False) -> None:
         """Open (creating if missing) the database in directory `path` with these families.
         `volatile`: a cache thrown away at every start (swap): no crash safety needed, writes
-        as cheap as the driver makes them."""
+        as cheap as the driver makes them. `strict`: every write that matters is synced, so any
+        damage to the journal is damage (RocksDB: the WAL must replay whole), never a crash's
+        unsynced tail. StoreDamaged when the files are damaged."""
         self.path = path
         self.families = tuple(families)
         self.volatile = volatile
+        self.strict = strict
+
+    def verify(self) -> None:
+        """Read every record of every family, checking what the driver can check (RocksDB: the
+        block checksums): StoreDamaged at the first damage found."""
+        for name in self.families:
+            for _ in self.family(name).scan():
+                pass
 
     @abstractmethod
     def family(self, name: str) -> Family:

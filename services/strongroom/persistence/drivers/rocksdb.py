@@ -16,7 +16,7 @@ from pathlib import Path
 
 import rocksdict
 
-from strongroom.persistence.drivers.base import Batch, Driver, Record
+from strongroom.persistence.drivers.base import Batch, Driver, Record, StoreDamaged
 
 __all__ = ["RocksDriver"]
 
@@ -39,6 +39,23 @@ class _RocksFamily:
                 return
             yield key, it.value()
             it.next()
+        # An iterator also stops at a block whose checksum does not match: only its status
+        # tells that from the end (without this a damaged file reads as a shorter one).
+        _check(it)
+
+
+def _check(it: rocksdict.RdictIter) -> None:
+    """StoreDamaged if the iterator stopped at damage rather than at the end."""
+    try:
+        it.status()
+    except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status
+        raise _damaged(exc) from None
+
+
+def _damaged(exc: BaseException) -> BaseException:
+    """RocksDB's Corruption status as StoreDamaged; anything else as it is."""
+    text = str(exc)
+    return StoreDamaged(text.strip()) if "Corruption" in text or "corrupt" in text else exc
 
 
 class RocksDriver(Driver):
@@ -46,15 +63,25 @@ class RocksDriver(Driver):
 
     name = "rocksdb"
 
-    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False) -> None:
-        super().__init__(path, families, volatile)
+    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False, strict: bool = False) -> None:
+        super().__init__(path, families, volatile, strict)
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(True)
         opts.create_missing_column_families(True)
+        opts.set_paranoid_checks(True)
+        # The WAL's default recovery stops at the first damaged record and opens what came
+        # before: a flipped bit would silently drop every synced write after it. Strict (every
+        # write that matters synced): any damage fails the open. Otherwise a torn last record
+        # (an unsynced tail a crash cut) is tolerated, damage before it is not.
+        opts.set_wal_recovery_mode(rocksdict.DBRecoveryMode.absolute_consistency() if strict
+                                   else rocksdict.DBRecoveryMode.tolerate_corrupted_tail_records())
         cf_opts = rocksdict.Options(raw_mode=True)
         named = [f for f in self.families if f != "default"]
-        self._db: rocksdict.Rdict | None = rocksdict.Rdict(
-            str(path), options=opts, column_families={f: cf_opts for f in named} if named else None)
+        try:
+            self._db: rocksdict.Rdict | None = rocksdict.Rdict(
+                str(path), options=opts, column_families={f: cf_opts for f in named} if named else None)
+        except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status
+            raise _damaged(exc) from None
         db = self._db
         self._families = {f: _RocksFamily(db.get_column_family(f)) for f in named}
         self._families["default"] = _RocksFamily(db)
@@ -129,6 +156,7 @@ class RocksDriver(Driver):
                 while it.valid():
                     yield name, it.key(), it.value()
                     it.next()
+                _check(it)
                 del it, cf
         finally:
             db.close()

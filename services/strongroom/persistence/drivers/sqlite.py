@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from strongroom.persistence.drivers.base import Driver, Record
+from strongroom.persistence.drivers.base import Driver, Record, StoreDamaged
 
 __all__ = ["SqliteDriver", "FILE"]
 
@@ -85,24 +85,39 @@ class SqliteDriver(Driver):
 
     name = "sqlite"
 
-    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False) -> None:
-        super().__init__(path, families, volatile)
+    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False, strict: bool = False) -> None:
+        super().__init__(path, families, volatile, strict)
         path.mkdir(parents=True, exist_ok=True)
         # Autocommit mode (transactions are explicit); one connection, used by the member's
         # event loop, and by a worker thread only under the lock.
         self._conn = sqlite3.connect(str(path / FILE), isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         conn = self._conn
-        if volatile:
-            conn.execute("PRAGMA journal_mode=OFF")
-            conn.execute("PRAGMA synchronous=OFF")
-        else:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-        self._synchronous = "OFF" if volatile else "NORMAL"
-        self._tables = {name: _Table(self, name) for name in self.families}
-        for name in self.families:
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "f_{name}" (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID')
+        try:
+            if volatile:
+                conn.execute("PRAGMA journal_mode=OFF")
+                conn.execute("PRAGMA synchronous=OFF")
+            else:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            self._synchronous = "OFF" if volatile else "NORMAL"
+            self._tables = {name: _Table(self, name) for name in self.families}
+            for name in self.families:
+                conn.execute(f'CREATE TABLE IF NOT EXISTS "f_{name}" (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID')
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
+            conn.close()
+            raise StoreDamaged(f"{path / FILE}: {exc}") from None
+
+    def verify(self) -> None:
+        """SQLite keeps no checksums of its pages: `PRAGMA quick_check` finds structural damage
+        (a page cut short, a broken b-tree), not a flipped bit inside a value."""
+        try:
+            with self._lock:
+                problems = [row[0] for row in self._conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            raise StoreDamaged(f"{self.path / FILE}: {exc}") from None
+        if problems != ["ok"]:
+            raise StoreDamaged(f"{self.path / FILE}: " + "; ".join(problems[:5]))
 
     def family(self, name: str) -> _Table:
         return self._tables[name]

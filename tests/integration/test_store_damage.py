@@ -1,0 +1,94 @@
+"""A member whose store was damaged while it was down (a flipped bit in its RocksDB WAL) never
+serves or votes from it (docs/store-operations.md, "A damaged store"), with real etcd, member
+processes and RocksDB.
+
+The damage is the one Jepsen used against NATS JetStream: the damaged member is the only one
+besides the leader that stored the newest confirmed messages (the third member was down), and the
+leader is then killed. RocksDB's default WAL recovery would open the damaged member with half its
+log and no error, and that member and the third would elect a leader without the newest
+confirmed messages. Here it finds the damage, moves the store aside, says so in its status,
+and does not count toward a majority until it has caught up: once the old leader is back, every
+confirmed message is there, exactly once, in order, and the damaged member rebuilt from its
+peers."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import pytest
+from harness import Cluster, wait_for
+
+from strongroom.client import Client
+
+pytestmark = pytest.mark.slow
+
+MESSAGES = 300
+
+
+def flip_in_the_middle(wal_dir: Path) -> Path:
+    """Flip one bit half-way into the largest WAL file of a stopped member."""
+    wal = max((p for p in wal_dir.glob("*.log")), key=lambda p: p.stat().st_size)
+    with open(wal, "r+b") as f:
+        at = wal.stat().st_size // 2
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x08]))
+    return wal
+
+
+async def test_a_member_with_a_damaged_wal_rebuilds_and_nothing_confirmed_is_lost(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    damaged, third = [m for m in cluster.names if m != leader]
+    cluster.kill(third, signal.SIGKILL)
+    client = Client(cluster.addresses(), timeout=30)
+    try:
+        # Confirmed by the leader and `damaged` alone.
+        seqs = []
+        for i in range(MESSAGES):
+            result = await client.publish("orders.queue", b"order-%04d" % i)
+            assert result.confirmed
+            seqs.append(result.message_seq)
+        cluster.kill(damaged, signal.SIGKILL)
+        wal = flip_in_the_middle(cluster.data_dir(damaged) / "db")
+        assert wal.stat().st_size > 0
+        cluster.kill(leader, signal.SIGKILL)
+        cluster.start(damaged)
+        cluster.start(third)
+
+        async def says_damaged() -> bool:
+            st = await cluster.status(damaged)
+            return st is not None and "moved to" in st.store_damage
+
+        await wait_for(says_damaged, timeout=30)
+        st = await cluster.status(damaged)
+        assert st is not None and "Corruption" in st.store_damage and not st.synced, st
+        assert list(cluster.data_dir(damaged).glob("damaged-*/db")), "the damaged files were not kept"
+        # Neither the damaged member (it lost what it had acknowledged) nor the third (it holds
+        # nothing new) may lead a cluster without the confirmed messages: no leader until the
+        # old one is back.
+        await asyncio.sleep(6)
+        for member in (damaged, third):
+            st = await cluster.status(member)
+            assert st is not None and st.role != "leader", (member, st.role)
+        cluster.start(leader)
+        await cluster.leader(timeout=60)
+
+        async def rebuilt() -> bool:
+            sts = [await cluster.status(m) for m in cluster.names]
+            return all(s is not None for s in sts) and all(s.synced for s in sts) and len(
+                {s.applied_index for s in sts}) == 1  # type: ignore[union-attr]
+
+        await wait_for(rebuilt, timeout=60)
+        sub = await client.subscribe("orders.queue", credit=MESSAGES)
+        got = [await sub.next(timeout=20) for _ in range(MESSAGES)]
+        assert [m.seq for m in got] == seqs
+        assert [m.body for m in got] == [b"order-%04d" % i for i in range(MESSAGES)]
+        for m in got:
+            await sub.ack(m)
+        await sub.close()
+    finally:
+        await client.close()
