@@ -166,7 +166,10 @@ class Follower:
             resp.snapshot_index = index
             resp.snapshot_epoch = epoch
             start = index + 1
-        resp.entries.extend(replica.log.slice(start, req.max_entries or 512))
+        if req.raw:
+            resp.raw_entries.extend(replica.log.raw_slice(start, req.max_entries or 512))
+        else:
+            resp.entries.extend(replica.log.slice(start, req.max_entries or 512))
         return resp
 
     async def handle_snapshot(self, chunks: AsyncIterator[rpb.SnapshotChunk]) -> rpb.InstallSnapshotResponse:

@@ -132,6 +132,11 @@ class ReplicatedLog:
                 entry = self.entries[i]
                 if entry is None:  # released: read back, not kept
                     raw = self.storage.read_entry(self.snapshot_index + 1 + i)
+                elif self.storage.durable:
+                    # Loaded at start: the bytes as stored (as the leader made them), not the
+                    # entry serialised again (its fields may come out in another order), so
+                    # every member holds and sends the same bytes for an entry.
+                    raw = self.raws[i] = self.storage.read_entry(self.snapshot_index + 1 + i)
                 else:
                     raw = self.raws[i] = entry.SerializeToString()
             total += len(raw)

@@ -122,13 +122,17 @@ class Recovery:
             if fetched.snapshot:
                 replica.install(fetched.snapshot_index, fetched.snapshot_epoch, fetched.snapshot)
                 next_index = fetched.snapshot_index + 1
-            if not fetched.entries:
+            # Stored as the member stores them (a member of an earlier version sends parsed
+            # entries: those are serialised again here).
+            raws = list(fetched.raw_entries) or None
+            entries = [rpb.LogEntry.FromString(raw) for raw in raws] if raws else list(fetched.entries)
+            if not entries:
                 break
             # Our committed prefix matches theirs; the first entry that differs truncates
             # our (uncommitted) suffix.
-            outcome = lg.append_from_leader(next_index - 1, lg.epoch_at(next_index - 1) or 0, list(fetched.entries))
+            outcome = lg.append_from_leader(next_index - 1, lg.epoch_at(next_index - 1) or 0, entries, raws=raws)
             if not outcome.ok:
                 raise PersistenceUnavailable("adopted log does not match our committed prefix")
-            next_index = fetched.entries[-1].index + 1
+            next_index = entries[-1].index + 1
         # Entries of ours beyond the adopted log's end are from older epochs: drop them.
         lg.truncate_after(resp.last_index)

@@ -146,7 +146,8 @@ class PeerClient:
         not answer)."""
         try:
             return await self._stub(address).Fetch(
-                rpb.FetchRequest(epoch=epoch, from_index=from_index, max_entries=max_entries), timeout=FETCH_TIMEOUT)
+                rpb.FetchRequest(epoch=epoch, from_index=from_index, max_entries=max_entries, raw=True),
+                timeout=FETCH_TIMEOUT)
         except grpc.aio.AioRpcError as exc:
             self._drop(address)
             raise PeerUnreachable(f"fetch from {address} failed: {_why(exc)}: {exc.details()}") from None

@@ -478,28 +478,32 @@ class AppendResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., needs_snapshot: _Optional[bool] = ..., cannot_store: _Optional[str] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("epoch", "from_index", "max_entries")
+    __slots__ = ("epoch", "from_index", "max_entries", "raw")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     FROM_INDEX_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    RAW_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     from_index: int
     max_entries: int
-    def __init__(self, epoch: _Optional[int] = ..., from_index: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
+    raw: bool
+    def __init__(self, epoch: _Optional[int] = ..., from_index: _Optional[int] = ..., max_entries: _Optional[int] = ..., raw: _Optional[bool] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("entries", "last_index", "snapshot", "snapshot_index", "snapshot_epoch")
+    __slots__ = ("entries", "last_index", "snapshot", "snapshot_index", "snapshot_epoch", "raw_entries")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RAW_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
     last_index: int
     snapshot: bytes
     snapshot_index: int
     snapshot_epoch: int
-    def __init__(self, entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., last_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ...) -> None: ...
+    raw_entries: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., last_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., raw_entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class StreamCommittedRequest(_message.Message):
     __slots__ = ("from_index", "max_entries", "heartbeat_ms")
