@@ -22,6 +22,7 @@ from strongroom.chaos import netloss
 from strongroom.chaos.cluster import ChaosCluster, ClusterSpec
 from strongroom.chaos.context import Fault, FaultContext
 from strongroom.chaos.drsite import DrCluster
+from strongroom.chaos.filedamage import damage_files, judge
 from strongroom.chaos.history import INFO
 from strongroom.chaos.losttail import lost_tail_events
 from strongroom.chaos.netproxy import RESET, STALL
@@ -62,6 +63,33 @@ class KillFollower(Fault):
         ctx.cluster.start_member(victim)
         ctx.note("restart", victim)
         await asyncio.sleep(2.5)
+
+
+class CorruptMember(Fault):
+    """SIGKILL a member (a follower, every third round the leader), damage one of its RocksDB
+    files (`chaos.filedamage`), restart it. It must find the damage at start, move its store
+    aside and rebuild from its peers; nothing confirmed may be lost (the others hold it)."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        victim = leader if ctx.round % 3 == 0 else ctx.rng.choice(ctx.followers(leader))
+        cluster = ctx.cluster
+        cluster.kill(victim)
+        done = damage_files(victim, cluster.data_dir(victim), ctx.rng)
+        ctx.note(f"SIGKILL and damage: {done.how if done else 'no file to damage yet'}", victim)
+        elected = ctx.expect_new_leader(3 * ctx.ttl + 3, f"SIGKILL of leader {victim}") if victim == leader else None
+        cluster.start_member(victim)
+        ctx.note("restart on the damaged files", victim)
+        deadline = time.monotonic() + 20
+        while await cluster.status(victim) is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)  # answering: its store is open
+        for problem in judge([done] if done else [], {victim: cluster.data_dir(victim)}):
+            ctx.history.record("nemesis", INFO, "violation", detail=problem)
+        if elected is not None:
+            await elected
+        await asyncio.sleep(2.0)
 
 
 class KillMajority(Fault):
@@ -487,6 +515,9 @@ async def heal_everything(ctx: FaultContext) -> None:
 FAULTS: dict[str, Fault] = {f.name: f for f in [
     KillLeader("kill-leader", "SIGKILL the leader, restart it 1s later; a newer leader within 3*TTL+3s"),
     KillFollower("kill-follower", "SIGKILL a follower, restart it 1.5s later"),
+    CorruptMember("corrupt-member", "SIGKILL a follower (every third round the leader), flip a bit in its newest "
+                  "WAL or SST or cut an SST short, restart it: it must find the damage, move its store "
+                  "aside and rebuild from its peers"),
     KillMajority("kill-majority", "SIGKILL the leader and a follower, restart both 2.5s later"),
     PauseLeader("pause-leader", "SIGSTOP the leader for TTL+3s, then SIGCONT; what it was sent while "
                 "paused must not be confirmed"),
