@@ -25,7 +25,10 @@ pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
 SECONDS = float(os.environ.get("CHAOS_TEST_SECONDS", "12"))
 
 # `packet-loss` needs a network namespace of its own: tests/chaos/test_packet_loss.py.
-CI_FAULTS = [name for name in FAULTS if name != "packet-loss"]
+# `kill-follower` alone is left to `make chaos` for the suite's time: CI kills followers in
+# `corrupt-member` (then damaged) and in the pair `kill-follower+etcd-data-loss` (restarted on
+# their disks).
+CI_FAULTS = [name for name in FAULTS if name not in ("packet-loss", "kill-follower")]
 # Several faults at once: two pairs drawn from the catalogue with this seed (`make chaos` with
 # CHAOS_PAIRS=N draws more).
 CI_PAIRS = random_pairs(2, int(os.environ.get("CHAOS_PAIRS_SEED", "1")))
