@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
 
-SECONDS = float(os.environ.get("CHAOS_TEST_SECONDS", "12"))
+SECONDS = float(os.environ.get("CHAOS_TEST_SECONDS", "9"))
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 
 

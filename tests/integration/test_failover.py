@@ -503,15 +503,16 @@ async def test_status_reports_leader_epoch_and_counts(make_cluster) -> None:  # 
     for i in range(5):
         await client.publish("count.queue", b"12345")
     # A member started a moment ago may not have heard of the leader yet (its etcd watch or the
-    # first append is on the way): every member must name it soon, and none another.
+    # first append is on the way), and on a loaded machine one may miss the client's status
+    # timeout once: every member must answer and name it soon, and none another.
     deadline = time.monotonic() + 10
     while True:
         statuses = await client.status()
-        assert len(statuses) == 3
         assert {s.leader for s in statuses} <= {leader, ""}
-        if {s.leader for s in statuses} == {leader} or time.monotonic() > deadline:
+        if (len(statuses) == 3 and {s.leader for s in statuses} == {leader}) or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.05)
+    assert len(statuses) == 3
     assert {s.leader for s in statuses} == {leader}
     lst = [s for s in statuses if s.member == leader][0]
     assert lst.role == "leader" and lst.epoch > 0
