@@ -21,6 +21,7 @@ import pytest
 from harness import Cluster, wait_for
 
 from strongroom.client import Client
+from strongroom.errors import StrongroomError
 
 pytestmark = pytest.mark.slow
 
@@ -92,3 +93,33 @@ async def test_a_member_with_a_damaged_wal_rebuilds_and_nothing_confirmed_is_los
         await sub.close()
     finally:
         await client.close()
+
+
+async def test_a_single_member_whose_store_is_damaged_does_not_start_empty(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """With no peer to rebuild from, a member that lost what it acknowledged must not lead an
+    empty store (it would serve as if nothing had been confirmed): the cluster stays unavailable
+    and says why. Before, a recovery in which no member held state started the cluster empty,
+    which only a memory cluster may do."""
+    cluster: Cluster = make_cluster(members=1)
+    (member,) = cluster.names
+    await cluster.leader()
+    async with Client(cluster.addresses(), timeout=10) as client:
+        for i in range(20):
+            assert (await client.publish("orders.queue", b"order-%04d" % i)).confirmed
+    cluster.kill(member, signal.SIGKILL)
+    flip_in_the_middle(cluster.data_dir(member) / "db")
+    cluster.start(member)
+
+    async def says_damaged() -> bool:
+        st = await cluster.status(member)
+        return st is not None and "moved to" in st.store_damage
+
+    await wait_for(says_damaged, timeout=30)
+    await asyncio.sleep(5)  # more than 2 x TTL: recoveries tried and refused
+    st = await cluster.status(member)
+    assert st is not None and st.role != "leader" and not st.synced, st
+    assert "does not start empty on its own" in cluster.log_path(member).read_text()
+    async with Client(cluster.addresses(), timeout=3) as client:
+        with pytest.raises(StrongroomError) as refused:
+            await client.publish("orders.queue", b"after")
+        assert refused.value.retriable, refused.value

@@ -7,7 +7,8 @@ that log (entries of older epochs that never committed). Its term then appends a
 own epoch and serves once that no-op commits.
 
 If every member answers and none holds state (a `memory` cluster restarted whole), the cluster
-starts empty. A recovery that finds no synced majority within 2 x TTL gives up, so another
+starts empty; a disk cluster does not (every member lost what it had acknowledged: a damaged
+store moved aside, wiped disks), except a DR standby set, which the DR service then fills. A recovery that finds no synced majority within 2 x TTL gives up, so another
 member can try.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -23,6 +25,7 @@ from strongroom.errors import NoQuorumError, PersistenceUnavailable, StaleEpochE
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.term import LeaderTerm
+from strongroom.realm.model import StorageMode
 
 __all__ = ["PeerCalls", "Recovery"]
 
@@ -44,10 +47,19 @@ class PeerCalls(Protocol):
 class Recovery:
     """Brings a new term's log up to the most advanced log of a majority."""
 
-    def __init__(self, replica: Replica, membership: Membership, peers: PeerCalls) -> None:
+    def __init__(self, replica: Replica, membership: Membership, peers: PeerCalls,
+                 site_is_standby: Callable[[], bool] = lambda: False) -> None:
         self.replica = replica
         self.membership = membership
         self.peers = peers
+        self.site_is_standby = site_is_standby
+
+    def may_start_empty(self) -> bool:
+        """Whether a cluster none of whose members holds state may start empty: a memory cluster
+        (it keeps nothing by design) and a DR standby set (the DR service ships it a full copy)
+        may; a disk cluster may not: it would lose what it confirmed."""
+        return (self.replica.storage_mode == StorageMode.MEMORY or self.site_is_standby()
+                or self.membership.cluster.is_standby_member(self.replica.member))
 
     async def recover(self, term: LeaderTerm) -> None:
         """Gather promises and adopt the best log (raises if that is not possible now)."""
@@ -90,6 +102,11 @@ class Recovery:
             if len(answered) == len(cluster.members) and not synced:
                 # Every member lost its state (a memory cluster restarted whole): there is
                 # nothing left to recover; start over from the empty state.
+                if not self.may_start_empty():
+                    raise NoQuorumError(
+                        f"every member of cluster {cluster.name} lost the state it had acknowledged (a damaged "
+                        f"store moved aside, a wiped disk): the cluster does not start empty on its own, which "
+                        f"would lose what it confirmed (docs/store-operations.md, \"A damaged store\")")
                 log.warning("no member holds state; cluster %s starts empty", cluster.name)
                 return None
             waits += 1
