@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 from harness import Cluster, wait_for
@@ -99,9 +100,16 @@ async def test_members_report_the_records_they_create_and_delete(make_cluster, t
             assert [r[1] for r in rows] == list(range(1, len(rows) + 1))
             assert [r[2:] for r in rows] == [as_row(ln) for ln in lines[:len(rows)]]
         # They are not events: a leader resumes after its newest events- file, never after a
-        # report line's number (more lines than log entries here).
-        now = await cluster.status(still)
-        assert now is not None and max(r[1] for r in rows) > now.applied_index
+        # report line's number (the leader's report has more lines than the log has entries).
+        published: list[Any] = []
+
+        async def events_published() -> bool:  # the publishes' events are in events- files
+            published[:] = [await cluster.status(still)]
+            return published[0] is not None and published[0].events_published_index >= published[0].applied_index
+
+        await wait_for(events_published, timeout=20)
+        now = published[0]
+        assert max(r[1] for m in cluster.names for r in report_rows(events_dir, m)) > now.applied_index
         assert 0 < last_published_index(events_dir, "default") <= now.applied_index
 
         # The member's option, else the environment variable, names the file instead.
