@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 from strongroom.events.schema import RECORDS_PREFIX, RECORDS_RUN_BIT, EventKind
 from strongroom.events.writer import DEFAULT_MAX_SECONDS, EventWriter, PublishedFile
 
@@ -56,15 +58,13 @@ class ReportRows:
             "log_index", "time", "kind", "reason", "size", "detail")}
         self._lock = threading.Lock()
         self._since = 0.0
-        self._interval = interval
-        self._max_rows = max_rows
         # A quiet member's lines are published once due too, by this thread (stopped by close).
         self._closed = threading.Event()
         self._timer = threading.Thread(target=self._publish_when_due, name="report-rows", daemon=True)
         self._timer.start()
 
     def _publish_when_due(self) -> None:
-        while not self._closed.wait(min(1.0, self._interval / 2)):
+        while not self._closed.wait(min(1.0, self._writer.max_seconds / 2)):
             self.flush_due()
 
     def _try_publish(self) -> None:
@@ -93,14 +93,18 @@ class ReportRows:
             columns["reason"].append(record_type)
             columns["size"].append(length)
             columns["detail"].append(f"{identifier} {elements}")
-            if len(columns["log_index"]) >= self._max_rows or time.monotonic() - self._since >= self._interval:
+            if len(columns["log_index"]) >= self._writer.max_rows or self._due():
                 self._try_publish()
 
     def flush_due(self) -> None:
         """Publish the lines held if the oldest waited `interval` seconds (an owner's timer)."""
         with self._lock:
-            if self._columns["log_index"] and time.monotonic() - self._since >= self._interval:
+            if self._columns["log_index"] and self._due():
                 self._try_publish()
+
+    def _due(self) -> bool:
+        """The oldest line held waited the writer's interval."""
+        return time.monotonic() - self._since >= self._writer.max_seconds
 
     def close(self) -> None:
         """Publish what is held; no more timer."""
@@ -113,8 +117,6 @@ class ReportRows:
         n = len(columns["log_index"])
         if not n:
             return
-        import pyarrow as pa
-
         table = {"epoch": [self.run] * n, "position": [0] * n, "target": [self.member] * n, **columns,
                  "time": pa.array(columns["time"], pa.timestamp("us", tz="UTC"))}
         self._writer.write(table)

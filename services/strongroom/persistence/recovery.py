@@ -8,7 +8,8 @@ own epoch and serves once that no-op commits.
 
 If every member answers and none holds state (a `memory` cluster restarted whole), the cluster
 starts empty; a disk cluster does not (every member lost what it had acknowledged: a damaged
-store moved aside, wiped disks), except a DR standby set, which the DR service then fills. A recovery that finds no synced majority within 2 x TTL gives up, so another
+store moved aside, wiped disks), except a DR standby set, which the DR service then fills. A
+recovery that finds no synced majority within 2 x TTL gives up, so another
 member can try.
 """
 
