@@ -331,3 +331,31 @@ class MixedLoad:
                 self.p_outcomes.append((time.monotonic(), err.reason))
             i += 1
             await asyncio.sleep(0.05)
+
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+"""A scrape's samples by name: (labels, value) each."""
+
+
+def scrape(url: str) -> Samples:
+    """Every sample a process's Prometheus endpoint answers at `url`, over real HTTP."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    out: Samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """The one sample of `name` whose labels include `labels` (fails unless exactly one)."""
+    found = [v for got, v in samples.get(name, []) if all(got.get(k) == w for k, w in labels.items())]
+    assert len(found) == 1, (name, labels, samples.get(name))
+    return found[0]

@@ -315,8 +315,9 @@ def test_dr_probes_ask_the_grpc_health_service_the_dr_service_serves(which: str)
     assert deploys
     for deploy in deploys:
         container = dr_container(deploy)
-        (port,) = container["ports"]
+        port, metrics = container["ports"]
         assert port == {"name": "grpc", "containerPort": r.values["dr"]["port"], "protocol": "TCP"}
+        assert metrics == {"name": "metrics", "containerPort": r.values["dr"]["metricsPort"], "protocol": "TCP"}
         for probe in ("startupProbe", "livenessProbe"):
             assert container[probe]["grpc"] == {"port": port["containerPort"]}
         assert container["readinessProbe"]["grpc"] == {"port": port["containerPort"], "service": DR_SERVICE}

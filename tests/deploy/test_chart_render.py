@@ -67,9 +67,10 @@ def test_lint_strict(path: Any) -> None:
     assert problems == []
 
 
-CUSTOM_KINDS = {"ScheduledSparkApplication"}
-"""Kinds of a CRD the Kubernetes schemas do not know (the Kubeflow spark-operator's): skipped
-here, their fields checked by tests/deploy/test_chart_metrics.py."""
+CUSTOM_KINDS = {"ScheduledSparkApplication", "ServiceMonitor"}
+"""Kinds of a CRD the Kubernetes schemas do not know (the Kubeflow spark-operator's, the
+Prometheus Operator's): skipped here, their fields checked by tests/deploy/test_chart_metrics.py
+and tests/deploy/test_chart_monitoring.py."""
 
 
 def test_every_manifest_is_valid_kubernetes_strict(scenario: Rendered) -> None:

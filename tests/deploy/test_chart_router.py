@@ -145,7 +145,9 @@ def test_router_command_line_is_the_launchers(name: str) -> None:
         container = router_container(r.get("Deployment", f"{fn}-{cluster}-router"))
         assert container["command"] == ["strongroom-router"]
         args = args_of(container)
-        assert list(args) == [*launcher_flags[:1], "--etcd", "--listen", "--replica", "--serve-standby", "--log-level"]
+        assert list(args) == [*launcher_flags[:1], "--etcd", "--listen", "--replica", "--serve-standby",
+                              "--metrics-listen", "--log-level"]
+        assert args["--metrics-listen"] == f"0.0.0.0:{r.values['router']['metricsPort']}"
         assert set(launcher_flags) <= set(args)
         assert args["--cluster"] == cluster
         assert args["--listen"] == f"0.0.0.0:{r.values['router']['port']}"
@@ -182,8 +184,9 @@ def test_probes_make_every_running_replica_ready(name: str) -> None:
     probes = r.values["router"]["probes"]
     for deploy in routers(r, "Deployment"):
         container = router_container(deploy)
-        (port,) = container["ports"]
+        port, metrics = container["ports"]
         assert port == {"name": "grpc", "containerPort": r.values["router"]["port"], "protocol": "TCP"}
+        assert metrics == {"name": "metrics", "containerPort": r.values["router"]["metricsPort"], "protocol": "TCP"}
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert container[probe]["grpc"] == {"port": port["containerPort"]}
             assert ROUTER_SERVICE not in str(container[probe])

@@ -409,7 +409,7 @@ async def test_strongroom_router_in_a_pod_labels_its_pod_while_active(
     for key, value in _pod_env(api_server).items():
         monkeypatch.setenv(key, value)
     args = argparse.Namespace(etcd=fresh_etcd.endpoint, cluster=cluster, listen=f"127.0.0.1:{free_port()}",
-                              replica=POD, serve_standby=True, log_level="INFO")
+                              replica=POD, serve_standby=True, log_level="INFO", metrics_listen="")
     running = asyncio.create_task(serve(args))
     try:
         await _until(lambda: _labels_of(api_server, POD) == [None, ACTIVE_VALUE], timeout=20.0)

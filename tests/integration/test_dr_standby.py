@@ -17,7 +17,7 @@ import grpc
 import pytest
 from dr_sites import Sites, caught_up, committed_log, grid, load
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from harness import wait_for
+from harness import scrape, value, wait_for
 
 from strongroom.api.v1 import admin_pb2, dr_pb2, dr_pb2_grpc
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -286,6 +286,13 @@ async def test_the_standby_says_how_many_messages_it_is_behind_and_catches_up(si
             st = await dr_status(sites.dr_address)
             assert (st.messages_behind, st.standby_stored_messages) == (n, 20), st
             assert st.entries_behind >= n and st.state == "shipping"
+            # Its metrics endpoint says the same (nothing moves while the standby hangs).
+            metrics = await asyncio.to_thread(scrape, st.metrics_url)
+            site = {"cluster": st.cluster, "site": "standby"}
+            assert value(metrics, "strongroom_dr_messages_behind", **site) == n
+            assert value(metrics, "strongroom_dr_shipping", **site) == 1
+            assert value(metrics, "strongroom_dr_shipped_batches_total", **site) == st.batches_shipped
+            assert value(metrics, "strongroom_dr_entries_behind", **site) >= n
             as_json = await _dr_cli("dr", "status", "--dr", sites.dr_address, "--json")
             assert as_json.returncode == 0, as_json.stdout + as_json.stderr
             (shown,) = json.loads(as_json.stdout)

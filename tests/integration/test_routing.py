@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import scrape, value
 from routing_sites import sites, zoned_realm
 
 from strongroom.client import Subscription
@@ -74,6 +75,20 @@ async def test_one_zone_reaches_the_interested_clusters_once(tmp_path: Path) -> 
         assert all(p.waiting_messages == 0 for p in london.peers)
         rio = await s.status("rio")
         assert {p.cluster: p.received_messages for p in rio.peers}["london"] == 200
+        # The same on the routers' metrics endpoints, and the messages stored at rio's member.
+        metrics = await asyncio.to_thread(scrape, london.metrics_url)
+        who = {"cluster": "london", "router": london.replica}
+        assert value(metrics, "strongroom_router_active", **who) == 1
+        for remote in ("rio", "tokyo"):
+            assert value(metrics, "strongroom_route_forwarded_messages_total", **who, remote_cluster=remote) == 200
+            assert value(metrics, "strongroom_route_waiting_messages", **who, remote_cluster=remote) == 0
+            assert value(metrics, "strongroom_route_connected", **who, remote_cluster=remote) == 1
+        received = await asyncio.to_thread(scrape, rio.metrics_url)
+        assert value(received, "strongroom_route_received_messages_total", cluster="rio",
+                     remote_cluster="london") == 200
+        (member,) = [cs for cs in await s.client("rio").status() if cs.role == "leader"]
+        stored = await asyncio.to_thread(scrape, member.metrics_url)
+        assert value(stored, "strongroom_messages_stored_total", cluster="rio", store="wide") == 200
 
 
 async def test_a_cluster_without_interest_stores_nothing(tmp_path: Path) -> None:

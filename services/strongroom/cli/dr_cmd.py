@@ -84,6 +84,8 @@ def print_dr(address: str, st: Any, error: str, site: str = "", indent: str = ""
         print(f"{indent}{label or f'dr at {address}{at}'}: unreachable ({error})")
         return
     print(f"{indent}{label or f'dr {st.cluster} at {address}{at}'}: {dr_state(st)}")
+    if st.metrics_url:
+        print(f"{indent}  metrics {st.metrics_url}")
     if st.state == "shipping":
         print(f"{indent}  reading {st.primary_member or '(none)'} of {', '.join(st.primary)}; standby set "
               f"{', '.join(st.standby)}; {st.reconnects} reconnects, {st.restarts} restarts")

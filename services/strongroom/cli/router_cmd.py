@@ -73,7 +73,8 @@ def print_routers(replies: list[tuple[str, Any, str]]) -> None:
             print(f"router {address}: unreachable ({error})")
             continue
         role = "active" if status.active else f"standby (active: {status.active_replica or 'none known'})"
-        print(f"router {status.cluster} ({status.replica}, {role}) at {address}")
+        metrics = f", metrics {status.metrics_url}" if status.metrics_url else ""
+        print(f"router {status.cluster} ({status.replica}, {role}) at {address}{metrics}")
         for peer in status.peers:
             if peer.connected:
                 link = "connected"

@@ -25,6 +25,7 @@ from strongroom.cli.common import (
     where_options,
 )
 from strongroom.cli.router_cmd import fetch_router_statuses, print_routers, state_routers
+from strongroom.observability.statslog import human_bytes
 from strongroom.realm.zones import ROUTE_DURABLE_PREFIX
 
 __all__ = ["add_parsers", "cmd_status", "durable_kind", "human_bytes", "store_line"]
@@ -167,6 +168,9 @@ def _print_status(replies: Sequence[Any], drs: DrSites | None = None) -> None:
                 print(f"      {name}: {s.apply_stopped}")
             if name in cannot:
                 print(f"      {name}: CANNOT STORE {storage_since(cannot[name][1])}: {cannot[name][0]}")
+        urls = [f"{s.member} {s.metrics_url}" for s in statuses if s.metrics_url]
+        if urls:
+            print(f"  metrics: {', '.join(urls)}")
         if ref.indexes_on_disk or ref.memory_budget_bytes:
             print(f"  indexes on disk {str(ref.indexes_on_disk).lower()}, memory budget "
                   f"{human_bytes(ref.memory_budget_bytes) if ref.memory_budget_bytes else '-'}")
@@ -273,16 +277,6 @@ def durable_kind(d: Any) -> str:
     """A DurableStatus's kind as the CLI names it (`subscribe --kind`): standard, shared,
     lastvalue."""
     return str(common_pb2.DurableKind.Name(d.kind)).removeprefix("DURABLE_KIND_").lower()
-
-
-def human_bytes(n: int) -> str:
-    """A byte count for people (B, KiB, MiB, GiB)."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def add_parsers(sub: Any) -> None:

@@ -42,7 +42,7 @@ from strongroom.cli.common import (
     where_options,
 )
 from strongroom.cli.publish_cmd import FIELD_HELP, make_body, message_fields
-from strongroom.cli.status_cmd import human_bytes
+from strongroom.observability.statslog import human_bytes
 from strongroom.uow.values import MAX_WAIT_SECONDS
 
 if TYPE_CHECKING:

@@ -94,12 +94,18 @@ async def serve(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"strongroom-dr: {exc}", file=sys.stderr)
             return 2
+        try:
+            url = server.serve_metrics(args.metrics_listen, "standby" if standby_site else "primary")
+        except (OSError, ValueError) as exc:
+            print(f"strongroom-dr: metrics endpoint: {exc}", file=sys.stderr)
+            await server.close()
+            return 2
         control.start()
         host = args.listen.rpartition(":")[0]
         print(f"READY dr {args.cluster} {host}:{port}", flush=True)
         log.info("DR service of %s at the site of its %s set, which is %s: the other site at %s, this site's set "
-                 "at %s", args.cluster, "standby" if standby_site else "primary", record.describe(),
-                 ",".join(record.peer) or "no address", ",".join(members))
+                 "at %s; metrics %s", args.cluster, "standby" if standby_site else "primary", record.describe(),
+                 ",".join(record.peer) or "no address", ",".join(members), url or "off")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -140,6 +146,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heartbeat", type=float, default=1.0,
                         help="seconds between the primary's heartbeats on the stream (default 1)")
     parser.add_argument("--report", type=float, default=10.0, help="seconds between lag lines in the log (default 10)")
+    parser.add_argument("--metrics-listen", default="", metavar="HOST:PORT",
+                        help="where Prometheus scrapes the DR service's metrics (default: the --listen host, any "
+                             "free port; 'none': no metrics endpoint)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),

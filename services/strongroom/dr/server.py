@@ -12,31 +12,38 @@ from strongroom.channels import SERVER_OPTIONS
 from strongroom.dr.control import DrControl
 from strongroom.errors import StrongroomError, UnknownCluster
 from strongroom.grpcerrors import abort_with
+from strongroom.observability.exporter import MetricsServer
+from strongroom.observability.services import dr_families, serve_metrics
 from strongroom.reflection import enable_reflection
 
-__all__ = ["SERVICE", "DrServer"]
+__all__ = ["SERVICE", "DrServer", "dr_status"]
 
 SERVICE = dr_pb2.DESCRIPTOR.services_by_name["DrService"].full_name
 """strongroom.v1.DrService"""
+
+
+def dr_status(cluster: str, control: DrControl, metrics_url: str = "") -> dr_pb2.DrStatus:
+    """The DR service's status (`Status`, and its metrics)."""
+    st, record = control.status(), control.record
+    return dr_pb2.DrStatus(
+        cluster=cluster, primary=control.primary_addresses(), standby=control.standby_addresses(),
+        primary_commit_index=st.primary_commit_index, standby_last_index=st.standby_last_index,
+        entries_behind=st.entries_behind, seconds_behind=st.seconds_behind, primary_member=st.primary_member,
+        reconnects=st.reconnects, restarts=st.restarts, state=control.state, role=record.role.value,
+        generation=record.generation, peer_role=control.fencer.peer_role if control.fencer else "",
+        bytes_shipped=st.bytes_shipped, snapshots_shipped=st.snapshots_shipped, messages_behind=st.messages_behind,
+        primary_stored_messages=st.primary_stored_messages, standby_stored_messages=st.standby_stored_messages,
+        batches_shipped=st.batches_shipped, acks_behind=st.acks_behind, metrics_url=metrics_url)
 
 
 class _DrServicer(dr_pb2_grpc.DrServiceServicer):
     def __init__(self, cluster: str, control: DrControl) -> None:
         self.cluster = cluster
         self.control = control
+        self.metrics_url = ""
 
     async def Status(self, request: dr_pb2.DrStatusRequest, context: grpc.aio.ServicerContext) -> dr_pb2.DrStatus:  # type: ignore[type-arg]
-        control = self.control
-        st, record = control.status(), control.record
-        return dr_pb2.DrStatus(
-            cluster=self.cluster, primary=control.primary_addresses(), standby=control.standby_addresses(),
-            primary_commit_index=st.primary_commit_index, standby_last_index=st.standby_last_index,
-            entries_behind=st.entries_behind, seconds_behind=st.seconds_behind, primary_member=st.primary_member,
-            reconnects=st.reconnects, restarts=st.restarts, state=control.state, role=record.role.value,
-            generation=record.generation, peer_role=control.fencer.peer_role if control.fencer else "",
-            bytes_shipped=st.bytes_shipped, snapshots_shipped=st.snapshots_shipped, messages_behind=st.messages_behind,
-            primary_stored_messages=st.primary_stored_messages, standby_stored_messages=st.standby_stored_messages,
-            batches_shipped=st.batches_shipped, acks_behind=st.acks_behind)
+        return dr_status(self.cluster, self.control, self.metrics_url)
 
     async def Activate(self, request: dr_pb2.ActivateRequest,
                        context: grpc.aio.ServicerContext) -> dr_pb2.ActivateResponse:  # type: ignore[type-arg]
@@ -60,6 +67,8 @@ class DrServer:
     def __init__(self, listen: str, cluster: str, control: DrControl) -> None:
         self.listen = listen
         self._servicer = _DrServicer(cluster, control)
+        self.metrics: MetricsServer | None = None
+        """Its metrics endpoint (`serve_metrics`), or None."""
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
 
@@ -80,7 +89,18 @@ class DrServer:
         self._server, self._health = server, health_servicer
         return port
 
+    def serve_metrics(self, listen: str, site: str) -> str:
+        """Start the metrics endpoint (`observability.services.serve_metrics`); its URL, which
+        `Status` names from now on."""
+        servicer = self._servicer
+        self.metrics, servicer.metrics_url = serve_metrics(
+            listen, self.listen, lambda: dr_families(dr_status(servicer.cluster, servicer.control), site))
+        return servicer.metrics_url
+
     async def close(self, grace: float = 1.0) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         server, self._server = self._server, None
         if server is not None:
             await server.stop(grace)

@@ -98,6 +98,16 @@ class MemberConfig:
     realm's `persistent_store.report` turns it on (`--pstore-report`; else
     STRONGROOM_PSTORE_REPORT; else PSTORE.REPORT in the data directory)."""
 
+    metrics_listen: str = ""
+    """host:port of the Prometheus endpoint (`--metrics-listen`, STRONGROOM_METRICS_LISTEN).
+    Empty: the gRPC listen host, any free port; "none": no endpoint."""
+    metrics_url: str = ""
+    """Where the endpoint is scraped (http://host:port/metrics; the advertise host when one is
+    given). Empty until the server is bound (`create_server` fills it), and with no endpoint."""
+    stats_interval: float = 60.0
+    """Seconds between two lines of the statistics log (`--stats-interval`,
+    STRONGROOM_STATS_INTERVAL; 0: no statistics log)."""
+
     run_mode: str = ""
     """A shared store's instance (docs/store-operations.md): "standard" once it holds the store's
     lock (`standby_server.stand_by`), as it serves; "" for a member of any other cluster."""
@@ -121,6 +131,15 @@ class MemberConfig:
         except ValueError:
             raise ValueError(f"STRONGROOM_SWITCH_INTERVAL must be seconds, not {interval!r}") from None
         thresholds = environ.get("STRONGROOM_GC_THRESHOLDS")
+        stats = environ.get("STRONGROOM_STATS_INTERVAL")
+        try:
+            stats_interval = float(stats) if stats else self.stats_interval
+        except ValueError:
+            raise ValueError(f"STRONGROOM_STATS_INTERVAL must be seconds, not {stats!r}") from None
+        if stats_interval < 0:
+            raise ValueError(f"STRONGROOM_STATS_INTERVAL must be 0 (off) or more seconds, not {stats!r}")
         return replace(self, switch_interval=switch,
                        gc_thresholds=gc_thresholds(thresholds) if thresholds else self.gc_thresholds,
-                       event_log_dir=self.event_log_dir or environ.get("STRONGROOM_EVENT_LOG_DIR", ""))
+                       event_log_dir=self.event_log_dir or environ.get("STRONGROOM_EVENT_LOG_DIR", ""),
+                       metrics_listen=self.metrics_listen or environ.get("STRONGROOM_METRICS_LISTEN", ""),
+                       stats_interval=stats_interval)

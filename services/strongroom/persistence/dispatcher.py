@@ -504,6 +504,7 @@ class Dispatcher:
                     stored = state.message(sub.latest)
                     if stored is not None and not stored.ttl_ended(clocks.wall(), self._clock()):
                         sub.credit -= 1
+                        state.tallies.deliveries[(durable.store, durable.destination, durable.name)] += 1
                         if self.on_delivered is not None:
                             self.on_delivered(state, durable, stored, 1)
                         sub.outbox.put_nowait([Delivered(stored.seq, stored.message, 1, stored.destination,
@@ -514,6 +515,7 @@ class Dispatcher:
         limit = self._limit_of(durable) if self._dead_letter is not None else 0
         now = clocks.wall()
         clock = self._clock()
+        delivered = redelivered = 0
         while True:
             sub = self._next_with_credit(dd)
             if sub is None:
@@ -534,6 +536,9 @@ class Dispatcher:
                 self._dead_letter(durable, seq, count - 1, f"reached {count - 1} deliveries")
                 continue
             dd.counts[seq] = count
+            delivered += 1
+            if count > 1:
+                redelivered += 1
             if self.on_delivered is not None:
                 self.on_delivered(state, durable, stored, count)
             dd.inflight[seq] = sub
@@ -541,6 +546,11 @@ class Dispatcher:
             sub.credit -= 1
             batches.setdefault(sub.id, []).append(Delivered(seq, stored.message, count, stored.destination,
                                                             stored.published_at))
+        if delivered:
+            ident = (durable.store, durable.destination, durable.name)
+            state.tallies.deliveries[ident] += delivered
+            if redelivered:
+                state.tallies.redeliveries[ident] += redelivered
         for sub in dd.subs:
             items = batches.get(sub.id)
             if items:

@@ -194,6 +194,7 @@ class Follower:
                 log.warning("cannot record stored state in etcd: %s", exc)
                 return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
             replica.install(first.last_index, first.last_epoch, b"".join(parts))
+            replica.tallies.snapshots_installed += 1
             log.info("installed snapshot at index %d from %s", first.last_index, first.leader)
             return rpb.InstallSnapshotResponse(ok=True, promised_epoch=replica.promised_epoch,
                                                last_index=replica.log.last_index)

@@ -7,7 +7,10 @@ the append consistency check: entries are accepted after `prev_index` only if th
 
 from __future__ import annotations
 
+import time
+
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.observability.tallies import Tallies
 from strongroom.persistence.storage import LoadedState, Storage
 from strongroom.tracing import traced
 
@@ -65,8 +68,10 @@ class ReplicatedLog:
     dropped entry back from storage. A log without durable storage (mode `memory`) keeps them.
     """
 
-    def __init__(self, storage: Storage, loaded: LoadedState) -> None:
+    def __init__(self, storage: Storage, loaded: LoadedState, tallies: Tallies | None = None) -> None:
         self.storage = storage
+        self.tallies = tallies or Tallies()
+        """The member's counters: how long each log write took."""
         self.reset(loaded)
 
     def reset(self, loaded: LoadedState) -> None:
@@ -168,7 +173,7 @@ class ReplicatedLog:
         may hold it) and stores it again before anything else, or drops it when its term ends."""
         entry, raw = self.entries[-1], self.raws[-1]
         try:
-            self.storage.append([entry], raws=[raw])  # type: ignore[list-item]
+            self._write([entry], raws=[raw])  # type: ignore[list-item]
         except BaseException:
             self.unstored = keep
             if not keep:
@@ -234,11 +239,18 @@ class ReplicatedLog:
         if truncate_after is not None:
             self._drop_after(truncate_after)
         if new or truncate_after is not None or commit_index is not None:
-            self.storage.append(new, truncate_after=truncate_after, commit_index=commit_index, raws=new_raws)
+            self._write(new, truncate_after=truncate_after, commit_index=commit_index, raws=new_raws)
         self.entries.extend(new)
         self.raws.extend(new_raws if new_raws is not None else [None] * len(new))
         self.epochs.extend(e.epoch for e in new)
         return AppendOutcome(True)
+
+    def _write(self, entries: list[rpb.LogEntry], truncate_after: int | None = None,
+               commit_index: int | None = None, raws: list[bytes] | None = None) -> None:
+        """Write entries to storage, timed (the member's log-write histogram)."""
+        began = time.perf_counter()
+        self.storage.append(entries, truncate_after=truncate_after, commit_index=commit_index, raws=raws)
+        self.tallies.log_write_seconds.observe(time.perf_counter() - began)
 
     def truncate_after(self, index: int) -> None:
         """Drop every entry above `index` (a new leader adopting another member's log)."""

@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from strongroom.errors import RealmInvalid, StoreDriverMismatch, StrongroomError, UnknownMember
@@ -127,6 +128,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pstore-report", default="", metavar="FILE",
                         help="where the PSTORE report goes when the realm's persistent_store.report is on (default: "
                              "$STRONGROOM_PSTORE_REPORT, else PSTORE.REPORT in the data directory)")
+    parser.add_argument("--metrics-listen", default="", metavar="HOST:PORT",
+                        help="where Prometheus scrapes the member's metrics (default: the --listen host, any free "
+                             "port; 'none': no metrics endpoint; STRONGROOM_METRICS_LISTEN)")
+    parser.add_argument("--stats-interval", type=float, default=None, metavar="SECONDS",
+                        help="seconds between two lines of the statistics log (default 60, 0: off; "
+                             "STRONGROOM_STATS_INTERVAL)")
     parser.add_argument("--run-mode", choices=[m.value for m in RunMode], default="",
                         help="an instance of a cluster with a shared store (realm shared_store): standard (takes "
                              "the store at once) or standby (takes it over when the standard stops answering; "
@@ -136,9 +143,13 @@ def main(argv: list[str] | None = None) -> None:
         cluster=args.cluster, member=args.member, data_dir=args.data_dir, etcd_endpoints=args.etcd,
         listen=args.listen, advertise=args.advertise or "", replication_listen=args.replication_listen or "",
         replication_advertise=args.replication_advertise or "", log_level=args.log_level,
-        event_log_dir=args.event_log_dir, pstore_report=args.pstore_report)
+        event_log_dir=args.event_log_dir, pstore_report=args.pstore_report, metrics_listen=args.metrics_listen)
     try:
         config = config.with_environment()
+        if args.stats_interval is not None:
+            if args.stats_interval < 0:
+                raise ValueError(f"--stats-interval must be 0 (off) or more seconds, not {args.stats_interval:g}")
+            config = replace(config, stats_interval=args.stats_interval)
     except ValueError as exc:
         print(f"strongroom-persistence: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -208,7 +208,7 @@ class PersistenceNode:
                                 (leader.member, leader.address, leader.epoch) if leader else None,
                                 self.realm_service)
         record = self.site.record
-        status = replace(status, dr_role=record.role.value, generation=record.generation,
+        status = replace(status, dr_role=record.role.value, generation=record.generation, metrics_url=self.config.metrics_url,
                          newer_generation=record.newer_generation, dr_since_index=record.since_index)
         term = self.term
         if self.standby and term is not None and term.standby_ready:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from strongroom.errors import DataCorruption, UnknownOperation
 from strongroom.events.journal import EventJournal
+from strongroom.observability.tallies import Tallies
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.pstore_report import ReportWriter, report_path
@@ -44,6 +45,8 @@ class Replica:
                  record_stored: Callable[[], Awaitable[None]], report_file: str = "",
                  event_log: tuple[Path, float] | None = None) -> None:
         self.member = member
+        self.tallies = Tallies()
+        """What this member counted since its process started (its metrics)."""
         # The cluster's realm settings in force (the compaction threshold follows realm
         # versions); storage mode, indexes on disk and the memory budget are fixed at start.
         self._settings = settings
@@ -78,7 +81,7 @@ class Replica:
         self.stored = loaded.stored
         """This member has (durably) recorded in etcd that it acknowledges entries."""
         self._record_stored = record_stored
-        self.log = ReplicatedLog(self.storage, loaded)
+        self.log = ReplicatedLog(self.storage, loaded, self.tallies)
         # Message swapping (memory budget): payloads of the memory-storage replicated state and
         # of the non-replicated stores move to data_dir/swap past the budget.
         self.swap = SwapSpace(data_dir / "swap", cluster.memory_budget_mb * 1024 * 1024, self.driver)
@@ -130,15 +133,16 @@ class Replica:
         if replicated and self.indexes_on_disk:
             assert isinstance(self.storage, DiskStorage)
             state = DiskStateMachine.open(self.storage)
+            state.tallies = self.tallies
             if snapshot and state.applied_index < self.log.snapshot_index:
                 # A snapshot kept from before indexes on disk were turned on.
                 state.install(snapshot)
             return state
         swappable = self.swap.enabled and (not replicated or self.storage_mode == StorageMode.MEMORY)
         payloads = self.swap.store() if swappable else None
-        if snapshot:
-            return StateMachine.from_snapshot(snapshot, payloads)
-        return StateMachine(payloads)
+        state = StateMachine.from_snapshot(snapshot, payloads) if snapshot else StateMachine(payloads)
+        state.tallies = self.tallies
+        return state
 
     # --- promises and marks -------------------------------------------------------------------
 
@@ -161,6 +165,8 @@ class Replica:
 
     def set_synced(self, synced: bool) -> None:
         """Whether this member holds everything a leader committed (stored durably)."""
+        if synced and not self.synced:
+            self.tallies.catchups += 1
         self.synced = synced
         self.storage.set_meta(synced=synced)
 

@@ -204,6 +204,7 @@ class PeerReplicator:
             self.next_index = lg.snapshot_index
             return True
         # Consistency check failed: back up to just after what the follower can match.
+        leader.log.tallies.backtracks[self.peer] += 1
         self.next_index = max(1, min(resp.conflict_index + 1, self.next_index - 1))
         return True
 
@@ -231,6 +232,7 @@ class PeerReplicator:
             leader.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")
             return
         if resp.ok:
+            leader.log.tallies.snapshots_sent[self.peer] += 1
             self.next_index = index + 1
             if index > self.match_index:
                 self.match_index = index

@@ -33,6 +33,7 @@ from strongroom.api.v1 import (
     uow_pb2_grpc,
 )
 from strongroom.channels import SERVER_OPTIONS
+from strongroom.observability.member import MemberTelemetry
 from strongroom.persistence.config import MemberConfig
 from strongroom.persistence.generations import GenerationInterceptor, partner_metadata
 from strongroom.persistence.k8s import install_leader_label
@@ -81,8 +82,10 @@ class MemberServer:
     """A running member: its node and its servers."""
 
     def __init__(self, node: PersistenceNode, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer,
-                 link: LinkServer | None) -> None:
+                 link: LinkServer | None, telemetry: MemberTelemetry) -> None:
         self.node = node
+        self.telemetry = telemetry
+        """Its metrics endpoint and statistics log."""
         self.config = node.config
         """The member's configuration, its addresses filled in."""
         self._server = server
@@ -100,6 +103,7 @@ class MemberServer:
             await self._link.stop()
         await self.node.stop()
         await self._server.stop(grace=grace)
+        await self.telemetry.stop()
 
 
 def _passing_bytes(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
@@ -160,12 +164,15 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     generations = GenerationInterceptor()
     server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[generations])
     config, port, link_socket = _bind(config, server)
+    telemetry = MemberTelemetry(config)
     try:
+        config = telemetry.bind()
         node = PersistenceNode(config, realm, realm_version)
     except Exception:
         if link_socket is not None:
             link_socket.close()
         await server.stop(None)
+        await telemetry.stop()
         raise
     generations.site = node.site  # the node exists once the ports are bound
     generations.partner = partner_metadata(config.partner)
@@ -185,11 +192,12 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     if link is not None:
         await link.start()
     await node.start()
-    member = MemberServer(node, server, health_servicer, link)
+    telemetry.attach(node)
+    member = MemberServer(node, server, health_servicer, link, telemetry)
     await member._set_health(health_pb2.HealthCheckResponse.SERVING)
-    log.info("member %s of cluster %s listening on %s, replication link %s (storage %s, driver %s)",
+    log.info("member %s of cluster %s listening on %s, replication link %s (storage %s, driver %s), metrics %s",
              config.member, config.cluster, config.address, config.link_address or "off (appends over gRPC)",
-             node.storage_mode.value, node.replica.driver)
+             node.storage_mode.value, node.replica.driver, config.metrics_url or "off")
     # What exists once the member is up lives as long as the process: out of every later
     # collection.
     gc.collect()

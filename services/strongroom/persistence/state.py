@@ -28,6 +28,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import UnknownOperation
 from strongroom.events.records import Record, RecordKind
 from strongroom.events.schema import EventKind
+from strongroom.observability.tallies import Tallies
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
 from strongroom.persistence.swap import PayloadSource, PayloadStore
 from strongroom.uow.model import OpKind as UowOpKind
@@ -378,6 +379,8 @@ class StateMachine:
         self._op = 0
         # Units of work and the pseudo-clock (strongroom.uow).
         self.uows = UowTable()
+        # The member's counters (its metrics): the replica sets its own, which outlives this.
+        self.tallies = Tallies()
 
     @property
     def clock(self) -> float:
@@ -798,6 +801,7 @@ class StateMachine:
         self.messages[seq] = stored
         self.store_bytes[stored.store] = self.store_bytes.get(stored.store, 0) + stored.size
         self.store_count[stored.store] = self.store_count.get(stored.store, 0) + 1
+        self.tallies.stored[stored.store] += 1
         self.store_seqs.setdefault(stored.store, {})[seq] = None
         if stored.expires_at:
             self._timers.add(stored.expires_at, seq)
@@ -854,6 +858,8 @@ class StateMachine:
             durable.last_used = max(durable.last_used, op.clock)
         acked = self._release(durable, list(op.message_seqs))
         self.acked_messages += len(acked)
+        if acked:
+            self.tallies.acked[durable.store] += len(acked)
         if self.on_acked is not None:
             self.on_acked(op.durable_key, list(op.message_seqs))
         if acked and self.events is not None:
@@ -886,6 +892,8 @@ class StateMachine:
         stored = self.messages.get(seq)
         if stored is None:
             return
+        tally = self.tallies.expired if kind == RecordKind.EXPIRED else self.tallies.discarded
+        tally[stored.store] += 1
         if self.events is not None:
             self.events.append((self._op, kind, seq, stored.store, stored.destination, stored.size, reason))
         for durable in self._holders(stored):
@@ -920,6 +928,8 @@ class StateMachine:
             elif stored.retained and stored.retain_until <= op.now:
                 stored.retained = False
                 self._unref(seq)
+                if seq not in self.messages:
+                    self.tallies.expired[stored.store] += 1
                 if self.events is not None and seq not in self.messages:
                     # Its retention held it last: it leaves the store.
                     self.events.append((self._op, RecordKind.EXPIRED, seq, stored.store, stored.destination,
@@ -979,6 +989,7 @@ class StateMachine:
                                                  published_at=op.published_at))
             if result.rejected:
                 return False
+        self.tallies.dead_lettered[stored.store] += 1
         if self.events is not None:
             self.events.append((self._op, RecordKind.DEAD_LETTERED, durable, stored.seq, stored.store,
                                 stored.destination, stored.size))

@@ -178,6 +178,8 @@ class ClusterStatus:
     events_published_index: int = 0
     """The last log index whose store events are published, as this member knows it (the
     leader: its own publishing; 0 while the cluster's event log is off)."""
+    metrics_url: str = ""
+    """Where Prometheus scrapes this member's metrics ("": its endpoint is off)."""
 
 
 def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:

@@ -24,14 +24,8 @@ from typing import Any, NamedTuple, Protocol
 from strongroom import clocks
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.errors import (
-    LogDiverged,
-    NoQuorumError,
-    NotLeaderError,
-    PersistenceUnavailable,
-    StrongroomError,
-    error_for_reason,
-)
+from strongroom.errors import (LogDiverged, NoQuorumError, NotLeaderError, PersistenceUnavailable, StrongroomError,
+                               error_for_reason)
 from strongroom.events.publisher import EventPublisher
 from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
@@ -398,8 +392,10 @@ class LeaderTerm:
                 return
             # Made as bytes (its head, then each operation as queued), parsed once for log and apply.
             index = lg.last_index + 1
+            round_ops = [op for ops, _, _, _ in batch for op in ops]
             raw = repeated_after(rpb.LogEntry(index=index, epoch=epoch, time=clocks.wall()).SerializeToString(), ENTRY_OPS,
-                                 [op for ops, _, _, _ in batch for op in ops])
+                                 round_ops)
+            began = time.perf_counter()
             entry = rpb.LogEntry.FromString(raw)
             self._waiters[index] = (epoch, [(fut, n) for _, fut, n, _ in batch])
             # The followers get the entry before this member stores it: the replicators kicked
@@ -424,6 +420,10 @@ class LeaderTerm:
             while self.replica.commit_index < entry.index and self.alive():
                 self._commit_changed.clear()
                 await self._commit_changed.wait()
+            if self.replica.commit_index >= entry.index:
+                tallies = self.replica.tallies
+                tallies.commit_seconds.observe(time.perf_counter() - began)
+                tallies.round_operations.observe(len(round_ops))
 
     # --- a standby set's leader (disaster recovery, docs/dr.md) ---------------------------------------
 

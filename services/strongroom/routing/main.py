@@ -24,6 +24,7 @@ import sys
 from strongroom.client import Client
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient
+from strongroom.observability.services import router_families, serve_metrics
 from strongroom.persistence.config import gc_thresholds
 from strongroom.persistence.k8s import ACTIVE_VALUE, install_leader_label
 from strongroom.persistence.membership import member_addresses
@@ -99,6 +100,12 @@ async def serve(args: argparse.Namespace) -> int:
         router = Router(config, realm, client, links, etcd, on_active=server.on_active)
         holder["router"] = server.router = router
         install_leader_label(router, value=ACTIVE_VALUE)  # in a pod only; nothing otherwise
+        try:
+            metrics, router.metrics_url = serve_metrics(args.metrics_listen, args.listen,
+                                                        lambda: router_families(router.status()))
+        except (OSError, ValueError) as exc:
+            print(f"strongroom-router: metrics endpoint: {exc}", file=sys.stderr)
+            return 2
         if args.serve_standby:
             await server.serve()
         await router.start()
@@ -107,8 +114,8 @@ async def serve(args: argparse.Namespace) -> int:
         gc.collect()
         gc.freeze()
         print(f"READY {args.replica} {args.listen}", flush=True)
-        log.info("router replica %s of %s started (members %s; serves on %s once active)", args.replica,
-                 args.cluster, ",".join(endpoints), args.listen)
+        log.info("router replica %s of %s started (members %s; serves on %s once active; metrics %s)", args.replica,
+                 args.cluster, ",".join(endpoints), args.listen, router.metrics_url or "off")
         watcher = asyncio.create_task(_watch_realm(etcd, router, version))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -118,6 +125,8 @@ async def serve(args: argparse.Namespace) -> int:
         log.info("stopping router replica %s", args.replica)
         watcher.cancel()
         await router.stop()
+        if metrics is not None:
+            metrics.stop()
         await server.unserve()
         await links.close()
         await client.close()
@@ -140,6 +149,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="listen while standby too, RouterService NOT_SERVING in health until active "
                              "(Kubernetes: each replica has its own address and is ready, the Service selects "
                              "the pod the active one labels; default: bind once active)")
+    parser.add_argument("--metrics-listen", default="", metavar="HOST:PORT",
+                        help="where Prometheus scrapes the replica's metrics, active or not (default: the --listen "
+                             "host, any free port; 'none': no metrics endpoint)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     try:

@@ -71,6 +71,8 @@ class Router:
                  on_active: Callable[[bool], Awaitable[None]] | None = None) -> None:
         self.config = config
         self.cluster = config.cluster
+        self.metrics_url = ""
+        """Where its metrics are scraped (set by `strongroom-router` once its endpoint is up)."""
         self.client = client
         self.links = links
         self.etcd = etcd
@@ -363,7 +365,7 @@ class Router:
         """The router's view: neighbours, what went each way, what waits, every interest known."""
         now = time.time()
         reply = rpb.RouterStatus(cluster=self.cluster, replica=self.config.replica, active=self.active,
-                                 active_replica=self.active_replica,
+                                 active_replica=self.active_replica, metrics_url=self.metrics_url,
                                  interest=[r.to_proto() for r in self.table.all()])
         for name in sorted(self.peers):
             p = self.peers[name]

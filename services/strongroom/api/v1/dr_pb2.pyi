@@ -47,7 +47,7 @@ class DrStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DrStatus(_message.Message):
-    __slots__ = ("cluster", "primary", "standby", "primary_commit_index", "standby_last_index", "entries_behind", "seconds_behind", "primary_member", "reconnects", "restarts", "state", "role", "generation", "peer_role", "bytes_shipped", "snapshots_shipped", "messages_behind", "primary_stored_messages", "standby_stored_messages", "batches_shipped", "acks_behind")
+    __slots__ = ("cluster", "primary", "standby", "primary_commit_index", "standby_last_index", "entries_behind", "seconds_behind", "primary_member", "reconnects", "restarts", "state", "role", "generation", "peer_role", "bytes_shipped", "snapshots_shipped", "messages_behind", "primary_stored_messages", "standby_stored_messages", "batches_shipped", "acks_behind", "metrics_url")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
     STANDBY_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class DrStatus(_message.Message):
     STANDBY_STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     BATCHES_SHIPPED_FIELD_NUMBER: _ClassVar[int]
     ACKS_BEHIND_FIELD_NUMBER: _ClassVar[int]
+    METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     primary: _containers.RepeatedScalarFieldContainer[str]
     standby: _containers.RepeatedScalarFieldContainer[str]
@@ -90,4 +91,5 @@ class DrStatus(_message.Message):
     standby_stored_messages: int
     batches_shipped: int
     acks_behind: int
-    def __init__(self, cluster: _Optional[str] = ..., primary: _Optional[_Iterable[str]] = ..., standby: _Optional[_Iterable[str]] = ..., primary_commit_index: _Optional[int] = ..., standby_last_index: _Optional[int] = ..., entries_behind: _Optional[int] = ..., seconds_behind: _Optional[float] = ..., primary_member: _Optional[str] = ..., reconnects: _Optional[int] = ..., restarts: _Optional[int] = ..., state: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., peer_role: _Optional[str] = ..., bytes_shipped: _Optional[int] = ..., snapshots_shipped: _Optional[int] = ..., messages_behind: _Optional[int] = ..., primary_stored_messages: _Optional[int] = ..., standby_stored_messages: _Optional[int] = ..., batches_shipped: _Optional[int] = ..., acks_behind: _Optional[int] = ...) -> None: ...
+    metrics_url: str
+    def __init__(self, cluster: _Optional[str] = ..., primary: _Optional[_Iterable[str]] = ..., standby: _Optional[_Iterable[str]] = ..., primary_commit_index: _Optional[int] = ..., standby_last_index: _Optional[int] = ..., entries_behind: _Optional[int] = ..., seconds_behind: _Optional[float] = ..., primary_member: _Optional[str] = ..., reconnects: _Optional[int] = ..., restarts: _Optional[int] = ..., state: _Optional[str] = ..., role: _Optional[str] = ..., generation: _Optional[int] = ..., peer_role: _Optional[str] = ..., bytes_shipped: _Optional[int] = ..., snapshots_shipped: _Optional[int] = ..., messages_behind: _Optional[int] = ..., primary_stored_messages: _Optional[int] = ..., standby_stored_messages: _Optional[int] = ..., batches_shipped: _Optional[int] = ..., acks_behind: _Optional[int] = ..., metrics_url: _Optional[str] = ...) -> None: ...

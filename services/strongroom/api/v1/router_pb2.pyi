@@ -114,17 +114,19 @@ class RoutePeer(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., address: _Optional[str] = ..., connected: _Optional[bool] = ..., last_error: _Optional[str] = ..., last_contact: _Optional[float] = ..., forwarded_messages: _Optional[int] = ..., waiting_messages: _Optional[int] = ..., oldest_waiting_seconds: _Optional[float] = ..., received_messages: _Optional[int] = ..., remote_marks: _Optional[_Iterable[_Union[OriginMark, _Mapping]]] = ..., stores: _Optional[_Iterable[str]] = ..., resent_messages: _Optional[int] = ..., duplicate_messages: _Optional[int] = ...) -> None: ...
 
 class RouterStatus(_message.Message):
-    __slots__ = ("cluster", "replica", "active", "active_replica", "peers", "interest")
+    __slots__ = ("cluster", "replica", "active", "active_replica", "peers", "interest", "metrics_url")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_REPLICA_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
     INTEREST_FIELD_NUMBER: _ClassVar[int]
+    METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     replica: str
     active: bool
     active_replica: str
     peers: _containers.RepeatedCompositeFieldContainer[RoutePeer]
     interest: _containers.RepeatedCompositeFieldContainer[ClusterInterest]
-    def __init__(self, cluster: _Optional[str] = ..., replica: _Optional[str] = ..., active: _Optional[bool] = ..., active_replica: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[RoutePeer, _Mapping]]] = ..., interest: _Optional[_Iterable[_Union[ClusterInterest, _Mapping]]] = ...) -> None: ...
+    metrics_url: str
+    def __init__(self, cluster: _Optional[str] = ..., replica: _Optional[str] = ..., active: _Optional[bool] = ..., active_replica: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[RoutePeer, _Mapping]]] = ..., interest: _Optional[_Iterable[_Union[ClusterInterest, _Mapping]]] = ..., metrics_url: _Optional[str] = ...) -> None: ...

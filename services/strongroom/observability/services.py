@@ -1,0 +1,76 @@
+"""The metrics of the services beside the members: a router replica's (from its `RouterStatus`)
+and a DR service's (from its `DrStatus`), and the endpoint each serves them on.
+
+As a member's, they are built on the service's event loop at each scrape, from the status the
+service answers at that moment (catalog.py names and explains each one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from prometheus_client.metrics_core import Metric
+
+from strongroom.api.v1 import dr_pb2
+from strongroom.api.v1 import router_pb2 as rpb
+from strongroom.observability.catalog import family
+from strongroom.observability.exporter import MetricsServer, metrics_url
+
+__all__ = ["dr_families", "router_families", "serve_metrics"]
+
+
+def router_families(st: rpb.RouterStatus) -> list[Metric]:
+    """A router replica's metrics: whether it is active, and per route to a neighbour cluster."""
+    who = [st.cluster, st.replica]
+    active = family("strongroom_router_active")
+    active.add_metric(who, 1 if st.active else 0)
+    out = [active]
+    per_route = (("strongroom_route_connected", lambda p: 1 if p.connected else 0),
+                 ("strongroom_route_forwarded_messages", lambda p: p.forwarded_messages),
+                 ("strongroom_route_received_messages", lambda p: p.received_messages),
+                 ("strongroom_route_resent_messages", lambda p: p.resent_messages),
+                 ("strongroom_route_duplicate_messages", lambda p: p.duplicate_messages),
+                 ("strongroom_route_waiting_messages", lambda p: p.waiting_messages),
+                 ("strongroom_route_oldest_waiting_seconds", lambda p: p.oldest_waiting_seconds))
+    for name, read in per_route:
+        fam = family(name)
+        for peer in st.peers:
+            fam.add_metric([*who, peer.cluster], read(peer))
+        out.append(fam)
+    return out
+
+
+def dr_families(st: dr_pb2.DrStatus, site: str) -> list[Metric]:
+    """A DR service's metrics; `site`: the set it serves, "primary" or "standby"."""
+    who = [st.cluster, site]
+    out = []
+    for name, value in (("strongroom_dr_shipping", 1 if st.state == "shipping" else 0),
+                        ("strongroom_dr_generation", st.generation),
+                        ("strongroom_dr_entries_behind", st.entries_behind),
+                        ("strongroom_dr_messages_behind", st.messages_behind),
+                        ("strongroom_dr_seconds_behind", st.seconds_behind),
+                        ("strongroom_dr_shipped_bytes", st.bytes_shipped),
+                        ("strongroom_dr_shipped_batches", st.batches_shipped),
+                        ("strongroom_dr_shipped_snapshots", st.snapshots_shipped),
+                        ("strongroom_dr_reconnects", st.reconnects)):
+        fam = family(name)
+        fam.add_metric(who, value)
+        out.append(fam)
+    return out
+
+
+def serve_metrics(listen: str, service_listen: str, families: Callable[[], Iterable[Metric]],
+                  advertise_host: str = "") -> tuple[MetricsServer | None, str]:
+    """Start a service's endpoint: at `listen` (host:port), or with "" at the host of the
+    service's own `service_listen` and any free port, or none with "none". (server or None,
+    its URL or "")."""
+    if listen == "none":
+        return None, ""
+    host = service_listen.rsplit(":", 1)[0] or "127.0.0.1"
+    server = MetricsServer(listen or f"{host}:0", families, asyncio.get_running_loop())
+    port = server.start()
+    shown = advertise_host or (server.host if server.host not in ("0.0.0.0", "::") else host)
+    if shown in ("0.0.0.0", "::", "[::]"):
+        shown = "127.0.0.1"
+    return server, metrics_url(shown, port)

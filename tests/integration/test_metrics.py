@@ -1,0 +1,145 @@
+"""Prometheus metrics and the statistics log of real members: each member's `/metrics` (the URL
+its status names) scraped over HTTP after real publishes, acks and redeliveries, and compared
+with `strongroom status --json` and with what the test did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from harness import Cluster, drain, leader_client, realm_yaml, scrape, start_cluster, strongroom, value
+
+STORE_LINES = """\
+  - name: metered
+    cluster: default
+"""
+DESTINATION_LINES = """\
+  - name: "metered.*"
+    store: metered
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three disk-sync members writing a statistics line every second."""
+    before = os.environ.get("STRONGROOM_STATS_INTERVAL")
+    os.environ["STRONGROOM_STATS_INTERVAL"] = "1"
+    try:
+        etcd, started = start_cluster(tmp_path_factory.mktemp("metrics"),
+                                      realm_yaml(extra_stores=STORE_LINES, extra_destinations=DESTINATION_LINES))
+    finally:
+        if before is None:
+            del os.environ["STRONGROOM_STATS_INTERVAL"]
+        else:
+            os.environ["STRONGROOM_STATS_INTERVAL"] = before
+    try:
+        yield started
+    finally:
+        started.stop_all()
+        etcd.stop()
+
+
+def statuses(cluster: Cluster) -> list[dict[str, Any]]:
+    result = strongroom(",".join(cluster.addresses()), "status", "--json")
+    assert result.returncode == 0, result.stderr
+    out: list[dict[str, Any]] = json.loads(result.stdout)
+    assert all("error" not in s for s in out), out
+    return out
+
+
+async def _work(cluster: Cluster) -> None:
+    """50 messages on a topic with two durables: `acking` acks 20 of them; `dropping` receives 5
+    and leaves without acking, then comes back and has them delivered again."""
+    async with leader_client(cluster) as client:
+        acking = await client.subscribe("metered.news", "acking", credit=20)
+        dropping = await client.subscribe("metered.news", "dropping", credit=5)
+        for i in range(50):
+            await client.publish("metered.news", f"m{i}".encode())
+        assert len(await drain(acking, 20)) == 20
+        assert len(await drain(dropping, 5, ack=False)) == 5
+        await acking.close()
+        await dropping.close()
+        again = await client.subscribe("metered.news", "dropping", credit=5)
+        redelivered = await drain(again, 5, ack=False)
+        assert [m.delivery_count for m in redelivered] == [2] * 5
+        await again.close()
+
+
+def test_each_member_metrics_match_its_status_and_the_work_done(cluster: Cluster) -> None:
+    asyncio.run(_work(cluster))
+    # Every member applied everything the leader committed.
+    def settled() -> bool:
+        st = statuses(cluster)
+        return len({s["applied_index"] for s in st}) == 1 and len(st) == 3
+    deadline = time.monotonic() + 20
+    while not settled():
+        assert time.monotonic() < deadline, statuses(cluster)
+        time.sleep(0.2)
+    before = {s["member"]: s for s in statuses(cluster)}
+    scraped = {name: scrape(s["metrics_url"]) for name, s in before.items()}
+    after = {s["member"]: s for s in statuses(cluster)}
+    leaders = [name for name, s in after.items() if s["role"] == "leader"]
+    assert len(leaders) == 1 and before[leaders[0]]["role"] == "leader", after
+    leader = leaders[0]
+    for name, samples in scraped.items():
+        st = after[name]
+        who = {"cluster": "default", "member": name}
+        assert st["metrics_url"].startswith("http://127.0.0.1:") and st["metrics_url"].endswith("/metrics")
+        assert value(samples, "strongroom_leader", **who) == (1 if name == leader else 0)
+        assert value(samples, "strongroom_member_info", **who, role=st["role"], storage="disk-sync") == 1
+        assert value(samples, "strongroom_epoch", **who) == int(st["epoch"])
+        assert int(before[name]["commit_index"]) <= value(samples, "strongroom_commit_index", **who) \
+            <= int(st["commit_index"])
+        assert value(samples, "strongroom_synced", **who) == 1
+        assert value(samples, "strongroom_disk_bytes", **who) > 0
+        # Counted by applying the log, so the same on every member.
+        assert value(samples, "strongroom_messages_stored_total", **who, store="metered") == 50
+        assert value(samples, "strongroom_messages_acked_total", **who, store="metered") == 20
+        assert value(samples, "strongroom_log_write_seconds_count", **who) > 0
+        store = next(s for s in st["stores"] if s["name"] == "metered")
+        assert value(samples, "strongroom_store_messages", **who, store="metered") == int(store["messages"])
+        for durable in store["durables"]:
+            labels = {**who, "store": "metered", "destination": "metered.news", "durable": durable["name"]}
+            assert value(samples, "strongroom_durable_pending_messages", **labels) == \
+                int(durable["pending_messages"])
+            assert value(samples, "strongroom_durable_pending_bytes", **labels) == int(durable["pending_bytes"])
+        assert {d["name"]: int(d["pending_messages"]) for d in store["durables"]} == \
+            {"acking": 30, "dropping": 50}
+    lead = scraped[leader]
+    who = {"cluster": "default", "member": leader}
+    acking = {**who, "store": "metered", "destination": "metered.news", "durable": "acking"}
+    dropping = {**acking, "durable": "dropping"}
+    assert value(lead, "strongroom_deliveries_total", **acking) >= 20
+    assert value(lead, "strongroom_redeliveries_total", **acking) == 0
+    assert value(lead, "strongroom_deliveries_total", **dropping) >= 10
+    assert value(lead, "strongroom_redeliveries_total", **dropping) >= 5
+    assert value(lead, "strongroom_commit_seconds_count", **who) > 0
+    assert value(lead, "strongroom_group_commit_operations_sum", **who) >= 50
+    # Lag per follower, both caught up.
+    followers = sorted(n for n in scraped if n != leader)
+    assert sorted(labels["peer"] for labels, _ in lead["strongroom_follower_lag_entries"]) == followers
+    for peer in followers:
+        assert value(lead, "strongroom_follower_reachable", **who, peer=peer) == 1
+        # Deliveries are the leader's alone.
+        assert "strongroom_deliveries_total" not in scraped[peer] or not scraped[peer]["strongroom_deliveries_total"]
+    # The process's own metrics come with them.
+    assert value(lead, "process_resident_memory_bytes") > 0
+
+
+def test_status_names_each_members_metrics_url_and_the_stats_log_writes_lines(cluster: Cluster) -> None:
+    st = statuses(cluster)
+    text = strongroom(",".join(cluster.addresses()), "status")
+    assert text.returncode == 0, text.stderr
+    for s in st:
+        assert f"{s['member']} {s['metrics_url']}" in text.stdout, text.stdout
+    deadline = time.monotonic() + 10
+    while "strongroom.stats: " not in cluster.logs():
+        assert time.monotonic() < deadline, "no statistics line in the members' logs"
+        time.sleep(0.2)
+    line = next(x for x in cluster.logs().splitlines() if "strongroom.stats: " in x)
+    assert "epoch" in line and "disk" in line and "pending" in line, line
