@@ -106,3 +106,9 @@ def pstore_key(cluster: str) -> str:
     no new units of work, since when and why). Absent: available. Kept in etcd, not in the log,
     so that it can be read and changed while the store cannot be used (docs/store-operations.md)."""
     return f"{_cluster(cluster)}/pstore"
+
+
+def trace_key(cluster: str) -> str:
+    """The key of the cluster's message-trace filters (`observability.msgtrace.TraceSettings`:
+    destinations and producer ids traced, each until when). Absent: nothing is traced."""
+    return f"{_cluster(cluster)}/trace"

@@ -57,6 +57,7 @@ from strongroom.cli import (
     status_cmd,
     store_cmd,
     subscribe_cmd,
+    trace_cmd,
     uow_cmd,
 )
 from strongroom.cli.common import add_where, exit_code, say_error
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, uow_cmd, drill_cmd, bench_cmd,
-                   metrics_cmd, router_cmd, dr_cmd, store_cmd):
+                   metrics_cmd, router_cmd, dr_cmd, store_cmd, trace_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers

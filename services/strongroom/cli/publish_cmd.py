@@ -116,7 +116,7 @@ async def _publish(args: argparse.Namespace, fields: dict[str, object] | None) -
         confirm = False if args.no_confirm else None  # None: the store's publisher mode
         if args.count == 1:
             record(await client.publish(args.destination, make_body(args.body, args.size, 0), fields=fields,
-                                        confirm=confirm))
+                                        confirm=confirm, traceparent=args.traceparent))
             sent = 1
         else:
             pub = client.publisher(args.destination, window=PUBLISH_WINDOW, confirm=confirm)
@@ -124,7 +124,7 @@ async def _publish(args: argparse.Namespace, fields: dict[str, object] | None) -
                 for i in range(args.count):
                     if errors:  # a refused message (unknown destination, too large): stop at once
                         break
-                    f = await pub.send(make_body(args.body, args.size, i), fields)
+                    f = await pub.send(make_body(args.body, args.size, i), fields, traceparent=args.traceparent)
                     sent += 1
                     pending.add(f)
                     f.add_done_callback(on_done)
@@ -186,5 +186,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--no-confirm", action="store_true",
                    help="do not wait for commit (store_send_noconfirm)")
     p.add_argument("--field", action="append", default=[], metavar="NAME=VALUE", help=FIELD_HELP)
+    p.add_argument("--traceparent", default="", metavar="TRACEPARENT",
+                   help="a W3C trace context every message carries to its subscribers (00-<32 hex>-<16 hex>-<2 hex>)")
     p.add_argument("--json", action="store_true", help="print one JSON summary")
     p.set_defaults(func=cmd_publish)

@@ -37,6 +37,7 @@ from strongroom.client.uow import subscribe as uow_subscribe
 from strongroom.client.uow import unsubscribe as uow_unsubscribe
 from strongroom.client.uowsender import UowSender
 from strongroom.errors import InvalidArgument
+from strongroom.observability.msgtrace import STEPS
 
 __all__ = ["MAX_SHARED_PUBLISHERS", "MAX_SHARED_UOW_SENDERS", "SHARED_UOW_WINDOW", "SHARED_WINDOW", "Client"]
 
@@ -143,16 +144,18 @@ class Client:
         return msg
 
     async def publish(self, destination: str, body: bytes, fields: dict[str, object] | None = None,
-                      confirm: bool | None = None, origin: cpb.Origin | None = None) -> PublishResult:
+                      confirm: bool | None = None, origin: cpb.Origin | None = None,
+                      traceparent: str = "") -> PublishResult:
         """Publish one message; with confirmation (the store default) returns once committed.
 
         Goes on a publish stream the client keeps open per destination (a stream round trip
         costs about half a unary call), so concurrent calls share it and its group-commit
         rounds; failover, redirects and re-sends are the `Publisher`'s. `origin` is for routers
         (`Message.origin`): a forwarded message's ORIGIN_GAP or INVALID_ORIGIN is raised
-        (`OriginGap`, `InvalidOrigin`), never retried by the client."""
+        (`OriginGap`, `InvalidOrigin`), never retried by the client. `traceparent`: a W3C trace
+        context (`Message.traceparent`) that travels with the message to its subscribers."""
         pub = self._publishers.get((destination, confirm))
-        return await (await pub.send(body, fields, origin))
+        return await (await pub.send(body, fields, origin, traceparent))
 
     def publisher(self, destination: str, window: int = 256, confirm: bool | None = None,
                   resend_refused: bool = True) -> Publisher:
@@ -347,3 +350,43 @@ class Client:
 
         results = await asyncio.gather(*(one(a) for a in self.endpoints))
         return [r for r in results if r is not None]
+
+    # --- message tracing ---------------------------------------------------------------------------
+
+    async def set_message_trace(self, destination: str = "", producer_id: str = "", seconds: float = 0.0,
+                                off: bool = False) -> admin_pb2.MessageTraceSettings:
+        """Turn message tracing on for a destination (or pattern) or a producer id for `seconds`
+        (0: ten minutes), or off (`off`; neither given: every filter). Every member of the
+        cluster traces while a filter is on. The filters in force."""
+        req = admin_pb2.SetMessageTraceRequest(destination=destination, producer_id=producer_id, seconds=seconds,
+                                               off=off)
+        connection = self.connection
+
+        async def call(address: str) -> admin_pb2.MessageTraceSettings:
+            reply: admin_pb2.MessageTraceSettings = await connection.admin(address).SetMessageTrace(
+                req, timeout=connection.policy.timeout)
+            return reply
+
+        return await connection.call_leader(call)
+
+    async def message_trace(self, destination: str = "", producer_id: str = "", sequence: int = 0, store: str = "",
+                            message_seq: int = 0, limit: int = 0,
+                            timeout: float = 3.0) -> tuple[list[admin_pb2.MessageTraceStep], list[str]]:
+        """The traced steps every reachable member kept that match every criterion given, in
+        time order, and the endpoints that did not answer."""
+        req = admin_pb2.GetMessageTraceRequest(destination=destination, producer_id=producer_id, sequence=sequence,
+                                               store=store, message_seq=message_seq, limit=limit)
+
+        async def one(address: str) -> list[admin_pb2.MessageTraceStep] | None:
+            try:
+                reply: admin_pb2.GetMessageTraceResponse = await self.connection.admin(address).GetMessageTrace(
+                    req, timeout=timeout)
+            except grpc.aio.AioRpcError:
+                return None
+            return list(reply.steps)
+
+        results = await asyncio.gather(*(one(a) for a in self.endpoints))
+        order = {s: i for i, s in enumerate(STEPS)}
+        steps = sorted((s for r in results if r is not None for s in r),
+                       key=lambda s: (s.time, order.get(s.step, len(order))))
+        return steps, [a for a, r in zip(self.endpoints, results, strict=True) if r is None]

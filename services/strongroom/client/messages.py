@@ -130,6 +130,8 @@ class Received:
     """Unix seconds, as the leader stamped it."""
     origin: cpb.Origin | None = None
     """Where a message forwarded by a router was first published (None: published here)."""
+    traceparent: str = ""
+    """The W3C trace context its publisher set ("": none), to continue the publisher's trace."""
     _sub: _Acknowledger | None = field(default=None, repr=False)
 
     async def ack(self) -> None:
@@ -169,14 +171,16 @@ def text_of(data: bytes) -> tuple[str, str]:
 def message_json(m: Received) -> dict[str, object]:
     """A received message as a JSON object: seq, delivery_count, destination, producer_id,
     sequence, published_at, body (UTF-8 text, else base64, as body_encoding says), fields
-    (bytes values as base64) and, for a message a router forwarded, origin (cluster, store,
-    sequence, previous)."""
+    (bytes values as base64), for a message a router forwarded, origin (cluster, store,
+    sequence, previous), and traceparent when its publisher set one."""
     body, encoding = text_of(bytes(m.body))
     fields = {k: (base64.b64encode(v).decode() if isinstance(v, bytes) else v) for k, v in m.fields.items()}
     out: dict[str, object] = {
         "seq": m.seq, "delivery_count": m.delivery_count, "destination": m.destination,
         "producer_id": m.producer_id, "sequence": m.sequence, "published_at": m.published_at,
         "body": body, "body_encoding": encoding, "fields": fields}
+    if m.traceparent:
+        out["traceparent"] = m.traceparent
     if m.origin is not None:
         o = m.origin
         out["origin"] = {"cluster": o.cluster, "store": o.store, "sequence": o.sequence, "previous": o.previous}

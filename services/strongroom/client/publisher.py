@@ -131,16 +131,19 @@ class Publisher:
         self._producer_field = producer_id_field(self.producer_id)
 
     async def send(self, body: bytes, fields: dict[str, object] | None = None,
-                   origin: cpb.Origin | None = None) -> asyncio.Future[PublishResult]:
+                   origin: cpb.Origin | None = None, traceparent: str = "") -> asyncio.Future[PublishResult]:
         """Queue a message; the returned future resolves when it is confirmed (or fails with a
         `StrongroomError`). `origin` is for routers: where a forwarded message was first
-        published (see `Message.origin`)."""
+        published (see `Message.origin`). `traceparent`: the W3C trace context of the caller's
+        trace, delivered with the message (`Message.traceparent`)."""
         await self._wait_for_room(1)
         sequence = next(self._sequence)
         req = mpb.PublishRequest(destination=self.destination, mode=self.mode, correlation_id=sequence)
         fill_message(req.message, body, fields, self.producer_id, sequence)
         if origin is not None:
             req.message.origin.CopyFrom(origin)
+        if traceparent:
+            req.message.traceparent = traceparent
         fut: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         self._queue(sequence, length_delimited(BATCH_REQUESTS, req.SerializeToString()), fut)
         self._started()

@@ -307,7 +307,7 @@ class Subscription:
                         fields={k: from_field(v) for k, v in fields.items()} if fields else {},
                         delivery_count=d.delivery_count, destination=d.destination, producer_id=m.producer_id,
                         sequence=m.sequence, published_at=d.published_at,
-                        origin=m.origin if m.HasField("origin") else None, _sub=self)
+                        origin=m.origin if m.HasField("origin") else None, traceparent=m.traceparent, _sub=self)
 
     def _take(self, resp: mpb.SubscribeResponse) -> bool:
         """Buffer a response's deliveries. A `closed` response ends the subscription for good

@@ -19,6 +19,7 @@ from strongroom.observability.catalog import family
 from strongroom.observability.exporter import MetricsServer, metrics_url
 from strongroom.observability.statslog import Sample, run_stats_log, sample_of
 from strongroom.observability.tallies import Histogram, Tallies
+from strongroom.observability.traceswitch import MessageTracing
 from strongroom.persistence.config import MemberConfig, Role
 from strongroom.persistence.status import ClusterStatus
 from strongroom.persistence.storage import DiskStorage, Storage
@@ -158,6 +159,9 @@ class MemberTelemetry:
         self._node: PersistenceNode | None = None
         self._server: MetricsServer | None = None
         self._stats: asyncio.Task[None] | None = None
+        self.tracing: MessageTracing | None = None
+        """The member's message tracing (`prepare`), for the admin servicer."""
+        self._tracing_task: asyncio.Task[None] | None = None
 
     def bind(self) -> MemberConfig:
         """Start the endpoint (unless `metrics_listen` is "none"); the configuration with its URL."""
@@ -173,9 +177,18 @@ class MemberTelemetry:
         self.config = replace(config, metrics_url=metrics_url(advertised, port))
         return self.config
 
+    def prepare(self, node: PersistenceNode) -> MessageTracing:
+        """The node's message tracing (before its servicers are made: the admin servicer
+        changes and reads it)."""
+        self.tracing = MessageTracing(node.etcd, self.config.cluster, self.config.member, node.replica.tallies)
+        return self.tracing
+
     def attach(self, node: PersistenceNode) -> None:
-        """Serve the node's metrics; start the statistics log."""
+        """Serve the node's metrics; start the statistics log and follow the message trace's
+        filters."""
         self._node = node
+        if self.tracing is not None:
+            self._tracing_task = asyncio.get_running_loop().create_task(self.tracing.follow(), name="message-trace")
         if self.config.stats_interval > 0:
             self._stats = asyncio.get_running_loop().create_task(
                 run_stats_log(self.config.stats_interval, self._sample), name="stats-log")
@@ -197,9 +210,10 @@ class MemberTelemetry:
         return member_families(node.status(), store, replica.tallies, disk_bytes(replica.storage), replica.driver)
 
     async def stop(self) -> None:
-        if self._stats is not None:
-            await cancel_and_wait(self._stats)
-            self._stats = None
+        for task in (self._stats, self._tracing_task):
+            if task is not None:
+                await cancel_and_wait(task)
+        self._stats = self._tracing_task = None
         if self._server is not None:
             self._server.stop()
             self._server = None

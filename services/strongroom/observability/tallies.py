@@ -16,6 +16,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strongroom.observability.msgtrace import MessageTracer
 
 __all__ = ["COMMIT_BUCKETS", "ROUND_BUCKETS", "Histogram", "Tallies"]
 
@@ -120,3 +124,7 @@ class Tallies:
         self.catchups = 0
         """Times this member finished catching up (it had started without the cluster's state:
         an empty disk, or a store moved aside)."""
+        # Message tracing (observability/msgtrace.py).
+        self.tracer: MessageTracer | None = None
+        """The recorder of traced messages' steps while a trace filter is on, else None (every
+        hook tests this first)."""

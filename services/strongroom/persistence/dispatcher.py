@@ -516,6 +516,7 @@ class Dispatcher:
         now = clocks.wall()
         clock = self._clock()
         delivered = redelivered = 0
+        tracer = state.tallies.tracer
         while True:
             sub = self._next_with_credit(dd)
             if sub is None:
@@ -539,6 +540,9 @@ class Dispatcher:
             delivered += 1
             if count > 1:
                 redelivered += 1
+            if tracer is not None:
+                tracer.step("delivered", durable.store, seq, f"to subscription {sub.id} of durable "
+                            f"{durable.name or '(the queue)'}, delivery {count}")
             if self.on_delivered is not None:
                 self.on_delivered(state, durable, stored, count)
             dd.inflight[seq] = sub

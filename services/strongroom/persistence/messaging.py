@@ -216,10 +216,14 @@ class MessagingFront:
         # log format cannot change while this synchronous part runs).
         origins: set[tuple[str, str, str]] = set()
         origin_format = False  # every member reads forwarded messages (asked once a batch has one)
+        tracer = term.state.tallies.tracer  # message tracing: None while nothing is traced
         for i, item in enumerate(items):
             try:
                 check_publish(item)
                 destination = item.destination
+                if tracer is not None and tracer.wants(destination, item.message.producer_id):
+                    message = item.message
+                    tracer.received(destination, message.producer_id, message.sequence, message.traceparent)
                 known = heads.get(destination)
                 if known is None:
                     route = self.resolve(destination)

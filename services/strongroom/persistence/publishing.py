@@ -24,6 +24,7 @@ from strongroom.errors import (
     StoreLimitExceeded,
     StrongroomError,
 )
+from strongroom.observability.msgtrace import check_traceparent
 from strongroom.persistence.state import PublishResult
 from strongroom.persistence.term import CommitResult
 from strongroom.tracing import traced
@@ -135,7 +136,10 @@ def check_publish(item: PublishItem) -> None:
 
 
 def check_message(message: cpb.Message, what: str = "message") -> None:
-    """Refuse a message with a field without a name or without a value (InvalidArgument)."""
+    """Refuse a message with a field without a name or without a value, or a malformed W3C
+    `traceparent` (InvalidArgument)."""
+    if message.traceparent:
+        check_traceparent(message.traceparent)
     if message.fields:
         for name, value in message.fields.items():
             if not name:

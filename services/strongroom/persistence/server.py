@@ -180,7 +180,8 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
         if link_socket is not None else None
     add_messaging_service(MessagingServicer(node.messaging), server)
     replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower, node), server)
-    admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(node, shared_view(config)), server)
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(
+        AdminServicer(node, shared_view(config), telemetry.prepare(node)), server)
     messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps), server)
     uow_pb2_grpc.add_UowServiceServicer_to_server(UowServicer(node.uows, node.uows.publications, node.messaging.named), server)
     health_servicer = health.aio.HealthServicer()

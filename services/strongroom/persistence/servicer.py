@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol, cast
 
 import grpc
-from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from strongroom.api.v1 import admin_pb2 as apb
 from strongroom.api.v1 import admin_pb2_grpc as agrpc
@@ -22,12 +21,13 @@ from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.api.v1 import router_pb2
-from strongroom.errors import InvalidArgument, StrongroomError, error_for_reason
+from strongroom.errors import (InvalidArgument, NotOperational, PersistenceUnavailable, StrongroomError,
+                               error_for_reason)
+from strongroom.etcd import EtcdUnavailable
 from strongroom.grpcerrors import abort_with, to_status
 from strongroom.dr.record import DrRecord
+from strongroom.observability.traceswitch import MessageTracing
 from strongroom.persistence.committed import CommittedBatch
-from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
 from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
@@ -35,13 +35,9 @@ from strongroom.persistence.publishing import PendingPublishes, PublishItem, Pub
 from strongroom.persistence.shared_standby import SharedView
 from strongroom.persistence.standby_server import shared_store_reply
 from strongroom.persistence.state import DeleteResult
-from strongroom.persistence.status import (
-    ClusterStatus,
-    DurableList,
-    DurableStatus,
-    OriginMarkStatus,
-)
-from strongroom.persistence.storestate import StoreAction, StoreCause, StoreState, StoreView
+from strongroom.persistence.replies import add_durables, add_origin_marks, status_reply, store_reply
+from strongroom.persistence.status import ClusterStatus, DurableList, OriginMarkStatus
+from strongroom.persistence.storestate import StoreAction, StoreView
 from strongroom.wire import delivery, destination_field, subscribe_deliveries
 
 __all__ = ["AdminServicer", "MessagingServicer", "ReplicationServicer"]
@@ -421,87 +417,16 @@ class Administered(Protocol):
     async def demote(self, cluster: str) -> tuple[DrRecord, int]: ...
 
 
-_ROLES = {Role.FOLLOWER: apb.MEMBER_ROLE_FOLLOWER, Role.RECOVERING: apb.MEMBER_ROLE_RECOVERING,
-          Role.LEADER: apb.MEMBER_ROLE_LEADER}
-
-
-def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
-    """The admin API's ClusterStatus of a member's status."""
-    reply = apb.ClusterStatus(
-        cluster=st.cluster, member=st.member, role=st.role.value, member_role=_ROLES[st.role], leader=st.leader,
-        leader_address=st.leader_address, epoch=st.epoch, commit_index=st.commit_index, last_index=st.last_index,
-        applied_index=st.applied_index, snapshot_index=st.snapshot_index, storage=st.storage,
-        realm_version=st.realm_version, synced=st.synced, indexes_on_disk=st.indexes_on_disk,
-        memory_budget_bytes=st.memory_budget_bytes, memory_payload_bytes=st.memory_payload_bytes,
-        apply_stopped=st.apply_stopped, realm_service=st.realm_service, uow_clock=st.uow_clock,
-        standby=st.standby, primary_commit_index=st.primary_commit_index,
-        seconds_behind_primary=st.seconds_behind_primary, messages_behind_primary=st.messages_behind_primary,
-        dr_role=st.dr_role, generation=st.generation,
-        newer_generation=st.newer_generation, dr_since_index=st.dr_since_index,
-        events_published_index=st.events_published_index, store_damage=st.store_damage,
-        metrics_url=st.metrics_url)
-    for m in st.members:
-        reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
-                          replication=m.replication, cannot_store=m.cannot_store,
-                          cannot_store_since=m.cannot_store_since)
-    for s in st.stores:
-        store = reply.stores.add(
-            name=s.name, replicated=s.replicated, messages=s.messages, bytes=s.bytes, cluster=s.cluster,
-            storage=s.storage, publisher_mode=s.publisher_mode, max_messages=s.max_messages, max_bytes=s.max_bytes,
-            limit_policy=s.limit_policy, maps=s.maps, routed=s.routed, max_message_bytes=s.max_message_bytes,
-            map_count=s.map_count, swapped_messages=s.swapped_messages, uows=s.uows, uows_pending=s.uows_pending,
-            uow_messages=s.uow_messages, uow_bytes=s.uow_bytes)
-        add_durables(store.durables, s.durables)
-        add_origin_marks(store.origin_marks, s.origin_marks)
-    return reply
-
-
-_STORE_STATES = {StoreState.AVAILABLE: apb.PERSISTENT_STORE_STATE_AVAILABLE,
-                 StoreState.UNAVAILABLE: apb.PERSISTENT_STORE_STATE_UNAVAILABLE,
-                 StoreState.NO_NEW_UOW: apb.PERSISTENT_STORE_STATE_NO_NEW_UOW}
-_STORE_CAUSES = {StoreCause.NONE: apb.PERSISTENT_STORE_CAUSE_UNSPECIFIED,
-                 StoreCause.OPERATOR: apb.PERSISTENT_STORE_CAUSE_OPERATOR,
-                 StoreCause.CAPACITY: apb.PERSISTENT_STORE_CAUSE_CAPACITY,
-                 StoreCause.DISK: apb.PERSISTENT_STORE_CAUSE_DISK}
-
-
-def store_reply(view: StoreView) -> apb.PersistentStore:
-    """The admin API's PersistentStore of a member's view of it."""
-    record = view.record
-    return apb.PersistentStore(
-        cluster=view.cluster, state=_STORE_STATES[record.state], since=record.since, reason=record.reason,
-        cause=_STORE_CAUSES[record.cause], changed_by=record.changed_by, messages=view.usage.messages,
-        bytes=view.usage.bytes, capacity_messages=view.capacity.capacity_messages,
-        capacity_bytes=view.capacity.capacity_bytes, over_capacity=view.over_capacity, member=view.member,
-        enforced=view.enforced, cannot_store=[apb.MemberStorage(member=member, cannot_store=why, since=since)
-                                              for member, why, since in view.cannot_store])
-
-
-def add_durables(into: RepeatedCompositeFieldContainer[apb.DurableStatus], durables: list[DurableStatus]) -> None:
-    """The admin API's DurableStatus of each durable's status, added to `into`."""
-    for d in durables:
-        into.add(name=d.name, destination=d.destination, kind=d.kind, pending_messages=d.pending_messages,
-                 pending_bytes=d.pending_bytes, unacked=d.unacked, subscribers=d.subscribers, matcher=d.matcher,
-                 key_field=d.key_field, ack_sync_mode=d.ack_sync_mode, content=d.content, refused=d.refused,
-                 unreachable=bool(d.unreachable_reason), unreachable_reason=d.unreachable_reason, static=d.static,
-                 store=d.store, last_used=d.last_used, attached=d.attached, expiry_seconds=d.expiry_seconds,
-                 expires_in_seconds=d.expires_in, content_matcher=d.content_matcher)
-
-
-def add_origin_marks(into: RepeatedCompositeFieldContainer[router_pb2.OriginMark],
-                     marks: list[OriginMarkStatus]) -> None:
-    """The API's OriginMark of each origin mark, added to `into`."""
-    for m in marks:
-        into.add(cluster=m.cluster, destination=m.destination, sequence=m.sequence, stored_at=m.stored_at)
-
-
 class AdminServicer(agrpc.AdminServiceServicer):
     """Operator API."""
 
-    def __init__(self, member: Administered, shared: Callable[[], SharedView] | None = None) -> None:
+    def __init__(self, member: Administered, shared: Callable[[], SharedView] | None = None,
+                 tracing: MessageTracing | None = None) -> None:
         self.member = member
         self.shared = shared
         """A shared store's standard: its view for `Status` (None for other members)."""
+        self.tracing = tracing
+        """The member's message tracing (None: not served here)."""
 
     async def Status(self, request: apb.StatusRequest, context: Context) -> apb.ClusterStatus:
         reply = status_reply(self.member.status())
@@ -579,3 +504,31 @@ class AdminServicer(agrpc.AdminServiceServicer):
     async def AllowNewUnitsOfWork(self, request: apb.ChangePersistentStoreRequest,
                                   context: Context) -> apb.PersistentStore:
         return await self._change_store(request, StoreAction.ALLOW_NEW, context)
+
+    async def SetMessageTrace(self, request: apb.SetMessageTraceRequest,
+                              context: Context) -> apb.MessageTraceSettings:
+        try:
+            if self.tracing is None:
+                raise NotOperational("this instance does not trace messages")
+            try:
+                settings = await self.tracing.change(request.destination, request.producer_id, request.seconds,
+                                                     request.off)
+            except (EtcdUnavailable, grpc.aio.AioRpcError) as exc:
+                raise PersistenceUnavailable(f"cannot reach etcd to change the message trace: {exc}") from None
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return apb.MessageTraceSettings(filters=[apb.MessageTraceFilter(destination=f.destination,
+                                                                        producer_id=f.producer_id, until=f.until)
+                                                 for f in settings.filters])
+
+    async def GetMessageTrace(self, request: apb.GetMessageTraceRequest,
+                              context: Context) -> apb.GetMessageTraceResponse:
+        reply = apb.GetMessageTraceResponse(member=self.member.status().member)
+        if self.tracing is not None:
+            for e in self.tracing.tracer.events(request.destination, request.producer_id, request.sequence,
+                                                request.store, request.message_seq, request.limit or 1000):
+                reply.steps.add(time=e.time, member=e.member, step=e.step, destination=e.destination,
+                                producer_id=e.producer_id, sequence=e.sequence, store=e.store,
+                                message_seq=e.message_seq, log_index=e.log_index, detail=e.detail,
+                                traceparent=e.traceparent)
+        return reply

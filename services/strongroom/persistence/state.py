@@ -786,6 +786,10 @@ class StateMachine:
                 stored.refs += 1
             for durable in wanting:
                 self._hold(durable, stored)
+            tracer = self.tallies.tracer
+            if tracer is not None:
+                tracer.committed(self._index, store, seq, destination, msg.producer_id, msg.sequence, msg.traceparent,
+                                 len(wanting))
         if producer_id:
             if window is None:
                 window = self.producers[producer_id] = self._new_window(producer_id)
@@ -856,6 +860,11 @@ class StateMachine:
         if op.clock:
             self.advance_clock(op.clock)
             durable.last_used = max(durable.last_used, op.clock)
+        tracer = self.tallies.tracer
+        if tracer is not None:  # before the release, which may delete the message (its last step)
+            for seq in op.message_seqs:
+                if seq in durable.pending:
+                    tracer.step("acked", durable.store, seq, f"by durable {durable.name or '(the queue)'}", self._index)
         acked = self._release(durable, list(op.message_seqs))
         self.acked_messages += len(acked)
         if acked:
@@ -876,6 +885,8 @@ class StateMachine:
 
     def _forget(self, stored: StoredMessage) -> None:
         del self.messages[stored.seq]
+        if self.tallies.tracer is not None:
+            self.tallies.tracer.deleted(stored.store, stored.seq, self._index)
         if self.payloads is not None:
             self.payloads.forget(stored)
         self.store_bytes[stored.store] -= stored.size
@@ -894,6 +905,9 @@ class StateMachine:
             return
         tally = self.tallies.expired if kind == RecordKind.EXPIRED else self.tallies.discarded
         tally[stored.store] += 1
+        if self.tallies.tracer is not None:
+            self.tallies.tracer.step("expired" if kind == RecordKind.EXPIRED else "discarded", stored.store, seq,
+                                     reason, self._index)
         if self.events is not None:
             self.events.append((self._op, kind, seq, stored.store, stored.destination, stored.size, reason))
         for durable in self._holders(stored):
@@ -990,6 +1004,10 @@ class StateMachine:
             if result.rejected:
                 return False
         self.tallies.dead_lettered[stored.store] += 1
+        if self.tallies.tracer is not None:
+            self.tallies.tracer.step("dead_lettered", stored.store, stored.seq,
+                                     f"from durable {durable.name or '(the queue)'} after {op.deliveries} deliveries"
+                                     + (f", to {op.target_destination}" if op.target_destination else ""), self._index)
         if self.events is not None:
             self.events.append((self._op, RecordKind.DEAD_LETTERED, durable, stored.seq, stored.store,
                                 stored.destination, stored.size))

@@ -42,6 +42,84 @@ MEMBER_ROLE_FOLLOWER: MemberRole
 MEMBER_ROLE_RECOVERING: MemberRole
 MEMBER_ROLE_LEADER: MemberRole
 
+class SetMessageTraceRequest(_message.Message):
+    __slots__ = ("destination", "producer_id", "seconds", "off")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OFF_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    producer_id: str
+    seconds: float
+    off: bool
+    def __init__(self, destination: _Optional[str] = ..., producer_id: _Optional[str] = ..., seconds: _Optional[float] = ..., off: _Optional[bool] = ...) -> None: ...
+
+class MessageTraceFilter(_message.Message):
+    __slots__ = ("destination", "producer_id", "until")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    producer_id: str
+    until: float
+    def __init__(self, destination: _Optional[str] = ..., producer_id: _Optional[str] = ..., until: _Optional[float] = ...) -> None: ...
+
+class MessageTraceSettings(_message.Message):
+    __slots__ = ("filters",)
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    filters: _containers.RepeatedCompositeFieldContainer[MessageTraceFilter]
+    def __init__(self, filters: _Optional[_Iterable[_Union[MessageTraceFilter, _Mapping]]] = ...) -> None: ...
+
+class GetMessageTraceRequest(_message.Message):
+    __slots__ = ("destination", "producer_id", "sequence", "store", "message_seq", "limit")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    producer_id: str
+    sequence: int
+    store: str
+    message_seq: int
+    limit: int
+    def __init__(self, destination: _Optional[str] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ..., store: _Optional[str] = ..., message_seq: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class MessageTraceStep(_message.Message):
+    __slots__ = ("time", "member", "step", "destination", "producer_id", "sequence", "store", "message_seq", "log_index", "detail", "traceparent")
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    time: float
+    member: str
+    step: str
+    destination: str
+    producer_id: str
+    sequence: int
+    store: str
+    message_seq: int
+    log_index: int
+    detail: str
+    traceparent: str
+    def __init__(self, time: _Optional[float] = ..., member: _Optional[str] = ..., step: _Optional[str] = ..., destination: _Optional[str] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ..., store: _Optional[str] = ..., message_seq: _Optional[int] = ..., log_index: _Optional[int] = ..., detail: _Optional[str] = ..., traceparent: _Optional[str] = ...) -> None: ...
+
+class GetMessageTraceResponse(_message.Message):
+    __slots__ = ("member", "steps")
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    member: str
+    steps: _containers.RepeatedCompositeFieldContainer[MessageTraceStep]
+    def __init__(self, member: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[MessageTraceStep, _Mapping]]] = ...) -> None: ...
+
 class GetPersistentStoreRequest(_message.Message):
     __slots__ = ("cluster",)
     CLUSTER_FIELD_NUMBER: _ClassVar[int]

@@ -86,6 +86,16 @@ class AdminServiceStub:
                 request_serializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
                 _registered_method=True)
+        self.SetMessageTrace = channel.unary_unary(
+                '/strongroom.v1.AdminService/SetMessageTrace',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.SetMessageTraceRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.MessageTraceSettings.FromString,
+                _registered_method=True)
+        self.GetMessageTrace = channel.unary_unary(
+                '/strongroom.v1.AdminService/GetMessageTrace',
+                request_serializer=strongroom_dot_v1_dot_admin__pb2.GetMessageTraceRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_admin__pb2.GetMessageTraceResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -203,6 +213,26 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetMessageTrace(self, request, context):
+        """Turn message tracing on for a destination (a name, or a pattern with `*`) or for one
+        producer id, for a while, or off. Kept in the cluster's etcd: every member traces from then
+        on (logging each step of each matching message and keeping the newest 10,000 steps for
+        GetMessageTrace) until the filter ends. Any member answers; no leader is needed. Errors:
+        INVALID_ARGUMENT (neither or both of destination and producer_id to turn on, or seconds
+        above 86400; nothing changed), PSTORE_UNAVAILABLE (etcd cannot be reached).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMessageTrace(self, request, context):
+        """The steps of traced messages the answering member kept, oldest first, that match every
+        criterion given (ask every member to follow a message across them: `strongroom trace show`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -255,6 +285,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AllowNewUnitsOfWork,
                     request_deserializer=strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_admin__pb2.PersistentStore.SerializeToString,
+            ),
+            'SetMessageTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetMessageTrace,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.SetMessageTraceRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.MessageTraceSettings.SerializeToString,
+            ),
+            'GetMessageTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMessageTrace,
+                    request_deserializer=strongroom_dot_v1_dot_admin__pb2.GetMessageTraceRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_admin__pb2.GetMessageTraceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -529,6 +569,60 @@ class AdminService:
             '/strongroom.v1.AdminService/AllowNewUnitsOfWork',
             strongroom_dot_v1_dot_admin__pb2.ChangePersistentStoreRequest.SerializeToString,
             strongroom_dot_v1_dot_admin__pb2.PersistentStore.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetMessageTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/SetMessageTrace',
+            strongroom_dot_v1_dot_admin__pb2.SetMessageTraceRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.MessageTraceSettings.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMessageTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.AdminService/GetMessageTrace',
+            strongroom_dot_v1_dot_admin__pb2.GetMessageTraceRequest.SerializeToString,
+            strongroom_dot_v1_dot_admin__pb2.GetMessageTraceResponse.FromString,
             options,
             channel_credentials,
             insecure,

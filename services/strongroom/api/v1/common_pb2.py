@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrongroom/v1/common.proto\x12\rstrongroom.v1\"\x86\x01\n\nFieldValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x03H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x12\x15\n\x0b\x62ytes_value\x18\x04 \x01(\x0cH\x00\x12\x14\n\nbool_value\x18\x05 \x01(\x08H\x00\x42\x07\n\x05value\"\xe3\x01\n\x07Message\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x32\n\x06\x66ields\x18\x02 \x03(\x0b\x32\".strongroom.v1.Message.FieldsEntry\x12\x13\n\x0bproducer_id\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12%\n\x06origin\x18\x05 \x01(\x0b\x32\x15.strongroom.v1.Origin\x1aH\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.strongroom.v1.FieldValue:\x02\x38\x01\"L\n\x06Origin\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\r\n\x05store\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x10\n\x08previous\x18\x04 \x01(\x04\"p\n\nFieldMatch\x12+\n\x06\x65quals\x18\x01 \x01(\x0b\x32\x19.strongroom.v1.FieldValueH\x00\x12(\n\x04test\x18\x02 \x01(\x0e\x32\x18.strongroom.v1.FieldTestH\x00\x42\x0b\n\tcondition\"\x95\x01\n\x0e\x43ontentMatcher\x12\x39\n\x06\x66ields\x18\x01 \x03(\x0b\x32).strongroom.v1.ContentMatcher.FieldsEntry\x1aH\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.strongroom.v1.FieldMatch:\x02\x38\x01*{\n\x0b\x44urableKind\x12\x1c\n\x18\x44URABLE_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x44URABLE_KIND_STANDARD\x10\x01\x12\x17\n\x13\x44URABLE_KIND_SHARED\x10\x02\x12\x1a\n\x16\x44URABLE_KIND_LASTVALUE\x10\x03*V\n\tFieldTest\x12\x1a\n\x16\x46IELD_TEST_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46IELD_TEST_PRESENT\x10\x01\x12\x15\n\x11\x46IELD_TEST_ABSENT\x10\x02*]\n\x0b\x41\x63kSyncMode\x12\x1d\n\x19\x41\x43K_SYNC_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41\x43K_SYNC_MODE_SYNC\x10\x01\x12\x17\n\x13\x41\x43K_SYNC_MODE_ASYNC\x10\x02*e\n\x0bLimitPolicy\x12\x1c\n\x18LIMIT_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13LIMIT_POLICY_REJECT\x10\x01\x12\x1f\n\x1bLIMIT_POLICY_DISCARD_OLDEST\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrongroom/v1/common.proto\x12\rstrongroom.v1\"\x86\x01\n\nFieldValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x03H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x12\x15\n\x0b\x62ytes_value\x18\x04 \x01(\x0cH\x00\x12\x14\n\nbool_value\x18\x05 \x01(\x08H\x00\x42\x07\n\x05value\"\xf8\x01\n\x07Message\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x32\n\x06\x66ields\x18\x02 \x03(\x0b\x32\".strongroom.v1.Message.FieldsEntry\x12\x13\n\x0bproducer_id\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12%\n\x06origin\x18\x05 \x01(\x0b\x32\x15.strongroom.v1.Origin\x12\x13\n\x0btraceparent\x18\x06 \x01(\t\x1aH\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.strongroom.v1.FieldValue:\x02\x38\x01\"L\n\x06Origin\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\r\n\x05store\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\x10\n\x08previous\x18\x04 \x01(\x04\"p\n\nFieldMatch\x12+\n\x06\x65quals\x18\x01 \x01(\x0b\x32\x19.strongroom.v1.FieldValueH\x00\x12(\n\x04test\x18\x02 \x01(\x0e\x32\x18.strongroom.v1.FieldTestH\x00\x42\x0b\n\tcondition\"\x95\x01\n\x0e\x43ontentMatcher\x12\x39\n\x06\x66ields\x18\x01 \x03(\x0b\x32).strongroom.v1.ContentMatcher.FieldsEntry\x1aH\n\x0b\x46ieldsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.strongroom.v1.FieldMatch:\x02\x38\x01*{\n\x0b\x44urableKind\x12\x1c\n\x18\x44URABLE_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x44URABLE_KIND_STANDARD\x10\x01\x12\x17\n\x13\x44URABLE_KIND_SHARED\x10\x02\x12\x1a\n\x16\x44URABLE_KIND_LASTVALUE\x10\x03*V\n\tFieldTest\x12\x1a\n\x16\x46IELD_TEST_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46IELD_TEST_PRESENT\x10\x01\x12\x15\n\x11\x46IELD_TEST_ABSENT\x10\x02*]\n\x0b\x41\x63kSyncMode\x12\x1d\n\x19\x41\x43K_SYNC_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41\x43K_SYNC_MODE_SYNC\x10\x01\x12\x17\n\x13\x41\x43K_SYNC_MODE_ASYNC\x10\x02*e\n\x0bLimitPolicy\x12\x1c\n\x18LIMIT_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13LIMIT_POLICY_REJECT\x10\x01\x12\x1f\n\x1bLIMIT_POLICY_DISCARD_OLDEST\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,26 +35,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MESSAGE_FIELDSENTRY']._serialized_options = b'8\001'
   _globals['_CONTENTMATCHER_FIELDSENTRY']._loaded_options = None
   _globals['_CONTENTMATCHER_FIELDSENTRY']._serialized_options = b'8\001'
-  _globals['_DURABLEKIND']._serialized_start=756
-  _globals['_DURABLEKIND']._serialized_end=879
-  _globals['_FIELDTEST']._serialized_start=881
-  _globals['_FIELDTEST']._serialized_end=967
-  _globals['_ACKSYNCMODE']._serialized_start=969
-  _globals['_ACKSYNCMODE']._serialized_end=1062
-  _globals['_LIMITPOLICY']._serialized_start=1064
-  _globals['_LIMITPOLICY']._serialized_end=1165
+  _globals['_DURABLEKIND']._serialized_start=777
+  _globals['_DURABLEKIND']._serialized_end=900
+  _globals['_FIELDTEST']._serialized_start=902
+  _globals['_FIELDTEST']._serialized_end=988
+  _globals['_ACKSYNCMODE']._serialized_start=990
+  _globals['_ACKSYNCMODE']._serialized_end=1083
+  _globals['_LIMITPOLICY']._serialized_start=1085
+  _globals['_LIMITPOLICY']._serialized_end=1186
   _globals['_FIELDVALUE']._serialized_start=46
   _globals['_FIELDVALUE']._serialized_end=180
   _globals['_MESSAGE']._serialized_start=183
-  _globals['_MESSAGE']._serialized_end=410
-  _globals['_MESSAGE_FIELDSENTRY']._serialized_start=338
-  _globals['_MESSAGE_FIELDSENTRY']._serialized_end=410
-  _globals['_ORIGIN']._serialized_start=412
-  _globals['_ORIGIN']._serialized_end=488
-  _globals['_FIELDMATCH']._serialized_start=490
-  _globals['_FIELDMATCH']._serialized_end=602
-  _globals['_CONTENTMATCHER']._serialized_start=605
-  _globals['_CONTENTMATCHER']._serialized_end=754
-  _globals['_CONTENTMATCHER_FIELDSENTRY']._serialized_start=682
-  _globals['_CONTENTMATCHER_FIELDSENTRY']._serialized_end=754
+  _globals['_MESSAGE']._serialized_end=431
+  _globals['_MESSAGE_FIELDSENTRY']._serialized_start=359
+  _globals['_MESSAGE_FIELDSENTRY']._serialized_end=431
+  _globals['_ORIGIN']._serialized_start=433
+  _globals['_ORIGIN']._serialized_end=509
+  _globals['_FIELDMATCH']._serialized_start=511
+  _globals['_FIELDMATCH']._serialized_end=623
+  _globals['_CONTENTMATCHER']._serialized_start=626
+  _globals['_CONTENTMATCHER']._serialized_end=775
+  _globals['_CONTENTMATCHER_FIELDSENTRY']._serialized_start=703
+  _globals['_CONTENTMATCHER_FIELDSENTRY']._serialized_end=775
 # @@protoc_insertion_point(module_scope)

@@ -60,7 +60,7 @@ class FieldValue(_message.Message):
     def __init__(self, string_value: _Optional[str] = ..., int_value: _Optional[int] = ..., float_value: _Optional[float] = ..., bytes_value: _Optional[bytes] = ..., bool_value: _Optional[bool] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("body", "fields", "producer_id", "sequence", "origin")
+    __slots__ = ("body", "fields", "producer_id", "sequence", "origin", "traceparent")
     class FieldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -73,12 +73,14 @@ class Message(_message.Message):
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     fields: _containers.MessageMap[str, FieldValue]
     producer_id: str
     sequence: int
     origin: Origin
-    def __init__(self, body: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, FieldValue]] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, body: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, FieldValue]] = ..., producer_id: _Optional[str] = ..., sequence: _Optional[int] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class Origin(_message.Message):
     __slots__ = ("cluster", "store", "sequence", "previous")

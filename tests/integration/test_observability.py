@@ -143,3 +143,118 @@ def test_status_names_each_members_metrics_url_and_the_stats_log_writes_lines(cl
         time.sleep(0.2)
     line = next(x for x in cluster.logs().splitlines() if "strongroom.stats: " in x)
     assert "epoch" in line and "disk" in line and "pending" in line, line
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+async def _trace_everywhere(cluster: Cluster, **what: Any) -> None:
+    """Turn a trace filter on through every member: each applies it as it answers, so none misses
+    the next message waiting for etcd's watch."""
+    from strongroom.client import Client
+
+    for address in cluster.addresses():
+        async with Client([address], timeout=10) as one:
+            settings = await one.set_message_trace(**what)
+            assert any(f.destination == what.get("destination", "") and f.producer_id == what.get("producer_id", "")
+                       for f in settings.filters), settings
+
+
+def _trace(cluster: Cluster, *argv: str) -> tuple[int, Any]:
+    result = strongroom(",".join(cluster.addresses()), "trace", *argv, "--json")
+    return result.returncode, json.loads(result.stdout) if result.stdout.strip() else result.stderr
+
+
+async def _traced_work(cluster: Cluster) -> tuple[str, int, str]:
+    """Two messages to a traced destination (the first with a traceparent) and one to another,
+    each received and acked by a durable; a malformed traceparent refused. (producer id and
+    sequence of the first message, the leader's name.)"""
+    from strongroom.errors import InvalidArgument
+
+    await _trace_everywhere(cluster, destination="metered.traced", seconds=300)
+    async with leader_client(cluster) as client:
+        leader = next(s.member for s in await client.status() if s.role == "leader")
+        watcher = await client.subscribe("metered.traced", "watcher")
+        other = await client.subscribe("metered.untraced", "watcher")
+        pub = client.publisher("metered.traced")
+        first = await (await pub.send(b"traced", traceparent=TRACEPARENT))
+        await (await pub.send(b"plain"))
+        await client.publish("metered.untraced", b"not traced")
+        got = await drain(watcher, 2)
+        assert [(m.body, m.traceparent) for m in got] == [(b"traced", TRACEPARENT), (b"plain", "")]
+        assert got[0].seq == first.message_seq
+        assert [m.body for m in await drain(other, 1)] == [b"not traced"]
+        url = next(s.metrics_url for s in await client.status() if s.role == "leader")
+
+        async def stored() -> float:  # messages the leader ever stored in the store: only a store moves it
+            return value(await asyncio.to_thread(scrape, url), "strongroom_messages_stored_total", store="metered")
+        before = await stored()
+        for bad in ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "00-" + "0" * 32 + "-00f067aa0ba902b7-01",
+                    "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "not a trace"):
+            with pytest.raises(InvalidArgument, match="traceparent"):
+                await client.publish("metered.traced", b"bad", traceparent=bad)
+        assert await stored() == before
+        await watcher.close()
+        await other.close()
+        return pub.producer_id, got[0].sequence, leader
+
+
+def test_a_traced_message_is_followed_across_every_member(cluster: Cluster) -> None:
+    producer, sequence, leader = asyncio.run(_traced_work(cluster))
+    members = sorted(s["member"] for s in statuses(cluster))
+    deadline = time.monotonic() + 20
+    while True:  # the followers apply the ack and the deletion a moment after the leader
+        code, steps = _trace(cluster, "show", "--producer", producer, "--sequence", str(sequence))
+        assert code == 0, steps
+        if sorted(s["member"] for s in steps if s["step"] == "deleted") == members:
+            break
+        assert time.monotonic() < deadline, steps
+        time.sleep(0.2)
+    by_step: dict[str, list[dict[str, Any]]] = {}
+    for s in steps:
+        by_step.setdefault(s["step"], []).append(s)
+        assert (s["producer_id"], int(s["sequence"]), s["destination"], s["traceparent"]) == \
+            (producer, sequence, "metered.traced", TRACEPARENT), s
+    assert sorted(by_step) == ["acked", "committed", "deleted", "delivered", "received"], steps
+    assert [s["member"] for s in by_step["received"]] == [leader]
+    assert [s["member"] for s in by_step["delivered"]] == [leader]
+    assert "durable watcher, delivery 1" in by_step["delivered"][0]["detail"]
+    for step in ("committed", "acked", "deleted"):
+        assert sorted(s["member"] for s in by_step[step]) == members, (step, steps)
+    # One log index per step on every member, and one store sequence throughout.
+    assert len({int(s["log_index"]) for s in by_step["committed"]}) == 1
+    assert len({int(s["message_seq"]) for s in steps if s["step"] != "received"}) == 1
+    # On the leader, in the order they happened.
+    on_leader = [s["step"] for s in steps if s["member"] == leader]
+    assert on_leader == ["received", "committed", "delivered", "acked", "deleted"], on_leader
+    # Another destination left untraced; the other message of the traced one traced without a traceparent.
+    code, none = _trace(cluster, "show", "--destination", "metered.untraced")
+    assert code == 1 and none == []
+    code, both = _trace(cluster, "show", "--destination", "metered.traced", "--producer", producer)
+    assert {int(s["sequence"]) for s in both} == {sequence, sequence + 1}
+    assert {s["traceparent"] for s in both if int(s["sequence"]) == sequence + 1} == {""}
+
+
+def test_tracing_is_turned_off_for_every_member_and_bad_requests_change_nothing(cluster: Cluster) -> None:
+    code, on = _trace(cluster, "on", "--producer", "p-off", "--for", "60")
+    assert code == 0 and {f["producer_id"] for f in on["filters"]} >= {"p-off"}, on
+    code, refused = _trace(cluster, "on", "--destination", "metered.x", "--for", "100000")
+    assert code == 1 and "86400" in refused, refused
+    code, off = _trace(cluster, "off")
+    assert code == 0 and off == {"filters": []}, off
+    deadline = time.monotonic() + 10
+
+    async def publish_after_off() -> None:
+        async with leader_client(cluster) as client:
+            await client.subscribe("metered.traced", "after-off")
+            await client.publish("metered.traced", b"after off")
+
+    # Every member follows the etcd key: once off there, nothing more is traced anywhere.
+    while True:
+        before = _trace(cluster, "show", "--destination", "metered.traced")[1]
+        time.sleep(0.5)
+        asyncio.run(publish_after_off())
+        after = _trace(cluster, "show", "--destination", "metered.traced")[1]
+        if len(after) == len(before):
+            break
+        assert time.monotonic() < deadline, "tracing did not stop"
