@@ -46,11 +46,25 @@ buf-breaking: buf
 	else rm -rf .tools/against && mkdir -p .tools/against && git archive "$(BUF_AGAINST)" protos | tar -x -C .tools/against && \
 	  $(BUF) breaking --against .tools/against/protos && echo "buf breaking: protos/ compatible with $(BUF_AGAINST)"; fi
 
+# checkov, the ecosystem's policy check of Kubernetes manifests, in a virtual environment of its
+# own under .tools/ (it pins packaging, networkx and others below what the project uses);
+# tests/deploy/test_chart_checkov.py runs it over the manifests of every ci/values scenario.
+CHECKOV_VERSION := 3.3.30
+CHECKOV_DIR := .tools/checkov
+.PHONY: checkov
+checkov: $(CHECKOV_DIR)/.installed-$(CHECKOV_VERSION)
+
+$(CHECKOV_DIR)/.installed-$(CHECKOV_VERSION):
+	rm -rf $(CHECKOV_DIR)
+	python3.11 -m venv $(CHECKOV_DIR)
+	$(CHECKOV_DIR)/bin/python -m pip install -q checkov==$(CHECKOV_VERSION)
+	touch $@
+
 # The whole suite: buf lint and breaking-change check of protos/, then unit, integration (real
 # etcd, real processes), slow failover tests, and the README's shell and Python examples against
 # a real local cluster (tests/docs). Prints the 15 slowest tests and every skipped one with its
 # reason.
-test: venv check-protos buf-lint buf-breaking
+test: venv check-protos buf-lint buf-breaking checkov
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 -rfEs
 
 up: venv

@@ -341,11 +341,12 @@ def test_dr_deployment_is_one_locked_down_replica_never_two(which: str, name: st
     assert pod["securityContext"] == r.values["podSecurityContext"]
     assert container["securityContext"] == r.values["securityContext"]
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
-    if which == "standby scenario":
+    if which == "standby scenario":  # the scenario's resources over the chart's defaults (Helm merges them)
         assert container["resources"] == r.values["dr"]["resources"] == \
-            {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
-    else:
-        assert r.values["dr"]["resources"] == {} and "resources" not in container
+            {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
+    else:  # the chart's defaults: every container has requests and limits (checkov)
+        assert container["resources"] == r.values["dr"]["resources"] == \
+            {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
     assert container["image"] == "strongroom:0.1.0"
 
 
@@ -450,7 +451,13 @@ def test_primary_release_renders_what_it_renders_without_dr_but_the_realms_stand
     differing = {k for k in plain.templates.keys() | with_dr.templates.keys()
                  if plain.templates.get(k, "").strip() != with_dr.templates.get(k, "").strip()}
     assert differing == {"strongroom/templates/realm-configmap.yaml", "strongroom/templates/NOTES.txt",
-                         "strongroom/templates/dr.yaml"}
+                         "strongroom/templates/dr.yaml", "strongroom/templates/networkpolicy.yaml"}
+    # networkpolicy.yaml: the DR service's policy added, the others the same.
+    policies = {t: {d["metadata"]["name"]: d for d in yaml.safe_load_all(r.templates["strongroom/templates/networkpolicy.yaml"])
+                    if d} for t, r in (("with", with_dr), ("plain", plain))}
+    added = policies["with"].keys() - policies["plain"].keys()
+    assert added == {f"{fullname(plain.values)}-dr"}
+    assert {k: policies["with"][k] for k in policies["plain"]} == policies["plain"]
     with_doc = yaml.safe_load(with_dr.get("ConfigMap", realm_name)["data"]["realm.yaml"])
     plain_doc = yaml.safe_load(plain.get("ConfigMap", realm_name)["data"]["realm.yaml"])
     assert with_doc["clusters"][0].pop("standby")["primary"] == \

@@ -259,8 +259,9 @@ def test_router_pods_are_locked_down_like_the_other_workloads(name: str) -> None
         # A read-only root: /tmp is the one writable place, as for the realm service.
         assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
         assert container.get("resources", {}) == r.values["router"]["resources"]
+    # The scenario's resources over the chart's defaults (Helm merges them: its CPU limit stays).
     assert router_container(render_scenario(ZONES).get("Deployment", "sr-strongroom-rio-router"))["resources"] == \
-        {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
+        {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
 
 
 # --- the label's ServiceAccount and Role ----------------------------------------------------------

@@ -771,3 +771,43 @@ where, which image, which identity, how big; and the submitter's in-cluster cred
   "spark.driver.memory" $m.spark.driverMemory
 ) }}
 {{- end }}
+
+{{/*
+checkov's skip annotations of a workload (checkov.io/skipN: CHECK=why): each check the chart
+cannot pass by its nature, with the reason (tests/deploy/test_chart_checkov.py runs checkov over
+every ci/values scenario and fails on any other finding). Takes (dict "root" $ "image" "repo:tag"
+"token" "why the pod mounts its service-account token, or empty" "etcd" true|false).
+*/}}
+{{- define "strongroom.checkovSkipEntries" -}}
+{{- $skips := list }}
+{{- if not (contains "@sha256:" .image) }}
+{{- $skips = append $skips "CKV_K8S_43=the image is named by tag: its digest is known only once it is built and pushed; give image.tag as tag@sha256:digest to pin it" }}
+{{- end }}
+{{- if .token }}
+{{- $skips = append $skips (printf "CKV_K8S_38=%s" .token) }}
+{{- end }}
+{{- if .etcd }}
+{{- $skips = append $skips "CKV_K8S_116=the bundled etcd has no client TLS yet (README, Not done yet: TLS); the NetworkPolicy admits only the release's pods to its client port" }}
+{{- $skips = append $skips "CKV_K8S_117=the bundled etcd has no client certificates yet (README, Not done yet: TLS); the NetworkPolicy admits only the release's pods to its client port" }}
+{{- $skips = append $skips "CKV_K8S_119=the bundled etcd has no peer TLS yet (README, Not done yet: TLS); the NetworkPolicy admits only etcd's own pods to its peer port" }}
+{{- end }}
+{{- range $i, $s := $skips }}
+checkov.io/skip{{ add1 $i }}: {{ $s | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The same as a workload's `annotations:` (nothing when there is no skip). */}}
+{{- define "strongroom.checkovSkips" -}}
+{{- with (include "strongroom.checkovSkipEntries" .) }}
+annotations:
+  {{- . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A NetworkPolicy rule's `from`: the given peers, or nothing (any source) when there are none. */}}
+{{- define "strongroom.networkPolicy.from" -}}
+{{- if . }}
+from:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
