@@ -62,3 +62,16 @@ def test_router_and_dr_pods_serve_metrics_on_their_metrics_ports_and_are_annotat
             assert args_of(container)["--metrics-listen"] == f"0.0.0.0:{port}"
             assert {"name": "metrics", "containerPort": port, "protocol": "TCP"} in container["ports"]
             assert template["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+
+
+def test_the_realm_service_serves_metrics_on_its_metrics_port() -> None:
+    r = render(load_values(DEFAULT))
+    port = r.values["realm"]["metricsPort"]
+    deployment = r.get("Deployment", f"{fullname(r.values)}-realm")
+    template = deployment["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    assert args_of(container)["--metrics-listen"] == f"0.0.0.0:{port}"
+    assert {"name": "metrics", "containerPort": port, "protocol": "TCP"} in container["ports"]
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+    policy = r.get("NetworkPolicy", f"{fullname(r.values)}-realm")
+    assert {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]} == {r.values["realm"]["port"], port}

@@ -25,12 +25,13 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
+from harness import scrape, value
 
 from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
 from strongroom.errors import ERROR_DOMAIN, RealmInvalid
 from strongroom.etcd import EtcdClient, KeyValue
 from strongroom.keys import REALM_CURRENT, REALM_SERVICE, realm_version_key
-from strongroom.local.etcdproc import EtcdProcess
+from strongroom.local.etcdproc import EtcdProcess, free_port
 from strongroom.local.process import realm_argv, spawn, stop_processes
 from strongroom.realm.model import DEFAULT_REALM_YAML
 from strongroom.realm.store import (
@@ -229,6 +230,30 @@ def test_invalid_apply_is_rejected_with_its_location_and_changes_nothing(
     current = stub.Get(realm_pb2.GetRealmRequest(), timeout=10)
     assert (current.version, current.yaml, current.source_name) == (1, V1, "good.yaml")
     assert len(stub.History(realm_pb2.RealmHistoryRequest(), timeout=10).versions) == 1
+
+
+def test_the_realm_service_metrics_count_applies_and_follow_the_version(
+        start_realm: Callable[..., RealmProcess]) -> None:
+    port = free_port()
+    realm = start_realm("--metrics-listen", f"127.0.0.1:{port}")
+    url = f"http://127.0.0.1:{port}/metrics"
+    assert f"realm service metrics {url}" in realm.log()
+    with grpc.insecure_channel(realm.address) as channel:
+        stub = realm_pb2_grpc.RealmServiceStub(channel)
+        apply(stub, V1)
+        apply(stub, V2)
+        apply(stub, V2)  # the same document again: accepted, no new version
+        with pytest.raises(grpc.RpcError):
+            apply(stub, INVALID, "bad.yaml")
+        with pytest.raises(grpc.RpcError):
+            apply(stub, V1, expected=1)  # version 2 is current
+    deadline = time.time() + 10
+    while value(scrape(url), "strongroom_realm_version", address=realm.address) != 2:  # the watch follows etcd
+        assert time.time() < deadline, scrape(url)
+        time.sleep(0.1)
+    samples = scrape(url)
+    assert {labels["outcome"]: v for labels, v in samples["strongroom_realm_applies_total"]} == \
+        {"accepted": 3, "REALM_INVALID": 1, "REALM_VERSION_CONFLICT": 1}
 
 
 def test_a_yaml_syntax_error_is_rejected_with_its_line(stub: realm_pb2_grpc.RealmServiceStub) -> None:

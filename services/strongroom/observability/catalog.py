@@ -26,9 +26,9 @@ class MetricDoc:
     labels: tuple[str, ...]
     help: str
     process: str = "member"
-    """Which process exports it: member, router or dr (every series of a member carries
+    """Which process exports it: member, router, dr or realm (every series of a member carries
     `cluster` and `member`; of a router replica, `cluster` and `router`; of a DR service,
-    `cluster` and `site`)."""
+    `cluster` and `site`; of the realm service, which serves every cluster, `address`)."""
 
     @property
     def exposed(self) -> str:
@@ -43,6 +43,7 @@ _PEER = (*_M, "peer")
 _ROUTER = ("cluster", "router")
 _ROUTE = (*_ROUTER, "remote_cluster")
 _DR = ("cluster", "site")
+_REALM = ("address",)
 
 CATALOG: tuple[MetricDoc, ...] = (
     # --- the member and its log ---
@@ -142,6 +143,12 @@ CATALOG: tuple[MetricDoc, ...] = (
     MetricDoc("strongroom_dr_shipped_snapshots", "counter", _DR, "Snapshots shipped to the standby set.", "dr"),
     MetricDoc("strongroom_dr_reconnects", "counter", _DR,
               "Times the DR service resumed reading the primary's log at another member.", "dr"),
+    # --- the realm service (label address: the one it registers) ---
+    MetricDoc("strongroom_realm_version", "gauge", _REALM,
+              "The realm version current in etcd, as the realm service last saw it (0: none yet).", "realm"),
+    MetricDoc("strongroom_realm_applies", "counter", (*_REALM, "outcome"),
+              "Realm applies answered: outcome accepted (stored, or the same document again), or the "
+              "reason it was refused (REALM_INVALID, REALM_VERSION_CONFLICT, ...).", "realm"),
 )
 
 _BY_NAME = {doc.name: doc for doc in CATALOG}

@@ -46,17 +46,21 @@ _ROWS = (
                  "strongroom_route_received_messages", "strongroom_route_resent_messages",
                  "strongroom_route_duplicate_messages", "strongroom_route_waiting_messages",
                  "strongroom_route_oldest_waiting_seconds")),
+    ("Realm service", ("strongroom_realm_version", "strongroom_realm_applies")),
     ("DR services", ("strongroom_dr_shipping", "strongroom_dr_generation", "strongroom_dr_entries_behind",
                      "strongroom_dr_messages_behind", "strongroom_dr_seconds_behind", "strongroom_dr_shipped_bytes",
                      "strongroom_dr_shipped_batches", "strongroom_dr_shipped_snapshots", "strongroom_dr_reconnects")),
 )
 
 _SELECTS = {"member": '{cluster=~"$cluster", member=~"$member"}', "router": '{cluster=~"$cluster"}',
-            "dr": '{cluster=~"$cluster"}'}
+            "dr": '{cluster=~"$cluster"}', "realm": ""}
+"""Each process's selection by the dashboard's variables (the realm service serves every cluster)."""
 _UNITS = {"seconds": "s", "bytes": "bytes"}
 
 
 def _legend(doc: MetricDoc) -> str:
+    if doc.labels[0] != "cluster":  # the realm service's
+        return " ".join(f"{{{{{label}}}}}" for label in doc.labels)
     who, *extra = doc.labels[1:]
     return " ".join([f"{{{{cluster}}}}/{{{{{who}}}}}", *(f"{{{{{label}}}}}" for label in extra)])
 

@@ -8,7 +8,7 @@ service answers at that moment (catalog.py names and explains each one).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client.metrics_core import Metric
 
@@ -17,7 +17,7 @@ from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.observability.catalog import family
 from strongroom.observability.exporter import MetricsServer, metrics_url
 
-__all__ = ["dr_families", "router_families", "serve_metrics"]
+__all__ = ["dr_families", "realm_families", "router_families", "serve_metrics"]
 
 
 def router_families(st: rpb.RouterStatus) -> list[Metric]:
@@ -58,6 +58,16 @@ def dr_families(st: dr_pb2.DrStatus, site: str) -> list[Metric]:
         fam.add_metric(who, value)
         out.append(fam)
     return out
+
+
+def realm_families(address: str, version: int, applies: Mapping[str, int]) -> list[Metric]:
+    """The realm service's metrics: the current realm version it knows, its applies by outcome."""
+    current = family("strongroom_realm_version")
+    current.add_metric([address], version)
+    answered = family("strongroom_realm_applies")
+    for outcome, n in sorted(applies.items()):
+        answered.add_metric([address, outcome], n)
+    return [current, answered]
 
 
 def serve_metrics(listen: str, service_listen: str, families: Callable[[], Iterable[Metric]],

@@ -16,11 +16,13 @@ import os
 import signal
 import socket
 import sys
+from collections import Counter
 from pathlib import Path
 
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient, EtcdUnavailable
 from strongroom.keys import REALM_SERVICE
+from strongroom.observability.services import realm_families, serve_metrics
 from strongroom.realm.service import create_server
 from strongroom.realm.store import RealmStore
 
@@ -44,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                         "a wildcard host is replaced by this host's name) (env STRONGROOM_ADVERTISE)")
     p.add_argument("--realm-file", type=Path, default=None,
                    help="realm YAML applied at startup if etcd holds no realm yet")
+    p.add_argument("--metrics-listen", default="", metavar="HOST:PORT",
+                   help="where Prometheus scrapes the realm service's metrics (default: the --listen host, any "
+                        "free port; 'none': no metrics endpoint)")
     return p
 
 
@@ -81,6 +86,12 @@ async def _keep_registered(etcd: EtcdClient, address: str, lease_box: list[int])
             log.warning("realm registration refresh failed: %s", exc)
 
 
+async def _follow_version(etcd: EtcdClient, current: list[int]) -> None:
+    """Keep `current[0]` the realm version current in etcd."""
+    async for version in RealmStore(etcd).watch():
+        current[0] = version.version
+
+
 async def _run(args: argparse.Namespace) -> int:
     etcd = EtcdClient(args.etcd)
     try:
@@ -97,8 +108,19 @@ async def _run(args: argparse.Namespace) -> int:
                 return 1
             log.info("realm version %d is current", version.version)
 
-        server, port = await create_server(args.etcd, args.listen, etcd=etcd)
+        applies: Counter[str] = Counter()
+        server, port = await create_server(args.etcd, args.listen, etcd=etcd, applies=applies)
         address = _advertised(args.listen, port, args.advertise)
+        current = [0]  # the realm version current in etcd, followed for the metrics
+        follower = asyncio.create_task(_follow_version(etcd, current))
+        try:
+            metrics, url = serve_metrics(args.metrics_listen, args.listen,
+                                         lambda: realm_families(address, current[0], applies))
+        except (OSError, ValueError) as exc:
+            log.error("metrics endpoint: %s", exc)
+            follower.cancel()
+            await server.stop(None)
+            return 2
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -107,6 +129,7 @@ async def _run(args: argparse.Namespace) -> int:
         keeper = asyncio.create_task(_keep_registered(etcd, address, lease_box))
         host = args.listen.rsplit(":", 1)[0]
         log.info("realm service listening on %s:%d", host, port)
+        log.info("realm service metrics %s", url or "off")
 
         await stop.wait()
         keeper.cancel()
@@ -118,6 +141,9 @@ async def _run(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - the lease expires on its own anyway
             log.warning("cannot revoke the realm registration lease: %s", exc)
         await server.stop(grace=GRACE_SECONDS)
+        follower.cancel()
+        if metrics is not None:
+            metrics.stop()
         return 0
     except EtcdUnavailable as exc:
         log.error("cannot reach etcd at %s: %s", args.etcd, exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -97,8 +98,10 @@ def _for_wire(err: RealmInvalid) -> RealmInvalid:
 class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
     """RealmService over a RealmStore: delegate, map domain errors, build replies."""
 
-    def __init__(self, store: RealmStore) -> None:
+    def __init__(self, store: RealmStore, applies: Counter[str] | None = None) -> None:
         self._store = store
+        self.applies: Counter[str] = applies if applies is not None else Counter()
+        """Applies answered, by outcome: "accepted", or the reason of the refusal (its metrics)."""
 
     async def Apply(self, request: realm_pb2.ApplyRealmRequest,
                     context: grpc.aio.ServicerContext) -> realm_pb2.RealmVersion:  # type: ignore[type-arg]
@@ -107,9 +110,12 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
             version = await self._store.apply(request.yaml, request.source_name or DEFAULT_SOURCE,
                                               request.expected_version)
         except RealmInvalid as err:
+            self.applies[err.reason] += 1
             await abort_with(context, _for_wire(err))
         except StrongroomError as err:
+            self.applies[err.reason] += 1
             await abort_with(context, err)
+        self.applies["accepted"] += 1
         return _to_pb(version)
 
     async def Get(self, request: realm_pb2.GetRealmRequest,
@@ -153,17 +159,17 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
         return realm_pb2.RealmHistoryResponse(versions=[_to_pb(v, with_document=False) for v in versions])
 
 
-async def create_server(etcd_endpoints: str, listen: str,
-                        etcd: EtcdClient | None = None) -> tuple[grpc.aio.Server, int]:
+async def create_server(etcd_endpoints: str, listen: str, etcd: EtcdClient | None = None,
+                        applies: Counter[str] | None = None) -> tuple[grpc.aio.Server, int]:
     """Build and start the realm gRPC server (realm, health, reflection); return it and its port.
 
     `etcd` lets the caller share its client (and own its lifetime); otherwise one is created
-    for `etcd_endpoints`.
+    for `etcd_endpoints`. `applies` counts the applies answered, by outcome (the metrics).
     """
     client = etcd if etcd is not None else EtcdClient(etcd_endpoints)
     server = grpc.aio.server()
     realm_pb2_grpc.add_RealmServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        RealmServicer(RealmStore(client)), server)
+        RealmServicer(RealmStore(client), applies), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection((SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server)
