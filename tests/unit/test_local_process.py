@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from strongroom.local.process import pid_alive, pid_exists, stop_processes
 
 # On SIGTERM its main thread exits (pthread_exit) while another thread goes on for a second and
@@ -95,3 +97,21 @@ def test_free_ports_are_below_the_range_outgoing_connections_take_ports_from() -
     assert all(LOWEST_PORT <= p < top for p in ports) and len(ports) > 40
     with socket.socket() as s:  # and free
         s.bind(("127.0.0.1", ports.pop()))
+
+
+def test_free_port_never_gives_one_process_the_same_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two picks drawing the same free port (nobody holds it until a process binds it) put two
+    members on one port: gRPC binds it twice (SO_REUSEPORT) and clients reach either at random.
+    With a random draw that always lands on one port, the second pick must find another."""
+    import random
+
+    from strongroom.local import etcdproc
+
+    class Stuck(random.SystemRandom):
+        def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+            return 23456
+
+    monkeypatch.setattr(etcdproc, "_HANDED_OUT", set())
+    monkeypatch.setattr(etcdproc.random, "SystemRandom", Stuck)
+    first, second = etcdproc.free_port(), etcdproc.free_port()
+    assert first == 23456 and second != first

@@ -38,8 +38,17 @@ def _ephemeral_start() -> int:
         return 32768
 
 
+_HANDED_OUT: set[int] = set()
+"""Ports `free_port` returned in this process: never returned again. A port is free when picked
+but nobody holds it until its process binds it, so two picks in a row (a cluster's members) could
+draw the same one, and two gRPC servers bind one port side by side (gRPC sets SO_REUSEPORT):
+clients then reach either member at random (a test saw its cluster's leader answer on one
+connection and a follower naming that same address on the next)."""
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 for a process started next to listen on.
+    """A free TCP port on 127.0.0.1 for a process started next to listen on, never one this
+    process was given before.
 
     Chosen at random below the kernel's range for outgoing connections: a port from that range
     (what binding to port 0 gives) can be taken by any outgoing connection between this pick
@@ -49,15 +58,24 @@ def free_port() -> int:
     rng = random.SystemRandom()
     for _ in range(200):
         port = rng.randrange(LOWEST_PORT, top) if top > LOWEST_PORT else 0
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return int(s.getsockname()[1])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+            port = int(s.getsockname()[1])
+        _HANDED_OUT.add(port)
+        return port
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise OSError("no free port left that this process was not given before")
 
 
 @dataclass
