@@ -12,8 +12,8 @@ from strongroom.channels import SERVER_OPTIONS
 from strongroom.dr.control import DrControl
 from strongroom.errors import StrongroomError, UnknownCluster
 from strongroom.grpcerrors import abort_with
-from strongroom.observability.exporter import MetricsServer
-from strongroom.observability.services import dr_families, serve_metrics
+from strongroom.observability.exporter import MetricsServer, serve_metrics
+from strongroom.observability.services import dr_families
 from strongroom.reflection import enable_reflection
 
 __all__ = ["SERVICE", "DrServer", "dr_status"]

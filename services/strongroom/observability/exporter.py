@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, start_http_server
 from prometheus_client.metrics_core import Metric
 
-__all__ = ["SCRAPE_TIMEOUT", "MetricsServer", "metrics_url", "split_listen"]
+__all__ = ["SCRAPE_TIMEOUT", "MetricsServer", "metrics_url", "serve_metrics", "split_listen"]
 
 log = logging.getLogger("strongroom.metrics")
 
@@ -89,3 +89,19 @@ class MetricsServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+
+def serve_metrics(listen: str, service_listen: str, families: Callable[[], Iterable[Metric]],
+                  advertise_host: str = "") -> tuple[MetricsServer | None, str]:
+    """Start a process's endpoint: at `listen` (host:port), or with "" at the host of the
+    process's own gRPC `service_listen` and any free port, or none with "none". (server or None,
+    its URL or "")."""
+    if listen == "none":
+        return None, ""
+    host = service_listen.rsplit(":", 1)[0] or "127.0.0.1"
+    server = MetricsServer(listen or f"{host}:0", families, asyncio.get_running_loop())
+    port = server.start()
+    shown = advertise_host or (server.host if server.host not in ("0.0.0.0", "::") else host)
+    if shown in ("0.0.0.0", "::", "[::]"):
+        shown = "127.0.0.1"
+    return server, metrics_url(shown, port)

@@ -16,7 +16,7 @@ from prometheus_client.metrics_core import Metric
 
 from strongroom.aio import cancel_and_wait
 from strongroom.observability.catalog import family
-from strongroom.observability.exporter import MetricsServer, metrics_url
+from strongroom.observability.exporter import MetricsServer, serve_metrics
 from strongroom.observability.statslog import Sample, run_stats_log, sample_of
 from strongroom.observability.tallies import Histogram, Tallies
 from strongroom.observability.traceswitch import MessageTracing
@@ -166,15 +166,9 @@ class MemberTelemetry:
     def bind(self) -> MemberConfig:
         """Start the endpoint (unless `metrics_listen` is "none"); the configuration with its URL."""
         config = self.config
-        if config.metrics_listen == "none":
-            return config
-        host = config.listen.rsplit(":", 1)[0]
-        self._server = MetricsServer(config.metrics_listen or f"{host}:0", self._families, asyncio.get_running_loop())
-        port = self._server.start()
-        advertised = config.advertise.rsplit(":", 1)[0] if config.advertise else self._server.host
-        if advertised in ("0.0.0.0", "::", ""):
-            advertised = host if host not in ("0.0.0.0", "::", "[::]", "") else "127.0.0.1"
-        self.config = replace(config, metrics_url=metrics_url(advertised, port))
+        advertised = config.advertise.rsplit(":", 1)[0] if config.advertise else ""
+        self._server, url = serve_metrics(config.metrics_listen, config.listen, self._families, advertised)
+        self.config = replace(config, metrics_url=url)
         return self.config
 
     def prepare(self, node: PersistenceNode) -> MessageTracing:

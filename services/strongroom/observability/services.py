@@ -1,5 +1,6 @@
-"""The metrics of the services beside the members: a router replica's (from its `RouterStatus`)
-and a DR service's (from its `DrStatus`), and the endpoint each serves them on.
+"""The metrics of the services beside the members: a router replica's (from its `RouterStatus`),
+a DR service's (from its `DrStatus`) and the realm service's (each served by
+`exporter.serve_metrics`).
 
 As a member's, they are built on the service's event loop at each scrape, from the status the
 service answers at that moment (catalog.py names and explains each one).
@@ -7,17 +8,15 @@ service answers at that moment (catalog.py names and explains each one).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 
 from prometheus_client.metrics_core import Metric
 
 from strongroom.api.v1 import dr_pb2
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.observability.catalog import family
-from strongroom.observability.exporter import MetricsServer, metrics_url
 
-__all__ = ["dr_families", "realm_families", "router_families", "serve_metrics"]
+__all__ = ["dr_families", "realm_families", "router_families"]
 
 
 def router_families(st: rpb.RouterStatus) -> list[Metric]:
@@ -68,19 +67,3 @@ def realm_families(address: str, version: int, applies: Mapping[str, int]) -> li
     for outcome, n in sorted(applies.items()):
         answered.add_metric([address, outcome], n)
     return [current, answered]
-
-
-def serve_metrics(listen: str, service_listen: str, families: Callable[[], Iterable[Metric]],
-                  advertise_host: str = "") -> tuple[MetricsServer | None, str]:
-    """Start a service's endpoint: at `listen` (host:port), or with "" at the host of the
-    service's own `service_listen` and any free port, or none with "none". (server or None,
-    its URL or "")."""
-    if listen == "none":
-        return None, ""
-    host = service_listen.rsplit(":", 1)[0] or "127.0.0.1"
-    server = MetricsServer(listen or f"{host}:0", families, asyncio.get_running_loop())
-    port = server.start()
-    shown = advertise_host or (server.host if server.host not in ("0.0.0.0", "::") else host)
-    if shown in ("0.0.0.0", "::", "[::]"):
-        shown = "127.0.0.1"
-    return server, metrics_url(shown, port)

@@ -22,7 +22,8 @@ from pathlib import Path
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient, EtcdUnavailable
 from strongroom.keys import REALM_SERVICE
-from strongroom.observability.services import realm_families, serve_metrics
+from strongroom.observability.exporter import serve_metrics
+from strongroom.observability.services import realm_families
 from strongroom.realm.service import create_server
 from strongroom.realm.store import RealmStore
 

@@ -24,7 +24,8 @@ import sys
 from strongroom.client import Client
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient
-from strongroom.observability.services import router_families, serve_metrics
+from strongroom.observability.exporter import serve_metrics
+from strongroom.observability.services import router_families
 from strongroom.persistence.config import gc_thresholds
 from strongroom.persistence.k8s import ACTIVE_VALUE, install_leader_label
 from strongroom.persistence.membership import member_addresses
