@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from bench.common import BODY, free_port, proc_cpu_seconds
+from strongroom.channels import add_port, open_channel
 
 __all__ = ["main"]
 
@@ -57,7 +58,7 @@ def _server(port: int) -> None:
         })
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((handler,))
-        server.add_insecure_port(f"127.0.0.1:{port}")
+        add_port(server, f"127.0.0.1:{port}", tls=None)  # the floor: gRPC without TLS
         await server.start()
 
         async def framed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -79,7 +80,6 @@ def _server(port: int) -> None:
 
 
 async def _client(port: int, calls: int, server_pid: int) -> dict[str, float]:
-    import grpc
 
     from strongroom.api.v1 import common_pb2 as cpb
     from strongroom.api.v1 import messaging_pb2 as mpb
@@ -87,7 +87,7 @@ async def _client(port: int, calls: int, server_pid: int) -> dict[str, float]:
     req = mpb.PublishRequest(destination="floor.queue", message=cpb.Message(body=BODY, producer_id="p" * 32,
                                                                             sequence=1)).SerializeToString()
     out: dict[str, float] = {}
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+    async with open_channel(f"127.0.0.1:{port}", [], tls=None) as ch:
         unary = ch.unary_unary("/floor.Floor/Unary")
         for _ in range(100):
             await unary(req)

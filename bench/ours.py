@@ -30,6 +30,7 @@ CLUSTER = "bench"
 CONFIGS: dict[str, tuple[str, str]] = {
     "disk-sync": ("disk-sync", ""),
     "disk-sync-events": ("disk-sync", ""),
+    "disk-sync-plaintext": ("disk-sync", ""),  # TLS off (`strongroom up --insecure`); the others run with it
     "disk-async": ("disk-async", ""),
     "non-replicated": ("disk-async", "nr."),
     "uow": ("disk-sync", ""),
@@ -46,6 +47,7 @@ CONFIGS: dict[str, tuple[str, str]] = {
 DRIVER_CONFIGS: dict[str, str] = {"disk-sync-sqlite": "sqlite", "disk-async-sqlite": "sqlite"}
 """Configurations on another storage driver than the default (RocksDB): configuration -> driver."""
 EVENTS_SUFFIX = "-events"
+PLAINTEXT_SUFFIX = "-plaintext"
 EVENT_LOG_INTERVAL = 10.0
 """The event log's default publish interval (seconds), which the benchmark keeps."""
 
@@ -130,7 +132,8 @@ class StrongroomTarget:
 
         text = self.realm_text()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster = LocalCluster(self.work_dir, write_state=False)
+        # Mutual TLS on every connection, as `strongroom up` runs, unless a plaintext configuration.
+        self.cluster = LocalCluster(self.work_dir, write_state=False, tls=not self.config.endswith(PLAINTEXT_SUFFIX))
         leaders = await self.cluster.start(parse_realm(text, "bench-realm.yaml"), text, "bench-realm.yaml",
                                            progress=lambda _s: None)
         lagging = await self.cluster.wait_until_synced(30.0)

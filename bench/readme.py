@@ -8,7 +8,8 @@ is written by hand from the profiles. A results file of the `uow` group alone (`
 replaces only the "### Units of work" subsection; one of the routing group alone (`--only
 routing,nats-sources`) only the "### Routing" subsection; one of the standby configurations with
 disk-sync alone (`--only disk-sync,disk-sync-standby,disk-sync-standby-stopped`) only the
-"### Standby set (disaster recovery)" subsection.
+"### Standby set (disaster recovery)" subsection; one of `--only disk-sync,disk-sync-plaintext,nats-fsync`
+only the "### TLS" subsection.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ KEEP = "### Where the time goes"
 UOW_HEADING = "### Units of work"
 ROUTING_HEADING = "### Routing"
 STANDBY_HEADING = "### Standby set (disaster recovery)"
+TLS_HEADING = "### TLS"
+PLAINTEXT = "disk-sync-plaintext"
+TLS_PEER = "nats-fsync"
+TLS_ROWS = ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
+            "pipelined_x4.msgs_per_s", "pipelined.leader_cpu_s_per_1k",
+            "pipelined.servers_cpu_s_per_1k", "pipelined.client_cpu_s_per_1k")
+"""The figures of the TLS subsection (those of FIGURES a run has)."""
 STANDBY_ROWS = {
     **{k: FIGURES[k] for k in ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
                                "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
@@ -121,6 +129,12 @@ def uow_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = Fa
     return "\n".join(out) + "\n"
 
 
+def _own_run(doc: dict[str, Any], results_file: str, own_run: bool) -> list[str]:
+    """A subsection's first paragraphs when its results file is a run of its own: the run, the
+    machine and versions, and the load average."""
+    return [_run_line(doc, results_file), *_load_paragraph(doc, always=True)] if own_run else []
+
+
 def _load_paragraph(doc: dict[str, Any], always: bool = False) -> list[str]:
     loads = [x for x in doc.get("loadavg_at_start", []) if x is not None]
     if loads and always and max(loads) <= 0.5:
@@ -140,10 +154,7 @@ def routing_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
     routers = r.get("routers", {})
     n = c["counts"]["pipelined"]
     configs = [cfg for cfg in ROUTING_CONFIGS if cfg in doc["summary"]]
-    paragraphs = []
-    if own_run:
-        paragraphs.append(_run_line(doc, results_file))
-        paragraphs += _load_paragraph(doc, always=True)
+    paragraphs = _own_run(doc, results_file, own_run)
     paragraphs.append(
         f"`strongroom bench --only {','.join(configs)}` runs {'these' if len(configs) > 1 else 'it'} alone (every "
         f"round of `strongroom bench` runs `{ROUTING_CONFIG}` and `{PEER_CONFIG}`; `{PINNED_CONFIG}` runs only when "
@@ -290,10 +301,7 @@ def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
     alone (it says its own run, machine and versions)."""
     counts = doc["conditions"]["counts"]
     configs = [cfg for cfg in (BASELINE, *STANDBY_CONFIGS) if cfg in doc["summary"]]
-    paragraphs = []
-    if own_run:
-        paragraphs.append(_run_line(doc, results_file))
-        paragraphs += _load_paragraph(doc, always=True)
+    paragraphs = _own_run(doc, results_file, own_run)
     paragraphs.append(
         f"`strongroom bench --only {','.join((BASELINE, *STANDBY_CONFIGS))}` runs these alone; every round of "
         "`strongroom bench` runs them too, side by side with the main table's `disk-sync`, each on a fresh cluster, "
@@ -329,23 +337,54 @@ def standby_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool 
     summary = _standby_summary(doc)
     if summary:
         paragraphs.append(summary)
-    out = [STANDBY_HEADING, "", *_fill(paragraphs), "", "Median (min–max) over the rounds:", "",
+    out = [STANDBY_HEADING, "", *_fill(paragraphs), *_median_table(doc, configs, STANDBY_ROWS),
+           *_ratio_table(doc, lambda r: r["ours"] in STANDBY_CONFIGS, FIGURES)]
+    return "\n".join(out) + "\n"
+
+
+def _median_table(doc: dict[str, Any], configs: list[str], rows: dict[str, tuple[str, str, bool]]) -> list[str]:
+    """'Median (min–max) over the rounds' of `rows` (key -> label, unit, higher is better) for `configs`."""
+    out = ["", "Median (min–max) over the rounds:", "",
            "| figure | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
-    for key, (label, unit, _) in STANDBY_ROWS.items():
+    for key, (label, unit, _) in rows.items():
         out.append(f"| {label} ({unit}) | " + " | ".join(cell(doc["summary"][cfg].get(key)) for cfg in configs)
                    + " |")
+    return out
+
+
+def _ratio_table(doc: dict[str, Any], keep: Any, figures: Any) -> list[str]:
+    """The ratios of the medians that `keep` (a ratio -> bool) selects among the pairs this run
+    measured, one column per pair, one row per figure of `figures` (keys of FIGURES) any has."""
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in doc["ratios"]:
-        if r["ours"] in STANDBY_CONFIGS and r["ours"] in doc["summary"] and r["peer"] in doc["summary"]:
+        if keep(r) and r["ours"] in doc["summary"] and r["peer"] in doc["summary"]:
             pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
-    if pairs:
-        figs = [f for f in FIGURES if any(f in p for p in pairs.values())]
-        out += ["", "Ratios of the medians (throughput: higher is better; latency: lower is better):", "",
-                "| figure | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |", "|---|" + "---:|" * len(pairs)]
-        for f in figs:
-            label, unit, _ = FIGURES[f]
-            out.append(f"| {label} ({unit}) | " + " | ".join(_ratio_cell(p[f]) if f in p else ""
-                                                            for p in pairs.values()) + " |")
+    if not pairs:
+        return []
+    out = ["", "Ratios of the medians (throughput: higher is better; latency: lower is better):", "",
+           "| figure | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |", "|---|" + "---:|" * len(pairs)]
+    for f in [f for f in figures if any(f in p for p in pairs.values())]:
+        label, unit, _ = FIGURES[f]
+        out.append(f"| {label} ({unit}) | " + " | ".join(_ratio_cell(p[f]) if f in p else "" for p in pairs.values())
+                   + " |")
+    return out
+
+
+def tls_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = False) -> str:
+    """The "### TLS" subsection: disk-sync (mutual TLS, the default) beside disk-sync-plaintext
+    and the fsync peer, of the same rounds (issue 24); `own_run`: the results file is a run of
+    these alone."""
+    configs = [cfg for cfg in (BASELINE, PLAINTEXT, TLS_PEER) if cfg in doc["summary"]]
+    paragraphs = _own_run(doc, results_file, own_run)
+    paragraphs.append(
+        f"`strongroom bench --only {BASELINE},{PLAINTEXT},{TLS_PEER}` runs these alone; every round of `strongroom "
+        f"bench` runs `{PLAINTEXT}` too. Every Strongroom configuration runs with mutual TLS on every connection, "
+        "as `strongroom up` does (the client's gRPC channels, the members' gRPC calls and replication link, etcd); "
+        f"`{PLAINTEXT}` is `{BASELINE}` with TLS off (`strongroom up --insecure`), on a fresh cluster in the same "
+        f"round. NATS runs in plaintext. Targets (issue 24): TLS on within 15 % of off on confirm and pipelined "
+        f"(≥ 0.85×), and still at least level with the fsync peer (≥ 1.0×).")
+    out = [TLS_HEADING, "", *_fill(paragraphs), *_median_table(doc, configs, {k: FIGURES[k] for k in TLS_ROWS}),
+           *_ratio_table(doc, lambda r: r["ours"] == BASELINE and r["peer"] in (PLAINTEXT, TLS_PEER), TLS_ROWS)]
     return "\n".join(out) + "\n"
 
 
@@ -415,11 +454,16 @@ def _dr_reads_sentence(doc: dict[str, Any]) -> str:
 def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     c = doc["conditions"]
     standby = any(cfg in doc["summary"] for cfg in STANDBY_CONFIGS)
-    configs = [cfg for cfg in doc["summary"] if cfg not in GROUPS and cfg not in STANDBY_CONFIGS]
+    tls = PLAINTEXT in doc["summary"]
+    configs = [cfg for cfg in doc["summary"] if cfg not in GROUPS and cfg not in STANDBY_CONFIGS and cfg != PLAINTEXT]
     if standby and set(configs) <= {BASELINE}:
         configs = []  # disk-sync beside the standby configurations: their subsection's baseline
-    if not configs:  # a run of the `uow`, routing and/or standby groups alone
+    if tls and not standby and set(configs) <= {BASELINE, TLS_PEER}:
+        configs = []  # disk-sync and the fsync peer beside disk-sync-plaintext: the TLS subsection's
+    if not configs:  # a run of the `uow`, routing, standby and/or TLS groups alone
         parts = []
+        if tls:
+            parts.append(tls_markdown(doc, results_file, own_run=True))
         if standby:
             parts.append(standby_markdown(doc, results_file, own_run=True))
         if UOW_CONFIG in doc["summary"]:
@@ -471,7 +515,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in doc["ratios"]:
         # The standby configurations' in their own subsection; a pair this run did not measure not at all.
-        if r["ours"] not in STANDBY_CONFIGS and r["ours"] in doc["summary"] and r["peer"] in doc["summary"]:
+        if r["ours"] not in STANDBY_CONFIGS and r["peer"] != PLAINTEXT and r["ours"] in doc["summary"] \
+                and r["peer"] in doc["summary"]:
             pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
     figs = [f for f in FIGURES if any(f in p for p in pairs.values())]
     out += ["", "Ratio ours / peer of the medians, against Strongroom's goals: at least level with the peer",
@@ -483,6 +528,8 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
         label, unit, _ = FIGURES[f]
         out.append(f"| {label} ({unit}) | " + " | ".join(_ratio_cell(p[f]) if f in p else "" for p in pairs.values())
                    + " |")
+    if tls:
+        out += ["", tls_markdown(doc).rstrip()]
     if standby:
         out += ["", standby_markdown(doc).rstrip()]
     if UOW_CONFIG in doc["summary"]:

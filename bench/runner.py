@@ -98,6 +98,7 @@ PROGRESS_EVERY = 5.0
 # (system, configuration) in the order of one round: the systems alternate.
 ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync"),
+    ("strongroom", "disk-sync-plaintext"),
     ("strongroom", "disk-sync-events"),
     ("strongroom", "disk-sync-standby"),
     ("strongroom", "disk-sync-standby-niced"),
@@ -169,6 +170,12 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
     ("disk-sync-events", "disk-sync", "pipelined.msgs_per_s", 0.95),
     ("disk-sync-events", "disk-sync", "pipelined_x4.msgs_per_s", None),
     ("disk-sync-events", "disk-sync", "pipelined_x16.msgs_per_s", None),
+    # TLS on (every configuration but -plaintext) against off, same run: within 15 % (issue 24).
+    ("disk-sync", "disk-sync-plaintext", "confirm.msgs_per_s", 0.85),
+    ("disk-sync", "disk-sync-plaintext", "confirm.p50_ms", None),
+    ("disk-sync", "disk-sync-plaintext", "confirm.p99_ms", None),
+    ("disk-sync", "disk-sync-plaintext", "pipelined.msgs_per_s", 0.85),
+    ("disk-sync", "disk-sync-plaintext", "pipelined_x4.msgs_per_s", None),
     # A standby set attached against none, same run (issue 22: clients never wait for it).
     *STANDBY_RATIOS,
     # The SQLite storage driver against RocksDB's, same mode, same run (issue 23).
@@ -392,6 +399,8 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
             "fanout_durables": FANOUT_DURABLES, "scale_publishers": list(SCALE_PUBLISHERS),
             "counts": params.as_dict(), "runs": runs, "order": [f"{s}:{c}" for s, c in order],
             "network": "loopback (127.0.0.1), 3 members / 3 nodes on the same machine",
+            "tls": "Strongroom: mutual TLS on every connection (clients, members' gRPC and replication link, "
+                   "etcd), as `strongroom up` runs, except disk-sync-plaintext (`--insecure`); NATS: plaintext",
             "data_dir_filesystem": _filesystem(data_parent),
             "client": "one Python process (asyncio) runs every publisher and subscriber, on the same cores",
             "strongroom": "fresh 3-member cluster per configuration (+ etcd and realm service), Python client; "

@@ -40,6 +40,7 @@ from typing import Any
 
 from bench.common import CpuMeter, Progress, free_port, proc_cpu_seconds
 from bench.ours import CLUSTER, StrongroomTarget, realm_for
+from strongroom.channels import open_channel
 
 __all__ = ["BASELINE", "CONFIRM_CPU_FIGURES", "NICE", "NICED_CONFIG", "SHIPPING_CONFIGS", "STANDBY_CONFIG",
            "STANDBY_CONFIGS", "STANDBY_FIGURES", "STANDBY_RATIOS", "STOPPED_CONFIG", "StandbyMeter", "StandbyTarget",
@@ -234,7 +235,7 @@ class StandbyTarget(StrongroomTarget):
         from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
 
         if self._dr_channel is None:
-            self._dr_channel = grpc.aio.insecure_channel(self.dr_address)
+            self._dr_channel = open_channel(self.dr_address, [])
         stub = dr_pb2_grpc.DrServiceStub(self._dr_channel)
         deadline = time.monotonic() + timeout
         while True:

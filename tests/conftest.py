@@ -37,3 +37,22 @@ def fresh_etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    _session_tls()
+
+
+def _session_tls() -> None:
+    """Every test runs with TLS on, as `strongroom up` does: one authority for the session
+    (every etcd, member, router, DR and realm service a test starts gets a certificate of it:
+    `strongroom.local.process.spawn`), and this process, and the commands it runs, call them as
+    the user `test` (through the environment, which the commands read too)."""
+    import tempfile
+
+    from strongroom.security import certs, tls
+    from strongroom.security.identity import Identity, Kind
+
+    ca = certs.LocalCa(Path(tempfile.mkdtemp(prefix="strongroom-test-ca-")))
+    certs.activate(ca)
+    mine = ca.issue(Identity(Kind.USER, "test"))
+    os.environ.update(mine.env())
+    os.environ[certs.AUTHORITY_ENV] = str(ca.directory)  # `strongroom up` run by a test issues from it too
+    tls.use(mine)

@@ -19,6 +19,9 @@ from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.leader import NoLeader, member_status, wait_for_leader
 from strongroom.local.process import member_argv, spawn, stop_processes
 from strongroom.realm.store import store_realm
+from strongroom.security import certs
+from strongroom.security.identity import Identity, Kind
+from strongroom.security.tls import Tls
 
 
 def realm_yaml(cluster: str = "default", members: int = 3, storage: str = "disk-sync",
@@ -105,6 +108,20 @@ def put_realm_sync(etcd_endpoint: str, text: str, version: int) -> None:
     t.join()
     if errors:
         raise errors[0]
+
+
+
+def tls_as(kind: Kind, name: str, cluster: str = "default") -> Tls:
+    """TLS settings of the session's authority naming someone other than this process's user
+    `test` (tests/conftest.py): a DR service reading a committed log, a member, a router."""
+    ca = certs.active()
+    assert ca is not None, "the test session runs with a local authority (tests/conftest.py)"
+    return ca.issue(Identity(kind, name, cluster))
+
+
+def as_dr(cluster: str = "default") -> Tls:
+    """What the DR service of `cluster` is: the committed-entry stream and shipments are its."""
+    return tls_as(Kind.DR, "dr", cluster)
 
 
 class Cluster:

@@ -39,6 +39,18 @@ function errorInfo(err) {
   return null;
 }
 
+// Mutual TLS, as `strongroom up` runs a cluster: the authority's certificate and this client's
+// own certificate and key, PEM files named by STRONGROOM_TLS_CA, _CERT and _KEY (for a local
+// cluster: .strongroom/tls/ca.pem and .strongroom/tls/issued/user-admin.pem and .key). Without
+// them, plaintext (a cluster started with `strongroom up --insecure`).
+const fs = require('node:fs');
+function credentials() {
+  const [ca, cert, key] = ['STRONGROOM_TLS_CA', 'STRONGROOM_TLS_CERT', 'STRONGROOM_TLS_KEY'].map((n) => process.env[n]);
+  if (!ca && !cert && !key) return grpc.credentials.createInsecure();
+  return grpc.credentials.createSsl(fs.readFileSync(ca), fs.readFileSync(key), fs.readFileSync(cert));
+}
+const CREDENTIALS = credentials();
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const unary = (client, method, request) => new Promise((resolve, reject) => {
   client[method](request, { deadline: Date.now() + 10000 }, (err, reply) => (err ? reject(err) : resolve(reply)));
@@ -56,7 +68,7 @@ class Cluster {
 
   client(address, Service = api.MessagingService) {
     const key = `${Service.serviceName}@${address}`;
-    if (!this.clients.has(key)) this.clients.set(key, new Service(address, grpc.credentials.createInsecure()));
+    if (!this.clients.has(key)) this.clients.set(key, new Service(address, CREDENTIALS));
     return this.clients.get(key);
   }
 

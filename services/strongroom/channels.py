@@ -4,11 +4,22 @@ Messages between members carry whole log entries and snapshot chunks, so the siz
 well above the gRPC default of 4 MiB. A channel whose peer went away reconnects within a second
 (gRPC's default backoff grows to two minutes), so a restarted member is found as fast as one
 that stayed up.
+
+Every channel is opened and every port bound here (`open_channel`, `open_sync_channel`, `add_port`),
+with the process's TLS settings (`strongroom.security.tls`): mutual TLS when it has them.
 """
 
 from __future__ import annotations
 
-__all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "SERVER_OPTIONS", "connecting_within"]
+import grpc
+
+from strongroom.security.tls import Tls, current
+
+__all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "SERVER_OPTIONS",
+           "add_port", "connecting_within", "open_channel", "open_sync_channel"]
+
+PROCESS = object()
+"""The default of every `tls` argument here: the process's own settings."""
 
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 """Largest gRPC message a member sends or accepts (and the replication link's largest frame)."""
@@ -43,3 +54,36 @@ def connecting_within(seconds: float) -> list[tuple[str, int]]:
     that is busy, not silent, still answers a probe whose whole time is `seconds`."""
     return [*(o for o in CHANNEL_OPTIONS if o[0] != "grpc.min_reconnect_backoff_ms"),
             ("grpc.min_reconnect_backoff_ms", int(seconds * 1000))]
+
+
+def open_channel(address: str, options: list[tuple[str, int]] | None = None,
+                 tls: Tls | None | object = PROCESS) -> grpc.aio.Channel:
+    """An asyncio channel to `address`: mutual TLS with the process's settings
+    (`strongroom.security.tls.current()`, or `tls` when given), plaintext without any."""
+    settings = current() if tls is PROCESS else tls
+    opts = CHANNEL_OPTIONS if options is None else options
+    if settings is None:
+        return grpc.aio.insecure_channel(address, options=opts)
+    assert isinstance(settings, Tls)
+    return grpc.aio.secure_channel(address, settings.channel_credentials(), options=opts)
+
+
+def open_sync_channel(address: str, options: list[tuple[str, int]] | None = None,
+                      tls: Tls | None | object = PROCESS) -> grpc.Channel:
+    """`open_channel` for synchronous code (the CLI's one-shot calls)."""
+    settings = current() if tls is PROCESS else tls
+    opts = CHANNEL_OPTIONS if options is None else options
+    if settings is None:
+        return grpc.insecure_channel(address, options=opts)
+    assert isinstance(settings, Tls)
+    return grpc.secure_channel(address, settings.channel_credentials(), options=opts)
+
+
+def add_port(server: grpc.aio.Server, listen: str, tls: Tls | None | object = PROCESS) -> int:
+    """Bind `server` to `listen` (mutual TLS with the process's settings, plaintext without);
+    the port bound, 0 when it could not bind."""
+    settings = current() if tls is PROCESS else tls
+    if settings is None:
+        return server.add_insecure_port(listen)
+    assert isinstance(settings, Tls)
+    return server.add_secure_port(listen, settings.server_credentials())

@@ -3,6 +3,9 @@
 Domain code raises these; only the servicer boundary (`strongroom.grpcerrors`) turns them into
 gRPC statuses with a `google.rpc.ErrorInfo` reason, and the client rebuilds them from the
 reason with `error_for_reason`.
+
+Longer than 600 lines: it is the one error table; every error sits in it so that the registry
+the client rebuilds errors from is made from one module and cannot miss one.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ __all__ = [
     "WrongDrRole",
     "NotStandby",
     "LogDiverged",
+    "PermissionDenied",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -578,6 +582,18 @@ class WrongDrRole(StrongroomError):
 
     reason = "DR_ROLE"
     code = "FAILED_PRECONDITION"
+
+
+class PermissionDenied(StrongroomError):
+    """The caller may not make this call: metadata `permission` names what it lacks and
+    `refusal` why (`no_identity`, `wrong_identity`, `impersonation`: docs/security.md)."""
+
+    reason = "PERMISSION_DENIED"
+    code = "PERMISSION_DENIED"
+
+    def __init__(self, message: str = "", permission: str = "", refusal: str = "") -> None:
+        super().__init__(message or f"permission {permission!r} denied",
+                         {"permission": permission, "refusal": refusal})
 
 
 _REGISTRY: dict[str, type[StrongroomError]] = {}

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import grpc
 
 from strongroom.aio import with_timeout
-from strongroom.channels import ETCD_CHANNEL_OPTIONS
+from strongroom.channels import ETCD_CHANNEL_OPTIONS, PROCESS, open_channel
 from pyetcd.etcdrpc import rpc_pb2 as rpc
 from pyetcd.etcdrpc import rpc_pb2_grpc as rpc_grpc
 
-__all__ = ["EtcdClient", "KeyValue", "prefix_end", "parse_endpoints", "EtcdUnavailable"]
+__all__ = ["EtcdClient", "KeyValue", "endpoint_tls", "prefix_end", "parse_endpoints", "EtcdUnavailable"]
 
 log = logging.getLogger("strongroom.etcd")
 
@@ -48,6 +48,14 @@ def prefix_end(prefix: str) -> bytes:
             raw[i] += 1
             return bytes(raw[: i + 1])
     return b"\0"
+
+
+def endpoint_tls(endpoints: str | Sequence[str]) -> object:
+    """How to reach etcd: plaintext (None) when an endpoint says `http://`, else the process's
+    TLS settings (`channels.PROCESS`: mutual TLS when the process has them, so an etcd started
+    by `strongroom up` with TLS is reached with it; `https://` says the same)."""
+    items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
+    return None if any(item.strip().startswith("http://") for item in items) else PROCESS
 
 
 def parse_endpoints(endpoints: str | Sequence[str]) -> list[str]:
@@ -80,6 +88,7 @@ class EtcdClient:
     """Async etcd client: KV, transactions, leases and watches against one of several endpoints."""
 
     def __init__(self, endpoints: str | Sequence[str], timeout: float = 2.0) -> None:
+        self._tls = endpoint_tls(endpoints)
         self.endpoints = parse_endpoints(endpoints)
         self.timeout = timeout
         self._index = random.randrange(len(self.endpoints))
@@ -88,7 +97,7 @@ class EtcdClient:
 
     def _connect(self) -> None:
         target = self.endpoints[self._index % len(self.endpoints)]
-        self._channel = grpc.aio.insecure_channel(target, options=ETCD_CHANNEL_OPTIONS)
+        self._channel = open_channel(target, ETCD_CHANNEL_OPTIONS, self._tls)
         self.kv = rpc_grpc.KVStub(self._channel)
         self.lease_stub = rpc_grpc.LeaseStub(self._channel)
         self.watch_stub = rpc_grpc.WatchStub(self._channel)

@@ -11,13 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import grpc
-from harness import Cluster, put_realm_sync, realm_yaml, wait_for
+from harness import Cluster, as_dr, put_realm_sync, realm_yaml, wait_for
 
 from strongroom.api.v1 import admin_pb2
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.client import Client
 from strongroom.drill_dr import member_grid
 from strongroom.local.etcdproc import free_port, start_etcd
@@ -116,7 +115,7 @@ counts (the admin status grid; the DR drill compares the same)."""
 async def committed_log(address: str, upto: int) -> dict[int, bytes]:
     """A member's committed entries through `upto` (from its snapshot on, when it compacted)."""
     out: dict[int, bytes] = {}
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(address, CHANNEL_OPTIONS, tls=as_dr()) as channel:
         call = rgrpc.ReplicationServiceStub(channel).StreamCommitted(rpb.StreamCommittedRequest(from_index=1))
         try:
             while not out or max(out) < upto:

@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import grpc
-
 from strongroom.api.v1 import router_pb2, router_pb2_grpc
 from strongroom.client import Client
 from strongroom.local.etcdproc import free_port
@@ -18,6 +16,7 @@ from strongroom.local.launcher import LocalCluster, start_router
 from strongroom.local.leader import wait_for_leader
 from strongroom.local.process import ServiceProcess
 from strongroom.realm.model import parse_realm
+from strongroom.channels import open_channel
 
 
 def zoned_realm(clusters: list[str], zones: dict[str, list[str]],
@@ -58,7 +57,7 @@ class Sites:
         return c.router.address
 
     async def status(self, cluster: str) -> router_pb2.RouterStatus:
-        async with grpc.aio.insecure_channel(self.router_address(cluster)) as channel:
+        async with open_channel(self.router_address(cluster), []) as channel:
             stub = router_pb2_grpc.RouterServiceStub(channel)
             reply: router_pb2.RouterStatus = await stub.Status(router_pb2.RouterStatusRequest(), timeout=3.0)
             return reply

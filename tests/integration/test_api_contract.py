@@ -21,12 +21,13 @@ from strongroom.api.v1 import (
 )
 from strongroom.client import Client
 from strongroom.grpcerrors import from_rpc_error
+from strongroom.channels import open_channel
 
 
 @pytest.fixture
 async def leader_channel(shared_cluster: Cluster):  # type: ignore[no-untyped-def]
     leader = await shared_cluster.leader()
-    async with grpc.aio.insecure_channel(shared_cluster.address(leader)) as ch:
+    async with open_channel(shared_cluster.address(leader), []) as ch:
         yield ch
 
 
@@ -185,7 +186,7 @@ async def test_status_reports_the_ack_mode_in_effect(shared_cluster: Cluster) ->
 
 @pytest.mark.parametrize("version", ["v1", "v1alpha"])
 async def test_members_serve_reflection_v1_and_v1alpha(shared_cluster: Cluster, version: str) -> None:
-    async with grpc.aio.insecure_channel(shared_cluster.address(shared_cluster.names[0])) as ch:
+    async with open_channel(shared_cluster.address(shared_cluster.names[0]), []) as ch:
         # The two versions' messages encode alike: v1alpha's classes speak v1 too.
         call = ch.stream_stream(f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
                                 request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
@@ -207,7 +208,7 @@ async def test_members_serve_reflection_v1_and_v1alpha(shared_cluster: Cluster, 
 async def test_after_a_step_down_not_leader_names_the_new_leader_on_the_publish_stream(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster()
     old = await cluster.leader()
-    async with grpc.aio.insecure_channel(cluster.address(old)) as ch:
+    async with open_channel(cluster.address(old), []) as ch:
         stub = messaging_pb2_grpc.MessagingServiceStub(ch)  # type: ignore[no-untyped-call]
         publish = stub.PublishStream()
         await publish.write(messaging_pb2.PublishBatch(requests=[messaging_pb2.PublishRequest(

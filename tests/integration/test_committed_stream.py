@@ -11,12 +11,12 @@ from collections import Counter
 
 import grpc
 import pytest
-from harness import Cluster, put_realm_sync, realm_yaml, wait_for
+from harness import Cluster, as_dr, put_realm_sync, realm_yaml, wait_for
 from proxy import LinkProxy
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.client import Client
 from strongroom.dr.reader import CommittedReader
 from strongroom.grpcerrors import from_rpc_error
@@ -29,7 +29,7 @@ class Reader:
     """A reader of one member's stream, keeping what it received."""
 
     def __init__(self, address: str, from_index: int = 1, heartbeat_ms: int = 200, max_entries: int = 0) -> None:
-        self.channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.channel = open_channel(address, CHANNEL_OPTIONS, tls=as_dr())
         self.call = rgrpc.ReplicationServiceStub(self.channel).StreamCommitted(
             rpb.StreamCommittedRequest(from_index=from_index, heartbeat_ms=heartbeat_ms, max_entries=max_entries))
         self.next_index = from_index

@@ -26,7 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-import grpc
 import pytest
 from dr_sites import Sites, committed_log, grid
 from google.protobuf import json_format
@@ -38,7 +37,7 @@ from strongroom.api.v1 import dr_pb2
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.client import Client
 from strongroom.client.retry import RetryPolicy
 from strongroom.dr.activation import LEADER_TIMEOUT
@@ -238,7 +237,7 @@ async def test_disaster_activation_reports_the_tail_and_the_old_primary_returns_
         head_messages = [(i, m) for i, ms in messages(theirs).items() if i <= last for m in ms][-20:]
         again = [json_format.ParseDict(r["message"], cpb.Message()) for r in ops if r["op"] == "publish"]
         new_leader = await sites.standby.leader()
-        async with grpc.aio.insecure_channel(sites.standby.address(new_leader), options=CHANNEL_OPTIONS) as channel:
+        async with open_channel(sites.standby.address(new_leader), CHANNEL_OPTIONS) as channel:
             stub = mgrpc.MessagingServiceStub(channel)
             answers = [await stub.Publish(mpb.PublishRequest(destination=QUEUE, message=m), timeout=10)
                        for m in again + [m for _, m in head_messages]]

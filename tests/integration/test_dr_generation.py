@@ -20,7 +20,7 @@ from harness import wait_for
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.chaos.netproxy import Network
 from strongroom.client import Client
 from strongroom.dr.transport import activate_at, dr_status
@@ -36,7 +36,7 @@ async def _publish_raw(address: str, body: bytes, metadata: tuple[tuple[str, str
         mpb.PublishResponse | None, StrongroomError | None, tuple[tuple[str, str], ...]]:
     """A unary Publish through a plain stub, as a client of another language makes it: the
     answer or the error, and the answer's trailing metadata."""
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(address, CHANNEL_OPTIONS) as channel:
         call = mgrpc.MessagingServiceStub(channel).Publish(
             mpb.PublishRequest(destination=QUEUE, message=cpb.Message(body=body)), timeout=10, metadata=metadata)
         try:

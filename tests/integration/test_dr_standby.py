@@ -17,12 +17,12 @@ import grpc
 import pytest
 from dr_sites import Sites, caught_up, committed_log, grid, load
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from harness import scrape, value, wait_for
+from harness import as_dr, scrape, value, wait_for
 
 from strongroom.api.v1 import admin_pb2, dr_pb2, dr_pb2_grpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.client import Client
 from strongroom.dr.transport import dr_status
 from strongroom.errors import LogDiverged, NotStandby, StandbyRefusal, StrongroomError
@@ -82,7 +82,7 @@ async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client
     assert theirs == mine
     await _refuses_another_history(sites, lead, mine)
     # The DR service's own view, over DrService.Status; its health says SERVING.
-    async with grpc.aio.insecure_channel(sites.dr_address, options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(sites.dr_address, CHANNEL_OPTIONS) as channel:
         dr = await dr_pb2_grpc.DrServiceStub(channel).Status(dr_pb2.DrStatusRequest(), timeout=5)
         health = await health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service="strongroom.v1.DrService"), timeout=5)
@@ -91,14 +91,14 @@ async def test_the_standby_holds_the_primarys_log_and_state_and_serves_no_client
     assert dr.entries_behind == 0 and dr.primary_member in sites.primary.names
     assert list(dr.primary) == sites.primary.addresses() and sorted(dr.standby) == sorted(sites.standby.addresses())
     # Clients get STANDBY at the standby set, naming the primary; shipping to the primary is refused.
-    async with grpc.aio.insecure_channel(sites.standby.address("s1"), options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(sites.standby.address("s1"), CHANNEL_OPTIONS) as channel:
         from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await messaging_pb2_grpc.MessagingServiceStub(channel).Publish(
                 messaging_pb2.PublishRequest(destination="orders", message={"body": b"x"}), timeout=5)
         err = from_rpc_error(info.value)
         assert isinstance(err, StandbyRefusal) and sites.primary.address("m1") in err.metadata["primary"]
-    async with grpc.aio.insecure_channel(sites.primary.address(leader), options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(sites.primary.address(leader), CHANNEL_OPTIONS, tls=as_dr()) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await rgrpc.ReplicationServiceStub(channel).ShipEntries(rpb.ShipEntriesRequest(), timeout=5)
         assert isinstance(from_rpc_error(info.value), NotStandby)
@@ -111,7 +111,7 @@ async def _refuses_another_history(sites: Sites, lead: admin_pb2.ClusterStatus, 
     last = max(log)
     held = rpb.LogEntry.FromString(log[last])
     stranger = rpb.LogEntry(index=last + 1, epoch=held.epoch + 1000).SerializeToString()
-    async with grpc.aio.insecure_channel(sites.standby.address(lead.member), options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(sites.standby.address(lead.member), CHANNEL_OPTIONS, tls=as_dr()) as channel:
         stub = rgrpc.ReplicationServiceStub(channel)
         for request in (
                 # entries after an entry of another epoch at the primary
@@ -227,7 +227,7 @@ async def test_a_standby_that_starts_after_the_primary_compacted_gets_its_state_
 async def _primary_heartbeat(address: str, from_index: int) -> rpb.CommittedEntries:
     """A heartbeat of the primary member at `address`'s committed-entry stream (what the DR
     service hands on to the standby leader): its commit index and stored messages."""
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(address, CHANNEL_OPTIONS, tls=as_dr()) as channel:
         call = rgrpc.ReplicationServiceStub(channel).StreamCommitted(
             rpb.StreamCommittedRequest(from_index=from_index, heartbeat_ms=200))
         try:
@@ -316,7 +316,7 @@ async def test_the_standby_says_how_many_messages_it_is_behind_and_catches_up(si
         beat = await _primary_heartbeat(sites.primary.address(leader), commit + 1)
         assert beat.stored_messages == 20 + n + 30 and beat.applied_index >= commit
         lead = await sites.standby.leader()
-        async with grpc.aio.insecure_channel(sites.standby.address(lead), options=CHANNEL_OPTIONS) as channel:
+        async with open_channel(sites.standby.address(lead), CHANNEL_OPTIONS, tls=as_dr()) as channel:
             answer = await rgrpc.ReplicationServiceStub(channel).ShipEntries(rpb.ShipEntriesRequest(
                 primary_commit_index=beat.commit_index, primary_stored_messages=beat.stored_messages), timeout=10)
         assert answer.stored_messages == 20 + n and answer.applied_index == answer.last_index

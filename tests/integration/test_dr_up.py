@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from dr_sites import committed_log, grid
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -38,6 +37,7 @@ from strongroom.dr.transport import dr_status_at
 from strongroom.local.etcdproc import free_port
 from strongroom.local.launcher import load_state
 from strongroom.local.leader import fetch_statuses
+from strongroom.channels import open_channel
 from tests.integration.test_local_cluster import kill_state_pids, strongroom
 
 pytestmark = pytest.mark.slow
@@ -86,7 +86,7 @@ async def until(check: Any, what: str, data: Path, timeout: float = 60.0) -> Non
 
 async def health(address: str, service: str) -> int:
     """The gRPC health status `address` gives `service` (what a Kubernetes gRPC probe asks)."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, []) as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service),
                                                                 timeout=5)
     return int(reply.status)

@@ -22,6 +22,7 @@ from strongroom.errors import StrongroomError
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.persistence.drivers import DRIVERS, MARKER
+from strongroom.channels import open_channel
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +106,7 @@ async def test_leader_cut_off_from_etcd_steps_down_and_confirms_nothing_after(tm
         confirmed_after: list[tuple[float, int]] = []
         confirmed_bodies: list[bytes] = []
         stop = time.monotonic() + ttl + 4
-        async with grpc.aio.insecure_channel(cluster.address(old)) as ch:
+        async with open_channel(cluster.address(old), []) as ch:
             stub = messaging_pb2_grpc.MessagingServiceStub(ch)
             proxies[old].cut()
             cut_at = time.monotonic()
@@ -158,7 +159,7 @@ async def test_minority_cannot_commit_until_quorum_returns(make_cluster) -> None
     short = Client([cluster.address(leader)], timeout=3)
     msg = short.make_message(b"second")
     req = messaging_pb2.PublishRequest(destination="quorum.queue", message=msg)
-    async with grpc.aio.insecure_channel(cluster.address(leader)) as ch:
+    async with open_channel(cluster.address(leader), []) as ch:
         stub = messaging_pb2_grpc.MessagingServiceStub(ch)
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await stub.Publish(req, timeout=6)

@@ -269,7 +269,8 @@ def test_server_option_reaches_the_cluster_and_the_realm_service(data_dir: Path,
     by_realm = strongroom("realm", "history", "--json", "-s", realm_address, "--data-dir", str(nowhere))
     assert by_realm.returncode == 0, by_realm.stderr
     assert [v["version"] for v in json.loads(by_realm.stdout)][-1] == current["version"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGROOM_")}
+    # No setting of the shell but the certificate a user of a TLS cluster holds.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGROOM_") or k.startswith("STRONGROOM_TLS_")}
     by_env = subprocess.run([*STRONGROOM, "realm", "get", "--json", "--data-dir", str(nowhere)],
                             capture_output=True, text=True, timeout=60, check=False,
                             env={**env, "STRONGROOM_ENDPOINTS": f"{members},{realm_address}"})

@@ -18,6 +18,7 @@ from harness import Cluster, realm_yaml, running_cluster, wait_for
 from strongroom.api.v1 import messaging_pb2, messaging_pb2_grpc
 from strongroom.cli.main import run as cli_run
 from strongroom.client import Client, Map, MapEntry
+from strongroom.channels import open_channel
 from strongroom.errors import (
     InvalidArgument,
     KeyExists,
@@ -251,7 +252,7 @@ async def test_unknown_store_and_bad_requests_are_refused_precisely(client: Clie
 async def test_a_follower_points_at_the_leader(maps_cluster: Cluster) -> None:
     leader = await maps_cluster.leader()
     follower = next(n for n in maps_cluster.names if n != leader)
-    async with grpc.aio.insecure_channel(maps_cluster.address(follower)) as ch:
+    async with open_channel(maps_cluster.address(follower), []) as ch:
         stub = messaging_pb2_grpc.MapServiceStub(ch)
         with pytest.raises(grpc.aio.AioRpcError) as raw:
             await stub.Get(messaging_pb2.MapGetRequest(store="default", map="m", key="k"), timeout=5)

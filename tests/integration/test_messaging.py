@@ -12,6 +12,7 @@ from harness import Cluster, drain
 
 from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
 from strongroom.client import Client
+from strongroom.channels import open_channel
 from strongroom.errors import (
     ForeignMessage,
     InvalidArgument,
@@ -182,7 +183,7 @@ async def test_acked_messages_are_deleted_and_sync_ack_commits(client: Client, s
 
 async def test_publisher_ids_deduplicate(shared_cluster: Cluster) -> None:
     leader = await shared_cluster.leader()
-    async with grpc.aio.insecure_channel(shared_cluster.address(leader)) as ch:
+    async with open_channel(shared_cluster.address(leader), []) as ch:
         stub = messaging_pb2_grpc.MessagingServiceStub(ch)
         msg = common_pb2.Message(body=b"once", producer_id="dedup-test", sequence=7)
         r1 = await stub.Publish(messaging_pb2.PublishRequest(destination="dedup.queue", message=msg))
@@ -212,7 +213,7 @@ async def test_pipelined_publisher_confirms_all_in_order(client: Client) -> None
 async def test_non_leader_answers_not_leader_with_address(shared_cluster: Cluster) -> None:
     leader = await shared_cluster.leader()
     follower = next(n for n in shared_cluster.names if n != leader)
-    async with grpc.aio.insecure_channel(shared_cluster.address(follower)) as ch:
+    async with open_channel(shared_cluster.address(follower), []) as ch:
         stub = messaging_pb2_grpc.MessagingServiceStub(ch)
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await stub.Publish(messaging_pb2.PublishRequest(destination="x.queue",
@@ -240,7 +241,7 @@ async def test_bad_input_is_rejected_and_changes_nothing(client: Client, shared_
     with pytest.raises(MessageTooLarge):
         await client.publish("small.x", b"x" * 2000)
     with pytest.raises(UnknownDurableKind):
-        async with grpc.aio.insecure_channel(shared_cluster.address(leader)) as ch:
+        async with open_channel(shared_cluster.address(leader), []) as ch:
             call = messaging_pb2_grpc.MessagingServiceStub(ch).Subscribe()
             await call.write(messaging_pb2.SubscribeRequest(open=messaging_pb2.OpenSubscription(
                 destination="t", durable="d", kind=7)))
@@ -281,7 +282,7 @@ async def test_malformed_publish_requests_are_refused_and_store_nothing(client: 
     ]
     good = messaging_pb2.PublishRequest(destination="malformed.queue", message=common_pb2.Message(body=b"ok"),
                                         mode=messaging_pb2.PUBLISH_MODE_STORE_CONFIRM_SEND)
-    async with grpc.aio.insecure_channel(shared_cluster.address(leader)) as ch:
+    async with open_channel(shared_cluster.address(leader), []) as ch:
         stub = messaging_pb2_grpc.MessagingServiceStub(ch)
         for req in bad:
             with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -377,7 +378,7 @@ async def test_members_report_grpc_health(shared_cluster: Cluster) -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     for name in shared_cluster.names:
-        async with grpc.aio.insecure_channel(shared_cluster.address(name)) as ch:
+        async with open_channel(shared_cluster.address(name), []) as ch:
             stub = health_pb2_grpc.HealthStub(ch)
             resp = await stub.Check(health_pb2.HealthCheckRequest(service="strongroom.v1.MessagingService"))
             assert resp.status == health_pb2.HealthCheckResponse.SERVING

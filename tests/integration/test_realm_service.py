@@ -34,6 +34,7 @@ from strongroom.keys import REALM_CURRENT, REALM_SERVICE, realm_version_key
 from strongroom.local.etcdproc import EtcdProcess, free_port
 from strongroom.local.process import realm_argv, spawn, stop_processes
 from strongroom.realm.model import DEFAULT_REALM_YAML
+from strongroom.channels import open_sync_channel
 from strongroom.realm.store import (
     RealmStore,
     RealmVersionConflict,
@@ -62,8 +63,9 @@ def sha256(text: str) -> str:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without any STRONGROOM_* setting of the developer's shell."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGROOM_")}
+    """The environment without any STRONGROOM_* setting of the developer's shell (the test
+    session's TLS settings kept: tests/conftest.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGROOM_") or k.startswith("STRONGROOM_TLS_")}
     env.update(extra)
     return env
 
@@ -150,7 +152,7 @@ def realm(start_realm: Callable[..., RealmProcess]) -> RealmProcess:
 
 @pytest.fixture
 def stub(realm: RealmProcess) -> Iterator[realm_pb2_grpc.RealmServiceStub]:
-    with grpc.insecure_channel(realm.address) as channel:
+    with open_sync_channel(realm.address, []) as channel:
         yield realm_pb2_grpc.RealmServiceStub(channel)
 
 
@@ -238,7 +240,7 @@ def test_the_realm_service_metrics_count_applies_and_follow_the_version(
     realm = start_realm("--metrics-listen", f"127.0.0.1:{port}")
     url = f"http://127.0.0.1:{port}/metrics"
     assert f"realm service metrics {url}" in realm.log()
-    with grpc.insecure_channel(realm.address) as channel:
+    with open_sync_channel(realm.address, []) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)
         apply(stub, V1)
         apply(stub, V2)
@@ -360,7 +362,7 @@ def test_watch_on_an_empty_realm_waits_for_the_first_apply(stub: realm_pb2_grpc.
 
 
 def test_health_reports_serving_and_reflection_lists_the_service(realm: RealmProcess) -> None:
-    with grpc.insecure_channel(realm.address) as channel:
+    with open_sync_channel(realm.address, []) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         for service in ("", "strongroom.v1.RealmService"):
             reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
@@ -374,7 +376,7 @@ def test_health_reports_serving_and_reflection_lists_the_service(realm: RealmPro
 
 def test_reflection_is_served_as_v1_too(realm: RealmProcess) -> None:
     """grpcurl and newer tools ask grpc.reflection.v1 first (its messages encode as v1alpha's)."""
-    with grpc.insecure_channel(realm.address) as channel:
+    with open_sync_channel(realm.address, []) as channel:
         info = channel.stream_stream("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
                                      request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
                                      response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
@@ -406,13 +408,13 @@ def test_realm_file_is_applied_only_when_etcd_has_no_realm(
     first_file.write_text(V1)
     second_file.write_text(V2)
     first = start_realm("--realm-file", str(first_file))
-    with grpc.insecure_channel(first.address) as channel:
+    with open_sync_channel(first.address, []) as channel:
         current = realm_pb2_grpc.RealmServiceStub(channel).Get(realm_pb2.GetRealmRequest(), timeout=10)
     assert (current.version, current.yaml, current.source_name) == (1, V1, str(first_file))
     assert first.stop() == 0
 
     second = start_realm("--realm-file", str(second_file))
-    with grpc.insecure_channel(second.address) as channel:
+    with open_sync_channel(second.address, []) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)
         current = stub.Get(realm_pb2.GetRealmRequest(), timeout=10)
         assert (current.version, current.yaml) == (1, V1), "an existing realm must not be overwritten"

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from harness import Cluster, put_realm_sync, realm_yaml
+from harness import Cluster, put_realm_sync, realm_yaml, tls_as
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.client import Client
@@ -29,6 +30,26 @@ from strongroom.persistence.link import (
 )
 from strongroom.persistence.transport import FollowerConnection
 from strongroom.persistence.transport import PeerUnreachable as _AppendTimeout
+from strongroom.security import tls
+from strongroom.security.identity import Kind
+
+
+@pytest.fixture(autouse=True)
+def _as_member_m1() -> object:
+    """The link's ends here run in this process, as member m1 of cluster default would (its
+    certificate on both ends: the link takes members of its cluster only)."""
+    before = tls.current()
+    tls.use(tls_as(Kind.MEMBER, "m1"))
+    yield
+    tls.use(before)
+
+
+def _connect(port: int) -> socket.socket:
+    """A raw connection to the link, through its TLS (as this process's member certificate)."""
+    raw = socket.create_connection(("127.0.0.1", port))
+    settings = tls.current()
+    assert settings is not None
+    return settings.client_context().wrap_socket(raw, server_hostname="127.0.0.1")
 
 
 class _Recorder:
@@ -76,7 +97,7 @@ def _closed_by_peer(sock: socket.socket) -> bool:
     sock.settimeout(5)
     try:
         return sock.recv(1) == b""
-    except ConnectionResetError:
+    except (ConnectionResetError, ssl.SSLError):
         return True
 
 
@@ -105,7 +126,7 @@ async def test_a_connection_without_the_preamble_or_with_an_oversized_frame_is_c
         for payload in (b"GET / HTTP/1.1\r\n\r\n",
                         PREAMBLE + HELLO + (MAX_FRAME + 1).to_bytes(4, "big") + b"x" * 64,
                         PREAMBLE + HELLO + (5).to_bytes(4, "big") + b"\xff\xff\xff\xff\xff"):  # not protobuf
-            with socket.create_connection(("127.0.0.1", port)) as s:
+            with await loop.run_in_executor(None, _connect, port) as s:
                 s.sendall(payload)
                 assert await loop.run_in_executor(None, _closed_by_peer, s)
         assert handler.requests == []

@@ -12,6 +12,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.persistence.transport import FollowerConnection
 from strongroom.persistence.transport import PeerUnreachable as _AppendTimeout
+from strongroom.channels import add_port
 
 
 class _Follower(rgrpc.ReplicationServiceServicer):
@@ -30,7 +31,7 @@ async def test_append_on_a_stream_that_ended_while_idle_is_a_replication_error()
     follower again (the memory-member restart test failed now and then)."""
     server = grpc.aio.server()
     rgrpc.add_ReplicationServiceServicer_to_server(_Follower(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = add_port(server, "127.0.0.1:0")
     await server.start()
     rep = FollowerConnection("default", "m2", lambda name: f"127.0.0.1:{port}")
     try:

@@ -24,6 +24,7 @@ from strongroom.grpcerrors import PARTNER_METADATA_KEY, from_rpc_error
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.local.leader import member_status
 from strongroom.local.process import member_argv, spawn, stop_processes
+from strongroom.channels import open_channel
 
 pytestmark = pytest.mark.slow
 
@@ -162,7 +163,7 @@ async def test_takeover_after_sigkill_loses_nothing_and_the_client_follows(pair:
         assert pair.addresses[1] in client.connection.endpoints
 
         # A standby does not serve: NOT_LEADER naming the standard, as any member that does not lead.
-        async with grpc.aio.insecure_channel(pair.addresses[1]) as channel:
+        async with open_channel(pair.addresses[1], []) as channel:
             stub = messaging_pb2_grpc.MessagingServiceStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stub.Publish(messaging_pb2.PublishRequest(destination="orders.queue",
@@ -200,7 +201,7 @@ async def test_not_operational_while_taking_over(pair: Pair) -> None:
             st = await pair.status(1)
             return st is not None and "lock is held" in st.shared_store.state
         await wait_for(waiting, 10)
-        async with grpc.aio.insecure_channel(pair.addresses[1]) as channel:
+        async with open_channel(pair.addresses[1], []) as channel:
             stub = messaging_pb2_grpc.MessagingServiceStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stub.Publish(messaging_pb2.PublishRequest(destination="orders.queue",
@@ -288,7 +289,7 @@ async def test_a_second_standard_is_refused(pair: Pair) -> None:
 async def test_plain_stub_reads_the_partner_from_the_standard(pair: Pair) -> None:
     pair.start(0, "standard")
     await pair.standard()
-    async with grpc.aio.insecure_channel(pair.addresses[0]) as channel:
+    async with open_channel(pair.addresses[0], []) as channel:
         stub = messaging_pb2_grpc.MessagingServiceStub(channel)
         call = stub.Publish(messaging_pb2.PublishRequest(destination="orders.queue",
                                                          message=common_pb2.Message(body=b"1", producer_id="p",

@@ -48,6 +48,7 @@ from strongroom.chaos.cluster import mount_tmpfs, unmount
 from strongroom.chaos.faults import fill_disk, free_disk
 from strongroom.client import Client, Received, RetryPolicy
 from strongroom.local.etcdproc import start_etcd
+from strongroom.channels import open_channel
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +100,7 @@ async def test_disks_full_under_mixed_load(tmp_path: Path) -> None:  # noqa: PLR
         leader = await cluster.leader()
         f1, f2 = [n for n in cluster.names if n != leader]
         servers = ",".join(cluster.addresses())
-        channel = grpc.aio.insecure_channel(cluster.address(leader))
+        channel = open_channel(cluster.address(leader), [])
         messaging = mgrpc.MessagingServiceStub(channel)
         addresses = cluster.addresses()
         async with Client(addresses, timeout=20) as admin, Client(addresses, timeout=20) as volatile, \

@@ -39,6 +39,7 @@ from strongroom.grpcerrors import from_rpc_error
 from strongroom.persistence.drivers import MARKER, RocksDriver
 from strongroom.persistence.pstore_report import read_report
 from strongroom.persistence.storage import DiskStorage
+from strongroom.channels import open_channel
 
 pytestmark = pytest.mark.slow
 
@@ -305,7 +306,7 @@ async def test_an_instance_waiting_for_its_partner_serves_administration_only(tm
     l_at, u_at = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     proc = instance("load", tmp_path / "new", l_at, u_at, "--driver", "sqlite")
     try:
-        async with grpc.aio.insecure_channel(l_at) as channel:
+        async with open_channel(l_at, []) as channel:
             async def status() -> apb.ClusterStatus | None:
                 try:
                     return await agrpc.AdminServiceStub(channel).Status(apb.StatusRequest(), timeout=2)
@@ -387,7 +388,7 @@ async def test_a_transfer_that_breaks_off_stops_the_load(tmp_path: Path) -> None
     (tmp_path / "old").mkdir()
     me = mig.side(mig.MigrationMode.UNLOAD, u_at, l_at, "rocksdb", tmp_path / "old", "default", "m1")
     try:
-        async with grpc.aio.insecure_channel(l_at) as channel:
+        async with open_channel(l_at, []) as channel:
             stub = mig_grpc.StoreMigrationServiceStub(channel)
 
             async def answered() -> bool:

@@ -36,6 +36,7 @@ from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import uow_pb2, uow_pb2_grpc
 from strongroom.client import Client, Received, RetryPolicy
 from strongroom.errors import NoNewUow, PersistenceUnavailable, StoreStateError
+from strongroom.channels import open_channel
 
 DESTINATIONS = SHARED_DESTINATIONS + """  - name: news.topic
     kind: topic
@@ -136,7 +137,7 @@ async def test_the_state_survives_a_sigkill_of_the_leader(cluster: Cluster, serv
             assert st is not None and st.persistent_store.state == apb.PERSISTENT_STORE_STATE_UNAVAILABLE
             assert st.persistent_store.enforced and st.persistent_store.reason.endswith("failover test")
             # The new leader enforces it from its first call: persistent refused at once, the rest served.
-            async with grpc.aio.insecure_channel(cluster.address(new)) as channel:
+            async with open_channel(cluster.address(new), []) as channel:
                 stub = mgrpc.MessagingServiceStub(channel)
                 assert await refused_at_once(lambda: stub.Publish(mpb.PublishRequest(
                     destination="failover.queue", message=cpb.Message(body=b"x")), timeout=10)) == (
@@ -166,7 +167,7 @@ async def last_indexes(cluster: Cluster) -> dict[str, int]:
 async def test_a_disconnect_under_mixed_load(cluster: Cluster, servers: str) -> None:  # noqa: PLR0915
     leader = await cluster.leader()
     addresses = cluster.addresses()
-    channel = grpc.aio.insecure_channel(cluster.address(leader))
+    channel = open_channel(cluster.address(leader), [])
     messaging, uows = mgrpc.MessagingServiceStub(channel), uow_pb2_grpc.UowServiceStub(channel)
     async with Client(addresses, timeout=20) as admin, Client(addresses, timeout=20) as volatile, \
             Client(addresses, retry=RetryPolicy(timeout=0.5)) as producer:

@@ -19,6 +19,7 @@ from strongroom.api.v1 import uow_pb2_grpc as ugrpc
 from strongroom.client import Client
 from strongroom.errors import UnknownUow
 from strongroom.grpcerrors import from_rpc_error
+from strongroom.channels import open_channel
 
 ACCEPTED = upb.UOW_STATUS_ACCEPTED
 RECEIVED = upb.UOW_STATUS_RECEIVED
@@ -40,7 +41,7 @@ async def client(shared_cluster: Cluster) -> AsyncIterator[Client]:
 @pytest.fixture
 async def stub(shared_cluster: Cluster) -> AsyncIterator[ugrpc.UowServiceStub]:
     leader = await shared_cluster.leader()
-    async with grpc.aio.insecure_channel(shared_cluster.address(leader)) as channel:
+    async with open_channel(shared_cluster.address(leader), []) as channel:
         yield ugrpc.UowServiceStub(channel)
 
 
@@ -128,7 +129,7 @@ async def test_requests_for_one_uow_in_one_batch_apply_in_order(client: Client, 
 async def test_a_stream_opened_on_a_follower_ends_with_not_leader_naming_the_leader(shared_cluster: Cluster) -> None:
     leader = await shared_cluster.leader()
     follower = next(n for n in shared_cluster.names if n != leader)
-    async with grpc.aio.insecure_channel(shared_cluster.address(follower)) as channel:
+    async with open_channel(shared_cluster.address(follower), []) as channel:
         call = ugrpc.UowServiceStub(channel).SendBatchStream()
         # The member ends the stream as it opens, before any request: reading gives its status.
         # (A write racing that end would fail on the client, and grpc.aio then records its own

@@ -13,6 +13,7 @@ import pytest
 
 from strongroom.api.v1 import uow_pb2 as upb
 from strongroom.client import Client
+from strongroom.channels import add_port
 
 SERVICE = "strongroom.v1.UowService"
 
@@ -35,7 +36,7 @@ class Member:
             handlers["SendBatchStream"] = self._handler(self.send_batch_stream, upb.UowSendBatch)
         self.server = grpc.aio.server()
         self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, handlers)])
-        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.address = f"127.0.0.1:{add_port(self.server, '127.0.0.1:0')}"
 
     @staticmethod
     def _handler(method: Callable[..., AsyncIterator[object]], request: Any) -> grpc.RpcMethodHandler:

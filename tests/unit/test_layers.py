@@ -42,6 +42,11 @@ GRPC_ADAPTERS = {
     # The error table at the gRPC boundary, and the etcd client (etcd speaks gRPC).
     "strongroom.grpcerrors",
     "strongroom.etcd",
+    # Where every channel is opened and every port bound, the TLS credentials they use, and the
+    # servicers' check of who calls.
+    "strongroom.channels",
+    "strongroom.security.tls",
+    "strongroom.security.calls",
 }
 """Modules outside the client side that may import grpc."""
 GRPC_PACKAGES = ("strongroom.api", "strongroom.client", "strongroom.cli", "strongroom.local", "strongroom.chaos",

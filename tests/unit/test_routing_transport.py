@@ -19,14 +19,33 @@ from strongroom.errors import NotActiveRouter
 from strongroom.routing.interest import ClusterInterest
 from strongroom.routing.servicer import RouterServicer
 from strongroom.routing.transport import GrpcLinks
+from strongroom.channels import add_port
+from strongroom.security import tls
+from strongroom.security.identity import Kind
+
+
+@pytest.fixture(autouse=True)
+def _as_london_router() -> object:
+    """This process plays london's router (the replicas' servers take only routers of their
+    neighbours), with a certificate of the test session's authority."""
+    from harness import tls_as
+
+    before = tls.current()
+    tls.use(tls_as(Kind.ROUTER, "r1", "london"))
+    yield
+    tls.use(before)
 
 
 @dataclass
 class Receiver:
-    """Answers every batch at once."""
+    """Answers every batch at once (and keeps their ids)."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
 
     async def forward(self, batches: AsyncIterable[rpb.ForwardBatch]) -> AsyncIterator[rpb.ForwardAck]:
         async for batch in batches:
+            self.batches.append(batch.batch_id)
             yield rpb.ForwardAck(batch_id=batch.batch_id)
 
 
@@ -43,6 +62,9 @@ class Replica:
     def require_active(self) -> None:
         if not self.active:
             raise NotActiveRouter(f"router replica {self.pod} of rio is not the active router")
+
+    def neighbours(self) -> list[str]:
+        return ["london"]
 
     def exchange(self, from_cluster: str, records: list[ClusterInterest]) -> list[ClusterInterest]:
         self.exchanges += 1
@@ -91,7 +113,7 @@ class Service:
 async def _serve(replica: Replica) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server()
     rgrpc.add_RouterServiceServicer_to_server(RouterServicer(replica), server)  # type: ignore[arg-type]
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = add_port(server, "127.0.0.1:0")
     await server.start()
     return server, port
 
@@ -164,3 +186,32 @@ async def test_a_forward_stream_refused_by_a_replica_no_longer_active_reconnects
     link.close()
     await pods.links.exchange("rio", rpb.InterestExchange(from_cluster="london"))
     assert (pods.a.exchanges, pods.b.exchanges) == (0, 1)
+
+
+async def test_only_the_router_of_a_neighbour_cluster_may_exchange_interest_or_forward() -> None:
+    from harness import tls_as
+
+    from strongroom.channels import open_channel
+    from strongroom.errors import PermissionDenied
+    from strongroom.grpcerrors import from_rpc_error
+
+    replica = Replica("rio-router-a", active=True)
+    server, port = await _serve(replica)
+    try:
+        for who, claimed, says in ((tls_as(Kind.MEMBER, "m1", "london"), "london", "not member/london/m1"),
+                                   (tls_as(Kind.ROUTER, "r1", "tokyo"), "london", "not router/tokyo/r1"),
+                                   (tls_as(Kind.ROUTER, "r1", "tokyo"), "", "not router/tokyo/r1")):
+            async with open_channel(f"127.0.0.1:{port}", [], tls=who) as channel:
+                stub = rgrpc.RouterServiceStub(channel)
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    if claimed:
+                        await stub.ExchangeInterest(rpb.InterestExchange(from_cluster=claimed), timeout=5)
+                    else:
+                        async for _ in stub.Forward(iter([rpb.ForwardBatch()]), timeout=5):
+                            pass
+                err = from_rpc_error(info.value)
+                assert isinstance(err, PermissionDenied) and err.metadata["permission"] == "route"
+                assert says in err.message
+        assert replica.exchanges == 0 and replica.receiver.batches == []
+    finally:
+        await server.stop(None)

@@ -24,6 +24,7 @@ from strongroom.chaos import netloss
 from strongroom.chaos.clockshift import build_clock_shim, clock_env, set_offset
 from strongroom.chaos.fsync import CrashImage, build_shim, shim_env, simulate_crash, snapshot_sizes
 from strongroom.chaos.netproxy import Network, Proxy
+from strongroom.security.certs import set_up_local
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
 from strongroom.local.leader import Leader, NoLeader, find_leader, member_status, wait_for_leader
 from strongroom.local.process import kill, member_argv, spawn
@@ -186,8 +187,11 @@ class ChaosCluster:
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start etcd, store the realm, start proxies and members; return once a leader serves."""
+        """Start etcd, store the realm, start proxies and members; return once a leader serves.
+        Every connection is mutual TLS, as `strongroom up` runs it (the proxies pass the TLS
+        bytes through), with the authority already active or one kept in `<root>/tls`."""
         spec = self.spec
+        set_up_local(self.root / "tls")
         self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log")
         await store_realm(self.etcd.endpoint, self.realm(), "chaos-realm.yaml")
         if spec.proxy_members or spec.proxy_etcd:

@@ -28,8 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
@@ -38,6 +36,7 @@ from strongroom.chaos.operations import outcome_of, pace
 from strongroom.chaos.uowload import UowConfig, UowWorkload
 from strongroom.client import AckMode, Client, DurableKind, PublishResult, Received, Subscription
 from strongroom.errors import SubscriptionClosed
+from strongroom.channels import open_channel
 
 __all__ = ["ConsumerSpec", "Workload", "WorkloadConfig"]
 
@@ -382,7 +381,7 @@ class Workload:
         producer = f"{proc}-{uuid.uuid4().hex[:8]}"
         dest = self.config.queue
         calls: list[asyncio.Task[None]] = []
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with open_channel(address, []) as channel:
             stub = mgrpc.MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
 
             async def one(seq: int) -> None:

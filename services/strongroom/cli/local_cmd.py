@@ -20,7 +20,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.event_log_dir is not None:
         # The members started here inherit the environment (`MemberConfig.event_log_dir`).
         os.environ["STRONGROOM_EVENT_LOG_DIR"] = str(args.event_log_dir.resolve())
-    return up(args.realm, data_dir(args), args.detach)
+    return up(args.realm, data_dir(args), args.detach, args.insecure)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -41,6 +41,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--event-log-dir", type=Path, default=None, metavar="DIR",
                    help="turn the store event log on for every cluster, into DIR (each cluster in "
                         "DIR/cluster=<name>; default: as the realm says, else off; STRONGROOM_EVENT_LOG_DIR)")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext everywhere, no certificates (for experiments only; default: mutual TLS "
+                        "with an authority generated in DATA_DIR/tls)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("down", parents=[local], help="stop the local cluster of the data dir")

@@ -60,7 +60,7 @@ from strongroom.cli import (
     trace_cmd,
     uow_cmd,
 )
-from strongroom.cli.common import add_where, exit_code, say_error
+from strongroom.cli.common import add_where, data_dir, exit_code, say_error
 
 __all__ = ["OUTPUT_CLOSED", "build_parser", "main", "run"]
 
@@ -107,6 +107,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
+        if args.command not in ("up", "down"):  # `up` makes its own; `down` only signals pids
+            from strongroom.client.endpoints import tls_from_environment
+
+            tls_from_environment(data_dir(args))
         return int(func(args))
     except BrokenPipeError:
         return _output_closed()

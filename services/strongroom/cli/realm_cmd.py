@@ -40,6 +40,7 @@ from strongroom.cli.common import (
 from strongroom.errors import RealmInvalid
 from strongroom.keys import REALM_SERVICE
 from strongroom.realm.model import Destination, Endpoint, Realm, TtlClock, parse_realm
+from strongroom.channels import open_sync_channel
 
 __all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "locate_realm_service", "print_grid"]
 
@@ -58,7 +59,7 @@ def _probe(address: str) -> str | None:
     what it is instead."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped, unused-ignore]
 
-    with grpc.insecure_channel(address) as channel:
+    with open_sync_channel(address, []) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=REALM_HEALTH_SERVICE),
@@ -180,7 +181,7 @@ def _call(args: argparse.Namespace, method: str, request: Any, address: str | No
     from strongroom.client.retry import error_from_rpc
 
     address = address or locate_realm_service(args)
-    with grpc.insecure_channel(address) as channel:
+    with open_sync_channel(address, []) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)  # type: ignore[no-untyped-call]
         try:
             return getattr(stub, method)(request, timeout=RPC_TIMEOUT_SECONDS)

@@ -21,6 +21,7 @@ import asyncio
 import time
 from typing import Any
 
+from strongroom.channels import open_channel
 from strongroom.cli.common import (
     CliError,
     ExitCode,
@@ -50,7 +51,7 @@ async def fetch_router_statuses(addresses: list[str], timeout: float = 3.0) -> l
     from strongroom.api.v1 import router_pb2, router_pb2_grpc
 
     async def one(address: str) -> tuple[str, Any, str]:
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with open_channel(address, []) as channel:
             try:
                 status = await router_pb2_grpc.RouterServiceStub(channel).Status(
                     router_pb2.RouterStatusRequest(), timeout=timeout)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from strongroom.client.client import Client
 from strongroom.client.connection import Connection
-from strongroom.client.endpoints import endpoints_from_environment
+from strongroom.client.endpoints import endpoints_from_environment, tls_from_environment
 from strongroom.client.maps import Map, MapEntry
 from strongroom.client.messages import (
     ABSENT,
@@ -59,5 +59,6 @@ __all__ = [
     "Subscription",
     "build_matcher",
     "endpoints_from_environment",
+    "tls_from_environment",
     "message_json",
 ]

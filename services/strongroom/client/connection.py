@@ -23,7 +23,7 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2_grpc
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
 from strongroom.grpcerrors import GENERATION_METADATA_KEY, PARTNER_METADATA_KEY
 from strongroom.errors import (
@@ -79,7 +79,7 @@ class Connection:
         """The channel to one member (opened on first use, kept until `close`)."""
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            ch = self._channels[address] = open_channel(address, CHANNEL_OPTIONS)
         return ch
 
     def messaging(self, address: str) -> mgrpc.MessagingServiceStub:

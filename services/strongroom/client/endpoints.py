@@ -9,8 +9,9 @@ from pathlib import Path
 
 from strongroom.client.connection import parse_endpoints
 from strongroom.errors import InvalidArgument
+from strongroom.security.tls import Tls
 
-__all__ = ["ENDPOINTS_ENV", "endpoints_from_environment"]
+__all__ = ["ENDPOINTS_ENV", "endpoints_from_environment", "tls_from_environment"]
 
 ENDPOINTS_ENV = "STRONGROOM_ENDPOINTS"
 """The environment variable naming the cluster's members, HOST:PORT,..."""
@@ -21,6 +22,9 @@ def endpoints_from_environment(data_dir: str | os.PathLike[str] | None = None, c
     else every member of the state file of the local cluster in `data_dir` (default:
     `$STRONGROOM_DATA_DIR`, else `./.strongroom`, as for `strongroom up`); only the members of
     `cluster` when given (a realm of several clusters, e.g. the clusters of a routed store).
+
+    Reading the state file, it also makes that deployment's TLS settings this process's
+    (`tls_from_environment`), so a `Client` of the addresses it returns can reach them.
 
     Raises `InvalidArgument` when the variable names no address, or when it is unset and there
     is no state file (no local cluster was started there) or the file lists no member (of
@@ -37,6 +41,7 @@ def endpoints_from_environment(data_dir: str | os.PathLike[str] | None = None, c
         return named
     where = Path(data_dir).absolute() if data_dir is not None else default_data_dir()
     state = load_state(where)
+    tls_from_environment(where)
     if state is None:
         raise InvalidArgument(f"no endpoints: set {ENDPOINTS_ENV}=HOST:PORT,... or start a local cluster "
                               f"with `strongroom up` (no state file at {state_path(where)})")
@@ -50,3 +55,28 @@ def endpoints_from_environment(data_dir: str | os.PathLike[str] | None = None, c
     if not endpoints:
         raise InvalidArgument(f"the state file {state_path(where)} lists no members")
     return endpoints
+
+
+def tls_from_environment(data_dir: str | os.PathLike[str] | None = None) -> Tls | None:
+    """The TLS settings a client of this process uses, found as the `strongroom` commands find
+    them, and made the process's (`strongroom.security.tls.use`): `$STRONGROOM_TLS_CA`,
+    `$STRONGROOM_TLS_CERT` and `$STRONGROOM_TLS_KEY` when set, else the operator's certificate
+    the state file of the local deployment in `data_dir` names (none when it runs `--insecure`),
+    else none (plaintext). Raises `InvalidArgument` when the files named cannot be read."""
+    from strongroom.local.launcher import default_data_dir, load_state
+    from strongroom.security import tls
+
+    try:
+        found = tls.from_env()
+        if found is None:
+            where = Path(data_dir).absolute() if data_dir is not None else default_data_dir()
+            state = load_state(where)
+            named = state.get("tls") if state is not None else None
+            if isinstance(named, dict):
+                found = tls.Tls.load(named["ca"], named["cert"], named["key"])
+            elif state is not None and "tls" not in state:
+                found = tls.current()  # a state file from before TLS: whatever the process has
+    except (OSError, ValueError, KeyError) as exc:
+        raise InvalidArgument(f"cannot read the TLS settings: {exc}") from None
+    tls.use(found)
+    return found

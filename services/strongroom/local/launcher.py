@@ -38,13 +38,7 @@ from strongroom.dr.describe import dr_state
 from strongroom.dr.transport import dr_status_at
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
-from strongroom.local.leader import (
-    MemberReply,
-    NoLeader,
-    fetch_statuses,
-    find_leader,
-    wait_for_leader,
-)
+from strongroom.local.leader import MemberReply, NoLeader, fetch_statuses, find_leader, wait_for_leader
 from strongroom.local.process import (
     STOP_GRACE,
     ProcessGroup,
@@ -72,6 +66,8 @@ from strongroom.local.statefile import (
     write_state,
 )
 from strongroom.realm.model import Cluster, Realm, parse_realm
+from strongroom.channels import open_channel
+from strongroom.security.certs import set_up_local
 
 # MemberReply and fetch_statuses live in strongroom.local.leader; they stay importable from here
 # for the CLI's status command.
@@ -170,7 +166,7 @@ def standby_site(cluster: str) -> str:
 async def _wait_realm_service(service: ServiceProcess, timeout: float = 30.0) -> None:
     """Until the realm service answers a call (any answer but UNAVAILABLE)."""
     deadline = time.monotonic() + timeout
-    async with grpc.aio.insecure_channel(service.address) as channel:
+    async with open_channel(service.address, []) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)
         while True:
             if not service.alive():
@@ -190,7 +186,7 @@ async def _wait_realm_service(service: ServiceProcess, timeout: float = 30.0) ->
 async def _wait_router(router: ServiceProcess, timeout: float) -> None:
     """Until the router answers RouterService.Status as its cluster's active router."""
     deadline = time.monotonic() + timeout
-    async with grpc.aio.insecure_channel(router.address) as channel:
+    async with open_channel(router.address, []) as channel:
         stub = router_pb2_grpc.RouterServiceStub(channel)
         while True:
             if not router.alive():
@@ -224,7 +220,7 @@ async def _wait_dr(dr: ServiceProcess, timeout: float) -> dr_pb2.DrStatus:
 
 async def current_realm(address: str) -> realm_pb2.RealmVersion | None:
     """The realm version the realm service holds, or None when none was applied yet."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, []) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)
         try:
             current = await stub.Get(realm_pb2.GetRealmRequest(), timeout=5.0)
@@ -240,7 +236,7 @@ async def apply_realm(address: str, text: str, source: str) -> int:
 
     Returns the current version. Raises the domain error (e.g. RealmInvalid) the service reports.
     """
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, []) as channel:
         stub = realm_pb2_grpc.RealmServiceStub(channel)
         try:
             current = await stub.Get(realm_pb2.GetRealmRequest(), timeout=5.0)
@@ -278,8 +274,10 @@ class LocalCluster:
     """The processes of one local deployment (etcd, realm service, members, routers; per site
     for a realm with zones) and its state file."""
 
-    def __init__(self, data_dir: Path, detach: bool = False, write_state: bool = True) -> None:
+    def __init__(self, data_dir: Path, detach: bool = False, write_state: bool = True, tls: bool = True) -> None:
         self.data_dir = Path(data_dir).absolute()
+        self.tls = set_up_local(self.data_dir / "tls", tls)
+        """The operator's TLS settings (the CLI's, from the state file); None: plaintext."""
         self.detach = detach
         self.write_state_file = write_state
         self.sites: dict[str, Site] = {}
@@ -347,6 +345,7 @@ class LocalCluster:
             "realm": {"address": realm_service.address, "pid": realm_service.pid} if realm_service else {},
             "clusters": {c: cluster(c, ms) for c, ms in self.members.items()},
             "data_dir": str(self.data_dir),
+            "tls": self.tls.paths() if self.tls is not None else None,
         }
         if any(self.sites):
             doc["sites"] = {

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import grpc
 
 from strongroom.api.v1 import admin_pb2, admin_pb2_grpc
+from strongroom.channels import open_channel
 
 __all__ = [
     "Leader",
@@ -48,7 +49,7 @@ class MemberReply:
 
 async def _status_one(endpoint: str, timeout: float) -> MemberReply:
     try:
-        async with grpc.aio.insecure_channel(endpoint) as channel:
+        async with open_channel(endpoint, []) as channel:
             stub = admin_pb2_grpc.AdminServiceStub(channel)
             reply = await stub.Status(admin_pb2.StatusRequest(), timeout=timeout)
             return MemberReply(endpoint, reply)

@@ -6,6 +6,11 @@ command line comes from `member_argv` / `realm_argv`, the process from `spawn` (
 to its log file, unbuffered), and it is stopped by pid with `stop_processes` (SIGTERM, a grace
 period, then SIGKILL) or `kill` (SIGKILL at once). Nothing here waits for a process to serve:
 finding the leader is `strongroom.local.leader`.
+
+TLS: while a local authority is active (`strongroom.security.certs.activate`: `strongroom up`
+without `--insecure`, the test session, the chaos suite, the benchmarks), `spawn` gives each of
+these processes a certificate of its own, naming what its command line says it is
+(`identity_of`), through the environment (`STRONGROOM_TLS_*`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from strongroom.security import certs
+from strongroom.security.identity import Identity, Kind
+from strongroom.security.tls import ENV as TLS_ENV
+
 if TYPE_CHECKING:
     from strongroom.realm.model import SharedStore
 
@@ -32,6 +41,7 @@ __all__ = [
     "ProcessGroup",
     "ServiceProcess",
     "dr_argv",
+    "identity_of",
     "kill",
     "member_argv",
     "member_instances",
@@ -109,6 +119,28 @@ def dr_argv(etcd: str, cluster: str, extra: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", DR_MODULE, "--cluster", cluster, "--etcd", etcd, *extra]
 
 
+_KINDS = {PERSISTENCE_MODULE: Kind.MEMBER, ROUTER_MODULE: Kind.ROUTER, DR_MODULE: Kind.DR, REALM_MODULE: Kind.REALM}
+
+
+def identity_of(argv: Sequence[str]) -> Identity | None:
+    """Who a process started with one of this module's command lines is: a member by its
+    cluster and member name, a router replica, a cluster's DR service, the realm service; None
+    for any other command."""
+    args = list(argv)
+    module = args[args.index("-m") + 1] if "-m" in args[:-1] else ""
+    kind = _KINDS.get(module)
+    if kind is None:
+        return None
+
+    def option(name: str, default: str) -> str:
+        return args[args.index(name) + 1] if name in args[:-1] else default
+
+    if kind is Kind.REALM:
+        return Identity(kind, "realm", "realm")
+    name = {Kind.MEMBER: option("--member", ""), Kind.ROUTER: option("--replica", "r1"), Kind.DR: "dr"}[kind]
+    return Identity(kind, name, option("--cluster", "default"))
+
+
 class ProcessGroup(str, Enum):
     """Where a started process sits among the caller's signals."""
 
@@ -126,11 +158,17 @@ def spawn(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None 
     """Start `argv` with stdout and stderr appended to `log_path` and no stdin.
 
     The environment is `env` (default: this process's) with PYTHONUNBUFFERED=1, so the log is
-    current when a test or a tool reads it, then `extra_env` (e.g. a PYTHONPATH or LD_PRELOAD
-    for hooks). `banner`, when given, is written to the log first.
+    current when a test or a tool reads it, the TLS settings of its identity (module docstring),
+    then `extra_env` (e.g. a PYTHONPATH or LD_PRELOAD for hooks). `banner`, when given, is written to the log first.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     environment = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+    ca, identity = certs.active(), identity_of(argv)
+    if ca is not None and identity is not None:
+        environment.update(ca.issue(identity).env())
+    elif identity is not None:
+        for name in TLS_ENV:  # plaintext, whatever this process was given
+            environment.pop(name, None)
     environment.update(extra_env or {})
     with open(log_path, "ab") as log:
         if banner:

@@ -61,12 +61,13 @@ class _Stop:
             signal.signal(sig, old)
 
 
-def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
+def up(realm_file: Path | None, data_dir: Path, detach: bool, insecure: bool = False) -> int:
     """`strongroom up`: start a local deployment; returns the exit code.
 
     Detached, returns once every cluster has a committed leader; otherwise stays in the
     foreground until Ctrl-C / SIGTERM and then stops everything. Without `realm_file`, a realm
     already stored in a reused data dir is kept; otherwise the built-in default is applied.
+    Every connection is mutual TLS with an authority kept in `<data_dir>/tls`, unless `insecure`.
     """
     data_dir = Path(data_dir).absolute()
     parsed = _read_realm(realm_file)
@@ -84,7 +85,10 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
         say(f"replacing the stale state file of {data_dir} (data is reused)")
         state_path(data_dir).unlink(missing_ok=True)
 
-    cluster = LocalCluster(data_dir, detach=detach)
+    if insecure:
+        warn("WARNING: --insecure: every port of this deployment is plaintext and unauthenticated; "
+             "whoever reaches them can read and write every store")
+    cluster = LocalCluster(data_dir, detach=detach, tls=not insecure)
     with _Stop() as stop:
         try:
             leaders = asyncio.run(cluster.start(realm, text, source, keep_stored_realm=realm_file is None))
@@ -104,6 +108,7 @@ def up(realm_file: Path | None, data_dir: Path, detach: bool) -> int:
         for line in cluster.describe(leaders):
             say(f"  {line}")
         say(f"  endpoints: {','.join(cluster.endpoints())}")
+        say(f"  TLS: {'OFF (--insecure)' if cluster.tls is None else f'on, authority {cluster.tls.ca_path}'}")
         for line in lagging:
             # Serving, but with less redundancy than the realm asks for: say so.
             warn(f"warning: member {line}; see {data_dir / 'logs'}")

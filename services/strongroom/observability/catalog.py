@@ -55,6 +55,10 @@ CATALOG: tuple[MetricDoc, ...] = (
     MetricDoc("strongroom_applied_index", "gauge", _M, "The highest log index applied to this member's state."),
     MetricDoc("strongroom_last_index", "gauge", _M, "The highest log index this member stored."),
     MetricDoc("strongroom_snapshot_index", "gauge", _M, "The log index of this member's newest snapshot."),
+    MetricDoc("strongroom_refused", "counter", (*_M, "where", "reason"),
+              "Connections and calls refused for who the caller is: where grpc or link; reason tls_handshake "
+              "(no certificate, another authority's, an expired one, plaintext; gRPC's refusals, also of this "
+              "member's own outgoing handshakes), no_identity, wrong_identity, impersonation."),
     MetricDoc("strongroom_synced", "gauge", _M,
               "1 when this member holds everything committed (0: catching up after an empty disk)."),
     MetricDoc("strongroom_store_damaged", "gauge", _M,
@@ -118,6 +122,8 @@ CATALOG: tuple[MetricDoc, ...] = (
               "1 while the route to a neighbour cluster's router is connected, else 0.", "router"),
     MetricDoc("strongroom_route_forwarded_messages", "counter", _ROUTE,
               "Messages forwarded to a neighbour cluster and confirmed stored there.", "router"),
+    MetricDoc("strongroom_router_refused", "counter", (*_ROUTER, "where", "reason"),
+              "Connections refused by this router replica for who the caller is (as strongroom_refused).", "router"),
     MetricDoc("strongroom_route_received_messages", "counter", _ROUTE,
               "Messages a neighbour cluster forwarded here.", "router"),
     MetricDoc("strongroom_route_resent_messages", "counter", _ROUTE,
@@ -132,6 +138,8 @@ CATALOG: tuple[MetricDoc, ...] = (
     MetricDoc("strongroom_dr_shipping", "gauge", _DR,
               "1 while the DR service ships the primary's log to its standby set, else 0.", "dr"),
     MetricDoc("strongroom_dr_generation", "gauge", _DR, "The site's DR generation.", "dr"),
+    MetricDoc("strongroom_dr_refused", "counter", (*_DR, "where", "reason"),
+              "Connections refused by this DR service for who the caller is (as strongroom_refused).", "dr"),
     MetricDoc("strongroom_dr_entries_behind", "gauge", _DR,
               "Log entries the primary committed that the standby set does not hold yet.", "dr"),
     MetricDoc("strongroom_dr_messages_behind", "gauge", _DR,
@@ -146,6 +154,8 @@ CATALOG: tuple[MetricDoc, ...] = (
     # --- the realm service (label address: the one it registers) ---
     MetricDoc("strongroom_realm_version", "gauge", _REALM,
               "The realm version current in etcd, as the realm service last saw it (0: none yet).", "realm"),
+    MetricDoc("strongroom_realm_refused", "counter", (*_REALM, "where", "reason"),
+              "Connections refused by the realm service for who the caller is (as strongroom_refused).", "realm"),
     MetricDoc("strongroom_realm_applies", "counter", (*_REALM, "outcome"),
               "Realm applies answered: outcome accepted (stored, or the same document again), or the "
               "reason it was refused (REALM_INVALID, REALM_VERSION_CONFLICT, ...).", "realm"),

@@ -25,6 +25,7 @@ from strongroom.persistence.status import ClusterStatus
 from strongroom.persistence.storage import DiskStorage, Storage
 from strongroom.persistence.storestate import StoreState, StoreView
 from strongroom.realm.zones import ROUTE_DURABLE_PREFIX
+from strongroom.observability.services import refused_family
 
 if TYPE_CHECKING:
     from strongroom.persistence.node import PersistenceNode
@@ -134,6 +135,7 @@ def member_families(st: ClusterStatus, store: StoreView | None, tallies: Tallies
     out += [_histogram("strongroom_commit_seconds", m, tallies.commit_seconds),
             _histogram("strongroom_group_commit_operations", m, tallies.round_operations),
             _histogram("strongroom_log_write_seconds", m, tallies.log_write_seconds)]
+    out.append(refused_family("strongroom_refused", m, ("grpc", "link")))
     return out
 
 

@@ -8,15 +8,27 @@ service answers at that moment (catalog.py names and explains each one).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from prometheus_client.metrics_core import Metric
 
 from strongroom.api.v1 import dr_pb2
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.observability.catalog import family
+from strongroom.security import refusals
 
-__all__ = ["dr_families", "realm_families", "router_families"]
+__all__ = ["dr_families", "realm_families", "refused_family", "router_families"]
+
+
+def refused_family(name: str, who: Sequence[str], places: Sequence[str] = ("grpc",)) -> Metric:
+    """The refusals this process counted (`strongroom.security.refusals`) as the family `name`,
+    every (where, reason) of `places` present (0 until one happens)."""
+    counts = refusals.snapshot()
+    fam = family(name)
+    for where in places:
+        for reason in refusals.REASONS:
+            fam.add_metric([*who, where, reason], counts.get((where, reason), 0))
+    return fam
 
 
 def router_families(st: rpb.RouterStatus) -> list[Metric]:
@@ -37,7 +49,7 @@ def router_families(st: rpb.RouterStatus) -> list[Metric]:
         for peer in st.peers:
             fam.add_metric([*who, peer.cluster], read(peer))
         out.append(fam)
-    return out
+    return [*out, refused_family("strongroom_router_refused", who)]
 
 
 def dr_families(st: dr_pb2.DrStatus, site: str) -> list[Metric]:
@@ -56,7 +68,7 @@ def dr_families(st: dr_pb2.DrStatus, site: str) -> list[Metric]:
         fam = family(name)
         fam.add_metric(who, value)
         out.append(fam)
-    return out
+    return [*out, refused_family("strongroom_dr_refused", who)]
 
 
 def realm_families(address: str, version: int, applies: Mapping[str, int]) -> list[Metric]:
@@ -66,4 +78,4 @@ def realm_families(address: str, version: int, applies: Mapping[str, int]) -> li
     answered = family("strongroom_realm_applies")
     for outcome, n in sorted(applies.items()):
         answered.add_metric([address, outcome], n)
-    return [current, answered]
+    return [current, answered, refused_family("strongroom_realm_refused", [address])]

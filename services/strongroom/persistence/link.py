@@ -17,6 +17,12 @@ the leader's CPU per publish at about 1.2 ms and about 1.0 ms, and a round trip 
 client call stays on gRPC, and a member that registers no link address is replicated to over
 the gRPC `AppendStream` as before (`--replication-listen none`).
 
+With TLS (`strongroom.security.tls`) the connection is mutual TLS 1.3: the follower accepts only
+a certificate of its cluster's authority naming a member of its own cluster
+(`strongroom.security.identity.admits`), and the leader checks the follower's certificate
+against the address it dialled; a refused handshake or identity is counted and logged
+(`strongroom.security.refusals`) and the connection closed before any frame is read.
+
 Fencing, ordering and consistency checks are the follower's (`Follower.handle_append`), whichever way an
 append arrives.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -33,7 +40,10 @@ from google.protobuf.message import DecodeError
 
 from strongroom.aio import Deadline, with_timeout
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.channels import MAX_MESSAGE_BYTES
+from strongroom.channels import MAX_MESSAGE_BYTES, PROCESS
+from strongroom.security import refusals
+from strongroom.security.identity import Kind, admits
+from strongroom.security.tls import Tls, current, peer_of_ssl
 from strongroom.tracing import traced
 
 __all__ = ["LinkClosed", "LinkConnection", "LinkServer", "MAX_FRAME", "PREAMBLE", "bind", "entries_of", "frame"]
@@ -45,6 +55,7 @@ MAX_FRAME = MAX_MESSAGE_BYTES  # as the gRPC peer channel's message limit
 _LENGTH = 4
 _MAX_NAME = 1024  # "<cluster>/<member>"
 _STAGE = 64 * 1024  # frames up to about this size are read many at a time
+HANDSHAKE_TIMEOUT = 10.0
 
 AppendHandler = Callable[[rpb.AppendRequestRaw, list[rpb.LogEntry], list[bytes]], Awaitable[rpb.AppendResponse]]
 
@@ -230,34 +241,66 @@ class _Frames(asyncio.BufferedProtocol):
 class LinkServer:
     """The follower side: answers every append on a connection in order, one at a time."""
 
-    def __init__(self, sock: socket.socket, handle: AppendHandler, cluster: str, member: str) -> None:
+    def __init__(self, sock: socket.socket, handle: AppendHandler, cluster: str, member: str,
+                 tls: Tls | None | object = PROCESS) -> None:
         self._sock = sock
         self._handle = handle
+        self._cluster = cluster
         self._identity = _identity(cluster, member)
-        self._server: asyncio.Server | None = None
+        settings = current() if tls is PROCESS else tls
+        self._context = settings.server_context() if isinstance(settings, Tls) else None
+        self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Accept connections."""
-        self._server = await asyncio.get_running_loop().create_server(self._accept, sock=self._sock)
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
 
     async def stop(self) -> None:
         """Stop accepting and close every open connection."""
-        if self._server is not None:
-            self._server.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
+        self._sock.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
 
-    def _accept(self) -> _Frames:
-        conn = _Frames(first_limit=_MAX_NAME, preamble=PREAMBLE)
-        task = asyncio.get_running_loop().create_task(self._serve(conn))
-        self._connections.add(task)
-        task.add_done_callback(self._connections.discard)
-        return conn
+    async def _accept_loop(self) -> None:
+        # Accepted here and wrapped one by one (`connect_accepted_socket`) rather than by
+        # `create_server`: a TLS handshake that fails then raises where it can be counted and
+        # logged, instead of ending the connection silently before the protocol hears of it.
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(self._sock)
+            except OSError as exc:
+                log.warning("replication link: accept failed (%s)", exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._connect(sock, peer))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _connect(self, sock: socket.socket, peer: object) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            transport, conn = await loop.connect_accepted_socket(
+                lambda: _Frames(first_limit=_MAX_NAME, preamble=PREAMBLE), sock, ssl=self._context,
+                **({"ssl_handshake_timeout": HANDSHAKE_TIMEOUT} if self._context else {}))
+        except (ssl.SSLError, OSError, asyncio.TimeoutError) as exc:
+            sock.close()
+            if self._context is not None:
+                refusals.count("link", "tls_handshake", str(exc) or type(exc).__name__, peer)
+            return
+        if self._context is not None:
+            refused = admits(peer_of_ssl(transport.get_extra_info("ssl_object")), self._cluster, [Kind.MEMBER])
+            if refused is not None:
+                refusals.count("link", refused.reason, refused.message, peer)
+                transport.abort()
+                return
+        await self._serve(conn)
 
     async def _serve(self, conn: _Frames) -> None:
         try:
@@ -296,13 +339,22 @@ class LinkConnection:
         self._conn = conn
 
     @classmethod
-    async def open(cls, address: str, timeout: float, cluster: str, member: str) -> LinkConnection:
+    async def open(cls, address: str, timeout: float, cluster: str, member: str,
+                   tls: Tls | None | object = PROCESS) -> LinkConnection:
         """Connect to the link of `member` of `cluster` at `address` (LinkClosed if it cannot be
-        reached in time; the follower closes a connection meant for another member)."""
+        reached in time, or its certificate is not one of the authority's for that host; the
+        follower closes a connection meant for another member). `tls`: the process's settings
+        unless given."""
         host, port = address.rsplit(":", 1)
+        host = host.strip("[]")
+        settings = current() if tls is PROCESS else tls
         loop = asyncio.get_running_loop()
+        tls_args: dict[str, object] = {}
+        if isinstance(settings, Tls):
+            tls_args = {"ssl": settings.client_context(), "server_hostname": host,
+                        "ssl_handshake_timeout": HANDSHAKE_TIMEOUT}
         try:
-            _, conn = await with_timeout(loop.create_connection(_Frames, host.strip("[]"), int(port)), timeout)
+            _, conn = await with_timeout(loop.create_connection(_Frames, host, int(port), **tls_args), timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             raise LinkClosed(f"cannot connect to {address}: {exc or 'timed out'}") from None
         assert conn.transport is not None

@@ -31,6 +31,7 @@ from strongroom.persistence.server import create_server, link_host
 from strongroom.persistence.shared_standby import HandshakeFailed, RunMode, StoreLock, StoreLocked, watch_ownership
 from strongroom.persistence.standby_server import stand_by
 from strongroom.realm.store import RealmStore, wait_for_realm
+from strongroom.security.tls import announce
 
 __all__ = ["main", "serve"]
 
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     gc.set_threshold(*config.gc_thresholds)
     logging.basicConfig(level=config.log_level.upper(),
                         format=f"%(asctime)s {config.member} %(levelname)s %(name)s: %(message)s")
+    announce(log)
     sys.exit(asyncio.run(serve(config, args.run_mode)))
 
 

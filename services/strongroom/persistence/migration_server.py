@@ -32,7 +32,7 @@ import grpc
 from strongroom.api.v1 import admin_pb2 as apb
 from strongroom.api.v1 import migration_pb2 as mpb
 from strongroom.api.v1 import migration_pb2_grpc as mgrpc
-from strongroom.channels import SERVER_OPTIONS, connecting_within
+from strongroom.channels import SERVER_OPTIONS, add_port, connecting_within, open_channel
 from strongroom.errors import MigrationRefused, NotOperational
 from strongroom.grpcerrors import abort_with, from_rpc_error
 from strongroom.persistence import migration as mig
@@ -235,7 +235,7 @@ async def _serve(inst: Instance, listen: str, data_dir: Path, own_problems: list
     servicer = _Servicer(inst, data_dir, own_problems)
     mgrpc.add_StoreMigrationServiceServicer_to_server(servicer, server)
     server.add_generic_rpc_handlers((AdminOnlyHandler(inst.status_reply, inst.refusal),))
-    if server.add_insecure_port(listen) == 0:
+    if add_port(server, listen) == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
     return server, servicer
@@ -343,7 +343,7 @@ async def run_unload(me: mig.Side, listen: str, data_dir: Path, report: ReportWr
         f"the load instance at {me.partner}")
     ticker = asyncio.create_task(_progress(inst, "the load instance", timeout))
     try:
-        async with grpc.aio.insecure_channel(me.partner, options=connecting_within(5.0)) as channel:
+        async with open_channel(me.partner, connecting_within(5.0)) as channel:
             stub = mgrpc.StoreMigrationServiceStub(channel)
             reply = await _handshake(inst, stub, problems)
             if reply is not None:

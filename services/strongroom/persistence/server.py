@@ -32,7 +32,7 @@ from strongroom.api.v1 import (
     uow_pb2,
     uow_pb2_grpc,
 )
-from strongroom.channels import SERVER_OPTIONS
+from strongroom.channels import SERVER_OPTIONS, add_port
 from strongroom.observability.member import MemberTelemetry
 from strongroom.persistence.config import MemberConfig
 from strongroom.persistence.generations import GenerationInterceptor, partner_metadata
@@ -144,7 +144,7 @@ def _bind(config: MemberConfig, server: grpc.aio.Server) -> tuple[MemberConfig, 
     advertised_link_host = ""
     if config.replication_link and not config.replication_advertise:
         advertised_link_host = link_host(config.listen, config.advertise, config.replication_listen)
-    port = server.add_insecure_port(config.listen)
+    port = add_port(server, config.listen)
     if port == 0:
         raise OSError(f"cannot listen on {config.listen}")
     host = config.listen.rsplit(":", 1)[0]
@@ -179,7 +179,7 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     link = LinkServer(link_socket, node.follower.handle_append, config.cluster, config.member) \
         if link_socket is not None else None
     add_messaging_service(MessagingServicer(node.messaging), server)
-    replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower, node), server)
+    replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower, node, config.cluster), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(
         AdminServicer(node, shared_view(config), telemetry.prepare(node)), server)
     messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps), server)

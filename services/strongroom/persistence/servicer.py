@@ -28,6 +28,8 @@ from strongroom.grpcerrors import abort_with, to_status
 from strongroom.dr.record import DrRecord
 from strongroom.observability.traceswitch import MessageTracing
 from strongroom.persistence.committed import CommittedBatch
+from strongroom.security.calls import require_peer
+from strongroom.security.identity import Kind
 from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
 from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
@@ -312,17 +314,23 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     `AppendStream` or the replication link, the unary `Append` serves tools and leaders of
     versions before the stream. `StreamCommitted` serves readers outside the cluster."""
 
-    def __init__(self, follower: Replicating, committed: CommittedLog) -> None:
+    def __init__(self, follower: Replicating, committed: CommittedLog, cluster: str) -> None:
         self.follower = follower
         self.committed = committed
+        self.cluster = cluster
+
+    async def _members_only(self, context: Context, claimed: str = "") -> None:
+        await require_peer(context, self.cluster, [Kind.MEMBER], "replicate", claimed)
 
     async def Promise(self, request: rpb.PromiseRequest, context: Context) -> rpb.PromiseResponse:
+        await self._members_only(context, request.leader)
         try:
             return await self.follower.handle_promise(request)
         except StrongroomError as err:
             await abort_with(context, err)
 
     async def Append(self, request: rpb.AppendRequest, context: Context) -> rpb.AppendResponse:
+        await self._members_only(context, request.leader)
         try:
             return await self.follower.handle_append(request)
         except StrongroomError as err:
@@ -331,10 +339,14 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     async def AppendStream(self, request_iterator: AsyncIterator[rpb.AppendRequestRaw],
                            context: Context) -> None:
         # Reader/writer style: one answer per append, in order, no generator machinery per round.
+        checked = ""
         while True:
             request = await context.read()
             if request is grpc.aio.EOF:
                 return
+            if request.leader != checked:  # the caller once per stream, unless it claims another name
+                await self._members_only(context, request.leader)
+                checked = request.leader
             try:
                 answer = await self.follower.handle_append(request, *entries_of(request))
             except StrongroomError as err:
@@ -342,6 +354,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             await context.write(answer)
 
     async def Fetch(self, request: rpb.FetchRequest, context: Context) -> rpb.FetchResponse:
+        await self._members_only(context)
         try:
             return await self.follower.handle_fetch(request)
         except StrongroomError as err:
@@ -349,12 +362,14 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
 
     async def InstallSnapshot(self, request_iterator: AsyncIterator[rpb.SnapshotChunk],
                               context: Context) -> rpb.InstallSnapshotResponse:
+        await self._members_only(context)
         try:
             return await self.follower.handle_snapshot(request_iterator)
         except StrongroomError as err:
             await abort_with(context, err)
 
     async def StreamCommitted(self, request: rpb.StreamCommittedRequest, context: Context) -> None:
+        await require_peer(context, self.cluster, [Kind.DR, Kind.MEMBER], "read-committed")
         member = self.committed.member
         try:
             batches = self.committed.committed_entries(request.from_index, request.max_entries,
@@ -369,6 +384,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             await abort_with(context, err)
 
     async def ShipEntries(self, request: rpb.ShipEntriesRequest, context: Context) -> rpb.ShipEntriesResponse:
+        await require_peer(context, self.cluster, [Kind.DR], "ship")
         try:
             accepted, last, applied, stored, acked = self.committed.ship(
                 request.first_index, list(request.entries), request.snapshot, request.snapshot_index,
@@ -380,6 +396,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
                                        acked_messages=acked)
 
     async def CompareGeneration(self, request: rpb.GenerationInfo, context: Context) -> rpb.GenerationInfo:
+        await require_peer(context, self.cluster, [Kind.MEMBER, Kind.DR], "compare-generation")
         try:
             return await self.committed.compare_generation(request)
         except StrongroomError as err:

@@ -26,7 +26,7 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2 as apb
 from strongroom.api.v1 import admin_pb2_grpc as agrpc
-from strongroom.channels import SERVER_OPTIONS, connecting_within
+from strongroom.channels import SERVER_OPTIONS, add_port, connecting_within, open_channel
 from strongroom.errors import NotLeaderError, NotOperational, StrongroomError
 from strongroom.grpcerrors import abort_with
 from strongroom.persistence.config import MemberConfig
@@ -59,7 +59,7 @@ def shared_store_reply(view: SharedView) -> apb.SharedStoreStatus:
 async def probe_partner(address: str, timeout: float) -> PartnerView | None:
     """The partner's shared-store status (None: it did not answer within `timeout`)."""
     # The whole timeout for the connection too: a busy standard is not a silent one.
-    async with grpc.aio.insecure_channel(address, options=connecting_within(timeout)) as channel:
+    async with open_channel(address, connecting_within(timeout)) as channel:
         try:
             reply = await agrpc.AdminServiceStub(channel).Status(apb.StatusRequest(), timeout=timeout)  # type: ignore[no-untyped-call]
         except grpc.RpcError:
@@ -140,7 +140,7 @@ async def stand_by(config: MemberConfig, shared: SharedStore, run_mode: RunMode)
     server = grpc.aio.server(options=SERVER_OPTIONS)
     server.add_generic_rpc_handlers((AdminOnlyHandler(lambda: standby_status(standby),
                                                         lambda: standby_refusal(standby)),))
-    if server.add_insecure_port(config.listen) == 0:
+    if add_port(server, config.listen) == 0:
         raise OSError(f"cannot listen on {config.listen}")
     await server.start()
     print(f"STANDBY {own}", flush=True)

@@ -24,7 +24,7 @@ import grpc
 from strongroom.aio import Deadline
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
 
@@ -93,7 +93,7 @@ async def compare_generation(address: str, mine: rpb.GenerationInfo,
     """Tell the member at `address` (of the cluster's other site) this site's DR role and
     generation; its site's, after it took ours into account (PeerUnreachable if it did not
     answer, or answered with an error)."""
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with open_channel(address, CHANNEL_OPTIONS) as channel:
         try:
             answer: rpb.GenerationInfo = await rgrpc.ReplicationServiceStub(channel).CompareGeneration(
                 mine, timeout=timeout)
@@ -124,7 +124,7 @@ class PeerClient:
     def _stub(self, address: str) -> rgrpc.ReplicationServiceStub:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            channel = self._channels[address] = open_channel(address, CHANNEL_OPTIONS)
         return rgrpc.ReplicationServiceStub(channel)
 
     def _drop(self, address: str) -> None:
@@ -189,7 +189,7 @@ class FollowerConnection:
         if address != self._address or self._stub is None:
             if self._channel is not None:
                 _close_later(self._channel)
-            self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._channel = open_channel(address, CHANNEL_OPTIONS)
             self._stub = rgrpc.ReplicationServiceStub(self._channel)
             # Appends go already serialised: entries are serialised once, when the leader
             # stores them, and spliced into every follower's request.

@@ -26,6 +26,7 @@ from strongroom.observability.exporter import serve_metrics
 from strongroom.observability.services import realm_families
 from strongroom.realm.service import create_server
 from strongroom.realm.store import RealmStore
+from strongroom.security.tls import announce
 
 __all__ = ["LEASE_TTL_SECONDS", "main"]
 
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     # One plain line per event: the launcher and tests wait for "realm service listening on".
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+    announce(log)
     sys.exit(asyncio.run(_run(args)))
 
 

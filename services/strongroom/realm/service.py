@@ -17,6 +17,7 @@ from strongroom.grpcerrors import abort_with
 from strongroom.realm.model import parse_realm
 from strongroom.realm.store import DEFAULT_SOURCE, RealmStore, RealmVersion
 from strongroom.reflection import enable_reflection
+from strongroom.channels import add_port
 
 __all__ = [
     "SERVICE_NAME",
@@ -173,7 +174,7 @@ async def create_server(etcd_endpoints: str, listen: str, etcd: EtcdClient | Non
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection((SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server)
-    port = server.add_insecure_port(listen)
+    port = add_port(server, listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()

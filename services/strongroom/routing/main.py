@@ -34,6 +34,7 @@ from strongroom.realm.store import RealmStore, wait_for_realm
 from strongroom.routing.router import Router, RouterConfig
 from strongroom.routing.server import RouterServer
 from strongroom.routing.transport import GrpcLinks
+from strongroom.security.tls import announce
 
 __all__ = ["main", "serve", "why_not_routed"]
 
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s router-{args.replica} %(levelname)s %(name)s: %(message)s")
+    announce(log)
     sys.exit(asyncio.run(serve(args)))
 
 

@@ -195,6 +195,10 @@ class Router:
     def _leader(self, info: LeaderInfo | None) -> None:
         self.active_replica = info.member if info is not None else ""
 
+    def neighbours(self) -> list[str]:
+        """The clusters whose routers may call this one: those sharing a zone with it."""
+        return self.topology.neighbours()
+
     def require_active(self) -> None:
         """NotActiveRouter unless this replica is the active router."""
         if not self.active:

@@ -22,7 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strongroom.api.v1 import router_pb2, router_pb2_grpc
-from strongroom.channels import SERVER_OPTIONS
+from strongroom.channels import SERVER_OPTIONS, add_port
 from strongroom.reflection import enable_reflection
 from strongroom.routing.router import Router
 from strongroom.routing.servicer import RouterServicer
@@ -56,7 +56,7 @@ class RouterServer:
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         enable_reflection([SERVICE, health.SERVICE_NAME], server)
-        port = server.add_insecure_port(self.listen)
+        port = add_port(server, self.listen)
         if port == 0:
             await server.stop(None)
             raise OSError(f"cannot listen on {self.listen}")

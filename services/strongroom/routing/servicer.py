@@ -13,6 +13,8 @@ from strongroom.errors import StrongroomError
 from strongroom.grpcerrors import abort_with
 from strongroom.routing.interest import ClusterInterest
 from strongroom.routing.router import Router
+from strongroom.security.calls import require_peer
+from strongroom.security.identity import Kind
 
 __all__ = ["RouterServicer"]
 
@@ -22,7 +24,14 @@ class RouterServicer(rgrpc.RouterServiceServicer):
     def __init__(self, router: Router) -> None:
         self.router = router
 
+    async def _neighbours_only(self, context: grpc.aio.ServicerContext, claimed: str = "") -> None:  # type: ignore[type-arg]
+        # Only the router of a cluster that shares a zone with this one (of the one the call
+        # says it comes from, when it says).
+        await require_peer(context, [claimed] if claimed else self.router.neighbours(), [Kind.ROUTER],
+                           "route")
+
     async def ExchangeInterest(self, request: rpb.InterestExchange, context: grpc.aio.ServicerContext) -> rpb.InterestExchange:  # type: ignore[type-arg]
+        await self._neighbours_only(context, request.from_cluster)
         try:
             self.router.require_active()
             records = self.router.exchange(request.from_cluster,
@@ -33,6 +42,7 @@ class RouterServicer(rgrpc.RouterServiceServicer):
 
     async def Forward(self, request_iterator: AsyncIterable[rpb.ForwardBatch],  # type: ignore[override]
                       context: grpc.aio.ServicerContext) -> AsyncIterator[rpb.ForwardAck]:  # type: ignore[type-arg]
+        await self._neighbours_only(context)
         try:
             self.router.require_active()
         except StrongroomError as err:

@@ -17,7 +17,7 @@ import grpc
 
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.api.v1 import router_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS
+from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.client.retry import error_from_rpc
 from strongroom.errors import InvalidArgument, NotActiveRouter, StrongroomError
 
@@ -86,7 +86,7 @@ class GrpcLinks:
             raise InvalidArgument(f"cluster {neighbour!r} has no router address in the realm")
         held = self._channels.get(neighbour)
         if held is None or held[0] != address:
-            held = self._channels[neighbour] = (address, grpc.aio.insecure_channel(address, options=LINK_OPTIONS))
+            held = self._channels[neighbour] = (address, open_channel(address, LINK_OPTIONS))
         return address, held[1], rgrpc.RouterServiceStub(held[1])  # type: ignore[no-untyped-call]
 
     def _failed(self, neighbour: str, channel: grpc.aio.Channel, error: StrongroomError) -> None:

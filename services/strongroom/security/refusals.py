@@ -1,0 +1,93 @@
+"""Attempts this process refused, counted and logged: the one place every refusal of a
+connection or a call for who its caller is goes through.
+
+Counted by where it happened (`grpc`: a gRPC port; `link`: the replication link) and by reason
+(`tls_handshake`: no certificate, one of another authority, an expired one, or no TLS at all;
+`no_identity`, `wrong_identity`, `impersonation`: a certificate of the authority whose holder
+may not make the call: `strongroom.security.identity.admits`). Exported as
+`strongroom_refused_total{where,reason}` by every process that serves metrics.
+
+gRPC refuses a failed handshake inside its C core, before any Python code runs: it writes one
+line to the process's standard error (`Handshake failed with error ...`). `watch_grpc_handshakes`
+reads the process's standard error through a pipe, passes every line on unchanged and counts
+those (the gRPC log line says why, not who).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import sys
+import threading
+from collections import Counter
+
+__all__ = ["HANDSHAKE_LINE", "REASONS", "count", "snapshot", "watch_grpc_handshakes"]
+
+log = logging.getLogger("strongroom.security")
+
+HANDSHAKE_LINE = re.compile(rb"Handshake failed with (?:fatal )?error ([A-Z_]+): (.*)")
+"""What gRPC's core writes for a refused TLS handshake (ssl_transport_security.cc)."""
+
+REASONS = ("tls_handshake", "no_identity", "wrong_identity", "impersonation")
+"""Every reason a refusal is counted under (each exported, 0 until it happens)."""
+
+_lock = threading.Lock()
+_counts: Counter[tuple[str, str]] = Counter()
+_watching = False
+
+
+def count(where: str, reason: str, message: str, peer: object = "") -> None:
+    """Count one refused attempt and log it (`message` says why, `peer` who or from where)."""
+    with _lock:
+        _counts[(where, reason)] += 1
+    log.warning("refused (%s, %s)%s: %s", where, reason, f" from {peer}" if peer else "", message)
+
+
+def snapshot() -> dict[tuple[str, str], int]:
+    """(where, reason) -> attempts refused since the process started."""
+    with _lock:
+        return dict(_counts)
+
+
+def watch_grpc_handshakes() -> None:
+    """Count gRPC's refused handshakes: this process's standard error (file descriptor 2) goes
+    through a pipe read by a thread that writes every line on to where it went before and counts
+    the handshake failures among them. Idempotent; call it once at start, before the servers."""
+    global _watching
+    if _watching:
+        return
+    _watching = True
+    read_end, write_end = os.pipe()
+    original = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def pump() -> None:
+        buffered = b""
+        while True:
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            os.write(original, chunk)
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            for line in lines:
+                match = HANDSHAKE_LINE.search(line)
+                if match is not None:
+                    with _lock:
+                        _counts[("grpc", "tls_handshake")] += 1
+
+    pumping = threading.Thread(target=pump, name="stderr-tap", daemon=True)
+    pumping.start()
+
+    def restore() -> None:
+        # The last lines a stopping process writes reach its log: fd 2 back to where it was
+        # closes the pipe's only writer, and the pump ends once it has passed everything on.
+        sys.stderr.flush()
+        os.dup2(original, 2)
+        pumping.join(timeout=2.0)
+
+    atexit.register(restore)

@@ -1,0 +1,97 @@
+"""Identities, the decision of who may call, and the local authority's certificates (in-process)."""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from strongroom.security import refusals
+from strongroom.security.certs import LocalCa
+from strongroom.security.identity import Identity, Kind, admits
+from strongroom.security.tls import from_env
+
+
+def test_an_identity_round_trips_through_its_uri_and_strangers_are_none() -> None:
+    for ident in (Identity(Kind.MEMBER, "m1", "rio"), Identity(Kind.ROUTER, "r2", "tokyo"),
+                  Identity(Kind.DR, "dr", "default"), Identity(Kind.USER, "alice")):
+        assert Identity.parse(ident.uri()) == ident
+    for uri in ("https://example.com/x", "strongroom://member/rio", "strongroom://wizard/rio/m1",
+                "strongroom://user/", "strongroom://member//m1"):
+        assert Identity.parse(uri) is None
+    assert Identity.from_uris(["spiffe://x/y", "strongroom://member/rio/m3"]) == Identity(Kind.MEMBER, "m3", "rio")
+
+
+def test_only_the_named_kinds_of_the_cluster_are_admitted_and_a_member_only_as_itself() -> None:
+    m1 = Identity(Kind.MEMBER, "m1", "rio")
+    assert admits(m1, "rio", [Kind.MEMBER]) is None
+    assert admits(m1, "rio", [Kind.MEMBER], claimed="m1") is None
+    refused = admits(m1, "rio", [Kind.MEMBER], claimed="m2")
+    assert refused is not None and refused.reason == "impersonation"
+    refused = admits(m1, "london", [Kind.MEMBER])
+    assert refused is not None and refused.reason == "wrong_identity" and "member/rio/m1" in refused.message
+    refused = admits(Identity(Kind.ROUTER, "r1", "rio"), "rio", [Kind.MEMBER])
+    assert refused is not None and refused.reason == "wrong_identity"
+    refused = admits(None, "rio", [Kind.DR, Kind.MEMBER])
+    assert refused is not None and refused.reason == "no_identity" and "dr or member" in refused.message
+    router = Identity(Kind.ROUTER, "r1", "london")
+    assert admits(router, ["london", "tokyo"], [Kind.ROUTER]) is None
+    assert admits(router, ["tokyo"], [Kind.ROUTER]) is not None
+    # A DR service's certificate names no member: a claimed leader does not apply to it.
+    assert admits(Identity(Kind.DR, "dr", "rio"), "rio", [Kind.DR, Kind.MEMBER], claimed="m1") is None
+
+
+def test_the_authority_issues_certificates_naming_the_identity_and_reuses_them(tmp_path: Path) -> None:
+    ca = LocalCa(tmp_path / "ca")
+    assert oct(ca.key_path.stat().st_mode & 0o777) == "0o600"
+    files = ca.issue(Identity(Kind.MEMBER, "m1", "rio"))
+    assert oct(files.key_path.stat().st_mode & 0o777) == "0o600"
+    cert = x509.load_pem_x509_certificate(files.cert_path.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "strongroom://member/rio/m1" in sans.get_values_for_type(x509.UniformResourceIdentifier)
+    assert "localhost" in sans.get_values_for_type(x509.DNSName)
+    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.ca_path.read_bytes()))
+    again = ca.issue(Identity(Kind.MEMBER, "m1", "rio"))
+    assert again.cert_path.read_bytes() == files.cert_path.read_bytes()  # still valid: the same one
+    # The same directory is the same authority: what it issued before still verifies.
+    assert LocalCa(tmp_path / "ca").ca_path.read_bytes() == ca.ca_path.read_bytes()
+    assert files.identity() == Identity(Kind.MEMBER, "m1", "rio")
+
+
+def test_an_expired_certificate_is_refused_by_a_tls_server_of_the_authority(tmp_path: Path) -> None:
+    ca = LocalCa(tmp_path / "ca")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    old = ca.issue(Identity(Kind.USER, "late"), not_before=now - datetime.timedelta(days=9),
+                   not_after=now - datetime.timedelta(days=1))
+    cert = x509.load_pem_x509_certificate(old.cert_path.read_bytes())
+    assert cert.not_valid_after_utc < now
+    # A fresh one replaces an expired one on the next ordinary issue.
+    fresh = ca.issue(Identity(Kind.USER, "late"))
+    assert x509.load_pem_x509_certificate(fresh.cert_path.read_bytes()).not_valid_after_utc > now
+    server = ca.issue(Identity(Kind.MEMBER, "m1", "rio")).server_context()
+    assert server.verify_mode == ssl.CERT_REQUIRED and server.minimum_version == ssl.TLSVersion.TLSv1_3
+
+
+def test_tls_settings_come_from_all_three_variables_or_none(tmp_path: Path) -> None:
+    ca = LocalCa(tmp_path / "ca")
+    files = ca.issue(Identity(Kind.USER, "u"))
+    assert from_env({}) is None
+    assert from_env(files.env()) is not None
+    with pytest.raises(ValueError, match="STRONGROOM_TLS_KEY"):
+        from_env({k: v for k, v in files.env().items() if k != "STRONGROOM_TLS_KEY"})
+    with pytest.raises(OSError):
+        from_env({**files.env(), "STRONGROOM_TLS_CERT": str(tmp_path / "missing.pem")})
+
+
+def test_grpc_handshake_lines_are_recognised_as_refusals() -> None:
+    line = (b"I1125 06:11:30.784956     372 ssl_transport_security.cc:2563] Handshake failed with error "
+            b"SSL_ERROR_SSL: error:100000c0:SSL routines:OPENSSL_internal:PEER_DID_NOT_RETURN_A_CERTIFICATE")
+    match = refusals.HANDSHAKE_LINE.search(line)
+    assert match is not None and match.group(1) == b"SSL_ERROR_SSL"
+    assert refusals.HANDSHAKE_LINE.search(b"I1125 member m1 listening on 127.0.0.1:1") is None
+    before = refusals.snapshot().get(("link", "no_identity"), 0)
+    refusals.count("link", "no_identity", "a test", "127.0.0.1:1")
+    assert refusals.snapshot()[("link", "no_identity")] == before + 1
