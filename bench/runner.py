@@ -105,6 +105,7 @@ ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync-standby-stopped"),
     ("strongroom", "disk-sync-sqlite"),
     ("nats", "nats-fsync"),
+    ("nats", "nats-fsync-tls"),
     ("strongroom", "disk-async"),
     ("strongroom", "disk-async-sqlite"),
     ("nats", "nats-default"),
@@ -176,6 +177,10 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
     ("disk-sync", "disk-sync-plaintext", "confirm.p99_ms", None),
     ("disk-sync", "disk-sync-plaintext", "pipelined.msgs_per_s", 0.85),
     ("disk-sync", "disk-sync-plaintext", "pipelined_x4.msgs_per_s", None),
+    ("disk-sync", "nats-fsync-tls", "confirm.msgs_per_s", 1.0),
+    ("disk-sync", "nats-fsync-tls", "confirm.p99_ms", None),
+    ("disk-sync", "nats-fsync-tls", "pipelined.msgs_per_s", 1.0),
+    ("disk-sync", "nats-fsync-tls", "pipelined_x4.msgs_per_s", None),
     # A standby set attached against none, same run (issue 22: clients never wait for it).
     *STANDBY_RATIOS,
     # The SQLite storage driver against RocksDB's, same mode, same run (issue 23).
@@ -400,7 +405,8 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
             "counts": params.as_dict(), "runs": runs, "order": [f"{s}:{c}" for s, c in order],
             "network": "loopback (127.0.0.1), 3 members / 3 nodes on the same machine",
             "tls": "Strongroom: mutual TLS on every connection (clients, members' gRPC and replication link, "
-                   "etcd), as `strongroom up` runs, except disk-sync-plaintext (`--insecure`); NATS: plaintext",
+                   "etcd), as `strongroom up` runs, except disk-sync-plaintext (`--insecure`); NATS: plaintext, except "
+                   "nats-fsync-tls (mutual TLS on the client port and the routes)",
             "data_dir_filesystem": _filesystem(data_parent),
             "client": "one Python process (asyncio) runs every publisher and subscriber, on the same cores",
             "strongroom": "fresh 3-member cluster per configuration (+ etcd and realm service), Python client; "
