@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import Cluster, as_dr, put_realm_sync, realm_yaml, wait_for
+from harness import Cluster, put_realm_sync, realm_yaml, wait_for
 
 from strongroom.api.v1 import admin_pb2
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -115,7 +115,7 @@ counts (the admin status grid; the DR drill compares the same)."""
 async def committed_log(address: str, upto: int) -> dict[int, bytes]:
     """A member's committed entries through `upto` (from its snapshot on, when it compacted)."""
     out: dict[int, bytes] = {}
-    async with open_channel(address, CHANNEL_OPTIONS, tls=as_dr()) as channel:
+    async with open_channel(address, CHANNEL_OPTIONS) as channel:
         call = rgrpc.ReplicationServiceStub(channel).StreamCommitted(rpb.StreamCommittedRequest(from_index=1))
         try:
             while not out or max(out) < upto:

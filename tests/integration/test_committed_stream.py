@@ -11,7 +11,7 @@ from collections import Counter
 
 import grpc
 import pytest
-from harness import Cluster, as_dr, put_realm_sync, realm_yaml, wait_for
+from harness import Cluster, put_realm_sync, realm_yaml, wait_for
 from proxy import LinkProxy
 
 from strongroom.api.v1 import replication_pb2 as rpb
@@ -29,7 +29,7 @@ class Reader:
     """A reader of one member's stream, keeping what it received."""
 
     def __init__(self, address: str, from_index: int = 1, heartbeat_ms: int = 200, max_entries: int = 0) -> None:
-        self.channel = open_channel(address, CHANNEL_OPTIONS, tls=as_dr())
+        self.channel = open_channel(address, CHANNEL_OPTIONS)
         self.call = rgrpc.ReplicationServiceStub(self.channel).StreamCommitted(
             rpb.StreamCommittedRequest(from_index=from_index, heartbeat_ms=heartbeat_ms, max_entries=max_entries))
         self.next_index = from_index

@@ -227,7 +227,7 @@ async def test_a_standby_that_starts_after_the_primary_compacted_gets_its_state_
 async def _primary_heartbeat(address: str, from_index: int) -> rpb.CommittedEntries:
     """A heartbeat of the primary member at `address`'s committed-entry stream (what the DR
     service hands on to the standby leader): its commit index and stored messages."""
-    async with open_channel(address, CHANNEL_OPTIONS, tls=as_dr()) as channel:
+    async with open_channel(address, CHANNEL_OPTIONS) as channel:
         call = rgrpc.ReplicationServiceStub(channel).StreamCommitted(
             rpb.StreamCommittedRequest(from_index=from_index, heartbeat_ms=200))
         try:

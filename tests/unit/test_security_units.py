@@ -40,6 +40,9 @@ def test_only_the_named_kinds_of_the_cluster_are_admitted_and_a_member_only_as_i
     router = Identity(Kind.ROUTER, "r1", "london")
     assert admits(router, ["london", "tokyo"], [Kind.ROUTER]) is None
     assert admits(router, ["tokyo"], [Kind.ROUTER]) is not None
+    # A user belongs to no cluster: admitted by kind alone where users may call (the committed log).
+    assert admits(Identity(Kind.USER, "ops"), "rio", [Kind.DR, Kind.MEMBER, Kind.USER]) is None
+    assert admits(Identity(Kind.USER, "ops"), "rio", [Kind.DR]) is not None
     # A DR service's certificate names no member: a claimed leader does not apply to it.
     assert admits(Identity(Kind.DR, "dr", "rio"), "rio", [Kind.DR, Kind.MEMBER], claimed="m1") is None
 

@@ -50,6 +50,8 @@ _ROWS = (
     ("DR services", ("strongroom_dr_shipping", "strongroom_dr_generation", "strongroom_dr_entries_behind",
                      "strongroom_dr_messages_behind", "strongroom_dr_seconds_behind", "strongroom_dr_shipped_bytes",
                      "strongroom_dr_shipped_batches", "strongroom_dr_shipped_snapshots", "strongroom_dr_reconnects")),
+    ("Refused connections and calls", ("strongroom_refused", "strongroom_router_refused", "strongroom_dr_refused",
+                                       "strongroom_realm_refused")),
 )
 
 _SELECTS = {"member": '{cluster=~"$cluster", member=~"$member"}', "router": '{cluster=~"$cluster"}',

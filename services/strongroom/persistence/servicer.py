@@ -369,7 +369,9 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             await abort_with(context, err)
 
     async def StreamCommitted(self, request: rpb.StreamCommittedRequest, context: Context) -> None:
-        await require_peer(context, self.cluster, [Kind.DR, Kind.MEMBER], "read-committed")
+        # An operator's tools read it too (the activation's tail report, the drills, the chaos
+        # checker): users, until permissions say which (issue 24, authorization).
+        await require_peer(context, self.cluster, [Kind.DR, Kind.MEMBER, Kind.USER], "read-committed")
         member = self.committed.member
         try:
             batches = self.committed.committed_entries(request.from_index, request.max_entries,
@@ -396,7 +398,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
                                        acked_messages=acked)
 
     async def CompareGeneration(self, request: rpb.GenerationInfo, context: Context) -> rpb.GenerationInfo:
-        await require_peer(context, self.cluster, [Kind.MEMBER, Kind.DR], "compare-generation")
+        await require_peer(context, self.cluster, [Kind.MEMBER, Kind.DR, Kind.USER], "compare-generation")
         try:
             return await self.committed.compare_generation(request)
         except StrongroomError as err:

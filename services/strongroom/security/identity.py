@@ -4,8 +4,8 @@ Every certificate Strongroom issues names its holder in a URI subject alternativ
 `strongroom://member/<cluster>/<member>`, `strongroom://router/<cluster>/<replica>`,
 `strongroom://dr/<cluster>/<site>`, `strongroom://realm/<site>/realm`, `strongroom://etcd/<site>/etcd`
 and `strongroom://user/<name>` (a person or an application). A member admits the calls between
-members only from a member of its own cluster whose name is the one the call claims, and the
-calls of disaster recovery only from its cluster's DR service or members (`admits`).
+members only from a member of its own cluster whose name is the one the call claims, shipments
+of the standby log only from its cluster's DR service (`admits`).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Refusal:
 def admits(peer: Identity | None, cluster: str | Collection[str], kinds: Iterable[Kind],
            claimed: str = "") -> Refusal | None:
     """None when `peer` may make a call that only `kinds` of `cluster` (or of one of several
-    clusters: a router's neighbours) may make; `claimed`: the member the call says it comes
+    clusters: a router's neighbours) may make (a user belongs to no cluster: admitted by kind); `claimed`: the member the call says it comes
     from (a leader's appends), which must be the peer's own name."""
     allowed = tuple(kinds)
     clusters = {cluster} if isinstance(cluster, str) else set(cluster)
@@ -94,7 +94,7 @@ def admits(peer: Identity | None, cluster: str | Collection[str], kinds: Iterabl
     if peer is None:
         return Refusal("no_identity", f"only a {wanted} of {where} may call this; "
                                       "the caller's certificate names no Strongroom identity")
-    if peer.kind not in allowed or peer.cluster not in clusters:
+    if peer.kind not in allowed or (peer.kind is not Kind.USER and peer.cluster not in clusters):
         return Refusal("wrong_identity", f"only a {wanted} of {where} may call this, not {peer}")
     if claimed and peer.kind is Kind.MEMBER and claimed != peer.name:
         return Refusal("impersonation", f"{peer} called as member {claimed!r}")
