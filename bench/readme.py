@@ -74,7 +74,9 @@ def _ratio_cell(r: dict[str, Any]) -> str:
     if r["target"] is None:
         return text
     sign = "≥" if r["higher_is_better"] else "≤"
-    return f"{text} ({sign} {r['target']:.1f}: {'met' if r['met'] else '**not met**'})"
+    target = f"{r['target']:.2f}".rstrip("0")  # 0.85, 0.95, 1.0
+    target += "0" if target.endswith(".") else ""
+    return f"{text} ({sign} {target}: {'met' if r['met'] else '**not met**'})"
 
 
 def _run_line(doc: dict[str, Any], results_file: str) -> str:
