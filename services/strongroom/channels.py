@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import grpc
 
-from strongroom.security.tls import Tls, current
+from strongroom.security.tls import Tls, current, current_token
 
 __all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "SERVER_OPTIONS",
            "add_port", "connecting_within", "open_channel", "open_sync_channel"]
@@ -56,27 +56,38 @@ def connecting_within(seconds: float) -> list[tuple[str, int]]:
             ("grpc.min_reconnect_backoff_ms", int(seconds * 1000))]
 
 
+def _credentials(settings: Tls, token: str | None) -> grpc.ChannelCredentials:
+    """The channel's credentials: the process's certificate, and a bearer token on every call
+    when there is one (`token`, else the process's: `strongroom.security.tls.use_token`)."""
+    bearer = current_token() if token is None else token
+    credentials = settings.channel_credentials()
+    if not bearer:
+        return credentials
+    return grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(bearer))
+
+
 def open_channel(address: str, options: list[tuple[str, int]] | None = None,
-                 tls: Tls | None | object = PROCESS) -> grpc.aio.Channel:
+                 tls: Tls | None | object = PROCESS, token: str | None = None) -> grpc.aio.Channel:
     """An asyncio channel to `address`: mutual TLS with the process's settings
-    (`strongroom.security.tls.current()`, or `tls` when given), plaintext without any."""
+    (`strongroom.security.tls.current()`, or `tls` when given), plaintext without any; every
+    call carries `token` (else the process's bearer token, if it has one) over TLS."""
     settings = current() if tls is PROCESS else tls
     opts = CHANNEL_OPTIONS if options is None else options
     if settings is None:
         return grpc.aio.insecure_channel(address, options=opts)
     assert isinstance(settings, Tls)
-    return grpc.aio.secure_channel(address, settings.channel_credentials(), options=opts)
+    return grpc.aio.secure_channel(address, _credentials(settings, token), options=opts)
 
 
 def open_sync_channel(address: str, options: list[tuple[str, int]] | None = None,
-                      tls: Tls | None | object = PROCESS) -> grpc.Channel:
+                      tls: Tls | None | object = PROCESS, token: str | None = None) -> grpc.Channel:
     """`open_channel` for synchronous code (the CLI's one-shot calls)."""
     settings = current() if tls is PROCESS else tls
     opts = CHANNEL_OPTIONS if options is None else options
     if settings is None:
         return grpc.insecure_channel(address, options=opts)
     assert isinstance(settings, Tls)
-    return grpc.secure_channel(address, settings.channel_credentials(), options=opts)
+    return grpc.secure_channel(address, _credentials(settings, token), options=opts)
 
 
 def add_port(server: grpc.aio.Server, listen: str, tls: Tls | None | object = PROCESS) -> int:

@@ -69,6 +69,8 @@ __all__ = [
     "NotStandby",
     "LogDiverged",
     "PermissionDenied",
+    "Unauthenticated",
+    "UnknownToken",
     "error_for_reason",
     "ERROR_DOMAIN",
 ]
@@ -594,6 +596,25 @@ class PermissionDenied(StrongroomError):
     def __init__(self, message: str = "", permission: str = "", refusal: str = "") -> None:
         super().__init__(message or f"permission {permission!r} denied",
                          {"permission": permission, "refusal": refusal})
+
+
+class Unauthenticated(StrongroomError):
+    """The call's credentials prove no user: metadata `refusal` says why (`no_identity`: neither a
+    user's certificate nor a token; `token_malformed`, `token_unknown`, `token_forged`,
+    `token_revoked`, `token_expired`: the bearer token's fault)."""
+
+    reason = "UNAUTHENTICATED"
+    code = "UNAUTHENTICATED"
+
+    def __init__(self, message: str = "", refusal: str = "") -> None:
+        super().__init__(message or "not authenticated", {"refusal": refusal})
+
+
+class UnknownToken(StrongroomError):
+    """A revocation names a token that was never issued at this site."""
+
+    reason = "UNKNOWN_TOKEN"
+    code = "NOT_FOUND"
 
 
 _REGISTRY: dict[str, type[StrongroomError]] = {}

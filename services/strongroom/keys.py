@@ -7,6 +7,7 @@ Everything Strongroom keeps in etcd lives under `/strongroom/`:
 | `/strongroom/realm/current` | realm service (`RealmStore`) | the realm version in force (JSON) |
 | `/strongroom/realm/versions/<12 digits>` | realm service, in the same transaction | every version ever applied |
 | `/strongroom/services/realm` | realm service, under its lease | the realm service's gRPC address |
+| `/strongroom/auth/tokens/<id>` | realm service (`IssueToken`, `RevokeToken`: `security/tokens.py`) | one bearer token: its user, the SHA-256 of its secret, when it was issued, ends, was revoked |
 | `/strongroom/clusters/<c>/leader` | the leader, under its lease | who leads; its create_revision (plus the epoch base its value names) is the epoch |
 | `/strongroom/clusters/<c>/members/<m>` | each member, under its lease | its registration record (`MemberRecord`) |
 | `/strongroom/clusters/<c>/epoch-base` | a member elected with an epoch it had promised already (`persistence/election.py`) | what is added to leader keys' create revisions after etcd went back (lost its data) |
@@ -24,6 +25,7 @@ __all__ = [
     "REALM_CURRENT",
     "REALM_SERVICE",
     "REALM_VERSIONS",
+    "TOKENS",
     "dr_key",
     "epoch_base_key",
     "leader_key",
@@ -33,6 +35,7 @@ __all__ = [
     "realm_version_key",
     "router_key",
     "stored_key",
+    "token_key",
 ]
 
 ROOT = "/strongroom"
@@ -43,6 +46,13 @@ REALM_VERSIONS = f"{ROOT}/realm/versions/"
 """Prefix of every applied realm version; the keys sort by version number."""
 REALM_SERVICE = f"{ROOT}/services/realm"
 """The realm service's address, bound to its lease."""
+TOKENS = f"{ROOT}/auth/tokens/"
+"""Prefix of the bearer tokens' records (never their secrets: a digest of each)."""
+
+
+def token_key(token_id: str) -> str:
+    """The record of one bearer token."""
+    return f"{TOKENS}{token_id}"
 
 
 def realm_version_key(version: int) -> str:

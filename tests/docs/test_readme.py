@@ -46,8 +46,10 @@ RUNNERS = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python"}
 """Fence languages the test runs, and how."""
 BLOCK_TIMEOUT = 180.0
 """Seconds one block may take (the slowest, the local failover drill, takes under 10)."""
-ENVIRONMENT_OF_OTHERS = ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR", "STRONGROOM_REALM", "STRONGROOM_ETCD")
-"""Variables of the caller's environment that would point the blocks at another cluster."""
+ENVIRONMENT_OF_OTHERS = ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR", "STRONGROOM_REALM", "STRONGROOM_ETCD",
+                         "STRONGROOM_TLS_CA", "STRONGROOM_TLS_CERT", "STRONGROOM_TLS_KEY", "STRONGROOM_TOKEN")
+"""Variables of the caller's environment that would point the blocks at another cluster, or make
+them call as someone else than the state file's operator (user admin), as a reader's shell does."""
 
 _MARKER = re.compile(r"^<!--\s*(?P<kind>not run|run last|file):\s*(?P<text>.*?)\s*-->$")
 

@@ -19,6 +19,7 @@ GRPC_ADAPTERS = {
     # gRPC servicers, servers and the peer transport of the persistence member.
     "strongroom.persistence.servicer",
     "strongroom.persistence.map_servicer",
+    "strongroom.persistence.admin_servicer",
     "strongroom.persistence.server",
     "strongroom.persistence.generations",
     "strongroom.persistence.transport",
@@ -47,6 +48,7 @@ GRPC_ADAPTERS = {
     "strongroom.channels",
     "strongroom.security.tls",
     "strongroom.security.calls",
+    "strongroom.security.guard",
 }
 """Modules outside the client side that may import grpc."""
 GRPC_PACKAGES = ("strongroom.api", "strongroom.client", "strongroom.cli", "strongroom.local", "strongroom.chaos",

@@ -137,6 +137,8 @@ def add_where(parser: argparse.ArgumentParser, servers: bool, default: object, a
               server_help: str = SERVER_HELP) -> None:
     """`-s/--server` (also `--endpoints` and `aliases`) and `--data-dir` on a parser."""
     parser.add_argument("--data-dir", type=Path, default=default, metavar="DIR", help=DATA_DIR_HELP)
+    parser.add_argument("--token", default=default, metavar="TOKEN",
+                        help="a bearer token to call with (env STRONGROOM_TOKEN; `strongroom auth issue`)")
     if servers:
         parser.add_argument("-s", "--server", "--endpoints", *aliases, dest="endpoints", default=default,
                             metavar="HOST:PORT,...", help=server_help)

@@ -15,6 +15,7 @@
     strongroom map put|create|update|get|delete|list|cas STORE MAP [KEY] [VALUE] [--json]
     strongroom store status|disconnect|connect|allow-new --cluster C [--reason TEXT] [--json]
     strongroom realm apply|get|validate|history ...
+    strongroom auth issue USER [--ttl S] [--description TEXT] | revoke ID | list [--json]
     strongroom drill failover --platform local [--messages N] [--json]
     strongroom drill failover --platform kubernetes --namespace NS --release NAME [--cluster C]
                               [--force] [--messages N] [--json]
@@ -51,6 +52,7 @@ from strongroom.cli import (
     durable_cmd,
     local_cmd,
     map_cmd,
+    auth_cmd,
     metrics_cmd,
     publish_cmd,
     router_cmd,
@@ -89,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, uow_cmd, drill_cmd, bench_cmd,
-                   metrics_cmd, router_cmd, dr_cmd, store_cmd, trace_cmd):
+                   metrics_cmd, router_cmd, dr_cmd, store_cmd, trace_cmd, auth_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers
@@ -109,8 +111,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command not in ("up", "down"):  # `up` makes its own; `down` only signals pids
             from strongroom.client.endpoints import tls_from_environment
+            from strongroom.security.tls import use_token
 
             tls_from_environment(data_dir(args))
+            if getattr(args, "token", None):
+                use_token(args.token)
         return int(func(args))
     except BrokenPipeError:
         return _output_closed()

@@ -42,7 +42,7 @@ from strongroom.keys import REALM_SERVICE
 from strongroom.realm.model import Destination, Endpoint, Realm, TtlClock, parse_realm
 from strongroom.channels import open_sync_channel
 
-__all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "locate_realm_service", "print_grid"]
+__all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "call_realm_service", "locate_realm_service", "print_grid"]
 
 RPC_TIMEOUT_SECONDS = 10.0
 PROBE_TIMEOUT_SECONDS = 3.0
@@ -177,7 +177,9 @@ def locate_realm_service(args: argparse.Namespace) -> str:
                    "local one with `strongroom up`")
 
 
-def _call(args: argparse.Namespace, method: str, request: Any, address: str | None = None) -> Any:
+def call_realm_service(args: argparse.Namespace, method: str, request: Any, address: str | None = None) -> Any:
+    """One call of the realm service (found by `locate_realm_service` unless `address` names it);
+    its failure as the domain error."""
     from strongroom.client.retry import error_from_rpc
 
     address = address or locate_realm_service(args)
@@ -273,11 +275,11 @@ def _cmd_apply(args: argparse.Namespace) -> int:
             # A local deployment of several sites: the realm is applied at each, as an operator
             # applies it in each region (the sites share nothing else).
             for name, address in sites:
-                version = _call(args, "Apply", request, address)
+                version = call_realm_service(args, "Apply", request, address)
                 if not args.json:
                     print(f"site {name}: realm version {version.version} is current")
         else:
-            version = _call(args, "Apply", request)
+            version = call_realm_service(args, "Apply", request)
     except RealmInvalid as err:
         # Problems go to stderr like a compiler's, one per line, so editors can jump to them.
         # The client rebuilds the problems from the indented lines of the status message.
@@ -337,7 +339,7 @@ def _ttl(rule: Destination | Endpoint) -> str:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    version = _call(args, "Get", realm_pb2.GetRealmRequest(version=args.version))
+    version = call_realm_service(args, "Get", realm_pb2.GetRealmRequest(version=args.version))
     if args.grid:
         print_grid(parse_realm(version.yaml, version.source_name or "realm.yaml"))
         return ExitCode.OK
@@ -352,7 +354,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    response = _call(args, "History", realm_pb2.RealmHistoryRequest())
+    response = call_realm_service(args, "History", realm_pb2.RealmHistoryRequest())
     if args.json:
         _print_json([_version_dict(v, with_document=False) for v in response.versions])
         return ExitCode.OK

@@ -67,8 +67,10 @@ class Client:
     timeout, also each unary call's deadline); `retry` replaces the whole policy."""
 
     def __init__(self, endpoints: str | Sequence[str], client_name: str = "", timeout: float = 30.0,
-                 retry: RetryPolicy | None = None) -> None:
-        self.connection = Connection(endpoints, retry or RetryPolicy(timeout=timeout))
+                 retry: RetryPolicy | None = None, token: str | None = None) -> None:
+        # `token`: a bearer token (`strongroom auth issue`) every call carries, over TLS; None:
+        # the process's ($STRONGROOM_TOKEN, read by endpoints_from_environment), if any.
+        self.connection = Connection(endpoints, retry or RetryPolicy(timeout=timeout), token)
         self.client_name = client_name or f"client-{uuid.uuid4().hex[:8]}"
         self.producer_id = uuid.uuid4().hex
         self._sequence = itertools.count(1)

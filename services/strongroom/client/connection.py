@@ -47,7 +47,9 @@ def parse_endpoints(endpoints: str | Sequence[str]) -> list[str]:
 class Connection:
     """Channels to the members of one cluster and what the client knows of its leader."""
 
-    def __init__(self, endpoints: str | Sequence[str], policy: RetryPolicy) -> None:
+    def __init__(self, endpoints: str | Sequence[str], policy: RetryPolicy, token: str | None = None) -> None:
+        self.token = token
+        """The bearer token every call carries (None: the process's, if it has one)."""
         self.endpoints = parse_endpoints(endpoints)
         if not self.endpoints:
             raise InvalidArgument("no endpoints given")
@@ -79,7 +81,7 @@ class Connection:
         """The channel to one member (opened on first use, kept until `close`)."""
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = open_channel(address, CHANNEL_OPTIONS)
+            ch = self._channels[address] = open_channel(address, CHANNEL_OPTIONS, token=self.token)
         return ch
 
     def messaging(self, address: str) -> mgrpc.MessagingServiceStub:

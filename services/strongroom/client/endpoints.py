@@ -62,7 +62,9 @@ def tls_from_environment(data_dir: str | os.PathLike[str] | None = None) -> Tls 
     them, and made the process's (`strongroom.security.tls.use`): `$STRONGROOM_TLS_CA`,
     `$STRONGROOM_TLS_CERT` and `$STRONGROOM_TLS_KEY` when set, else the operator's certificate
     the state file of the local deployment in `data_dir` names (none when it runs `--insecure`),
-    else none (plaintext). Raises `InvalidArgument` when the files named cannot be read."""
+    else none (plaintext). `$STRONGROOM_TOKEN`, when set, becomes the process's bearer token
+    (`strongroom.security.tls.use_token`). Raises `InvalidArgument` when the files named cannot
+    be read, or a token is set without TLS."""
     from strongroom.local.launcher import default_data_dir, load_state
     from strongroom.security import tls
 
@@ -79,4 +81,10 @@ def tls_from_environment(data_dir: str | os.PathLike[str] | None = None) -> Tls 
     except (OSError, ValueError, KeyError) as exc:
         raise InvalidArgument(f"cannot read the TLS settings: {exc}") from None
     tls.use(found)
+    token = os.environ.get(tls.TOKEN_ENV, "")
+    if token:
+        if found is None:
+            raise InvalidArgument(f"${tls.TOKEN_ENV} is set but this deployment runs without TLS: a bearer "
+                                  f"token is sent over TLS only")
+        tls.use_token(token)
     return found

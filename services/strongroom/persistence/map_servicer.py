@@ -13,6 +13,8 @@ from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.errors import StrongroomError
 from strongroom.grpcerrors import abort_with
 from strongroom.persistence.maps import MapEntry, MapFront, MapWrite
+from strongroom.security.access import Action
+from strongroom.security.guard import Guard
 
 __all__ = ["MapServicer"]
 
@@ -33,10 +35,17 @@ def _write_reply(out: MapWrite) -> mpb.MapWriteResponse:
 class MapServicer(mgrpc.MapServiceServicer):
     """Replicated key-value maps inside a store."""
 
-    def __init__(self, front: MapFront) -> None:
+    def __init__(self, front: MapFront, guard: Guard | None = None) -> None:
         self.front = front
+        self.guard = guard if guard is not None else Guard(lambda: None, None)
+        """Who may call what: a map is a destination of its store, written with `publish`, read
+        with `subscribe` (security/guard.py)."""
+
+    async def _may(self, context: Context, action: Action, store: str, name: str) -> None:
+        await self.guard.require(context, action, store, name)
 
     async def Put(self, request: mpb.MapPutRequest, context: Context) -> mpb.MapWriteResponse:
+        await self._may(context, Action.PUBLISH, request.store, request.map)
         try:
             out = await self.front.put(request.store, request.map, request.key, request.value)
         except StrongroomError as err:
@@ -44,6 +53,7 @@ class MapServicer(mgrpc.MapServiceServicer):
         return _write_reply(out)
 
     async def Get(self, request: mpb.MapGetRequest, context: Context) -> mpb.MapGetResponse:
+        await self._may(context, Action.SUBSCRIBE, request.store, request.map)
         try:
             entry = await self.front.get(request.store, request.map, request.key)
         except StrongroomError as err:
@@ -53,6 +63,7 @@ class MapServicer(mgrpc.MapServiceServicer):
         return mpb.MapGetResponse(found=True, entry=_entry(entry))
 
     async def Delete(self, request: mpb.MapDeleteRequest, context: Context) -> mpb.MapWriteResponse:
+        await self._may(context, Action.PUBLISH, request.store, request.map)
         try:
             out = await self.front.delete(request.store, request.map, request.key)
         except StrongroomError as err:
@@ -60,6 +71,7 @@ class MapServicer(mgrpc.MapServiceServicer):
         return _write_reply(out)
 
     async def List(self, request: mpb.MapListRequest, context: Context) -> mpb.MapListResponse:
+        await self._may(context, Action.SUBSCRIBE, request.store, request.map)
         try:
             entries, more = await self.front.list(request.store, request.map, request.prefix,
                                                   request.start_after, request.limit)
@@ -68,6 +80,7 @@ class MapServicer(mgrpc.MapServiceServicer):
         return mpb.MapListResponse(entries=[_entry(e) for e in entries], more=more)
 
     async def CompareAndSet(self, request: mpb.MapCompareAndSetRequest, context: Context) -> mpb.MapWriteResponse:
+        await self._may(context, Action.PUBLISH, request.store, request.map)
         try:
             out = await self.front.compare_and_set(request.store, request.map, request.key,
                                                    request.expected_version, request.value, request.delete)

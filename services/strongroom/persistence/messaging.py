@@ -64,6 +64,7 @@ from strongroom.persistence.state import (
 )
 from strongroom.persistence.term import CommitResult, LeaderTerm
 from strongroom.realm.model import AckSync, PublisherMode, Realm, Route, Store, TtlClock
+from strongroom.security.access import Access, Action
 from strongroom.tracing import traced
 
 __all__ = ["MessagingFront", "Replay", "Routes"]
@@ -156,17 +157,21 @@ class MessagingFront:
 
     # --- publish ------------------------------------------------------------------------------
 
-    async def publish(self, item: PublishItem) -> PublishOutcome:
+    def store_of(self, destination: str) -> str:
+        """The name of the store `destination` maps to here (UnknownDestination otherwise)."""
+        return self.resolve(destination).store.name
+
+    async def publish(self, item: PublishItem, access: Access | None = None) -> PublishOutcome:
         """Store one message (a `Publish`, or a `PublishRequest` as it came); with confirm-send,
         return once committed."""
-        (outcome,) = await self.submit_publishes([item], None, []).outcomes()
+        (outcome,) = await self.submit_publishes([item], None, [], access).outcomes()
         if isinstance(outcome, StrongroomError):
             raise outcome
         return outcome
 
     @traced("submit")
     def submit_publishes(self, items: Sequence[PublishItem], pin: list[int] | None,
-                         broken: list[StrongroomError]) -> PendingPublishes:
+                         broken: list[StrongroomError], access: Access | None = None) -> PendingPublishes:
         """Store several messages: the replicated ones go into the next round as one group, now
         (a publish stream submits each batch as it reads it, with no task per batch); the
         returned `PendingPublishes` waits for their outcomes.
@@ -175,7 +180,9 @@ class MessagingFront:
         that outlives a change of epoch, even back to this member, is refused so the client
         re-sends its unconfirmed messages in order on a fresh stream. `broken` (also owned by
         the stream) holds the first retriable error: every later request fails with it, which
-        keeps one publisher's messages in order.
+        keeps one publisher's messages in order. `access` (None: nothing checked) is the
+        caller's: a message to a destination it may not publish on is refused PERMISSION_DENIED,
+        asked once per destination and batch.
         """
         # Leadership cannot change while this synchronous part runs: check it once per batch.
         try:
@@ -227,6 +234,8 @@ class MessagingFront:
                 known = heads.get(destination)
                 if known is None:
                     route = self.resolve(destination)
+                    if access is not None:
+                        access.check(Action.PUBLISH, route.store.name, destination)
                     guard = route.rule.require_interest and not route.queue and not route.rule.retain_seconds
                     known = heads[destination] = (route, _publish_head(route, destination, now, term), guard)
                 route, head, guard = known

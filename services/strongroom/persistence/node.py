@@ -28,15 +28,8 @@ from typing import Any
 from strongroom.aio import tell_listeners, wait_event
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.dr.record import DrRecord, DrRole, default_record, epoch_of
-from strongroom.errors import (
-    NoLeaderError,
-    NotLeaderError,
-    NotOperational,
-    NotStandby,
-    PersistenceUnavailable,
-    StrongroomError,
-    UnknownMember,
-)
+from strongroom.errors import (NoLeaderError, NotLeaderError, NotOperational, NotStandby, PersistenceUnavailable,
+                               StrongroomError, UnknownMember)
 from strongroom.etcd import EtcdClient
 from strongroom.events.publisher import EventPublisher
 from strongroom.events.writer import DEFAULT_MAX_SECONDS
@@ -67,6 +60,7 @@ from strongroom.persistence.status import (
 from strongroom.persistence.term import LeaderTerm
 from strongroom.persistence.transport import FollowerConnection, PeerClient
 from strongroom.realm.model import Cluster, Realm, StorageMode
+from strongroom.security.tokens import TokenBook
 from strongroom.uow.front import UowFront
 
 __all__ = ["PersistenceNode"]
@@ -123,6 +117,7 @@ class PersistenceNode:
         self.uows = UowFront(self, self.messaging)
         self.term: LeaderTerm | None = None
         """This member's leadership, while it leads (recovering or serving)."""
+        self.tokens = TokenBook(self.etcd)  # this site's bearer tokens, followed (security/guard.py)
         self.pstore = PStore(self.etcd, self)  # the persistent store's state, enforced while leading
         self.leader: LeaderInfo | None = None
         """Who leads, as far as this member knows."""
@@ -264,6 +259,7 @@ class PersistenceNode:
         self._own(asyncio.create_task(self._follow_realm_service(), name="realm-service"))
         self._own(asyncio.create_task(self.site.follow(self._dr_changed), name="dr-record"))
         self._own(asyncio.create_task(self.pstore.follow(), name="pstore"))
+        self._own(asyncio.create_task(self.tokens.follow(), name="tokens"))
         self.election.start()
 
     async def stop(self) -> None:

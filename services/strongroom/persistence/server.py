@@ -40,10 +40,12 @@ from strongroom.persistence.k8s import install_leader_label
 from strongroom.persistence.link import LinkServer, bind
 from strongroom.persistence.map_servicer import MapServicer
 from strongroom.persistence.node import PersistenceNode
-from strongroom.persistence.servicer import AdminServicer, MessagingServicer, ReplicationServicer
+from strongroom.persistence.admin_servicer import AdminServicer
+from strongroom.persistence.servicer import MessagingServicer, ReplicationServicer
 from strongroom.persistence.shared_standby import shared_view
 from strongroom.realm.model import Realm
 from strongroom.reflection import enable_reflection
+from strongroom.security.guard import Guard
 from strongroom.uow.servicer import UowServicer
 
 __all__ = ["MemberServer", "add_messaging_service", "create_server", "link_host"]
@@ -178,12 +180,15 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     generations.partner = partner_metadata(config.partner)
     link = LinkServer(link_socket, node.follower.handle_append, config.cluster, config.member) \
         if link_socket is not None else None
-    add_messaging_service(MessagingServicer(node.messaging), server)
+    guard = Guard(lambda: node.realm, node.tokens)
+    add_messaging_service(MessagingServicer(node.messaging, guard), server)
     replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower, node, config.cluster), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(
-        AdminServicer(node, shared_view(config), telemetry.prepare(node)), server)
-    messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps), server)
-    uow_pb2_grpc.add_UowServiceServicer_to_server(UowServicer(node.uows, node.uows.publications, node.messaging.named), server)
+        AdminServicer(node, shared_view(config), telemetry.prepare(node), guard, node.messaging.store_of), server)
+    messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps, guard), server)
+    uow_pb2_grpc.add_UowServiceServicer_to_server(
+        UowServicer(node.uows, node.uows.publications, node.messaging.named, guard, node.messaging.store_of),
+        server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection([*SERVICES, health.SERVICE_NAME], server)

@@ -14,35 +14,26 @@ from typing import Protocol, cast
 
 import grpc
 
-from strongroom.api.v1 import admin_pb2 as apb
-from strongroom.api.v1 import admin_pb2_grpc as agrpc
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import messaging_pb2 as mpb
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.errors import (InvalidArgument, NotOperational, PersistenceUnavailable, StrongroomError,
+from strongroom.errors import (InvalidArgument, StrongroomError,
                                error_for_reason)
-from strongroom.etcd import EtcdUnavailable
 from strongroom.grpcerrors import abort_with, to_status
-from strongroom.dr.record import DrRecord
-from strongroom.observability.traceswitch import MessageTracing
 from strongroom.persistence.committed import CommittedBatch
+from strongroom.security.access import Access, Action
 from strongroom.security.calls import require_peer
+from strongroom.security.guard import Guard
 from strongroom.security.identity import Kind
 from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
 from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
 from strongroom.persistence.publishing import PendingPublishes, PublishItem, PublishOutcome
-from strongroom.persistence.shared_standby import SharedView
-from strongroom.persistence.standby_server import shared_store_reply
-from strongroom.persistence.state import DeleteResult
-from strongroom.persistence.replies import add_durables, add_origin_marks, status_reply, store_reply
-from strongroom.persistence.status import ClusterStatus, DurableList, OriginMarkStatus
-from strongroom.persistence.storestate import StoreAction, StoreView
 from strongroom.wire import delivery, destination_field, subscribe_deliveries
 
-__all__ = ["AdminServicer", "MessagingServicer", "ReplicationServicer"]
+__all__ = ["MessagingServicer", "ReplicationServicer"]
 
 log = logging.getLogger("strongroom.servicer")
 
@@ -52,10 +43,12 @@ Context = grpc.aio.ServicerContext  # type: ignore[type-arg]
 class Messaging(Protocol):
     """The messaging front (`MessagingFront`)."""
 
-    async def publish(self, item: PublishItem) -> PublishOutcome: ...
+    async def publish(self, item: PublishItem, access: Access | None = None) -> PublishOutcome: ...
 
     def submit_publishes(self, items: Sequence[PublishItem], pin: list[int] | None,
-                         broken: list[StrongroomError]) -> PendingPublishes: ...
+                         broken: list[StrongroomError], access: Access | None = None) -> PendingPublishes: ...
+
+    def store_of(self, destination: str) -> str: ...
 
     def check_leader(self) -> None: ...
 
@@ -86,13 +79,26 @@ class Messaging(Protocol):
 class MessagingServicer(mgrpc.MessagingServiceServicer):
     """The client API."""
 
-    def __init__(self, front: Messaging) -> None:
+    def __init__(self, front: Messaging, guard: Guard) -> None:
         self.front = front
+        self.guard = guard
+
+    async def _may_subscribe(self, context: Context, destination: str) -> Access | None:
+        """The caller's access, once it is known to may subscribe to `destination` (else the
+        call ends PERMISSION_DENIED)."""
+        access = await self.guard.caller(context)
+        if access is not None:
+            try:
+                access.check(Action.SUBSCRIBE, self.front.store_of(destination), destination)
+            except StrongroomError as err:
+                await abort_with(context, self.front.named(err))
+        return access
 
     async def Publish(self, request: mpb.PublishRequest, context: Context) -> mpb.PublishResponse:
+        access = await self.guard.caller(context)
         try:
             # The request is a PublishItem as it is (publishing.PublishItem), presence of `message` included.
-            out = await self.front.publish(request)
+            out = await self.front.publish(request, access)
         except StrongroomError as err:
             await abort_with(context, self.front.named(err))
         return mpb.PublishResponse(correlation_id=request.correlation_id, message_seq=out.message_seq,
@@ -109,6 +115,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             self.front.check_leader()
         except StrongroomError as err:
             await abort_with(context, self.front.named(err))
+        access = await self.guard.caller(context)
         # Per batch read: its requests, submitted (each batch as it arrives, no task per batch).
         out: asyncio.Queue[tuple[list[mpb.PublishRequest], PendingPublishes] | None] = asyncio.Queue()
         pin: list[int] = []
@@ -119,7 +126,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
                 async for batch in request_iterator:
                     # A PublishRequest is a PublishItem as it is (publishing.PublishItem says why).
                     requests = list(batch.requests)
-                    out.put_nowait((requests, self.front.submit_publishes(requests, pin, broken)))
+                    out.put_nowait((requests, self.front.submit_publishes(requests, pin, broken, access)))
             finally:
                 out.put_nowait(None)
 
@@ -153,6 +160,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         if first.WhichOneof("request") != "open":
             await abort_with(context, InvalidArgument("the first subscribe request must open the subscription"))
         o = first.open
+        access = await self._may_subscribe(context, o.destination)
         start = o.replay.WhichOneof("start") if o.HasField("replay") else None
         replay = (Replay(sequence=o.replay.sequence) if start == "sequence" else
                   Replay(time=o.replay.time) if start == "time" else None)
@@ -164,7 +172,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             await abort_with(context, self.front.named(err))
         # A later request that breaks the protocol ends the stream with its error.
         broken: list[StrongroomError] = []
-        control = asyncio.create_task(self._control(sub, o.destination, request_iterator, broken))
+        control = asyncio.create_task(self._control(sub, o.destination, request_iterator, broken, access))
         try:
             while True:
                 item = await sub.outbox.get()
@@ -177,10 +185,17 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         if broken:
             await abort_with(context, broken[0])
 
-    async def _control(self, sub: Subscription, destination: str,
-                       requests: AsyncIterator[mpb.SubscribeRequest], broken: list[StrongroomError]) -> None:
+    async def _control(self, sub: Subscription, destination: str, requests: AsyncIterator[mpb.SubscribeRequest],
+                       broken: list[StrongroomError], access: Access | None) -> None:
         try:
             async for req in requests:
+                if access is not None:
+                    # A revoked token or a realm that takes the permission away ends the stream.
+                    try:
+                        access.check(Action.SUBSCRIBE, self.front.store_of(destination), destination)
+                    except StrongroomError as err:
+                        broken.append(err)
+                        return
                 which = req.WhichOneof("request")
                 if which == "credit":
                     self.front.grant(sub, req.credit)
@@ -222,6 +237,7 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
             self.front.refused(sub, which, refused)
 
     async def Ack(self, request: mpb.AckRequest, context: Context) -> mpb.AckResponse:
+        await self._may_subscribe(context, request.destination)
         try:
             index = await self.front.ack(request.destination, request.durable, list(request.message_seqs),
                                          request.subscription_id)
@@ -403,151 +419,3 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             return await self.committed.compare_generation(request)
         except StrongroomError as err:
             await abort_with(context, err)
-
-
-class StoreOperations(Protocol):
-    """The persistent store's state, as operators read and change it (`PStore`)."""
-
-    def view(self) -> StoreView: ...
-
-    async def read(self, cluster: str) -> StoreView: ...
-
-    async def change(self, cluster: str, action: StoreAction, reason: str = "") -> StoreView: ...
-
-
-class Administered(Protocol):
-    """What the operator API needs of a member (`PersistenceNode`)."""
-
-    @property
-    def pstore(self) -> StoreOperations: ...
-
-    def status(self) -> ClusterStatus: ...
-
-    def is_leader_role(self) -> bool: ...
-
-    async def step_down_and_resign(self, pause: float = 3.0) -> None: ...
-
-    async def delete_durable(self, destination: str, name: str, content: bool) -> DeleteResult: ...
-
-    def list_durables(self, store: str, destination: str) -> DurableList: ...
-
-    def list_origin_marks(self, store: str, destination: str) -> list[OriginMarkStatus]: ...
-
-    async def demote(self, cluster: str) -> tuple[DrRecord, int]: ...
-
-
-class AdminServicer(agrpc.AdminServiceServicer):
-    """Operator API."""
-
-    def __init__(self, member: Administered, shared: Callable[[], SharedView] | None = None,
-                 tracing: MessageTracing | None = None) -> None:
-        self.member = member
-        self.shared = shared
-        """A shared store's standard: its view for `Status` (None for other members)."""
-        self.tracing = tracing
-        """The member's message tracing (None: not served here)."""
-
-    async def Status(self, request: apb.StatusRequest, context: Context) -> apb.ClusterStatus:
-        reply = status_reply(self.member.status())
-        reply.persistent_store.CopyFrom(store_reply(self.member.pstore.view()))
-        if self.shared is not None:
-            reply.shared_store.CopyFrom(shared_store_reply(self.shared()))
-        return reply
-
-    async def StepDown(self, request: apb.StepDownRequest, context: Context) -> apb.StepDownResponse:
-        was = self.member.is_leader_role()
-        if was:
-            await self.member.step_down_and_resign()
-        return apb.StepDownResponse(stepped_down=was)
-
-    async def DeleteDurable(self, request: apb.DeleteDurableRequest, context: Context) -> apb.DeleteDurableResponse:
-        try:
-            result = await self.member.delete_durable(request.destination, request.durable, request.content)
-        except StrongroomError as err:
-            await abort_with(context, err)
-        return apb.DeleteDurableResponse(store=result.store, released_messages=result.released)
-
-    async def ListDurables(self, request: apb.ListDurablesRequest, context: Context) -> apb.ListDurablesResponse:
-        try:
-            listed = self.member.list_durables(request.store, request.destination)
-        except StrongroomError as err:
-            await abort_with(context, err)
-        reply = apb.ListDurablesResponse(clock=listed.clock)
-        add_durables(reply.durables, listed.durables)
-        return reply
-
-    async def ListOriginMarks(self, request: apb.ListOriginMarksRequest,
-                              context: Context) -> apb.ListOriginMarksResponse:
-        try:
-            marks = self.member.list_origin_marks(request.store, request.destination)
-        except StrongroomError as err:
-            await abort_with(context, err)
-        reply = apb.ListOriginMarksResponse()
-        add_origin_marks(reply.marks, marks)
-        return reply
-
-    async def Demote(self, request: apb.DemoteRequest, context: Context) -> apb.DemoteResponse:
-        try:
-            record, last = await self.member.demote(request.cluster)
-        except StrongroomError as err:
-            await abort_with(context, err)
-        return apb.DemoteResponse(cluster=request.cluster, generation=record.generation,
-                                  since_index=record.since_index, primary=list(record.peer), last_index=last)
-
-    async def GetPersistentStore(self, request: apb.GetPersistentStoreRequest,
-                                 context: Context) -> apb.PersistentStore:
-        try:
-            view = await self.member.pstore.read(request.cluster)
-        except StrongroomError as err:
-            await abort_with(context, err)
-        return store_reply(view)
-
-    async def _change_store(self, request: apb.ChangePersistentStoreRequest, action: StoreAction,
-                            context: Context) -> apb.PersistentStore:
-        try:
-            if not request.cluster:
-                raise InvalidArgument("cluster is required (the cluster whose persistent store to change)")
-            view = await self.member.pstore.change(request.cluster, action, request.reason)
-        except StrongroomError as err:
-            await abort_with(context, err)
-        return store_reply(view)
-
-    async def DisconnectPersistentStore(self, request: apb.ChangePersistentStoreRequest,
-                                        context: Context) -> apb.PersistentStore:
-        return await self._change_store(request, StoreAction.DISCONNECT, context)
-
-    async def ConnectPersistentStore(self, request: apb.ChangePersistentStoreRequest,
-                                     context: Context) -> apb.PersistentStore:
-        return await self._change_store(request, StoreAction.CONNECT, context)
-
-    async def AllowNewUnitsOfWork(self, request: apb.ChangePersistentStoreRequest,
-                                  context: Context) -> apb.PersistentStore:
-        return await self._change_store(request, StoreAction.ALLOW_NEW, context)
-
-    async def SetMessageTrace(self, request: apb.SetMessageTraceRequest,
-                              context: Context) -> apb.MessageTraceSettings:
-        try:
-            if self.tracing is None:
-                raise NotOperational("this instance does not trace messages")
-            try:
-                settings = await self.tracing.change(request.destination, request.producer_id, request.seconds,
-                                                     request.off)
-            except (EtcdUnavailable, grpc.aio.AioRpcError) as exc:
-                raise PersistenceUnavailable(f"cannot reach etcd to change the message trace: {exc}") from None
-        except StrongroomError as err:
-            await abort_with(context, err)
-        return apb.MessageTraceSettings(filters=[apb.MessageTraceFilter(destination=f.destination,
-                                                                        producer_id=f.producer_id, until=f.until)
-                                                 for f in settings.filters])
-
-    async def GetMessageTrace(self, request: apb.GetMessageTraceRequest,
-                              context: Context) -> apb.GetMessageTraceResponse:
-        reply = apb.GetMessageTraceResponse(member=self.member.status().member)
-        if self.tracing is not None:
-            for e in self.tracing.tracer.events(request.destination, request.producer_id, request.sequence,
-                                                request.store, request.message_seq, request.limit or 1000):
-                reply.steps.add(time=e.time, member=e.member, step=e.step, destination=e.destination,
-                                producer_id=e.producer_id, sequence=e.sequence, store=e.store,
-                                message_seq=e.message_seq, log_index=e.log_index, detail=e.detail,
-                                traceparent=e.traceparent)
-        return reply

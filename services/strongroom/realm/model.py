@@ -40,12 +40,13 @@ from strongroom.realm.locations import (
     unknown_key,
     yaml_problem,
 )
+from strongroom.realm.access import Action, Auth, Grant, Role, User, check_access
 from strongroom.realm.zones import RouterSpec, Zone, check_address, check_zones, store_clusters
 
 __all__ = ["StorageMode", "PublisherMode", "DestinationKind", "Member", "Cluster", "Store", "StaticDurable", "Destination",
            "UnitsOfWork", "TtlClock", "PersistentStore", "StoreDriver",
     "Endpoint", "DurableTemplate", "TemplateKind", "AckSync", "LimitPolicyName", "Realm", "Route",
-    "Zone", "RouterSpec", "parse_realm", "DEFAULT_REALM_YAML"]
+    "Zone", "RouterSpec", "Action", "Auth", "Grant", "Role", "User", "parse_realm", "DEFAULT_REALM_YAML"]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 DEST_RE = re.compile(r"^[A-Za-z0-9_.*?\[\]-][A-Za-z0-9_.*?\[\]/-]{0,254}$")
@@ -499,6 +500,12 @@ class Realm(_Model):
     endpoints: list[Endpoint] = []
     zones: list[Zone] = []
     """Forwarding zones (see `strongroom.realm.zones`)."""
+    auth: Auth = Auth()
+    """Whether calls are checked against users' permissions (see `strongroom.realm.access`)."""
+    roles: list[Role] = []
+    """Named sets of permissions."""
+    users: list[User] = []
+    """Who may call, with their roles."""
 
     @model_validator(mode="after")
     def _references(self) -> Realm:
@@ -600,6 +607,7 @@ class Realm(_Model):
                 seen_durables.add(ident)
         problems.extend(check_zones(self.zones, {c.name: i for i, c in enumerate(self.clusters)},
                                     {c.name: c.router is not None for c in self.clusters}, self.stores))
+        problems.extend(check_access(self.auth, self.roles, self.users, set(stores)))
         if problems:
             raise _CrossRefError(problems)
         return self

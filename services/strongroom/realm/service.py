@@ -1,7 +1,14 @@
-"""The gRPC face of the realm service: a thin `RealmService` servicer over `RealmStore`."""
+"""The gRPC face of the realm service: a thin `RealmService` servicer over `RealmStore` and the
+site's bearer tokens (`TokenBook`).
+
+With the realm's auth enabled, each call is checked against the realm in force
+(`strongroom.security.guard`): Apply and the token calls need `administer` on the whole realm,
+the reads `browse`.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -11,11 +18,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
-from strongroom.errors import RealmInvalid, StrongroomError
+from strongroom.errors import InvalidArgument, RealmInvalid, StrongroomError
 from strongroom.etcd import EtcdClient
 from strongroom.grpcerrors import abort_with
-from strongroom.realm.model import parse_realm
+from strongroom.realm.model import Realm, parse_realm
 from strongroom.realm.store import DEFAULT_SOURCE, RealmStore, RealmVersion
+from strongroom.security.access import Action
+from strongroom.security.guard import Guard
+from strongroom.security.tokens import TokenBook, TokenRecord
 from strongroom.reflection import enable_reflection
 from strongroom.channels import add_port
 
@@ -96,17 +106,40 @@ def _for_wire(err: RealmInvalid) -> RealmInvalid:
     return wire
 
 
+def _token_info(record: TokenRecord) -> realm_pb2.TokenInfo:
+    return realm_pb2.TokenInfo(id=record.id, user=record.user, issued_at=record.issued_at,
+                               expires_at=record.expires_at, description=record.description,
+                               revoked_at=record.revoked_at)
+
+
 class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
     """RealmService over a RealmStore: delegate, map domain errors, build replies."""
 
-    def __init__(self, store: RealmStore, applies: Counter[str] | None = None) -> None:
+    def __init__(self, store: RealmStore, applies: Counter[str] | None = None,
+                 tokens: TokenBook | None = None) -> None:
         self._store = store
         self.applies: Counter[str] = applies if applies is not None else Counter()
         """Applies answered, by outcome: "accepted", or the reason of the refusal (its metrics)."""
+        self.realm: Realm | None = None
+        """The realm in force, followed (`follow`): what calls are checked against."""
+        self.tokens = tokens
+        self.guard = Guard(lambda: self.realm, tokens)
+
+    async def follow(self) -> None:
+        """Keep `realm` the version in force and the token book current, until cancelled."""
+        async def realms() -> None:
+            async for version in self._store.watch():
+                self.realm = version.realm()
+
+        if self.tokens is None:
+            await realms()
+            return
+        await asyncio.gather(realms(), self.tokens.follow())
 
     async def Apply(self, request: realm_pb2.ApplyRealmRequest,
                     context: grpc.aio.ServicerContext) -> realm_pb2.RealmVersion:  # type: ignore[type-arg]
         """Validate and store a new version."""
+        await self.guard.require(context, Action.ADMINISTER)
         try:
             version = await self._store.apply(request.yaml, request.source_name or DEFAULT_SOURCE,
                                               request.expected_version)
@@ -122,6 +155,7 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
     async def Get(self, request: realm_pb2.GetRealmRequest,
                   context: grpc.aio.ServicerContext) -> realm_pb2.RealmVersion:  # type: ignore[type-arg]
         """The current version, or the requested one."""
+        await self.guard.require(context, Action.BROWSE)
         try:
             version = await self._store.get(request.version)
         except StrongroomError as err:
@@ -131,6 +165,7 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
     async def Validate(self, request: realm_pb2.ValidateRealmRequest,
                        context: grpc.aio.ServicerContext) -> realm_pb2.ValidateRealmResponse:  # type: ignore[type-arg]
         """Validate without storing; problems come back as data, not as an error status."""
+        await self.guard.require(context, Action.BROWSE)
         source = request.source_name or DEFAULT_SOURCE
         try:
             realm = parse_realm(request.yaml, source)
@@ -144,6 +179,7 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
     async def Watch(self, request: realm_pb2.WatchRealmRequest,
                     context: grpc.aio.ServicerContext) -> AsyncIterator[realm_pb2.RealmVersion]:  # type: ignore[type-arg]
         """The current version, then each new one, until the client cancels."""
+        await self.guard.require(context, Action.BROWSE)
         try:
             async for version in self._store.watch():
                 yield _to_pb(version)
@@ -153,11 +189,57 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
     async def History(self, request: realm_pb2.RealmHistoryRequest,
                       context: grpc.aio.ServicerContext) -> realm_pb2.RealmHistoryResponse:  # type: ignore[type-arg]
         """Every version, oldest first, without the document text."""
+        await self.guard.require(context, Action.BROWSE)
         try:
             versions = await self._store.history()
         except StrongroomError as err:
             await abort_with(context, err)
         return realm_pb2.RealmHistoryResponse(versions=[_to_pb(v, with_document=False) for v in versions])
+
+
+    async def IssueToken(self, request: realm_pb2.IssueTokenRequest,
+                         context: grpc.aio.ServicerContext) -> realm_pb2.IssuedToken:  # type: ignore[type-arg]
+        """A new bearer token for a user of the realm in force."""
+        await self.guard.require(context, Action.ADMINISTER)
+        try:
+            realm = self.realm or (await self._store.get(0)).realm()
+            if not request.user:
+                raise InvalidArgument("user is required: the realm user the token authenticates")
+            if all(u.name != request.user for u in realm.users):
+                known = ", ".join(u.name for u in realm.users) or "(none)"
+                raise InvalidArgument(f"the realm has no user {request.user!r} (its users: {known}); add it to "
+                                      f"the realm's users first")
+            assert self.tokens is not None
+            token, record = await self.tokens.issue(request.user, request.ttl_seconds, request.description)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return realm_pb2.IssuedToken(token=token, info=_token_info(record))
+
+    async def RevokeToken(self, request: realm_pb2.RevokeTokenRequest,
+                          context: grpc.aio.ServicerContext) -> realm_pb2.TokenInfo:  # type: ignore[type-arg]
+        """Mark a token revoked."""
+        await self.guard.require(context, Action.ADMINISTER)
+        token_id = request.id.split("_")[1] if request.id.startswith("srt_") and request.id.count("_") == 2 \
+            else request.id
+        try:
+            if not token_id:
+                raise InvalidArgument("id is required: the token's id (or its text)")
+            assert self.tokens is not None
+            record = await self.tokens.revoke(token_id)
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return _token_info(record)
+
+    async def ListTokens(self, request: realm_pb2.ListTokensRequest,
+                         context: grpc.aio.ServicerContext) -> realm_pb2.ListTokensResponse:  # type: ignore[type-arg]
+        """Every token issued at this site."""
+        await self.guard.require(context, Action.ADMINISTER)
+        assert self.tokens is not None
+        return realm_pb2.ListTokensResponse(tokens=[_token_info(r) for r in await self.tokens.listing()])
+
+
+_FOLLOWERS: set[asyncio.Task[None]] = set()
+"""The servers' followers (a task nobody holds could be collected while it runs)."""
 
 
 async def create_server(etcd_endpoints: str, listen: str, etcd: EtcdClient | None = None,
@@ -169,8 +251,12 @@ async def create_server(etcd_endpoints: str, listen: str, etcd: EtcdClient | Non
     """
     client = etcd if etcd is not None else EtcdClient(etcd_endpoints)
     server = grpc.aio.server()
-    realm_pb2_grpc.add_RealmServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        RealmServicer(RealmStore(client), applies), server)
+    servicer = RealmServicer(RealmStore(client), applies, TokenBook(client))
+    # What calls are checked against from the first call on (a realm not read yet would check nothing).
+    current = await servicer._store.current()
+    servicer.realm = current.realm() if current is not None else None
+    await servicer.tokens.load()  # type: ignore[union-attr]
+    realm_pb2_grpc.add_RealmServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_reflection((SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server)
@@ -178,6 +264,10 @@ async def create_server(etcd_endpoints: str, listen: str, etcd: EtcdClient | Non
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
+    # Follows the realm in force and the tokens for as long as the server runs.
+    follower = asyncio.create_task(servicer.follow(), name="realm-and-tokens")
+    _FOLLOWERS.add(follower)
+    follower.add_done_callback(_FOLLOWERS.discard)
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, port

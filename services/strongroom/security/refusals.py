@@ -4,7 +4,9 @@ connection or a call for who its caller is goes through.
 Counted by where it happened (`grpc`: a gRPC port; `link`: the replication link) and by reason
 (`tls_handshake`: no certificate, one of another authority, an expired one, or no TLS at all;
 `no_identity`, `wrong_identity`, `impersonation`: a certificate of the authority whose holder
-may not make the call: `strongroom.security.identity.admits`). Exported as
+may not make the call: `strongroom.security.identity.admits`; `not_granted`: a user of the realm
+without the permission the call needs, `token_*`: a bearer token refused, and `no_identity` for a
+call that proves no user where the realm enables auth: `strongroom.security.guard`). Exported as
 `strongroom_refused_total{where,reason}` by every process that serves metrics.
 
 gRPC refuses a failed handshake inside its C core, before any Python code runs: it writes one
@@ -30,7 +32,8 @@ log = logging.getLogger("strongroom.security")
 HANDSHAKE_LINE = re.compile(rb"Handshake failed with (?:fatal )?error ([A-Z_]+): (.*)")
 """What gRPC's core writes for a refused TLS handshake (ssl_transport_security.cc)."""
 
-REASONS = ("tls_handshake", "no_identity", "wrong_identity", "impersonation")
+REASONS = ("tls_handshake", "no_identity", "wrong_identity", "impersonation", "not_granted", "token_malformed",
+           "token_unknown", "token_forged", "token_revoked", "token_expired")
 """Every reason a refusal is counted under (each exported, 0 until it happens)."""
 
 _lock = threading.Lock()

@@ -24,9 +24,13 @@ import grpc
 
 from strongroom.security.identity import Identity
 
-__all__ = ["ENV", "Tls", "announce", "current", "describe", "from_env", "peer_identity", "peer_of_ssl", "use"]
+__all__ = ["ENV", "TOKEN_ENV", "Tls", "announce", "current", "current_token", "describe", "from_env",
+           "peer_identity", "peer_of_ssl", "use", "use_token"]
 
 ENV = ("STRONGROOM_TLS_CA", "STRONGROOM_TLS_CERT", "STRONGROOM_TLS_KEY")
+TOKEN_ENV = "STRONGROOM_TOKEN"
+"""The bearer token a client process calls with (read by the client's and the CLI's set-up,
+`strongroom.client.tls_from_environment`; never by a server process)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,22 @@ def current() -> Tls | None:
     if _current is _UNSET:
         _current = from_env()
     return _current  # type: ignore[return-value]
+
+
+_token = ""
+
+
+def use_token(token: str) -> None:
+    """Make `token` the bearer token this process's channels call with ("" : none). Only
+    client processes set one; a channel without TLS cannot carry it (gRPC sends call
+    credentials over secure channels only)."""
+    global _token
+    _token = token.strip()
+
+
+def current_token() -> str:
+    """The bearer token this process calls with ("" : none)."""
+    return _token
 
 
 def describe(tls: Tls | None) -> str:

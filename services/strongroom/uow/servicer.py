@@ -4,7 +4,7 @@ answers and errors back (the error table in `grpcerrors`). Validation lives in `
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
 import grpc
@@ -13,6 +13,9 @@ from strongroom.api.v1 import uow_pb2 as upb
 from strongroom.api.v1 import uow_pb2_grpc as ugrpc
 from strongroom.errors import InvalidArgument, StrongroomError
 from strongroom.grpcerrors import abort_with, to_status
+from strongroom.security.access import Access
+from strongroom.security.access import Action as SecurityAction
+from strongroom.security.guard import Guard
 from strongroom.uow.values import (
     Action,
     ReceivedUow,
@@ -132,12 +135,30 @@ def _retrieve(work: asyncio.Future[SendOutcome]) -> None:
 class UowServicer(ugrpc.UowServiceServicer):
     """Senders, receivers and status queries of units of work."""
 
-    def __init__(self, front: Uows, publications: Publications, named: Naming) -> None:
+    def __init__(self, front: Uows, publications: Publications, named: Naming, guard: Guard | None = None,
+                 store_of: Callable[[str], str] | None = None) -> None:
         self.front = front
         self.publications = publications
         self.named = named
+        self.guard = guard if guard is not None else Guard(lambda: None, None)
+        """Who may call what: publish to send, subscribe to receive and settle (security/guard.py)."""
+        self._store_of = store_of or (lambda destination: "")
+
+    def _check(self, access: Access | None, action: SecurityAction, destination: str) -> None:
+        """PermissionDenied unless the caller may do `action` on `destination`."""
+        if access is not None:
+            access.check(action, self._store_of(destination), destination)
+
+    async def _may(self, context: Context, action: SecurityAction, destination: str) -> None:
+        """End the call unless its caller may do `action` on `destination`."""
+        access = await self.guard.caller(context)
+        try:
+            self._check(access, action, destination)
+        except StrongroomError as err:
+            await abort_with(context, self.named(err))
 
     async def Send(self, request: upb.UowSendRequest, context: Context) -> upb.UowSendResponse:
+        await self._may(context, SecurityAction.PUBLISH, request.destination)
         try:
             out = await self.front.send(_send_request(request))
         except StrongroomError as err:
@@ -154,13 +175,14 @@ class UowServicer(ugrpc.UowServiceServicer):
             stream = self.front.open_stream()
         except StrongroomError as err:
             await abort_with(context, self.named(err))
+        access = await self.guard.caller(context)
         pending: asyncio.Queue[tuple[upb.UowSendRequest, asyncio.Future[SendOutcome]] | None] = asyncio.Queue(
             STREAM_WINDOW)
 
         async def reader() -> None:
             try:
                 async for request in request_iterator:
-                    await pending.put((request, self._submit(stream, [request])[0]))
+                    await pending.put((request, self._submit(stream, [request], access)[0]))
             finally:
                 await pending.put(None)
 
@@ -195,6 +217,7 @@ class UowServicer(ugrpc.UowServiceServicer):
             stream = self.front.open_stream()
         except StrongroomError as err:
             await abort_with(context, self.named(err))
+        access = await self.guard.caller(context)
         batches: asyncio.Queue[tuple[list[upb.UowSendRequest], list[asyncio.Future[SendOutcome]]] | None] = \
             asyncio.Queue()
 
@@ -202,7 +225,7 @@ class UowServicer(ugrpc.UowServiceServicer):
             try:
                 async for batch in request_iterator:
                     requests = list(batch.requests)
-                    batches.put_nowait((requests, self._submit(stream, requests)))
+                    batches.put_nowait((requests, self._submit(stream, requests, access)))
             finally:
                 batches.put_nowait(None)
 
@@ -230,13 +253,15 @@ class UowServicer(ugrpc.UowServiceServicer):
                 for work in item[1] if item is not None else ():
                     work.add_done_callback(_retrieve)
 
-    def _submit(self, stream: SenderStream, requests: list[upb.UowSendRequest]) -> list[asyncio.Future[SendOutcome]]:
+    def _submit(self, stream: SenderStream, requests: list[upb.UowSendRequest],
+                access: Access | None = None) -> list[asyncio.Future[SendOutcome]]:
         """A batch's requests, started in order: each as its domain request, or failed at once
-        when it cannot be one (an unknown action)."""
+        when it cannot be one (an unknown action) or its caller may not publish there."""
         domain: list[SendRequest] = []
         refused: dict[int, StrongroomError] = {}
         for i, request in enumerate(requests):
             try:
+                self._check(access, SecurityAction.PUBLISH, request.destination)
                 domain.append(_send_request(request))
             except StrongroomError as err:
                 refused[i] = err
@@ -253,6 +278,7 @@ class UowServicer(ugrpc.UowServiceServicer):
             return _failed(err)
 
     async def Receive(self, request: upb.UowReceiveRequest, context: Context) -> upb.UowReceiveResponse:
+        await self._may(context, SecurityAction.SUBSCRIBE, request.destination)
         try:
             got = await self.front.receive(request.destination, request.receiver, request.wait_seconds)
         except StrongroomError as err:
@@ -266,7 +292,10 @@ class UowServicer(ugrpc.UowServiceServicer):
             messages=[upb.UowMessage(index=i, count=count, message=m) for i, m in enumerate(got.messages, 1)])
 
     async def Settle(self, request: upb.UowSettleRequest, context: Context) -> upb.UowSettleResponse:
+        access = await self.guard.caller(context)
         try:
+            if access is not None:  # the UOW's destination: its receiver's permission
+                self._check(access, SecurityAction.SUBSCRIBE, self.front.status(request.uow_id).destination)
             settlement = _SETTLEMENTS.get(request.settlement)
             if settlement is None:
                 raise InvalidArgument("settlement is required: UOW_SETTLEMENT_COMMIT, _BACKOUT or _CANCEL")
@@ -279,8 +308,11 @@ class UowServicer(ugrpc.UowServiceServicer):
                                      duplicate=out.duplicate)
 
     async def Status(self, request: upb.UowStatusRequest, context: Context) -> upb.UowStatusResponse:
+        access = await self.guard.caller(context)
         try:
             v = self.front.status(request.uow_id)
+            if access is not None:
+                access.check(SecurityAction.BROWSE, v.store)
         except StrongroomError as err:
             await abort_with(context, self.named(err))
         return upb.UowStatusResponse(
@@ -294,6 +326,7 @@ class UowServicer(ugrpc.UowServiceServicer):
                                                  backout_count=r.backouts) for r in v.subscribers])
 
     async def Subscribe(self, request: upb.UowSubscribeRequest, context: Context) -> upb.UowSubscribeResponse:
+        await self._may(context, SecurityAction.SUBSCRIBE, request.topic)
         try:
             view, created = await self.publications.subscribe(request.topic, request.subscriber)
         except StrongroomError as err:
@@ -301,6 +334,7 @@ class UowServicer(ugrpc.UowServiceServicer):
         return upb.UowSubscribeResponse(subscription=_subscription(view), created=created)
 
     async def Unsubscribe(self, request: upb.UowUnsubscribeRequest, context: Context) -> upb.UowUnsubscribeResponse:
+        await self._may(context, SecurityAction.SUBSCRIBE, request.topic)
         try:
             released = await self.publications.unsubscribe(request.topic, request.subscriber)
         except StrongroomError as err:
@@ -309,7 +343,10 @@ class UowServicer(ugrpc.UowServiceServicer):
 
     async def ListSubscriptions(self, request: upb.UowListSubscriptionsRequest,
                                 context: Context) -> upb.UowListSubscriptionsResponse:
+        access = await self.guard.caller(context)
         try:
+            if access is not None:
+                access.check(SecurityAction.BROWSE, self._store_of(request.topic) if request.topic else None)
             views, clock = self.publications.subscriptions(request.topic)
         except StrongroomError as err:
             await abort_with(context, self.named(err))

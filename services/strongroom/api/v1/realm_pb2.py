@@ -24,31 +24,43 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19strongroom/v1/realm.proto\x12\rstrongroom.v1\"P\n\x11\x41pplyRealmRequest\x12\x0c\n\x04yaml\x18\x01 \x01(\t\x12\x13\n\x0bsource_name\x18\x02 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x04\"\"\n\x0fGetRealmRequest\x12\x0f\n\x07version\x18\x01 \x01(\x04\"\x7f\n\x0cRealmVersion\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x0c\n\x04yaml\x18\x02 \x01(\t\x12\x17\n\x0fnormalized_json\x18\x03 \x01(\t\x12\x12\n\napplied_at\x18\x04 \x01(\x01\x12\x0e\n\x06\x64igest\x18\x05 \x01(\t\x12\x13\n\x0bsource_name\x18\x06 \x01(\t\"9\n\x14ValidateRealmRequest\x12\x0c\n\x04yaml\x18\x01 \x01(\t\x12\x13\n\x0bsource_name\x18\x02 \x01(\t\"Y\n\x0cRealmProblem\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\r\x12\x0e\n\x06\x63olumn\x18\x03 \x01(\r\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\"n\n\x15ValidateRealmResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12-\n\x08problems\x18\x02 \x03(\x0b\x32\x1b.strongroom.v1.RealmProblem\x12\x17\n\x0fnormalized_json\x18\x03 \x01(\t\"\x13\n\x11WatchRealmRequest\"\x15\n\x13RealmHistoryRequest\"E\n\x14RealmHistoryResponse\x12-\n\x08versions\x18\x01 \x03(\x0b\x32\x1b.strongroom.v1.RealmVersion2\x8f\x03\n\x0cRealmService\x12\x46\n\x05\x41pply\x12 .strongroom.v1.ApplyRealmRequest\x1a\x1b.strongroom.v1.RealmVersion\x12\x42\n\x03Get\x12\x1e.strongroom.v1.GetRealmRequest\x1a\x1b.strongroom.v1.RealmVersion\x12U\n\x08Validate\x12#.strongroom.v1.ValidateRealmRequest\x1a$.strongroom.v1.ValidateRealmResponse\x12H\n\x05Watch\x12 .strongroom.v1.WatchRealmRequest\x1a\x1b.strongroom.v1.RealmVersion0\x01\x12R\n\x07History\x12\".strongroom.v1.RealmHistoryRequest\x1a#.strongroom.v1.RealmHistoryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19strongroom/v1/realm.proto\x12\rstrongroom.v1\"K\n\x11IssueTokenRequest\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x01\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"u\n\tTokenInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04user\x18\x02 \x01(\t\x12\x11\n\tissued_at\x18\x03 \x01(\x01\x12\x12\n\nexpires_at\x18\x04 \x01(\x01\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12\x12\n\nrevoked_at\x18\x06 \x01(\x01\"D\n\x0bIssuedToken\x12\r\n\x05token\x18\x01 \x01(\t\x12&\n\x04info\x18\x02 \x01(\x0b\x32\x18.strongroom.v1.TokenInfo\" \n\x12RevokeTokenRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x13\n\x11ListTokensRequest\">\n\x12ListTokensResponse\x12(\n\x06tokens\x18\x01 \x03(\x0b\x32\x18.strongroom.v1.TokenInfo\"P\n\x11\x41pplyRealmRequest\x12\x0c\n\x04yaml\x18\x01 \x01(\t\x12\x13\n\x0bsource_name\x18\x02 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x04\"\"\n\x0fGetRealmRequest\x12\x0f\n\x07version\x18\x01 \x01(\x04\"\x7f\n\x0cRealmVersion\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x0c\n\x04yaml\x18\x02 \x01(\t\x12\x17\n\x0fnormalized_json\x18\x03 \x01(\t\x12\x12\n\napplied_at\x18\x04 \x01(\x01\x12\x0e\n\x06\x64igest\x18\x05 \x01(\t\x12\x13\n\x0bsource_name\x18\x06 \x01(\t\"9\n\x14ValidateRealmRequest\x12\x0c\n\x04yaml\x18\x01 \x01(\t\x12\x13\n\x0bsource_name\x18\x02 \x01(\t\"Y\n\x0cRealmProblem\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\r\x12\x0e\n\x06\x63olumn\x18\x03 \x01(\r\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\"n\n\x15ValidateRealmResponse\x12\r\n\x05valid\x18\x01 \x01(\x08\x12-\n\x08problems\x18\x02 \x03(\x0b\x32\x1b.strongroom.v1.RealmProblem\x12\x17\n\x0fnormalized_json\x18\x03 \x01(\t\"\x13\n\x11WatchRealmRequest\"\x15\n\x13RealmHistoryRequest\"E\n\x14RealmHistoryResponse\x12-\n\x08versions\x18\x01 \x03(\x0b\x32\x1b.strongroom.v1.RealmVersion2\xfa\x04\n\x0cRealmService\x12\x46\n\x05\x41pply\x12 .strongroom.v1.ApplyRealmRequest\x1a\x1b.strongroom.v1.RealmVersion\x12\x42\n\x03Get\x12\x1e.strongroom.v1.GetRealmRequest\x1a\x1b.strongroom.v1.RealmVersion\x12U\n\x08Validate\x12#.strongroom.v1.ValidateRealmRequest\x1a$.strongroom.v1.ValidateRealmResponse\x12H\n\x05Watch\x12 .strongroom.v1.WatchRealmRequest\x1a\x1b.strongroom.v1.RealmVersion0\x01\x12R\n\x07History\x12\".strongroom.v1.RealmHistoryRequest\x1a#.strongroom.v1.RealmHistoryResponse\x12J\n\nIssueToken\x12 .strongroom.v1.IssueTokenRequest\x1a\x1a.strongroom.v1.IssuedToken\x12J\n\x0bRevokeToken\x12!.strongroom.v1.RevokeTokenRequest\x1a\x18.strongroom.v1.TokenInfo\x12Q\n\nListTokens\x12 .strongroom.v1.ListTokensRequest\x1a!.strongroom.v1.ListTokensResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strongroom.v1.realm_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_APPLYREALMREQUEST']._serialized_start=44
-  _globals['_APPLYREALMREQUEST']._serialized_end=124
-  _globals['_GETREALMREQUEST']._serialized_start=126
-  _globals['_GETREALMREQUEST']._serialized_end=160
-  _globals['_REALMVERSION']._serialized_start=162
-  _globals['_REALMVERSION']._serialized_end=289
-  _globals['_VALIDATEREALMREQUEST']._serialized_start=291
-  _globals['_VALIDATEREALMREQUEST']._serialized_end=348
-  _globals['_REALMPROBLEM']._serialized_start=350
-  _globals['_REALMPROBLEM']._serialized_end=439
-  _globals['_VALIDATEREALMRESPONSE']._serialized_start=441
-  _globals['_VALIDATEREALMRESPONSE']._serialized_end=551
-  _globals['_WATCHREALMREQUEST']._serialized_start=553
-  _globals['_WATCHREALMREQUEST']._serialized_end=572
-  _globals['_REALMHISTORYREQUEST']._serialized_start=574
-  _globals['_REALMHISTORYREQUEST']._serialized_end=595
-  _globals['_REALMHISTORYRESPONSE']._serialized_start=597
-  _globals['_REALMHISTORYRESPONSE']._serialized_end=666
-  _globals['_REALMSERVICE']._serialized_start=669
-  _globals['_REALMSERVICE']._serialized_end=1068
+  _globals['_ISSUETOKENREQUEST']._serialized_start=44
+  _globals['_ISSUETOKENREQUEST']._serialized_end=119
+  _globals['_TOKENINFO']._serialized_start=121
+  _globals['_TOKENINFO']._serialized_end=238
+  _globals['_ISSUEDTOKEN']._serialized_start=240
+  _globals['_ISSUEDTOKEN']._serialized_end=308
+  _globals['_REVOKETOKENREQUEST']._serialized_start=310
+  _globals['_REVOKETOKENREQUEST']._serialized_end=342
+  _globals['_LISTTOKENSREQUEST']._serialized_start=344
+  _globals['_LISTTOKENSREQUEST']._serialized_end=363
+  _globals['_LISTTOKENSRESPONSE']._serialized_start=365
+  _globals['_LISTTOKENSRESPONSE']._serialized_end=427
+  _globals['_APPLYREALMREQUEST']._serialized_start=429
+  _globals['_APPLYREALMREQUEST']._serialized_end=509
+  _globals['_GETREALMREQUEST']._serialized_start=511
+  _globals['_GETREALMREQUEST']._serialized_end=545
+  _globals['_REALMVERSION']._serialized_start=547
+  _globals['_REALMVERSION']._serialized_end=674
+  _globals['_VALIDATEREALMREQUEST']._serialized_start=676
+  _globals['_VALIDATEREALMREQUEST']._serialized_end=733
+  _globals['_REALMPROBLEM']._serialized_start=735
+  _globals['_REALMPROBLEM']._serialized_end=824
+  _globals['_VALIDATEREALMRESPONSE']._serialized_start=826
+  _globals['_VALIDATEREALMRESPONSE']._serialized_end=936
+  _globals['_WATCHREALMREQUEST']._serialized_start=938
+  _globals['_WATCHREALMREQUEST']._serialized_end=957
+  _globals['_REALMHISTORYREQUEST']._serialized_start=959
+  _globals['_REALMHISTORYREQUEST']._serialized_end=980
+  _globals['_REALMHISTORYRESPONSE']._serialized_start=982
+  _globals['_REALMHISTORYRESPONSE']._serialized_end=1051
+  _globals['_REALMSERVICE']._serialized_start=1054
+  _globals['_REALMSERVICE']._serialized_end=1688
 # @@protoc_insertion_point(module_scope)

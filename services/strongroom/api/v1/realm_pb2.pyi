@@ -6,6 +6,56 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class IssueTokenRequest(_message.Message):
+    __slots__ = ("user", "ttl_seconds", "description")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    ttl_seconds: float
+    description: str
+    def __init__(self, user: _Optional[str] = ..., ttl_seconds: _Optional[float] = ..., description: _Optional[str] = ...) -> None: ...
+
+class TokenInfo(_message.Message):
+    __slots__ = ("id", "user", "issued_at", "expires_at", "description", "revoked_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    user: str
+    issued_at: float
+    expires_at: float
+    description: str
+    revoked_at: float
+    def __init__(self, id: _Optional[str] = ..., user: _Optional[str] = ..., issued_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., description: _Optional[str] = ..., revoked_at: _Optional[float] = ...) -> None: ...
+
+class IssuedToken(_message.Message):
+    __slots__ = ("token", "info")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    info: TokenInfo
+    def __init__(self, token: _Optional[str] = ..., info: _Optional[_Union[TokenInfo, _Mapping]] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ListTokensRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTokensResponse(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[TokenInfo]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[TokenInfo, _Mapping]]] = ...) -> None: ...
+
 class ApplyRealmRequest(_message.Message):
     __slots__ = ("yaml", "source_name", "expected_version")
     YAML_FIELD_NUMBER: _ClassVar[int]

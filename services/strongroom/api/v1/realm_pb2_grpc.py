@@ -61,6 +61,21 @@ class RealmServiceStub:
                 request_serializer=strongroom_dot_v1_dot_realm__pb2.RealmHistoryRequest.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_realm__pb2.RealmHistoryResponse.FromString,
                 _registered_method=True)
+        self.IssueToken = channel.unary_unary(
+                '/strongroom.v1.RealmService/IssueToken',
+                request_serializer=strongroom_dot_v1_dot_realm__pb2.IssueTokenRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_realm__pb2.IssuedToken.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/strongroom.v1.RealmService/RevokeToken',
+                request_serializer=strongroom_dot_v1_dot_realm__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_realm__pb2.TokenInfo.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/strongroom.v1.RealmService/ListTokens',
+                request_serializer=strongroom_dot_v1_dot_realm__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_realm__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
 
 
 class RealmServiceServicer:
@@ -105,6 +120,30 @@ class RealmServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IssueToken(self, request, context):
+        """Issue a bearer token for a user of the current realm (INVALID_ARGUMENT when the realm has
+        no such user). The token's text is in this answer only: etcd keeps a digest of it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Revoke a token (NOT_FOUND, UNKNOWN_TOKEN, when this site never issued it). A call that
+        presents it afterwards, or a stream that began with it, is refused UNAUTHENTICATED
+        (refusal token_revoked). Revoking a revoked token changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Every token issued at this site, revoked ones included, oldest first (never their text).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RealmServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -132,6 +171,21 @@ def add_RealmServiceServicer_to_server(servicer, server):
                     servicer.History,
                     request_deserializer=strongroom_dot_v1_dot_realm__pb2.RealmHistoryRequest.FromString,
                     response_serializer=strongroom_dot_v1_dot_realm__pb2.RealmHistoryResponse.SerializeToString,
+            ),
+            'IssueToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueToken,
+                    request_deserializer=strongroom_dot_v1_dot_realm__pb2.IssueTokenRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_realm__pb2.IssuedToken.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=strongroom_dot_v1_dot_realm__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_realm__pb2.TokenInfo.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=strongroom_dot_v1_dot_realm__pb2.ListTokensRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_realm__pb2.ListTokensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -271,6 +325,87 @@ class RealmService:
             '/strongroom.v1.RealmService/History',
             strongroom_dot_v1_dot_realm__pb2.RealmHistoryRequest.SerializeToString,
             strongroom_dot_v1_dot_realm__pb2.RealmHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.RealmService/IssueToken',
+            strongroom_dot_v1_dot_realm__pb2.IssueTokenRequest.SerializeToString,
+            strongroom_dot_v1_dot_realm__pb2.IssuedToken.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.RealmService/RevokeToken',
+            strongroom_dot_v1_dot_realm__pb2.RevokeTokenRequest.SerializeToString,
+            strongroom_dot_v1_dot_realm__pb2.TokenInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strongroom.v1.RealmService/ListTokens',
+            strongroom_dot_v1_dot_realm__pb2.ListTokensRequest.SerializeToString,
+            strongroom_dot_v1_dot_realm__pb2.ListTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,
