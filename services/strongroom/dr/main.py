@@ -89,7 +89,7 @@ async def serve(args: argparse.Namespace) -> int:
         record = await read_record(etcd, args.cluster, default)
         members = await member_addresses(etcd, args.cluster, site)
         control = DrControl(etcd, args.cluster, default, record, members, heartbeat=args.heartbeat)
-        server = DrServer(args.listen, args.cluster, control)
+        server = DrServer(args.listen, args.cluster, control, realm)
         try:
             port = await server.serve()
         except OSError as exc:

@@ -4,6 +4,8 @@ runs (it exits when shipping stops for good: the sites hold different histories)
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -14,7 +16,11 @@ from strongroom.errors import StrongroomError, UnknownCluster
 from strongroom.grpcerrors import abort_with
 from strongroom.observability.exporter import MetricsServer, serve_metrics
 from strongroom.observability.services import dr_families
+from strongroom.realm.model import Realm
 from strongroom.reflection import enable_reflection
+from strongroom.security.access import Action
+from strongroom.security.guard import Guard
+from strongroom.security.tokens import TokenBook
 
 __all__ = ["SERVICE", "DrServer", "dr_status"]
 
@@ -37,16 +43,20 @@ def dr_status(cluster: str, control: DrControl, metrics_url: str = "") -> dr_pb2
 
 
 class _DrServicer(dr_pb2_grpc.DrServiceServicer):
-    def __init__(self, cluster: str, control: DrControl) -> None:
+    def __init__(self, cluster: str, control: DrControl, guard: Guard) -> None:
         self.cluster = cluster
         self.control = control
         self.metrics_url = ""
+        self.guard = guard
+        """`browse` for the status, `administer` to activate, where the realm enables auth."""
 
     async def Status(self, request: dr_pb2.DrStatusRequest, context: grpc.aio.ServicerContext) -> dr_pb2.DrStatus:  # type: ignore[type-arg]
+        await self.guard.require(context, Action.BROWSE)
         return dr_status(self.cluster, self.control, self.metrics_url)
 
     async def Activate(self, request: dr_pb2.ActivateRequest,
                        context: grpc.aio.ServicerContext) -> dr_pb2.ActivateResponse:  # type: ignore[type-arg]
+        await self.guard.require(context, Action.ADMINISTER)
         try:
             if request.cluster != self.cluster:
                 raise UnknownCluster(f"this DR service serves cluster {self.cluster!r}, not {request.cluster!r}")
@@ -64,9 +74,13 @@ class _DrServicer(dr_pb2_grpc.DrServiceServicer):
 class DrServer:
     """`DrService` on `listen`."""
 
-    def __init__(self, listen: str, cluster: str, control: DrControl) -> None:
+    def __init__(self, listen: str, cluster: str, control: DrControl, realm: Realm | None = None) -> None:
         self.listen = listen
-        self._servicer = _DrServicer(cluster, control)
+        # The site's bearer tokens, followed while it serves (`serve`); `realm`: the realm the
+        # service started with, whose users and permissions it checks.
+        self._tokens = TokenBook(control.etcd) if realm is not None else None
+        self._following: asyncio.Task[None] | None = None
+        self._servicer = _DrServicer(cluster, control, Guard(lambda: realm, self._tokens))
         self.metrics: MetricsServer | None = None
         """Its metrics endpoint (`serve_metrics`), or None."""
         self._server: grpc.aio.Server | None = None
@@ -75,6 +89,8 @@ class DrServer:
     async def serve(self) -> int:
         """Bind and serve; the port (OSError when the address cannot be bound)."""
         server = grpc.aio.server(options=SERVER_OPTIONS)
+        if self._tokens is not None and self._following is None:
+            self._following = asyncio.create_task(self._tokens.follow(), name="tokens")
         dr_pb2_grpc.add_DrServiceServicer_to_server(self._servicer, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -98,6 +114,9 @@ class DrServer:
         return servicer.metrics_url
 
     async def close(self, grace: float = 1.0) -> None:
+        if self._following is not None:
+            self._following.cancel()
+            self._following = None
         if self.metrics is not None:
             self.metrics.stop()
             self.metrics = None

@@ -16,6 +16,7 @@ Two ways to keep the realm's one address on the active replica:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import grpc
@@ -26,6 +27,8 @@ from strongroom.channels import SERVER_OPTIONS, add_port
 from strongroom.reflection import enable_reflection
 from strongroom.routing.router import Router
 from strongroom.routing.servicer import RouterServicer
+from strongroom.security.guard import Guard
+from strongroom.security.tokens import TokenBook
 
 __all__ = ["SERVICE", "RouterServer"]
 
@@ -45,6 +48,8 @@ class RouterServer:
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self.port = 0
+        self._tokens: TokenBook | None = None
+        self._following: asyncio.Task[None] | None = None
 
     async def serve(self) -> int:
         """Bind the listen address and serve; the port (OSError when it cannot be bound)."""
@@ -52,7 +57,12 @@ class RouterServer:
         if self._server is not None:
             return self.port
         server = grpc.aio.server(options=[*SERVER_OPTIONS, ("grpc.so_reuseport", 0)])
-        router_pb2_grpc.add_RouterServiceServicer_to_server(RouterServicer(self.router), server)
+        router = self.router
+        if self._tokens is None:  # the site's bearer tokens, for operators' status calls
+            self._tokens = TokenBook(router.etcd)
+            self._following = asyncio.create_task(self._tokens.follow(), name="tokens")
+        router_pb2_grpc.add_RouterServiceServicer_to_server(
+            RouterServicer(router, Guard(lambda: router.realm, self._tokens)), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         enable_reflection([SERVICE, health.SERVICE_NAME], server)

@@ -13,7 +13,9 @@ from strongroom.errors import StrongroomError
 from strongroom.grpcerrors import abort_with
 from strongroom.routing.interest import ClusterInterest
 from strongroom.routing.router import Router
+from strongroom.security.access import Action
 from strongroom.security.calls import require_peer
+from strongroom.security.guard import Guard
 from strongroom.security.identity import Kind
 
 __all__ = ["RouterServicer"]
@@ -21,8 +23,10 @@ __all__ = ["RouterServicer"]
 class RouterServicer(rgrpc.RouterServiceServicer):
     """The RouterService of one router replica."""
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, guard: Guard | None = None) -> None:
         self.router = router
+        self.guard = guard if guard is not None else Guard(lambda: router.realm, None)
+        """Who may read the router's status (`browse`, where the realm enables auth)."""
 
     async def _neighbours_only(self, context: grpc.aio.ServicerContext, claimed: str = "") -> None:  # type: ignore[type-arg]
         # Only the router of a cluster that shares a zone with this one (of the one the call
@@ -51,4 +55,5 @@ class RouterServicer(rgrpc.RouterServiceServicer):
             yield ack
 
     async def Status(self, request: rpb.RouterStatusRequest, context: grpc.aio.ServicerContext) -> rpb.RouterStatus:  # type: ignore[type-arg]
+        await self.guard.require(context, Action.BROWSE)
         return self.router.status()
