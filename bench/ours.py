@@ -31,6 +31,8 @@ CONFIGS: dict[str, tuple[str, str]] = {
     "disk-sync": ("disk-sync", ""),
     "disk-sync-events": ("disk-sync", ""),
     "disk-sync-plaintext": ("disk-sync", ""),  # TLS off (`strongroom up --insecure`); the others run with it
+    # The realm's auth on: the client calls as user `bench` with a bearer token, every call checked.
+    "disk-sync-auth": ("disk-sync", ""),
     "disk-async": ("disk-async", ""),
     "non-replicated": ("disk-async", "nr."),
     "uow": ("disk-sync", ""),
@@ -48,6 +50,28 @@ DRIVER_CONFIGS: dict[str, str] = {"disk-sync-sqlite": "sqlite", "disk-async-sqli
 """Configurations on another storage driver than the default (RocksDB): configuration -> driver."""
 EVENTS_SUFFIX = "-events"
 PLAINTEXT_SUFFIX = "-plaintext"
+AUTH_SUFFIX = "-auth"
+AUTH_SECTIONS = """\
+auth:
+  enabled: true
+roles:
+  - name: operator
+    permissions:
+      - actions: [administer, publish, subscribe]
+  - name: benchmark
+    permissions:
+      - actions: [publish, subscribe]
+        store: main
+        destinations: ["bench.*", "*.queue", "*"]
+      - actions: [browse]
+users:
+  - name: admin
+    roles: [operator]
+  - name: bench
+    roles: [benchmark]
+"""
+"""What `-auth` configurations add to the realm: the benchmark's client is user `bench`, whose
+grants are checked at every call (three destination globs, the last one matching)."""
 EVENT_LOG_INTERVAL = 10.0
 """The event log's default publish interval (seconds), which the benchmark keeps."""
 
@@ -123,7 +147,8 @@ class StrongroomTarget:
 
     def realm_text(self) -> str:
         """The realm this configuration runs."""
-        return realm_for(self.storage, self.events_dir, driver=self.driver)
+        text = realm_for(self.storage, self.events_dir, driver=self.driver)
+        return text + AUTH_SECTIONS if self.config.endswith(AUTH_SUFFIX) else text
 
     async def start(self) -> None:
         from strongroom.client import Client
@@ -142,7 +167,22 @@ class StrongroomTarget:
         self.leader = leaders[CLUSTER]
         self.leader_pid = self.cluster.member(CLUSTER, self.leader).pid
         self.server_pids = [p.pid for p in self.cluster.members[CLUSTER].values()]
-        self.client = Client(self.cluster.endpoints(CLUSTER), client_name="bench", timeout=60.0)
+        token = await self._token() if self.config.endswith(AUTH_SUFFIX) else None
+        self.client = Client(self.cluster.endpoints(CLUSTER), client_name="bench", timeout=60.0, token=token)
+
+    async def _token(self) -> str:
+        """A bearer token for user `bench`, once every member knows it (they follow etcd)."""
+        from strongroom.etcd import EtcdClient
+        from strongroom.security.tokens import TokenBook
+
+        assert self.cluster.etcd is not None
+        etcd = EtcdClient(self.cluster.etcd.endpoint)
+        try:
+            token, _record = await TokenBook(etcd).issue("bench", 0, "benchmark")
+        finally:
+            await etcd.close()
+        await asyncio.sleep(0.5)
+        return token
 
     async def event_log_size(self) -> dict[str, float]:
         """The event log's files once the last rows are published (one publish interval after

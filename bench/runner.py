@@ -99,6 +99,7 @@ PROGRESS_EVERY = 5.0
 ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync"),
     ("strongroom", "disk-sync-plaintext"),
+    ("strongroom", "disk-sync-auth"),
     ("strongroom", "disk-sync-events"),
     ("strongroom", "disk-sync-standby"),
     ("strongroom", "disk-sync-standby-niced"),
@@ -177,6 +178,11 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
     ("disk-sync", "disk-sync-plaintext", "confirm.p99_ms", None),
     ("disk-sync", "disk-sync-plaintext", "pipelined.msgs_per_s", 0.85),
     ("disk-sync", "disk-sync-plaintext", "pipelined_x4.msgs_per_s", None),
+    # The realm's auth on (a token on every call, every publish's destination checked) against off.
+    ("disk-sync-auth", "disk-sync", "confirm.msgs_per_s", 0.95),
+    ("disk-sync-auth", "disk-sync", "confirm.p99_ms", None),
+    ("disk-sync-auth", "disk-sync", "pipelined.msgs_per_s", 0.95),
+    ("disk-sync-auth", "disk-sync", "pipelined_x4.msgs_per_s", None),
     ("disk-sync", "nats-fsync-tls", "confirm.msgs_per_s", 1.0),
     ("disk-sync", "nats-fsync-tls", "confirm.p99_ms", None),
     ("disk-sync", "nats-fsync-tls", "pipelined.msgs_per_s", 1.0),

@@ -60,3 +60,24 @@ def test_sqlite_is_compared_with_rocksdb_in_the_same_mode_and_only_pairs_measure
     assert "disk-sync-sqlite / disk-sync" in text
     # Pairs of configurations this run did not measure get no empty column.
     assert "disk-async-sqlite / disk-async" not in text and "disk-sync / nats-fsync" not in text
+
+
+def test_the_auth_configuration_runs_disk_sync_with_the_realms_auth_on_and_a_grant_for_its_client(
+        tmp_path: Path) -> None:
+    from bench.ours import AUTH_SUFFIX, CONFIGS
+    from strongroom.security.access import Action, rules_of
+
+    assert CONFIGS["disk-sync-auth"] == CONFIGS["disk-sync"] and "disk-sync-auth".endswith(AUTH_SUFFIX)
+    configs = [c for _, c in runner.ORDER]
+    assert "disk-sync-auth" in configs
+    realm = parse_realm(StrongroomTarget("disk-sync-auth", tmp_path, Progress(out=lambda _s: None)).realm_text())
+    rules = rules_of(realm)
+    assert rules.enabled
+    # What the workloads do as user bench: publish and subscribe on the main store, status.
+    assert rules.allows("bench", Action.PUBLISH, "main", "bench.confirm.queue")
+    assert rules.allows("bench", Action.SUBSCRIBE, "main", "bench.fanout")
+    assert rules.allows("bench", Action.BROWSE)
+    assert not rules.allows("bench", Action.ADMINISTER)
+    plain = parse_realm(StrongroomTarget("disk-sync", tmp_path, Progress(out=lambda _s: None)).realm_text())
+    assert not rules_of(plain).enabled
+    assert ("disk-sync-auth", "disk-sync", "pipelined.msgs_per_s", 0.95) in runner.RATIOS

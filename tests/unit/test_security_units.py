@@ -98,3 +98,26 @@ def test_grpc_handshake_lines_are_recognised_as_refusals() -> None:
     before = refusals.snapshot().get(("link", "no_identity"), 0)
     refusals.count("link", "no_identity", "a test", "127.0.0.1:1")
     assert refusals.snapshot()[("link", "no_identity")] == before + 1
+
+
+def test_a_local_deployment_does_not_use_an_authority_whose_directory_is_gone(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark runs one deployment after another, each removed with its directory: the next
+    one makes an authority of its own instead of reading the files of the one removed."""
+    import shutil
+
+    from strongroom.security import certs, tls
+
+    monkeypatch.delenv(certs.AUTHORITY_ENV, raising=False)
+    before_ca, before_tls = certs.active(), tls.current()
+    try:
+        certs.activate(None)
+        first = certs.set_up_local(tmp_path / "one" / "tls")
+        assert first is not None and (tmp_path / "one" / "tls" / "ca.pem").exists()
+        shutil.rmtree(tmp_path / "one")
+        second = certs.set_up_local(tmp_path / "two" / "tls")
+        assert second is not None and second.ca_path == tmp_path / "two" / "tls" / "ca.pem"
+        assert second.ca != first.ca
+    finally:
+        certs.activate(before_ca)
+        tls.use(before_tls)

@@ -169,7 +169,10 @@ def set_up_local(directory: Path, enabled: bool = True) -> Tls | None:
         activate(None)
         tls.use(None)
         return None
-    ca = active() or LocalCa(Path(os.environ.get(AUTHORITY_ENV) or directory))
+    ca = active()
+    if ca is not None and not ca.ca_path.exists():
+        ca = None  # its directory went with the deployment that made it (a benchmark's previous run)
+    ca = ca or LocalCa(Path(os.environ.get(AUTHORITY_ENV) or directory))
     activate(ca)
     mine = tls.current()
     if mine is not None and mine.ca == ca.ca_path.read_bytes():
