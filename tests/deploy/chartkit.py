@@ -106,6 +106,44 @@ def args_of(container: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+CUSTOM_KINDS = {"ScheduledSparkApplication", "ServiceMonitor", "Certificate", "Issuer"}
+"""Kinds of a CRD the Kubernetes schemas do not know (the Kubeflow spark-operator's, the
+Prometheus Operator's, cert-manager's): skipped by the Kubernetes schema checks, their fields
+checked by tests/deploy/test_chart_metrics.py, test_chart_monitoring.py and test_chart_tls.py."""
+
+TLS_DIR = "/etc/strongroom-tls"
+"""Where every Strongroom container and etcd mount their certificate, key and authority."""
+TLS_ENV = {"STRONGROOM_TLS_CA": f"{TLS_DIR}/ca.crt", "STRONGROOM_TLS_CERT": f"{TLS_DIR}/tls.crt",
+           "STRONGROOM_TLS_KEY": f"{TLS_DIR}/tls.key"}
+"""The environment naming them (the variables strongroom.security.tls reads)."""
+
+
+def tls_on(values: dict[str, Any]) -> bool:
+    """The release speaks mutual TLS (tls.enabled)."""
+    return bool(values["tls"]["enabled"])
+
+
+def health_check(values: dict[str, Any], port: int, service: str = "") -> dict[str, Any]:
+    """The check a probe of a Strongroom process's gRPC health on `port` must make: the kubelet's
+    gRPC probe in plaintext; with TLS, which that probe cannot speak, `python -m strongroom.probe`."""
+    if tls_on(values):
+        return {"exec": {"command": ["python", "-m", "strongroom.probe", str(port),
+                                     *(["--service", service] if service else [])]}}
+    return {"grpc": {"port": port, **({"service": service} if service else {})}}
+
+
+def check_of(probe: dict[str, Any]) -> dict[str, Any]:
+    """A probe's check (exec, grpc, tcpSocket or httpGet), without its timing."""
+    return {k: v for k, v in probe.items() if k in ("exec", "grpc", "tcpSocket", "httpGet")}
+
+
+def etcd_args(container: dict[str, Any]) -> dict[str, str]:
+    """The bundled etcd's `--flag=value` arguments as a dict (its whole command line is its
+    `command`, where checkov reads etcd's flags)."""
+    assert container["command"][0] == "etcd" and "args" not in container
+    return args_of({"args": container["command"][1:]})
+
+
 def expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes' $(VAR) expansion in command arguments."""
     for k, v in env.items():

@@ -21,10 +21,14 @@ import pytest
 import yaml
 from chartkit import (
     CHART,
+    CUSTOM_KINDS,
     NAMESPACE,
     SCENARIOS,
+    TLS_DIR,
     Rendered,
+    check_of,
     fullname,
+    health_check,
     helm,
     load_values,
     render,
@@ -40,6 +44,9 @@ PAIR = "values-dr.yaml"
 STANDBY = "values-dr-standby.yaml"
 PRIMARY_RELEASE, STANDBY_RELEASE = "sr", "sr-standby"  # as ci/values-dr.yaml names them
 KUBE_VERSIONS = ("1.27.0", kubernetes_validate.utils.latest_version())
+SHARED_ISSUER = {"certManager": {"issuerRef": {"name": "strongroom-dr-ca", "kind": "ClusterIssuer"}}}
+"""tls values both releases of a pair share (as ci/values-dr.yaml's): one issuer, so each site
+trusts the other's certificates (the chart refuses its own authority in a pair)."""
 
 
 def pair_values(role: str, **dr: Any) -> dict[str, Any]:
@@ -137,6 +144,8 @@ def test_the_standby_release_of_the_pair_lints_and_validates_strictly() -> None:
     for doc in standby.docs:
         assert doc["metadata"]["namespace"] == NAMESPACE
         assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == STANDBY_RELEASE
+        if doc["kind"] in CUSTOM_KINDS:
+            continue  # cert-manager's: tests/deploy/test_chart_tls.py
         for version in KUBE_VERSIONS:
             kubernetes_validate.validate(doc, version, strict=True)
 
@@ -201,13 +210,13 @@ def test_standby_members_are_started_as_primary_members_are() -> None:
     expected = renamed(member_container(p_sts), "sr-strongroom", "sr-standby-strongroom", "sr", "sr-standby")
     assert member_container(s_sts) == expected
     assert env_of(member_container(s_sts))["STRONGROOM_ETCD"].startswith(
-        "sr-standby-strongroom-etcd-0.sr-standby-strongroom-etcd-headless.messaging.svc.")
+        "https://sr-standby-strongroom-etcd-0.sr-standby-strongroom-etcd-headless.messaging.svc.")
     # Probes: gRPC health "" on the member port, which every member answers SERVING once it has
     # joined its set, leader or follower: readiness never waits for a serving leader, which a
     # standby set does not have until it is activated.
     container = member_container(s_sts)
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container[probe]["grpc"] == {"port": standby.values["persistence"]["port"]}
+        assert check_of(container[probe]) == health_check(standby.values, standby.values["persistence"]["port"])
     # The site's own StorageClass; the size is the cluster's.
     (claim,) = s_sts["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["storageClassName"] == "ssd-site-b"
@@ -252,7 +261,7 @@ def test_both_releases_of_the_pair_run_the_same_dr_service_but_for_names() -> No
         assert p["metadata"]["name"] == "sr-strongroom-default-dr"
         assert renamed(p, "sr-strongroom", "sr-standby-strongroom", "sr", "sr-standby") == s
     etcd = env_of(dr_container(primary.get("Deployment", "sr-strongroom-default-dr")))["STRONGROOM_ETCD"]
-    assert etcd.startswith("sr-strongroom-etcd-0.sr-strongroom-etcd-headless.messaging.svc.")
+    assert etcd.startswith("https://sr-strongroom-etcd-0.sr-strongroom-etcd-headless.messaging.svc.")
     assert "standby" not in etcd
 
 
@@ -294,7 +303,7 @@ def test_dr_command_line_is_what_strongroom_dr_parses(which: str, monkeypatch: p
         assert exit_.value.code == 0
         (args,) = seen
         assert args.etcd == env["STRONGROOM_ETCD"]
-        assert args.etcd.startswith(f"{fullname(r.values, r.release)}-etcd-0.")
+        assert args.etcd.startswith(f"https://{fullname(r.values, r.release)}-etcd-0.")
         assert args.cluster == cluster
         assert args.listen == f"0.0.0.0:{d['port']}"
         assert args.heartbeat == float(d["heartbeatSeconds"])
@@ -319,8 +328,8 @@ def test_dr_probes_ask_the_grpc_health_service_the_dr_service_serves(which: str)
         assert port == {"name": "grpc", "containerPort": r.values["dr"]["port"], "protocol": "TCP"}
         assert metrics == {"name": "metrics", "containerPort": r.values["dr"]["metricsPort"], "protocol": "TCP"}
         for probe in ("startupProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": port["containerPort"]}
-        assert container["readinessProbe"]["grpc"] == {"port": port["containerPort"], "service": DR_SERVICE}
+            assert check_of(container[probe]) == health_check(r.values, port["containerPort"])
+        assert check_of(container["readinessProbe"]) == health_check(r.values, port["containerPort"], DR_SERVICE)
         assert container["startupProbe"]["failureThreshold"] == probes["startupFailureThreshold"]
         assert container["livenessProbe"]["failureThreshold"] == probes["livenessFailureThreshold"]
         assert {container[p]["periodSeconds"] for p in ("startupProbe", "readinessProbe", "livenessProbe")} == \
@@ -340,7 +349,8 @@ def test_dr_deployment_is_one_locked_down_replica_never_two(which: str, name: st
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
     assert pod["securityContext"] == r.values["podSecurityContext"]
     assert container["securityContext"] == r.values["securityContext"]
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+    assert {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]} == \
+        {"/tmp": False, TLS_DIR: True}
     if which == "standby scenario":  # the scenario's resources over the chart's defaults (Helm merges them)
         assert container["resources"] == r.values["dr"]["resources"] == \
             {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}
@@ -376,6 +386,7 @@ def test_a_standby_site_runs_no_router() -> None:
     values = load_values(CHART / "ci" / "values-zones.yaml")
     values["persistence"]["clusters"][0]["standby"] = {"members": 3, "primary": ["rio.site-a.example:7101"]}
     values["dr"] = {"sites": {"primary": {"release": "sr"}, "standby": {"release": "sr-standby"}}}
+    values["tls"] = SHARED_ISSUER
     assert of_component(render(values, release="sr"), "Deployment", "router")
     values["dr"]["role"] = "standby"
     standby = render(values, release="sr-standby")
@@ -391,6 +402,7 @@ def test_with_an_existing_realm_the_standby_release_needs_only_the_member_count(
     values["persistence"] = {"clusters": [{"name": "default", "members": 3, "storage": "disk-sync",
                                            "standby": {"members": 1}}]}
     values["dr"] = {"role": "standby"}
+    values["tls"] = SHARED_ISSUER
     r = render(values)
     assert r.get("StatefulSet", "sr-strongroom-default")["spec"]["replicas"] == 1
     assert dr_container(r.get("Deployment", "sr-strongroom-default-dr"))["args"][0] == "--cluster=default"
@@ -441,17 +453,36 @@ def test_primary_release_renders_what_it_renders_without_dr_but_the_realms_stand
         name: str) -> None:
     """Adding a standby set changes nothing of the primary release's members and realm but the
     realm file's clusters[].standby: the same objects, byte for byte, and the same realm
-    otherwise; what it adds is the cluster's DR Deployment and Service (dr.yaml), nothing else."""
+    otherwise; what it adds is the cluster's DR Deployment and Service (dr.yaml) and the DR
+    service's certificate, and the cluster's member certificates name the standby.primary
+    hosts (the standby site's DR service reads them there), nothing else."""
     values = load_values(CHART / "ci" / name)
     if name != PAIR:
         values["persistence"]["clusters"][0]["standby"] = {"members": 3, "primary": ["a.example:7101"]}
         values["dr"] = {"sites": {"standby": {"release": "sr-b"}}}
+        values["tls"] = SHARED_ISSUER
     with_dr, plain = render(values), render(_without_dr(values))
     realm_name = f"{fullname(plain.values)}-realm"
     differing = {k for k in plain.templates.keys() | with_dr.templates.keys()
                  if plain.templates.get(k, "").strip() != with_dr.templates.get(k, "").strip()}
     assert differing == {"strongroom/templates/realm-configmap.yaml", "strongroom/templates/NOTES.txt",
-                         "strongroom/templates/dr.yaml", "strongroom/templates/networkpolicy.yaml"}
+                         "strongroom/templates/dr.yaml", "strongroom/templates/networkpolicy.yaml",
+                         "strongroom/templates/certificates.yaml"}
+    # certificates.yaml: the DR service's added; the cluster's members' name the primary's hosts.
+    cluster = values["persistence"]["clusters"][0]["name"]
+    certs = {t: {d["metadata"]["name"]: d for d in yaml.safe_load_all(r.templates["strongroom/templates/certificates.yaml"])
+                 if d} for t, r in (("with", with_dr), ("plain", plain))}
+    assert certs["with"].keys() - certs["plain"].keys() == {f"{fullname(plain.values)}-{cluster}-dr-tls"}
+    hosts = [a.rsplit(":", 1)[0] for a in values["persistence"]["clusters"][0]["standby"]["primary"]]
+    for cert_name, cert in certs["plain"].items():
+        if cert["metadata"]["labels"].get("strongroom.io/cluster") == cluster and \
+                cert["metadata"]["labels"]["app.kubernetes.io/component"] == "persistence":
+            expected = copy.deepcopy(cert)
+            names = expected["spec"]["dnsNames"]
+            expected["spec"]["dnsNames"] = names[:-1] + hosts + names[-1:]  # before localhost
+            assert certs["with"][cert_name] == expected
+        else:
+            assert certs["with"][cert_name] == cert
     # networkpolicy.yaml: the DR service's policy added, the others the same.
     policies = {t: {d["metadata"]["name"]: d for d in yaml.safe_load_all(r.templates["strongroom/templates/networkpolicy.yaml"])
                     if d} for t, r in (("with", with_dr), ("plain", plain))}
@@ -479,6 +510,7 @@ def test_with_an_existing_realm_the_primary_release_runs_the_dr_service_of_a_clu
     values["persistence"] = {"clusters": [{"name": "default", "members": 3, "storage": "disk-sync",
                                            "standby": {"members": 1}},
                                           {"name": "other", "members": 1, "storage": "memory"}]}
+    values["tls"] = SHARED_ISSUER
     r = render(values)
     assert r.values["dr"]["role"] == "primary"
     assert r.get("StatefulSet", "sr-strongroom-default")["spec"]["replicas"] == 3

@@ -11,21 +11,28 @@ import kubernetes_validate
 import pytest
 from chartkit import (
     CHART,
+    CUSTOM_KINDS,
     NAMESPACE,
     RELEASE,
     SCENARIOS,
     Rendered,
     args_of,
+    check_of,
+    etcd_args,
     expand,
     fullname,
+    health_check,
     helm,
     load_values,
     member_container,
     member_sets,
     pods,
     shared_store,
+    tls_on,
 )
 
+from strongroom.channels import PROCESS
+from strongroom.etcd import endpoint_tls, parse_endpoints
 from strongroom.persistence.k8s import LEADER_VALUE, ROLE_LABEL, patch_body
 from strongroom.realm.model import parse_realm
 
@@ -65,12 +72,6 @@ def test_lint_strict(path: Any) -> None:
     assert report["errors"] == []
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert problems == []
-
-
-CUSTOM_KINDS = {"ScheduledSparkApplication", "ServiceMonitor"}
-"""Kinds of a CRD the Kubernetes schemas do not know (the Kubeflow spark-operator's, the
-Prometheus Operator's): skipped here, their fields checked by tests/deploy/test_chart_metrics.py
-and tests/deploy/test_chart_monitoring.py."""
 
 
 def test_every_manifest_is_valid_kubernetes_strict(scenario: Rendered) -> None:
@@ -194,7 +195,11 @@ def test_leader_service_selects_the_label_the_member_sets(scenario: Rendered) ->
         assert leader["spec"]["ports"][0]["targetPort"] == "grpc"
 
 
-def test_probes_use_the_grpc_health_service_on_the_member_port(scenario: Rendered) -> None:
+def test_probes_ask_the_grpc_health_service_on_the_member_port(scenario: Rendered) -> None:
+    """The health servicer's overall status ("") on the member's gRPC port: the kubelet's gRPC
+    probe in plaintext; with TLS `python -m strongroom.probe PORT` in the container, which calls
+    with the container's own certificate (tests/deploy/test_chart_tls.py runs it against a TLS
+    server) and is allowed the interpreter's start."""
     paired = {f"{fullname(scenario.values)}-{c['name']}" for c in clusters(scenario) if shared_store(c)}
     for sts in scenario.all("StatefulSet"):
         if sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] != "persistence":
@@ -204,13 +209,14 @@ def test_probes_use_the_grpc_health_service_on_the_member_port(scenario: Rendere
         container = member_container(sts)
         port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            grpc = container[probe]["grpc"]
-            assert grpc["port"] == port
-            assert grpc.get("service", "") == ""  # the health servicer's overall status
+            assert check_of(container[probe]) == health_check(scenario.values, port)
+            if tls_on(scenario.values):
+                assert container[probe]["timeoutSeconds"] == 5
+        assert container["livenessProbe"]["timeoutSeconds"] >= 3
     deploy = scenario.get("Deployment", f"{fullname(scenario.values)}-realm")
     realm = deploy["spec"]["template"]["spec"]["containers"][0]
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert realm[probe]["grpc"]["port"] == scenario.values["realm"]["port"]
+        assert check_of(realm[probe]) == health_check(scenario.values, scenario.values["realm"]["port"])
 
 
 def test_pod_scheduling_and_hand_off(scenario: Rendered) -> None:
@@ -307,10 +313,18 @@ def test_etcd_endpoints_reach_the_bundled_members_or_the_external_ones(scenario:
         assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"]
         assert sts["spec"]["replicas"] == etcd["replicas"] and etcd["replicas"] % 2 == 1
         domain = f"{headless['metadata']['name']}.{NAMESPACE}.svc.{scenario.values['clusterDomain']}"
-        expected = [f"{fn}-etcd-{i}.{domain}:{etcd['clientPort']}" for i in range(etcd["replicas"])]
-        args = args_of(sts["spec"]["template"]["spec"]["containers"][0])
-        peers = [f"{fn}-etcd-{i}=http://{fn}-etcd-{i}.{domain}:{etcd['peerPort']}" for i in range(etcd["replicas"])]
+        # With TLS every endpoint says https:// (strongroom.etcd.endpoint_tls: the process's own
+        # certificate), and etcd listens and advertises https on both ports.
+        scheme = "https" if tls_on(scenario.values) else "http"
+        prefix = "https://" if tls_on(scenario.values) else ""
+        expected = [f"{prefix}{fn}-etcd-{i}.{domain}:{etcd['clientPort']}" for i in range(etcd["replicas"])]
+        args = etcd_args(sts["spec"]["template"]["spec"]["containers"][0])
+        peers = [f"{fn}-etcd-{i}={scheme}://{fn}-etcd-{i}.{domain}:{etcd['peerPort']}" for i in range(etcd["replicas"])]
         assert args["--initial-cluster"] == ",".join(peers)
+        assert args["--listen-client-urls"] == f"{scheme}://0.0.0.0:{etcd['clientPort']}"
+        assert args["--advertise-client-urls"] == f"{scheme}://$(POD_NAME).{domain}:{etcd['clientPort']}"
+        assert args["--listen-peer-urls"] == f"{scheme}://0.0.0.0:{etcd['peerPort']}"
+        assert args["--initial-advertise-peer-urls"] == f"{scheme}://$(POD_NAME).{domain}:{etcd['peerPort']}"
     else:
         assert not [s for s in scenario.all("StatefulSet") if s["metadata"]["name"] == f"{fn}-etcd"]
         expected = etcd["externalEndpoints"]
@@ -319,6 +333,9 @@ def test_etcd_endpoints_reach_the_bundled_members_or_the_external_ones(scenario:
     for workload in users:
         env = {e["name"]: e.get("value") for e in workload["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["STRONGROOM_ETCD"].split(",") == expected
+        assert parse_endpoints(env["STRONGROOM_ETCD"]) == [e.removeprefix("https://") for e in expected]
+        if tls_on(scenario.values):  # reached with the process's own certificate
+            assert endpoint_tls(env["STRONGROOM_ETCD"]) is PROCESS
 
 
 def test_realm_file_comes_from_values_or_the_existing_config_map(scenario: Rendered) -> None:
@@ -353,7 +370,7 @@ def test_commands_and_flags_exist_in_the_image_entry_points(scenario: Rendered) 
     seen: dict[tuple[str, ...], list[str]] = {}
     for w in workloads:
         for c in w["spec"]["template"]["spec"]["containers"]:
-            if c["command"] == ["etcd"]:
+            if c["command"][0] == "etcd":
                 continue
             key = tuple(c["command"]) + tuple(a for a in c["args"][:2] if not a.startswith("-"))
             seen.setdefault(key, []).extend(a.split("=")[0] for a in c["args"] if a.startswith("--"))

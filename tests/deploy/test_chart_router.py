@@ -14,8 +14,11 @@ from chartkit import (
     CHART,
     NAMESPACE,
     SCENARIOS,
+    TLS_DIR,
     Rendered,
+    check_of,
     fullname,
+    health_check,
     helm,
     load_values,
     render,
@@ -171,7 +174,7 @@ def test_router_reaches_the_same_etcd_as_its_clusters_members(name: str) -> None
         member_env = {e["name"]: e.get("value") for e in member["env"]}
         router_env = {e["name"]: e.get("value") for e in router["env"]}
         assert router_env["STRONGROOM_ETCD"] == member_env["STRONGROOM_ETCD"]
-        assert router_env["STRONGROOM_ETCD"].startswith(f"{fn}-etcd-0.{fn}-etcd-headless.{NAMESPACE}.svc.")
+        assert router_env["STRONGROOM_ETCD"].startswith(f"https://{fn}-etcd-0.{fn}-etcd-headless.{NAMESPACE}.svc.")
 
 
 @pytest.mark.parametrize("name", [ZONES, SITE])
@@ -188,7 +191,8 @@ def test_probes_make_every_running_replica_ready(name: str) -> None:
         assert port == {"name": "grpc", "containerPort": r.values["router"]["port"], "protocol": "TCP"}
         assert metrics == {"name": "metrics", "containerPort": r.values["router"]["metricsPort"], "protocol": "TCP"}
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": port["containerPort"]}
+            # With TLS (these scenarios' default) through `python -m strongroom.probe PORT`.
+            assert check_of(container[probe]) == health_check(r.values, port["containerPort"])
             assert ROUTER_SERVICE not in str(container[probe])
         assert ROUTER_SERVICE == "strongroom.v1.RouterService"
         assert container["readinessProbe"]["failureThreshold"] == probes["readinessFailureThreshold"]
@@ -256,8 +260,10 @@ def test_router_pods_are_locked_down_like_the_other_workloads(name: str) -> None
         # (not the members', whose Role names the members' pods).
         assert pod["automountServiceAccountToken"] is True
         assert pod["serviceAccountName"] == f"{fullname(r.values)}-router"
-        # A read-only root: /tmp is the one writable place, as for the realm service.
-        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+        # A read-only root: /tmp is the one writable place, as for the realm service; the
+        # certificate of the cluster's routers is mounted read-only.
+        assert {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]} == \
+            {"/tmp": False, TLS_DIR: True}
         assert container.get("resources", {}) == r.values["router"]["resources"]
     # The scenario's resources over the chart's defaults (Helm merges them: its CPU limit stays).
     assert router_container(render_scenario(ZONES).get("Deployment", "sr-strongroom-rio-router"))["resources"] == \

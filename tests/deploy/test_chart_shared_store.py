@@ -18,8 +18,10 @@ from chartkit import (
     SCENARIOS,
     Rendered,
     args_of,
+    check_of,
     expand,
     fullname,
+    health_check,
     helm,
     load_values,
     member_container,
@@ -105,10 +107,10 @@ def test_both_pods_start_as_standby_each_at_its_own_address(r: Rendered) -> None
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["tcpSocket"]["port"] == port["name"]
         assert "grpc" not in container[probe]
-    # Other clusters keep their own names and gRPC health probes.
+    # Other clusters keep their own names and gRPC health probes (through strongroom.probe with TLS).
     orders = member_container(_sts(r, "orders"))
     assert args_of(orders)["--member"] == "$(POD_NAME)" and "--run-mode" not in args_of(orders)
-    assert orders["readinessProbe"]["grpc"]["port"] == port["containerPort"]
+    assert check_of(orders["readinessProbe"]) == health_check(r.values, port["containerPort"])
 
 
 def test_the_realm_declares_the_pair_at_the_pods_addresses(r: Rendered) -> None:
