@@ -6,6 +6,7 @@
 #   strongroom-dr            a cluster's DR service at its standby site
 #   strongroom               the CLI (realm apply, status, publish, drills)
 #   python -m strongroom.drill_k8s agent   the in-cluster half of the Kubernetes failover drill
+#   python -m strongroom.probe PORT        the chart's probes under TLS (gRPC health, mutual TLS)
 #   spark-submit /opt/strongroom/spark_jobs/<job>.py   the Spark jobs (pyspark + Java 17); the
 #       entry point turns Spark on Kubernetes' "driver" and "executor" pod arguments into the
 #       driver's spark-submit and the executor's JVM (spark_jobs/entrypoint.sh)
