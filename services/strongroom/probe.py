@@ -34,8 +34,9 @@ __all__ = ["check", "main", "server_name"]
 
 
 def server_name(tls: Tls) -> str | None:
-    """The name the probe expects the process's certificate to carry: the first DNS name of the
-    container's own certificate (None when it names none, e.g. an IP address only)."""
+    """The name the probe expects the process's certificate to carry: the first DNS name (not a
+    wildcard) of the container's own certificate; None when it names none (an IP address only:
+    127.0.0.1 is then checked)."""
     from cryptography import x509
 
     cert = x509.load_pem_x509_certificate(tls.cert)
@@ -43,8 +44,7 @@ def server_name(tls: Tls) -> str | None:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return None
-    dns = names.get_values_for_type(x509.DNSName)
-    return dns[0] if dns else None
+    return next((n for n in names.get_values_for_type(x509.DNSName) if not n.startswith("*.")), None)
 
 
 def check(port: int, service: str = "", timeout: float = 2.0, tls: Tls | None = None) -> str | None:

@@ -497,6 +497,18 @@ async def test_the_probe_the_chart_runs_asks_a_mutual_tls_server_as_the_containe
         await server.stop(None)
 
 
+def test_the_probe_expects_the_first_dns_name_of_the_containers_own_certificate(tmp_path: Path) -> None:
+    """What it checks the process's certificate against, whatever it dialled (127.0.0.1): its own
+    certificate's first DNS name that is not a wildcard, or 127.0.0.1 itself when it names none."""
+    from strongroom.probe import server_name
+
+    ca = LocalCa(tmp_path / "ca")
+    member = Identity(Kind.MEMBER, "m-0", "default")
+    names = ("*.m.headless.ns.svc", "m-0.m.headless.ns.svc", "localhost", "127.0.0.1")
+    assert server_name(ca.issue(member, names, directory=tmp_path / "a")) == "m-0.m.headless.ns.svc"
+    assert server_name(ca.issue(member, ("127.0.0.1",), directory=tmp_path / "b")) is None
+
+
 # --- values that cannot run, and the schema ----------------------------------------------------------------
 
 
