@@ -43,6 +43,11 @@ def test_only_the_named_kinds_of_the_cluster_are_admitted_and_a_member_only_as_i
     # A user belongs to no cluster: admitted by kind alone where users may call (the committed log).
     assert admits(Identity(Kind.USER, "ops"), "rio", [Kind.DR, Kind.MEMBER, Kind.USER]) is None
     assert admits(Identity(Kind.USER, "ops"), "rio", [Kind.DR]) is not None
+    # So does the realm service (named by its site): the chart's tools run in its pod.
+    realm = Identity(Kind.REALM, "realm", "realm")
+    assert admits(realm, "rio", [Kind.DR, Kind.MEMBER, Kind.USER, Kind.REALM]) is None
+    refused = admits(realm, "rio", [Kind.MEMBER])
+    assert refused is not None and refused.reason == "wrong_identity"
     # A DR service's certificate names no member: a claimed leader does not apply to it.
     assert admits(Identity(Kind.DR, "dr", "rio"), "rio", [Kind.DR, Kind.MEMBER], claimed="m1") is None
 

@@ -387,7 +387,9 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     async def StreamCommitted(self, request: rpb.StreamCommittedRequest, context: Context) -> None:
         # An operator's tools read it too (the activation's tail report, the drills, the chaos
         # checker): users, until permissions say which (issue 24, authorization).
-        await require_peer(context, self.cluster, [Kind.DR, Kind.MEMBER, Kind.USER], "read-committed")
+        # Operators' tools read it too: as a user, or from the realm service's pod (the chart's
+        # `kubectl exec` tools: `dr demote --manifest`, the DR drill), as the realm service.
+        await require_peer(context, self.cluster, [Kind.DR, Kind.MEMBER, Kind.USER, Kind.REALM], "read-committed")
         member = self.committed.member
         try:
             batches = self.committed.committed_entries(request.from_index, request.max_entries,
@@ -414,7 +416,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
                                        acked_messages=acked)
 
     async def CompareGeneration(self, request: rpb.GenerationInfo, context: Context) -> rpb.GenerationInfo:
-        await require_peer(context, self.cluster, [Kind.MEMBER, Kind.DR, Kind.USER], "compare-generation")
+        await require_peer(context, self.cluster, [Kind.MEMBER, Kind.DR, Kind.USER, Kind.REALM], "compare-generation")
         try:
             return await self.committed.compare_generation(request)
         except StrongroomError as err:

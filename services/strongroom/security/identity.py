@@ -84,7 +84,8 @@ class Refusal:
 def admits(peer: Identity | None, cluster: str | Collection[str], kinds: Iterable[Kind],
            claimed: str = "") -> Refusal | None:
     """None when `peer` may make a call that only `kinds` of `cluster` (or of one of several
-    clusters: a router's neighbours) may make (a user belongs to no cluster: admitted by kind); `claimed`: the member the call says it comes
+    clusters: a router's neighbours) may make (a user or the realm service belongs to no cluster:
+    admitted by kind); `claimed`: the member the call says it comes
     from (a leader's appends), which must be the peer's own name."""
     allowed = tuple(kinds)
     clusters = {cluster} if isinstance(cluster, str) else set(cluster)
@@ -94,7 +95,8 @@ def admits(peer: Identity | None, cluster: str | Collection[str], kinds: Iterabl
     if peer is None:
         return Refusal("no_identity", f"only a {wanted} of {where} may call this; "
                                       "the caller's certificate names no Strongroom identity")
-    if peer.kind not in allowed or (peer.kind is not Kind.USER and peer.cluster not in clusters):
+    # A user and the realm service (named by its site, not a cluster) belong to no cluster.
+    if peer.kind not in allowed or (peer.kind not in (Kind.USER, Kind.REALM) and peer.cluster not in clusters):
         return Refusal("wrong_identity", f"only a {wanted} of {where} may call this, not {peer}")
     if claimed and peer.kind is Kind.MEMBER and claimed != peer.name:
         return Refusal("impersonation", f"{peer} called as member {claimed!r}")

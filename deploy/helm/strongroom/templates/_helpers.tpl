@@ -428,9 +428,11 @@ group: {{ .group }}
 {{- printf "%s-tls" (include "strongroom.dr.fullname" .) }}
 {{- end }}
 
-{{/* The identity the realm-apply Job's certificate names: a user, as the CLI it runs is. */}}
+{{/* The identity the realm-apply Job's certificate names: a user, as the CLI it runs is. One
+name whatever the release, so that both releases of a DR pair generate the same realm (each
+lists it as a user of role chart-realm-apply, which may administer). */}}
 {{- define "strongroom.tls.realmApplyUser" -}}
-{{- printf "%s-apply" (include "strongroom.realm.fullname" .) }}
+strongroom-realm-apply
 {{- end }}
 
 {{/* The names a Service (or "<pod>.<headless Service>") is dialled by, as a JSON list: fully
@@ -723,6 +725,25 @@ stores:
   {{- toYaml .Values.realm.stores | nindent 2 }}
 destinations:
   {{- toYaml .Values.realm.destinations | nindent 2 }}
+{{- with .Values.realm.auth }}
+{{- /* The realm-apply Job calls as its own user (its certificate's): it may always apply. */}}
+{{- $applier := include "strongroom.tls.realmApplyUser" $root }}
+auth:
+  enabled: {{ and .enabled $root.Values.tls.enabled }}
+roles:
+  - name: chart-realm-apply
+    permissions:
+      - actions: [administer]
+  {{- with .roles }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+users:
+  - name: {{ $applier }}
+    roles: [chart-realm-apply]
+  {{- with .users }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -944,6 +965,25 @@ a schema cannot: relations between keys and what the services need to form a quo
 {{- end }}
 {{- if and (include "strongroom.tls.ownAuthority" .) (include "strongroom.dr.anyStandby" .) }}
 {{- $problems = append $problems "a cluster has a standby set but tls.certManager.issuerRef.name is empty: the chart's own self-signed authority would differ at each site of the disaster-recovery pair, and neither site would trust the other's certificates; name in tls.certManager.issuerRef an issuer both releases share (e.g. a CA ClusterIssuer holding the same CA at both sites), or set tls.source to existingSecrets and issue the Secrets from one authority yourself." }}
+{{- end }}
+{{- end }}
+{{- if not .Values.realm.existingConfigMap }}
+{{- $roles := dict "chart-realm-apply" true }}
+{{- range $r := .Values.realm.auth.roles | default list }}
+{{- if hasKey $roles $r.name }}
+{{- $problems = append $problems (printf "realm.auth.roles names role %s twice (or the chart's own chart-realm-apply): give each role one entry." $r.name) }}
+{{- end }}
+{{- $_ := set $roles $r.name true }}
+{{- end }}
+{{- range $u := .Values.realm.auth.users | default list }}
+{{- if eq $u.name (include "strongroom.tls.realmApplyUser" $) }}
+{{- $problems = append $problems (printf "realm.auth.users names user %s, the chart's own realm-apply Job user: choose another name." $u.name) }}
+{{- end }}
+{{- range $name := $u.roles | default list }}
+{{- if not (hasKey $roles $name) }}
+{{- $problems = append $problems (printf "realm.auth.users: user %s has role %s, which realm.auth.roles does not define." $u.name $name) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if and .Values.metrics.enabled (not .Values.metrics.events.claimName) }}
