@@ -84,6 +84,9 @@ def test_a_realm_change_takes_effect_on_an_access_already_made() -> None:
     current[0] = rules_of(parse_realm(AUTH.replace('destinations: ["orders.*", "audit"]', 'destinations: ["audit"]')))
     with pytest.raises(PermissionDenied):
         access.check(Action.PUBLISH, "default", "orders.1")
+    current[0] = rules_of(parse_realm(DEFAULT_REALM_YAML))  # auth off again: nothing is checked
+    access.check(Action.PUBLISH, "default", "orders.1")
+    access.check(Action.ADMINISTER)
 
 
 def test_auth_off_by_default_and_the_realm_file_refuses_what_cannot_work() -> None:
