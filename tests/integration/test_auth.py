@@ -20,6 +20,8 @@ import pytest
 from harness import Cluster, realm_yaml, running_cluster, scrape, strongroom, tls_as, value, wait_for
 
 from strongroom.api.v1 import admin_pb2, admin_pb2_grpc, messaging_pb2, messaging_pb2_grpc, realm_pb2, realm_pb2_grpc
+from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import open_channel
 from strongroom.client import Client
 from strongroom.errors import InvalidArgument, PermissionDenied, StrongroomError, Unauthenticated
@@ -207,11 +209,18 @@ async def test_a_token_names_its_user_until_it_is_revoked_and_a_forged_one_is_re
     token_id = token.split("_")[1]
 
     async def refused_now() -> bool:
-        # A publish that went through (not revoked here yet) fails the test: pytest.raises.
-        err = await _refused_call(leader, "Publish", _publish("orders.queue"), token=token)
-        return err.metadata == {"refusal": "token_revoked"}
+        # Until the member has seen the revocation, the probe's publish (to a queue of its own)
+        # goes through; from then on it is refused.
+        async with open_channel(leader, [], token=token) as channel:
+            try:
+                await messaging_pb2_grpc.MessagingServiceStub(channel).Publish(_publish("orders.probe.queue"),
+                                                                               timeout=10)
+            except grpc.aio.AioRpcError as exc:
+                return _error(exc).metadata == {"refusal": "token_revoked"}
+        return False
 
     await wait_for(refused_now, timeout=10)
+    before = await _stored(site)
     assert f"token {token_id} of user 'app' was revoked" in (
         await _refused_call(leader, "Publish", _publish("orders.queue"), token=token)).message
     assert await _stored(site) == before
@@ -283,3 +292,45 @@ def _env(tls_env: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGROOM_")}
     env.update(tls_env)
     return env
+
+
+async def test_a_token_issued_a_moment_ago_is_taken_and_a_certificate_that_names_no_user_is_refused(
+        site: Site) -> None:
+    leader = site.cluster.address(await site.cluster.leader())
+    token = await _issue(site, "app")
+    # No wait for the member's watch: an id it does not know yet is read from etcd once.
+    async with open_channel(leader, [], token=token) as channel:
+        reply = await messaging_pb2_grpc.MessagingServiceStub(channel).Publish(_publish("orders.queue"), timeout=10)
+        assert reply.confirmed
+    before = await _stored(site)
+    # etcd's certificate is the authority's too, but names neither a user nor a process that calls clients' calls.
+    err = await _refused_call(leader, "Publish", _publish("orders.queue"), tls=tls_as(Kind.ETCD, "etcd", "etcd"))
+    assert isinstance(err, Unauthenticated) and err.metadata == {"refusal": "wrong_identity"}
+    assert await _stored(site) == before
+
+
+async def test_maps_and_the_committed_log_are_checked_too(site: Site) -> None:
+    leader = site.cluster.address(await site.cluster.leader())
+    app = tls_as(Kind.USER, "app")
+    async with open_channel(leader, [], tls=app) as channel:
+        maps = messaging_pb2_grpc.MapServiceStub(channel)
+        await maps.Put(messaging_pb2.MapPutRequest(store="default", map="orders.prices", key="a", value=b"1"),
+                       timeout=10)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await maps.Put(messaging_pb2.MapPutRequest(store="default", map="billing.prices", key="a", value=b"1"),
+                           timeout=10)
+        err = _error(info.value)
+        assert isinstance(err, PermissionDenied) and err.metadata["permission"] == "publish"
+        # The committed log holds every message: a user reads it only with administer.
+        stream = rgrpc.ReplicationServiceStub(channel).StreamCommitted(
+            rpb.StreamCommittedRequest(from_index=1, max_entries=1), timeout=10)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stream.read()
+        err = _error(info.value)
+        assert isinstance(err, PermissionDenied) and err.metadata["permission"] == "administer"
+    async with open_channel(leader, []) as channel:  # user test, an operator
+        stream = rgrpc.ReplicationServiceStub(channel).StreamCommitted(
+            rpb.StreamCommittedRequest(from_index=1, max_entries=1), timeout=10)
+        first = await stream.read()
+        assert first.first_index == 1
+        stream.cancel()

@@ -49,6 +49,8 @@ GRPC_ADAPTERS = {
     "strongroom.security.tls",
     "strongroom.security.calls",
     "strongroom.security.guard",
+    # The chart's exec probe: a gRPC health call over mutual TLS.
+    "strongroom.probe",
 }
 """Modules outside the client side that may import grpc."""
 GRPC_PACKAGES = ("strongroom.api", "strongroom.client", "strongroom.cli", "strongroom.local", "strongroom.chaos",

@@ -18,6 +18,7 @@ from strongroom.api.v1 import router_pb2_grpc as rgrpc
 from strongroom.errors import NotActiveRouter
 from strongroom.routing.interest import ClusterInterest
 from strongroom.routing.servicer import RouterServicer
+from strongroom.security.guard import Guard
 from strongroom.routing.transport import GrpcLinks
 from strongroom.channels import add_port
 from strongroom.security import tls
@@ -112,7 +113,8 @@ class Service:
 
 async def _serve(replica: Replica) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server()
-    rgrpc.add_RouterServiceServicer_to_server(RouterServicer(replica), server)  # type: ignore[arg-type]
+    # Status is not asked here; no realm, so the guard checks nothing.
+    rgrpc.add_RouterServiceServicer_to_server(RouterServicer(replica, Guard(lambda: None, None)), server)  # type: ignore[arg-type]
     port = add_port(server, "127.0.0.1:0")
     await server.start()
     return server, port

@@ -67,12 +67,11 @@ class Administered(Protocol):
 class AdminServicer(agrpc.AdminServiceServicer):
     """Operator API."""
 
-    def __init__(self, member: Administered, shared: Callable[[], SharedView] | None = None,
-                 tracing: MessageTracing | None = None, guard: Guard | None = None,
-                 store_of: Callable[[str], str] | None = None) -> None:
+    def __init__(self, member: Administered, guard: Guard, shared: Callable[[], SharedView] | None = None,
+                 tracing: MessageTracing | None = None, store_of: Callable[[str], str] | None = None) -> None:
         self.member = member
         self._store_of = store_of or (lambda destination: "")
-        self.guard = guard if guard is not None else Guard(lambda: None, None)
+        self.guard = guard
         """Who may call what (`browse` to read, `administer` to change: security/guard.py)."""
         self.shared = shared
         """A shared store's standard: its view for `Status` (None for other members)."""

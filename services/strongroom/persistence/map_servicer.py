@@ -35,9 +35,9 @@ def _write_reply(out: MapWrite) -> mpb.MapWriteResponse:
 class MapServicer(mgrpc.MapServiceServicer):
     """Replicated key-value maps inside a store."""
 
-    def __init__(self, front: MapFront, guard: Guard | None = None) -> None:
+    def __init__(self, front: MapFront, guard: Guard) -> None:
         self.front = front
-        self.guard = guard if guard is not None else Guard(lambda: None, None)
+        self.guard = guard
         """Who may call what: a map is a destination of its store, written with `publish`, read
         with `subscribe` (security/guard.py)."""
 

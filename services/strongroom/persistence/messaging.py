@@ -228,9 +228,6 @@ class MessagingFront:
             try:
                 check_publish(item)
                 destination = item.destination
-                if tracer is not None and tracer.wants(destination, item.message.producer_id):
-                    message = item.message
-                    tracer.received(destination, message.producer_id, message.sequence, message.traceparent)
                 known = heads.get(destination)
                 if known is None:
                     route = self.resolve(destination)
@@ -241,6 +238,8 @@ class MessagingFront:
                 route, head, guard = known
                 store = route.store
                 message = item.message
+                if tracer is not None and tracer.wants(destination, message.producer_id):
+                    tracer.received(destination, message.producer_id, message.sequence, message.traceparent)
                 # The one test per message for forwarded messages (a router's): a field's presence.
                 forwarded = _has_field(message, "origin")
                 if forwarded:

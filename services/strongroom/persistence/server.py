@@ -182,9 +182,10 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
         if link_socket is not None else None
     guard = Guard(lambda: node.realm, node.tokens)
     add_messaging_service(MessagingServicer(node.messaging, guard), server)
-    replication_pb2_grpc.add_ReplicationServiceServicer_to_server(ReplicationServicer(node.follower, node, config.cluster), server)
+    replication_pb2_grpc.add_ReplicationServiceServicer_to_server(
+        ReplicationServicer(node.follower, node, config.cluster, guard), server)
     admin_pb2_grpc.add_AdminServiceServicer_to_server(
-        AdminServicer(node, shared_view(config), telemetry.prepare(node), guard, node.messaging.store_of), server)
+        AdminServicer(node, guard, shared_view(config), telemetry.prepare(node), node.messaging.store_of), server)
     messaging_pb2_grpc.add_MapServiceServicer_to_server(MapServicer(node.maps, guard), server)
     uow_pb2_grpc.add_UowServiceServicer_to_server(
         UowServicer(node.uows, node.uows.publications, node.messaging.named, guard, node.messaging.store_of),

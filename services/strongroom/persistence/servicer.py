@@ -27,6 +27,7 @@ from strongroom.security.access import Access, Action
 from strongroom.security.calls import require_peer
 from strongroom.security.guard import Guard
 from strongroom.security.identity import Kind
+from strongroom.security.tls import peer_identity
 from strongroom.persistence.dispatcher import Closed, Delivered, Outgoing, Refusal, Subscription
 from strongroom.persistence.link import entries_of
 from strongroom.persistence.messaging import Replay
@@ -330,10 +331,18 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     `AppendStream` or the replication link, the unary `Append` serves tools and leaders of
     versions before the stream. `StreamCommitted` serves readers outside the cluster."""
 
-    def __init__(self, follower: Replicating, committed: CommittedLog, cluster: str) -> None:
+    def __init__(self, follower: Replicating, committed: CommittedLog, cluster: str, guard: Guard) -> None:
         self.follower = follower
         self.committed = committed
         self.cluster = cluster
+        self.guard = guard
+        """What a user calling the operators' reads needs (`administer`, where the realm enables auth)."""
+
+    async def _users_administer(self, context: Context) -> None:
+        """A user (not the deployment's own processes) needs `administer` on the whole realm."""
+        peer = peer_identity(context)
+        if peer is not None and peer.kind is Kind.USER:
+            await self.guard.require(context, Action.ADMINISTER)
 
     async def _members_only(self, context: Context, claimed: str = "") -> None:
         await require_peer(context, self.cluster, [Kind.MEMBER], "replicate", claimed)
@@ -385,11 +394,12 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
             await abort_with(context, err)
 
     async def StreamCommitted(self, request: rpb.StreamCommittedRequest, context: Context) -> None:
-        # An operator's tools read it too (the activation's tail report, the drills, the chaos
-        # checker): users, until permissions say which (issue 24, authorization).
-        # Operators' tools read it too: as a user, or from the realm service's pod (the chart's
-        # `kubectl exec` tools: `dr demote --manifest`, the DR drill), as the realm service.
+        # Operators' tools read it too (the activation's tail report, the drills, the chaos
+        # checker): as a user (who needs `administer` where the realm enables auth: the log holds
+        # every message), or from the realm service's pod (the chart's `kubectl exec` tools), as
+        # the realm service.
         await require_peer(context, self.cluster, [Kind.DR, Kind.MEMBER, Kind.USER, Kind.REALM], "read-committed")
+        await self._users_administer(context)
         member = self.committed.member
         try:
             batches = self.committed.committed_entries(request.from_index, request.max_entries,
@@ -417,6 +427,7 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
 
     async def CompareGeneration(self, request: rpb.GenerationInfo, context: Context) -> rpb.GenerationInfo:
         await require_peer(context, self.cluster, [Kind.MEMBER, Kind.DR, Kind.USER, Kind.REALM], "compare-generation")
+        await self._users_administer(context)
         try:
             return await self.committed.compare_generation(request)
         except StrongroomError as err:

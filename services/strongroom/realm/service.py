@@ -9,23 +9,26 @@ the reads `browse`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strongroom.api.v1 import realm_pb2, realm_pb2_grpc
-from strongroom.errors import InvalidArgument, RealmInvalid, StrongroomError
-from strongroom.etcd import EtcdClient
+from strongroom.errors import (DataCorruption, InvalidArgument, NotOperational, PersistenceUnavailable, RealmInvalid,
+                               StrongroomError)
+from strongroom.etcd import EtcdClient, EtcdUnavailable
 from strongroom.grpcerrors import abort_with
 from strongroom.realm.model import Realm, parse_realm
 from strongroom.realm.store import DEFAULT_SOURCE, RealmStore, RealmVersion
 from strongroom.security.access import Action
 from strongroom.security.guard import Guard
-from strongroom.security.tokens import TokenBook, TokenRecord
+from strongroom.security.tokens import TokenBook, TokenRecord, token_id_of
 from strongroom.reflection import enable_reflection
 from strongroom.channels import add_port
 
@@ -38,6 +41,9 @@ __all__ = [
 ]
 
 SERVICE_NAME: str = realm_pb2.DESCRIPTOR.services_by_name["RealmService"].full_name
+
+log = logging.getLogger("strongroom.realm")
+T = TypeVar("T")
 
 # The whole status travels in trailers (grpc-message plus grpc-status-details-bin, which holds
 # the message again and the metadata, base64-encoded); clients reject trailers over 8 KiB by
@@ -106,6 +112,17 @@ def _for_wire(err: RealmInvalid) -> RealmInvalid:
     return wire
 
 
+async def _etcd_call(work: Awaitable[T]) -> T:
+    """`work` (a token book's etcd reads and writes), with etcd's failures as the domain's: etcd
+    away is PSTORE_UNAVAILABLE (retriable), a record that does not decode DATA_CORRUPTION."""
+    try:
+        return await work
+    except (EtcdUnavailable, grpc.aio.AioRpcError) as exc:
+        raise PersistenceUnavailable(f"cannot reach etcd for the tokens: {exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataCorruption(f"a token record in etcd does not decode: {exc}") from None
+
+
 def _token_info(record: TokenRecord) -> realm_pb2.TokenInfo:
     return realm_pb2.TokenInfo(id=record.id, user=record.user, issued_at=record.issued_at,
                                expires_at=record.expires_at, description=record.description,
@@ -123,13 +140,35 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
         self.realm: Realm | None = None
         """The realm in force, followed (`follow`): what calls are checked against."""
         self.tokens = tokens
-        self.guard = Guard(lambda: self.realm, tokens)
+        self.loaded = False
+        """Whether `realm` was read from etcd (until then every call is refused, retriably)."""
+        self.guard = Guard(lambda: self.realm, tokens, ready=lambda: self.loaded)
+
+    async def load(self, retry_delay: float = 0.5) -> None:
+        """Read the realm in force and the tokens once, retrying while etcd does not answer."""
+        while True:
+            try:
+                current = await self._store.current()
+                if self.tokens is not None:
+                    await self.tokens.load()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - etcd away: calls are refused until it answers
+                log.warning("cannot read the realm and the tokens from etcd yet: %s", exc)
+                await asyncio.sleep(retry_delay)
+                continue
+            if not self.loaded:
+                self.realm = current.realm() if current is not None else None
+                self.loaded = True
+            return
 
     async def follow(self) -> None:
         """Keep `realm` the version in force and the token book current, until cancelled."""
         async def realms() -> None:
+            await self.load()
             async for version in self._store.watch():
                 self.realm = version.realm()
+                self.loaded = True
 
         if self.tokens is None:
             await realms()
@@ -182,6 +221,9 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
         await self.guard.require(context, Action.BROWSE)
         try:
             async for version in self._store.watch():
+                # Each version as the realm in force lets the caller see it (a token revoked or a
+                # grant taken away meanwhile ends the stream).
+                await self.guard.require(context, Action.BROWSE)
                 yield _to_pb(version)
         except StrongroomError as err:
             await abort_with(context, err)
@@ -209,8 +251,8 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
                 known = ", ".join(u.name for u in realm.users) or "(none)"
                 raise InvalidArgument(f"the realm has no user {request.user!r} (its users: {known}); add it to "
                                       f"the realm's users first")
-            assert self.tokens is not None
-            token, record = await self.tokens.issue(request.user, request.ttl_seconds, request.description)
+            token, record = await _etcd_call(self._tokens().issue(request.user, request.ttl_seconds,
+                                                                  request.description))
         except StrongroomError as err:
             await abort_with(context, err)
         return realm_pb2.IssuedToken(token=token, info=_token_info(record))
@@ -219,13 +261,11 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
                           context: grpc.aio.ServicerContext) -> realm_pb2.TokenInfo:  # type: ignore[type-arg]
         """Mark a token revoked."""
         await self.guard.require(context, Action.ADMINISTER)
-        token_id = request.id.split("_")[1] if request.id.startswith("srt_") and request.id.count("_") == 2 \
-            else request.id
+        token_id = token_id_of(request.id)
         try:
             if not token_id:
                 raise InvalidArgument("id is required: the token's id (or its text)")
-            assert self.tokens is not None
-            record = await self.tokens.revoke(token_id)
+            record = await _etcd_call(self._tokens().revoke(token_id))
         except StrongroomError as err:
             await abort_with(context, err)
         return _token_info(record)
@@ -234,8 +274,16 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
                          context: grpc.aio.ServicerContext) -> realm_pb2.ListTokensResponse:  # type: ignore[type-arg]
         """Every token issued at this site."""
         await self.guard.require(context, Action.ADMINISTER)
-        assert self.tokens is not None
-        return realm_pb2.ListTokensResponse(tokens=[_token_info(r) for r in await self.tokens.listing()])
+        try:
+            listed = await _etcd_call(self._tokens().listing())
+        except StrongroomError as err:
+            await abort_with(context, err)
+        return realm_pb2.ListTokensResponse(tokens=[_token_info(r) for r in listed])
+
+    def _tokens(self) -> TokenBook:
+        if self.tokens is None:
+            raise NotOperational("this realm service keeps no tokens")
+        return self.tokens
 
 
 _FOLLOWERS: set[asyncio.Task[None]] = set()
@@ -252,10 +300,12 @@ async def create_server(etcd_endpoints: str, listen: str, etcd: EtcdClient | Non
     client = etcd if etcd is not None else EtcdClient(etcd_endpoints)
     server = grpc.aio.server()
     servicer = RealmServicer(RealmStore(client), applies, TokenBook(client))
-    # What calls are checked against from the first call on (a realm not read yet would check nothing).
-    current = await servicer._store.current()
-    servicer.realm = current.realm() if current is not None else None
-    await servicer.tokens.load()  # type: ignore[union-attr]
+    # What calls are checked against from the first call on (a realm not read yet would check
+    # nothing: until `load` has read it, calls are refused with a retriable UNAVAILABLE).
+    try:
+        await asyncio.wait_for(servicer.load(), 5.0)
+    except asyncio.TimeoutError:
+        pass  # `follow` goes on reading
     realm_pb2_grpc.add_RealmServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

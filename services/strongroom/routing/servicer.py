@@ -23,9 +23,9 @@ __all__ = ["RouterServicer"]
 class RouterServicer(rgrpc.RouterServiceServicer):
     """The RouterService of one router replica."""
 
-    def __init__(self, router: Router, guard: Guard | None = None) -> None:
+    def __init__(self, router: Router, guard: Guard) -> None:
         self.router = router
-        self.guard = guard if guard is not None else Guard(lambda: router.realm, None)
+        self.guard = guard
         """Who may read the router's status (`browse`, where the realm enables auth)."""
 
     async def _neighbours_only(self, context: grpc.aio.ServicerContext, claimed: str = "") -> None:  # type: ignore[type-arg]

@@ -9,7 +9,7 @@ Who the caller is:
 - nothing is checked while the realm does not enable auth, nor in a process without TLS (no
   certificate can prove anyone; such a process says so at start), nor for a process of the
   deployment (a member, router, DR or realm service certificate: their calls between themselves
-  are `strongroom.security.calls`' to check);
+  are `strongroom.security.calls`' to check; etcd's certificate is not one of them);
 - a bearer token (`authorization: Bearer srt_...` metadata) names its user; it must be valid
   here (issued by this site's realm service, not revoked, not ended);
 - else a user's certificate (`strongroom://user/<name>`) names it;
@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import grpc
 
-from strongroom.errors import StrongroomError, Unauthenticated
+from strongroom.errors import PersistenceUnavailable, StrongroomError, Unauthenticated
 from strongroom.grpcerrors import abort_with
 from strongroom.realm.model import Realm
 from strongroom.security import refusals
@@ -34,9 +34,12 @@ from strongroom.security.identity import Kind
 from strongroom.security.tls import current, peer_identity
 from strongroom.security.tokens import TokenBook
 
-__all__ = ["AUTHORIZATION", "Guard"]
+__all__ = ["AUTHORIZATION", "DEPLOYMENT", "Guard"]
 
 log = logging.getLogger("strongroom.security")
+
+DEPLOYMENT = frozenset({Kind.MEMBER, Kind.ROUTER, Kind.DR, Kind.REALM})
+"""The certificate kinds of the deployment's own processes: not users, not checked here."""
 
 AUTHORIZATION = "authorization"
 """The metadata key of a bearer token (`Bearer <token>`), as every gRPC stack sends it."""
@@ -55,14 +58,20 @@ def _bearer(context: Context) -> str:
 class Guard:
     """Authentication and permission checks of one process's servicers."""
 
-    def __init__(self, realm: Callable[[], Realm | None], tokens: TokenBook | None) -> None:
+    def __init__(self, realm: Callable[[], Realm | None], tokens: TokenBook | None,
+                 ready: Callable[[], bool] | None = None) -> None:
         self._realm = realm
         self.tokens = tokens
+        self._ready = ready
+        """False while the process has not read the realm yet: every call is refused, retriably
+        (a realm not read would check nothing)."""
         self._warned = False
 
-    def access(self, context: Context) -> Access | None:
+    async def access(self, context: Context) -> Access | None:
         """The call's caller as a user of the realm, None when nothing is checked;
         `Unauthenticated` when the call proves no user."""
+        if self._ready is not None and not self._ready():
+            raise PersistenceUnavailable("this process has not read the realm yet (etcd unreachable?): try again")
         realm = self._realm()
         if realm is None or not realm.auth.enabled:
             return None
@@ -73,8 +82,11 @@ class Guard:
                             "authenticated, so no permission is checked")
             return None
         peer = peer_identity(context)
-        if peer is not None and peer.kind is not Kind.USER:
+        if peer is not None and peer.kind in DEPLOYMENT:
             return None
+        if peer is not None and peer.kind is not Kind.USER:
+            raise Unauthenticated(f"{peer} is not a user of the realm, nor a process that calls clients' calls",
+                                  "wrong_identity")
 
         def rules() -> Rules:
             now = self._realm()
@@ -84,7 +96,7 @@ class Guard:
         if token:
             if self.tokens is None:
                 raise Unauthenticated("this process takes no bearer tokens", "token_unknown")
-            record = self.tokens.verify(token)
+            record = await self.tokens.verify_fresh(token)
             book = self.tokens
             return Access(record.user, f"token {record.id}", rules, lambda: book.standing(record.id))
         if peer is not None:
@@ -95,7 +107,7 @@ class Guard:
     async def caller(self, context: Context) -> Access | None:
         """`access`, ending the call with its refusal (counted and logged)."""
         try:
-            return self.access(context)
+            return await self.access(context)
         except StrongroomError as err:
             refusals.count("grpc", err.metadata.get("refusal", "unauthenticated"), err.message, context.peer())
             await abort_with(context, err)

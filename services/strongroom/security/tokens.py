@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import re
 import secrets
 import time
@@ -30,7 +31,7 @@ from strongroom.errors import InvalidArgument, Unauthenticated, UnknownToken
 from strongroom.etcd import EtcdClient
 from strongroom.keys import TOKENS, token_key
 
-__all__ = ["TokenBook", "TokenRecord", "new_token", "verify"]
+__all__ = ["TokenBook", "TokenRecord", "new_token", "token_id_of", "verify"]
 
 log = logging.getLogger("strongroom.security")
 
@@ -84,13 +85,19 @@ def _when(t: float) -> str:
 
 def new_token(user: str, ttl_seconds: float, description: str, now: float) -> tuple[str, TokenRecord]:
     """A fresh token for `user` (its text, shown once) and the record etcd keeps of it."""
-    if ttl_seconds < 0 or ttl_seconds > MAX_TTL_SECONDS:
+    if not math.isfinite(ttl_seconds) or ttl_seconds < 0 or ttl_seconds > MAX_TTL_SECONDS:
         raise InvalidArgument(f"a token lives from 1 s to {MAX_TTL_SECONDS} s, or 0 for ever; not {ttl_seconds}")
     token_id = secrets.token_hex(8)
     secret = secrets.token_hex(32)
     record = TokenRecord(token_id, user, _digest(secret), now, now + ttl_seconds if ttl_seconds else 0.0,
                          description)
     return f"srt_{token_id}_{secret}", record
+
+
+def token_id_of(text: str) -> str:
+    """The id a token's text or an id names (`strongroom auth revoke` takes either)."""
+    match = _TOKEN_RE.match(text)
+    return match.group(1) if match is not None else text
 
 
 def verify(records: Mapping[str, TokenRecord], token: str, now: float) -> TokenRecord:
@@ -147,6 +154,28 @@ class TokenBook:
     def verify(self, token: str) -> TokenRecord:
         """The record of a valid `token`, or `Unauthenticated`."""
         return verify(self.records, token, time.time())
+
+    async def verify_fresh(self, token: str) -> TokenRecord:
+        """`verify`, reading the token's record from etcd once when it is not known here yet (a
+        token issued a moment ago, whose watch event has not arrived; a process just started)."""
+        try:
+            return self.verify(token)
+        except Unauthenticated as err:
+            if err.metadata.get("refusal") != "token_unknown":
+                raise
+            match = _TOKEN_RE.match(token)
+            assert match is not None  # a malformed token is refused as such above
+            try:
+                kv = await self._etcd.get(token_key(match.group(1)))
+            except Exception:  # noqa: BLE001 - etcd away: the token stays unknown here
+                raise err from None
+            if kv is None:
+                raise
+            try:
+                self.records[match.group(1)] = TokenRecord.from_bytes(kv.value)
+            except (ValueError, KeyError, TypeError):
+                raise err from None
+            return self.verify(token)
 
     def standing(self, token_id: str) -> Unauthenticated | None:
         """None while the token may still be used (a stream that began with it goes on)."""

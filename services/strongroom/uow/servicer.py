@@ -135,12 +135,12 @@ def _retrieve(work: asyncio.Future[SendOutcome]) -> None:
 class UowServicer(ugrpc.UowServiceServicer):
     """Senders, receivers and status queries of units of work."""
 
-    def __init__(self, front: Uows, publications: Publications, named: Naming, guard: Guard | None = None,
+    def __init__(self, front: Uows, publications: Publications, named: Naming, guard: Guard,
                  store_of: Callable[[str], str] | None = None) -> None:
         self.front = front
         self.publications = publications
         self.named = named
-        self.guard = guard if guard is not None else Guard(lambda: None, None)
+        self.guard = guard
         """Who may call what: publish to send, subscribe to receive and settle (security/guard.py)."""
         self._store_of = store_of or (lambda destination: "")
 
