@@ -25,6 +25,7 @@ import logging
 import signal
 import sys
 
+from strongroom.ready import say_ready
 from strongroom.dr.control import DrControl
 from strongroom.dr.record import default_record, read_record
 from strongroom.dr.server import DrServer
@@ -103,7 +104,7 @@ async def serve(args: argparse.Namespace) -> int:
             return 2
         control.start()
         host = args.listen.rpartition(":")[0]
-        print(f"READY dr {args.cluster} {host}:{port}", flush=True)
+        say_ready("dr", args.cluster, f"{host}:{port}")
         log.info("DR service of %s at the site of its %s set, which is %s: the other site at %s, this site's set "
                  "at %s; metrics %s", args.cluster, "standby" if standby_site else "primary", record.describe(),
                  ",".join(record.peer) or "no address", ",".join(members), url or "off")

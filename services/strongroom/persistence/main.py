@@ -23,6 +23,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from strongroom.ready import say_ready
 from strongroom.errors import RealmInvalid, StoreDriverMismatch, StrongroomError, UnknownMember
 from strongroom.etcd import EtcdClient
 from strongroom.persistence.config import MemberConfig
@@ -88,7 +89,7 @@ async def serve(config: MemberConfig, run_mode: str = "") -> int:
         print(f"strongroom-persistence: {why}", file=sys.stderr)
         await etcd.close()
         return 2
-    print(f"READY {member.config.address}", flush=True)
+    say_ready(member.config.address)
     fence = asyncio.create_task(watch_ownership(lock, config.control_interval, _fenced), name="store-lock") \
         if lock is not None else None
     watcher = asyncio.create_task(_watch_realm(etcd, member.node))

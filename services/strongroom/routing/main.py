@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 
+from strongroom.ready import say_ready
 from strongroom.client import Client
 from strongroom.errors import RealmInvalid
 from strongroom.etcd import EtcdClient
@@ -115,7 +116,7 @@ async def serve(args: argparse.Namespace) -> int:
         # collection (as a member does, persistence/server.py).
         gc.collect()
         gc.freeze()
-        print(f"READY {args.replica} {args.listen}", flush=True)
+        say_ready(args.replica, args.listen)
         log.info("router replica %s of %s started (members %s; serves on %s once active; metrics %s)", args.replica,
                  args.cluster, ",".join(endpoints), args.listen, router.metrics_url or "off")
         watcher = asyncio.create_task(_watch_realm(etcd, router, version))
