@@ -14,18 +14,17 @@ service is found as for `strongroom realm`.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from typing import Any
 
 from strongroom.api.v1 import realm_pb2
 from strongroom.cli.common import ExitCode, add_command_group, print_json, seconds, where_options
-from strongroom.cli.realm_cmd import call_realm_service
+from strongroom.cli.realm_cmd import call_realm_service, utc_text
 
 __all__ = ["add_parsers"]
 
 
 def _when(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else "-"
+    return utc_text(ts) if ts else "-"
 
 
 def _info_dict(info: realm_pb2.TokenInfo) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from strongroom.keys import REALM_SERVICE
 from strongroom.realm.model import Destination, Endpoint, Realm, TtlClock, parse_realm
 from strongroom.channels import open_sync_channel
 
-__all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "call_realm_service", "locate_realm_service", "print_grid"]
+__all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "call_realm_service", "locate_realm_service", "print_grid", "utc_text"]
 
 RPC_TIMEOUT_SECONDS = 10.0
 PROBE_TIMEOUT_SECONDS = 3.0
@@ -207,7 +207,8 @@ def _version_dict(v: realm_pb2.RealmVersion, with_document: bool = True) -> dict
     return out
 
 
-def _when(ts: float) -> str:
+def utc_text(ts: float) -> str:
+    """Unix seconds as the CLI prints a time: 2026-12-01T21:23:42Z."""
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -347,7 +348,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
         _print_json(_version_dict(version))
     else:
         # The document alone on stdout, so `get > realm.yaml` round-trips.
-        print(f"# realm version {version.version}, applied {_when(version.applied_at)} "
+        print(f"# realm version {version.version}, applied {utc_text(version.applied_at)} "
               f"from {version.source_name}", file=sys.stderr)
         sys.stdout.write(version.yaml if version.yaml.endswith("\n") else version.yaml + "\n")
     return ExitCode.OK
@@ -360,7 +361,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         return ExitCode.OK
     print(f"{'VERSION':>7}  {'APPLIED (UTC)':<20}  {'SHA256':<12}  SOURCE")
     for v in response.versions:
-        print(f"{v.version:>7}  {_when(v.applied_at):<20}  {v.digest[:12]:<12}  {v.source_name}")
+        print(f"{v.version:>7}  {utc_text(v.applied_at):<20}  {v.digest[:12]:<12}  {v.source_name}")
     return ExitCode.OK
 
 

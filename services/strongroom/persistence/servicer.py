@@ -85,15 +85,10 @@ class MessagingServicer(mgrpc.MessagingServiceServicer):
         self.guard = guard
 
     async def _may_subscribe(self, context: Context, destination: str) -> Access | None:
-        """The caller's access, once it is known to may subscribe to `destination` (else the
-        call ends PERMISSION_DENIED)."""
-        access = await self.guard.caller(context)
-        if access is not None:
-            try:
-                access.check(Action.SUBSCRIBE, self.front.store_of(destination), destination)
-            except StrongroomError as err:
-                await abort_with(context, self.front.named(err))
-        return access
+        """The caller's access, once it may subscribe to `destination` (else the call ends
+        PERMISSION_DENIED)."""
+        return await self.guard.require(context, Action.SUBSCRIBE, destination=destination,
+                                        store_of=self.front.store_of)
 
     async def Publish(self, request: mpb.PublishRequest, context: Context) -> mpb.PublishResponse:
         access = await self.guard.caller(context)

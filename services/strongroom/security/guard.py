@@ -113,12 +113,17 @@ class Guard:
             await abort_with(context, err)
 
     async def require(self, context: Context, action: Action, store: str | None = None,
-                      destination: str | None = None) -> Access | None:
+                      destination: str | None = None,
+                      store_of: Callable[[str], str] | None = None) -> Access | None:
         """End the call unless its caller may do `action` (on `destination` of `store`, on `store`,
-        or on the whole realm when neither is given)."""
+        or on the whole realm when neither is given). `store_of` names the store of `destination`
+        when `store` is not given, asked only when something is checked (UnknownDestination ends
+        the call too)."""
         access = await self.caller(context)
         if access is not None:
             try:
+                if store is None and destination and store_of is not None:
+                    store = store_of(destination)
                 access.check(action, store, destination)  # counts its own refusals
             except StrongroomError as err:
                 await abort_with(context, err)

@@ -151,11 +151,7 @@ class UowServicer(ugrpc.UowServiceServicer):
 
     async def _may(self, context: Context, action: SecurityAction, destination: str) -> None:
         """End the call unless its caller may do `action` on `destination`."""
-        access = await self.guard.caller(context)
-        try:
-            self._check(access, action, destination)
-        except StrongroomError as err:
-            await abort_with(context, self.named(err))
+        await self.guard.require(context, action, destination=destination, store_of=self._store_of)
 
     async def Send(self, request: upb.UowSendRequest, context: Context) -> upb.UowSendResponse:
         await self._may(context, SecurityAction.PUBLISH, request.destination)
