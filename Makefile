@@ -62,12 +62,13 @@ $(CHECKOV_DIR)/.installed-$(CHECKOV_VERSION):
 
 # The whole suite: buf lint and breaking-change check of protos/, then unit, integration (real
 # etcd, real processes), slow failover tests, and the README's shell and Python examples against
-# a real local cluster (tests/docs). Two workers (pytest-xdist), each running whole modules
-# (tests/conftest.py: one module's shared clusters start once; tests/spark shares one Spark
-# session) on ports of its own. Prints the 15 slowest tests and every skipped one with its reason.
+# a real local cluster (tests/docs). Two workers (pytest-xdist), each running whole modules (a
+# module's shared cluster starts once), the longest first (tests/conftest.py), on ports of its
+# own. Prints the 15 slowest tests and every skipped one with its reason.
 TEST_WORKERS ?= 2
 test: venv check-protos buf-lint buf-breaking checkov
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=15 -rfEs
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  --durations=15 -rfEs
 
 up: venv
 	$(VENV)/bin/strongroom up

@@ -71,17 +71,31 @@ def _session_tls() -> None:
     tls.use(mine)
 
 
-SHARED_GROUPS = {"tests/spark": "spark"}
-"""Directories whose modules run on one worker together (tests/spark shares one Spark session)."""
+
+LONGEST_FIRST = (
+    "tests/chaos/test_faults.py",
+    "tests/bench/test_bench_smoke.py",
+    "tests/docs/test_readme.py",
+    "tests/integration/test_dr_activate.py",
+    "tests/integration/test_routing_failover.py",
+    "tests/integration/test_routing.py",
+    "tests/deploy/test_chart_checkov.py",
+    "tests/integration/test_failover.py",
+    "tests/integration/test_lifetimes.py",
+    "tests/spark/test_spark_submit.py",
+    "tests/integration/test_dr_standby.py",
+    "tests/integration/test_uow.py",
+)
+"""Modules that take longest (from a run's `--durations=0`), longest first: `make test` hands
+whole modules to its two workers in collection order (`--dist loadfile --no-loadscope-reorder`),
+so these start first and the run does not end waiting on one long module."""
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """For `--dist loadgroup` (`make test`): each module is one unit of work, run whole by one
-    worker, so a module's shared clusters are started once, as in a serial run; the modules of a
-    directory in `SHARED_GROUPS` are one unit together."""
-    for item in items:
-        module = Path(str(item.path)).relative_to(ROOT).as_posix()
-        group = next((name for prefix, name in SHARED_GROUPS.items() if module.startswith(prefix + "/")),
-                     module)
-        item.add_marker(pytest.mark.xdist_group(group))
+    """The modules of `LONGEST_FIRST` first, in its order; every other test as collected."""
+    rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
+
+    def order(item: pytest.Item) -> int:
+        return rank.get(Path(str(item.path)).relative_to(ROOT).as_posix(), len(rank))
+
+    items.sort(key=order)

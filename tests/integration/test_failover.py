@@ -285,7 +285,7 @@ async def test_operations_of_a_log_format_are_written_only_once_every_member_rea
     kv = await etcd.get(key)
     assert kv is not None
     record = json.loads(kv.value)
-    assert record["log_format"] == LOG_FORMAT == 6
+    assert record["log_format"] == LOG_FORMAT == 7
 
     def notices(name: str, fmt: int) -> int:
         return cluster.log_path(leader).read_text().count(f"member {name} reads log format {fmt}")

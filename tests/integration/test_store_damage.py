@@ -123,3 +123,45 @@ async def test_a_single_member_whose_store_is_damaged_does_not_start_empty(make_
         with pytest.raises(StrongroomError) as refused:
             await client.publish("orders.queue", b"after")
         assert refused.value.retriable, refused.value
+
+
+async def test_a_member_whose_snapshot_install_was_cut_short_rebuilds_instead_of_refusing_to_start(
+        make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Indexes on disk: a member killed in the middle of installing a snapshot (its state
+    families half rewritten, the install marker still set: written here into its real RocksDB
+    files while it is down, as the install leaves them) starts, moves the store aside, catches
+    up from its peers and holds every confirmed message; before, it refused to start until an
+    operator emptied its data directory."""
+    from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES
+    from strongroom.persistence.storage import STATE_INSTALLING, DiskStorage
+
+    cluster: Cluster = make_cluster(indexes_on_disk=True)
+    leader = await cluster.leader()
+    cut = next(m for m in cluster.names if m != leader)
+    async with Client(cluster.addresses(), timeout=30) as client:
+        for i in range(MESSAGES // 3):
+            assert (await client.publish("orders.queue", b"order-%04d" % i)).confirmed
+        cluster.kill(cut, signal.SIGKILL)
+        storage = DiskStorage(cluster.data_dir(cut), sync=True, state_families=STATE_COLUMN_FAMILIES)
+        try:
+            wb = storage.batch()
+            wb.put(STATE_INSTALLING, b"1", storage.state_handle("sm"))
+            storage.write_state(wb)
+        finally:
+            storage.close()
+        cluster.start(cut)
+
+        async def rebuilt() -> bool:
+            st = await cluster.status(cut)
+            return st is not None and "interrupted" in st.store_damage and st.synced and \
+                st.applied_index >= MESSAGES // 3
+
+        await wait_for(rebuilt, timeout=40)
+        cluster.kill(leader, signal.SIGKILL)  # the rebuilt member now counts toward a majority
+        assert (await client.publish("orders.queue", b"after")).confirmed
+        sub = await client.subscribe("orders.queue", credit=MESSAGES)
+        got = [await sub.next(timeout=20) for _ in range(MESSAGES // 3 + 1)]
+        for m in got:
+            await sub.ack(m)
+        await sub.close()
+    assert [m.body for m in got] == [b"order-%04d" % i for i in range(MESSAGES // 3)] + [b"after"]

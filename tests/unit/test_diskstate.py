@@ -37,6 +37,9 @@ def op_strategy() -> st.SearchStrategy[tuple[object, ...]]:
         st.tuples(st.just("limit"), st.integers(0, 8), st.booleans()),
         st.tuples(st.just("expire"), st.integers(0, 100), st.integers(0, 100)),
         st.tuples(st.just("tick"), st.integers(0, 100)),
+        # The leader forgets idle producers' windows: which, and the index it decided at.
+        st.tuples(st.just("forget"), st.lists(st.sampled_from(["p", "r", "gone"]), max_size=3, unique=True),
+                  st.integers(0, 25), st.integers(0, 100)),
         st.tuples(st.just("dead_letter"), st.integers(0, 2), st.integers(1, 60)),
         st.tuples(st.just("replay"), st.integers(0, 1), st.integers(0, 40)),
         st.tuples(st.just("map"), st.sampled_from(["k1", "k2"]), st.booleans(), st.binary(max_size=4)),
@@ -58,7 +61,8 @@ def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
     kind = spec[0]
     if kind == "publish":
         _, dest, seq, ttl, pid, sym, on_clock = spec
-        msg = cpb.Message(body=f"{dest}-{seq}".encode() * 3, producer_id="p" if pid else "", sequence=int(seq) if pid else 0)  # type: ignore[call-overload]
+        producer = ("p" if int(seq) % 3 else "r") if pid else ""  # type: ignore[call-overload]
+        msg = cpb.Message(body=f"{dest}-{seq}".encode() * 3, producer_id=producer, sequence=int(seq) if pid else 0)  # type: ignore[call-overload]
         msg.fields["sym"].string_value = str(sym)
         end = float(ttl) * 25 if ttl else 0.0  # type: ignore[arg-type]
         # A time-to-live on the wall clock (as before log format 5) or on the pseudo-clock.
@@ -88,6 +92,9 @@ def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
                                                  clock=float(spec[2])))  # type: ignore[arg-type]
     if kind == "tick":
         return rpb.Operation(clock=rpb.ClockOp(clock=float(spec[1])))  # type: ignore[arg-type]
+    if kind == "forget":
+        return rpb.Operation(forget_producers=rpb.ForgetProducersOp(
+            producer_ids=spec[1], before_index=spec[2], clock=float(spec[3]), idle_for=5.0))  # type: ignore[arg-type]
     if kind == "dead_letter":
         return rpb.Operation(dead_letter=rpb.DeadLetterOp(durable_key=ACK_KEYS[spec[1]], message_seq=spec[2],  # type: ignore[index,arg-type]
                                                           deliveries=5, target_store="s", target_destination="q",
@@ -125,7 +132,7 @@ def observe(sm: StateMachine) -> dict[str, object]:
                     d.suspended, d.wants_all, d.last_used, d.attached) for k, d in sm.durables.items()}
     indexed = {k: sorted(d.key for d in ds) for k, ds in (*sm.by_destination.items(), *sm.content_durables.items())
                if ds}
-    producers = {p: (list(w.order), dict(w.seqs), w.max_seq) for p, w in sm.producers.items()}
+    producers = {p: (list(w.order), dict(w.seqs), w.max_seq, w.last_index, w.last_used) for p, w in sm.producers.items()}
     return {
         # The counts a DR standby's lag and an activation's tail loss compare (persistence/committed.py).
         "applied": (sm.applied_index, sm.applied_epoch, sm.next_seq, sm.acked_messages),
@@ -272,3 +279,65 @@ def test_acknowledged_messages_are_counted_on_disk_and_in_snapshots(tmp_path: Pa
         assert DiskStateMachine.open(storage).acked_messages == 3
     finally:
         storage.close()
+
+
+def test_forgotten_windows_leave_nothing_in_the_dedup_family(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        sm = DiskStateMachine.open(storage)
+        ops = [rpb.Operation(publish=rpb.PublishOp(store="s", destination="t", message=cpb.Message(
+            body=b"x", producer_id=f"p{i % 50}", sequence=i + 1))) for i in range(500)]
+        sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=3.0)), *ops]))
+        assert len(list(sm._cf("dedup").scan())) == 500
+        reopened = DiskStateMachine.open(storage)
+        assert {(w.last_index, w.last_used) for w in reopened.producers.values()} == {(1, 3.0)}
+        forget = rpb.ForgetProducersOp(producer_ids=[f"p{i}" for i in range(40)], before_index=1, clock=90.0)
+        (forgotten,) = reopened.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(forget_producers=forget)]))
+        assert forgotten == 40
+        assert len(list(reopened._cf("dedup").scan())) == 100  # the 10 producers left, 10 sequences each
+        again = DiskStateMachine.open(storage)
+        assert sorted(again.producers) == sorted(f"p{i}" for i in range(40, 50))
+        (stored,) = again.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[ops[0]]))  # p0's first message
+        assert not stored.duplicate
+    finally:
+        storage.close()
+
+
+def test_an_interrupted_install_is_moved_aside_and_the_member_starts_empty(tmp_path: Path, driver: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash in the middle of `install` (its families half written): the next start does not
+    refuse, it moves the store aside as a damaged one and starts empty (to catch up)."""
+    from strongroom.persistence import diskstate
+
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        mem = StateMachine()
+        ops = [rpb.Operation(publish=rpb.PublishOp(store="s", destination="q", queue=True,
+                                                   message=cpb.Message(body=b"%d" % i))) for i in range(50)]
+        mem.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=ops))
+        disk = DiskStateMachine.open(storage)
+
+        def crash(self: object, *args: object) -> None:
+            raise RuntimeError("killed in the middle of the install")
+
+        monkeypatch.setattr(diskstate.DiskStateMachine, "_commit", crash)
+        with pytest.raises(RuntimeError):
+            disk.install(mem.to_snapshot())
+        monkeypatch.undo()
+    finally:
+        storage.close()
+    reopened = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        assert "snapshot install into the indexes on disk was interrupted" in reopened.damage
+        assert "moved to" in reopened.damage and list(tmp_path.glob("damaged-*"))
+        state = DiskStateMachine.open(reopened)
+        assert state.applied_index == 0 and not state.messages.get(1)
+        state.install(mem.to_snapshot())  # and it can take the leader's snapshot now
+        assert len(state.durable("q", "").pending) == 50  # type: ignore[union-attr]
+    finally:
+        reopened.close()
+    again = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        assert again.damage == ""  # the finished install is sound
+    finally:
+        again.close()

@@ -245,3 +245,11 @@ def test_invalid_destination_names_raise(name: str) -> None:
     realm = parse_realm(ROUTING)
     with pytest.raises(UnknownDestination):
         realm.resolve(name)
+
+
+def test_producer_idle_expiry_defaults_to_a_day_and_a_negative_one_is_refused_at_its_line() -> None:
+    assert parse_realm(MINIMAL).clusters[0].producer_idle_expiry_seconds == 86400.0
+    text = MINIMAL.replace("  - name: c1\n", "  - name: c1\n    producer_idle_expiry_seconds: -5\n")
+    (problem,) = problems_of(text)
+    assert problem.startswith("realm.yaml:3:") and "producer_idle_expiry_seconds" in problem, problem
+    assert parse_realm(text.replace("-5", "0")).clusters[0].producer_idle_expiry_seconds == 0

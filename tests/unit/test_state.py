@@ -287,3 +287,90 @@ def test_a_publish_batch_applies_as_its_publishes_one_by_one() -> None:
     assert [s.message.body for s in one.messages.values()][-3:] == [b"ttl", b"kept", b"late"]
     assert [r.duplicate for r in batched.apply_entry(_as_batches(rpb.LogEntry(index=6, epoch=1, ops=[
         pub("q", b"again", 2, queue=True), pub("q", b"new", 22, queue=True)])))] == [True, False]
+
+
+def forget(*pids: str, before: int, clock: float = 0.0) -> rpb.Operation:
+    return rpb.Operation(forget_producers=rpb.ForgetProducersOp(producer_ids=pids, before_index=before, clock=clock,
+                                                                idle_for=60.0))
+
+
+def test_a_forgotten_producer_window_is_gone_and_a_resend_is_stored_again() -> None:
+    """The documented consequence: once a producer's window is forgotten, a re-send of one of
+    its old messages is a new message."""
+    sm = StateMachine()
+    sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[publish("q", b"a", pid="old", seq=1, queue=True),
+                                                       publish("q", b"b", pid="busy", seq=1, queue=True)]))
+    sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=100.0))]))
+    assert sm.idle_producers(100.0, 50.0) == ["old", "busy"]  # both used at clock 0
+    # The leader decided at index 2; "busy" published again at index 3, before the forget applies.
+    sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[publish("q", b"c", pid="busy", seq=2, queue=True)]))
+    assert sm.producers["busy"].last_index == 3 and sm.producers["busy"].last_used == 100.0
+    (forgotten,) = sm.apply_entry(rpb.LogEntry(index=4, epoch=1, ops=[forget("old", "busy", "never", before=2,
+                                                                             clock=101.0)]))
+    assert forgotten == 1 and set(sm.producers) == {"busy"} and sm.clock == 101.0
+    assert sm.tallies.producers_forgotten == 1
+    (again,) = sm.apply_entry(rpb.LogEntry(index=5, epoch=1, ops=[publish("q", b"a", pid="old", seq=1, queue=True)]))
+    assert not again.duplicate and again.message_seq > 0  # stored a second time
+    (dup,) = sm.apply_entry(rpb.LogEntry(index=6, epoch=1, ops=[publish("q", b"c", pid="busy", seq=2, queue=True)]))
+    assert dup.duplicate  # the producer that kept publishing keeps its window
+    assert len(sm.durable("q", "").pending) == 4
+
+
+def test_idle_producers_are_those_unused_for_the_whole_time() -> None:
+    sm = StateMachine()
+    for index, (clock, pid) in enumerate([(10.0, "a"), (50.0, "b"), (90.0, "c")], 1):
+        sm.apply_entry(rpb.LogEntry(index=index * 2, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=clock))]))
+        sm.apply_entry(rpb.LogEntry(index=index * 2 + 1, epoch=1, ops=[publish("t", b"x", pid=pid, seq=1)]))
+    assert sm.idle_producers(100.0, 50.0) == ["a", "b"]
+    assert sm.idle_producers(100.0, 50.01) == ["a"]
+    assert sm.idle_producers(100.0, 200.0) == []
+
+
+def test_a_window_keeps_its_last_use_through_a_snapshot_and_an_older_snapshot_counts_it_used_then() -> None:
+    sm = StateMachine()
+    sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=7.0))]))
+    sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[publish("t", b"x", pid="p", seq=1)]))
+    sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=500.0))]))
+    copy = StateMachine.from_snapshot(sm.to_snapshot())
+    assert (copy.producers["p"].last_index, copy.producers["p"].last_used) == (2, 7.0)
+    old = rpb.StateSnapshot.FromString(sm.to_snapshot())
+    for p in old.producers:  # as written before log format 7
+        p.ClearField("last_used")
+        p.last_index = 0
+    restored = StateMachine.from_snapshot(old.SerializeToString())
+    assert (restored.producers["p"].last_index, restored.producers["p"].last_used) == (0, 500.0)
+    assert restored.idle_producers(600.0, 200.0) == []  # not forgotten early
+
+
+def test_memory_of_100k_idle_producers_goes_back_once_they_are_forgotten() -> None:
+    """100,000 producer ids, one message each to a topic no durable wants (only the windows
+    grow), then forgotten: the memory they held is released."""
+    import gc
+    import tracemalloc
+
+    sm = StateMachine()
+    pids = [f"producer-{i:06d}" for i in range(100_000)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for start in range(0, len(pids), 5000):
+            ops = [publish("t", b"x", pid=pid, seq=1) for pid in pids[start:start + 5000]]
+            sm.apply_entry(rpb.LogEntry(index=start // 5000 + 1, epoch=1, ops=ops))
+            del ops
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+        assert len(sm.producers) == 100_000 and held > 100_000 * 200  # a window is some hundreds of bytes
+        sm.apply_entry(rpb.LogEntry(index=100, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=1000.0))]))
+        idle = sm.idle_producers(1000.0, 100.0)
+        assert len(idle) == 100_000
+        for start in range(0, len(idle), 1000):
+            sm.apply_entry(rpb.LogEntry(index=101 + start // 1000, epoch=1,
+                                        ops=[forget(*idle[start:start + 1000], before=100, clock=1000.0)]))
+        del idle
+        gc.collect()
+        left = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert not sm.producers and sm.tallies.producers_forgotten == 100_000
+    assert left < held * 0.05, (held, left)  # per idle producer: next to nothing

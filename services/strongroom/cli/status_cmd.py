@@ -171,6 +171,8 @@ def _print_status(replies: Sequence[Any], drs: DrSites | None = None) -> None:
         urls = [f"{s.member} {s.metrics_url}" for s in statuses if s.metrics_url]
         if urls:
             print(f"  metrics: {', '.join(urls)}")
+        if ref.dedup_producers:
+            print(f"  deduplication windows of {ref.dedup_producers} producer id(s)")
         if ref.indexes_on_disk or ref.memory_budget_bytes:
             print(f"  indexes on disk {str(ref.indexes_on_disk).lower()}, memory budget "
                   f"{human_bytes(ref.memory_budget_bytes) if ref.memory_budget_bytes else '-'}")

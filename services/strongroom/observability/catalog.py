@@ -64,6 +64,11 @@ CATALOG: tuple[MetricDoc, ...] = (
     MetricDoc("strongroom_store_damaged", "gauge", _M,
               "1 when this member found its store damaged at start and moved it aside."),
     MetricDoc("strongroom_disk_bytes", "gauge", _M, "Size of the member's database on disk (0 in mode memory)."),
+    MetricDoc("strongroom_dedup_producers", "gauge", _M,
+              "Producer ids whose deduplication windows this member's replicated state holds (forgotten after "
+              "the cluster's producer_idle_expiry_seconds without a publish)."),
+    MetricDoc("strongroom_dedup_producers_forgotten", "counter", _M,
+              "Deduplication windows of idle producers this member forgot (it applied the leader's decision)."),
     MetricDoc("strongroom_memory_payload_bytes", "gauge", _M,
               "Payload bytes held in memory (against the memory budget; the rest is swapped)."),
     MetricDoc("strongroom_follower_lag_entries", "gauge", _PEER,

@@ -63,6 +63,7 @@ def member_families(st: ClusterStatus, store: StoreView | None, tallies: Tallies
     gauge("strongroom_store_damaged", 1 if st.store_damage else 0)
     gauge("strongroom_disk_bytes", disk_bytes)
     gauge("strongroom_memory_payload_bytes", st.memory_payload_bytes)
+    gauge("strongroom_dedup_producers", st.dedup_producers)
     if st.standby:
         gauge("strongroom_dr_seconds_behind_primary", st.seconds_behind_primary)
         gauge("strongroom_dr_messages_behind_primary", st.messages_behind_primary)
@@ -128,7 +129,8 @@ def member_families(st: ClusterStatus, store: StoreView | None, tallies: Tallies
             fam.add_metric([*m, peer], n)
         out.append(fam)
     for name, value in (("strongroom_snapshots_installed", tallies.snapshots_installed),
-                        ("strongroom_catchups", tallies.catchups)):
+                        ("strongroom_catchups", tallies.catchups),
+                        ("strongroom_dedup_producers_forgotten", tallies.producers_forgotten)):
         fam = family(name)
         fam.add_metric(m, value)
         out.append(fam)

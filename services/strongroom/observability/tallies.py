@@ -100,6 +100,8 @@ class Tallies:
         """Messages a limit with discard_oldest removed, per store."""
         self.dead_lettered: Counter[str] = Counter()
         """Messages moved out of a durable past its redelivery limit (or terminated), per store."""
+        self.producers_forgotten = 0
+        """Producers' deduplication windows forgotten after the cluster's idle expiry."""
         # The leader's dispatcher.
         self.deliveries: Counter[DurableId] = Counter()
         """Messages sent to subscribers, per durable (first deliveries and redeliveries)."""

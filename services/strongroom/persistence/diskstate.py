@@ -20,7 +20,7 @@ Families (keys big-endian, so iteration is in sequence order):
 | `pending`  | durable id + seq            | (empty) a durable's pending set                |
 | `storeseq` | store id + seq              | (empty) a store's messages, oldest first       |
 | `lv`       | durable id + slot key       | seq of the keyed last-value slot               |
-| `dedup`    | producer id, 0, position    | producer sequence, message seq                 |
+| `dedup`    | producer id, 0, position    | producer sequence, message seq, last index, use |
 | `timers`   | time + seq; `c` + time + seq | (empty) wall-clock time-to-live and retention  |
 |            |                             | ends; pseudo-clock time-to-live ends          |
 | `sm`       | applied index, next seq, durable definitions and counters, store counters and
@@ -59,6 +59,7 @@ from strongroom.persistence.state import (
     StoredMessage,
     _ProducerWindow,
 )
+from strongroom.persistence.storage import STATE_INSTALLING
 from strongroom.persistence.swap import PayloadSource
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ STATE_COLUMN_FAMILIES = ("msg", "payload", "pending", "storeseq", "lv", "dedup",
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _TWO = struct.Struct(">QQ")
+_DEDUP = struct.Struct(">QQQd")
+"""A `dedup` record: producer sequence, message seq, and the window's last index and last use
+when it was written (log format 7; records of 16 bytes, `_TWO`, were written before)."""
 _TIMER = struct.Struct(">dQ")
 _MSG = struct.Struct(">QIdddB")
 _DURABLE = struct.Struct(">IQQQ")
@@ -92,7 +96,7 @@ K_APPLIED = b"applied"
 K_NEXT_SEQ = b"next_seq"
 K_ACKED = b"acked_messages"
 K_IDS = b"ids"
-K_INSTALLING = b"installing"
+K_INSTALLING = STATE_INSTALLING
 K_UOW_CLOCK = b"uow_clock"
 P_UOW = b"u:"
 P_UOW_GONE = b"g:"
@@ -280,7 +284,8 @@ class _DiskWindow(_ProducerWindow):
         handle = self.sm._handle("dedup")
         wb = self.sm._wb
         before = len(self.order)
-        wb.put(self.prefix + _U64.pack(self.next), _TWO.pack(sequence, message_seq), handle)
+        wb.put(self.prefix + _U64.pack(self.next), _DEDUP.pack(sequence, message_seq, self.last_index, self.last_used),
+               handle)
         self.next += 1
         super().record(sequence, message_seq)
         evicted = before + 1 - len(self.order)
@@ -418,7 +423,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         """The state stored in `storage`: reads only the small families, never the backlog."""
         sm = cls(storage)
         meta = sm._cf("sm")
-        if meta.get(K_INSTALLING) is not None:
+        if meta.get(K_INSTALLING) is not None:  # DiskStorage moves such a store aside when it opens it
             raise DataCorruption("a snapshot install was interrupted; the indexes on disk are incomplete. "
                                  "Empty this member's data directory so it catches up from the leader")
         raw = meta.get(K_APPLIED)
@@ -481,7 +486,11 @@ class DiskStateMachine(StateMachine, PayloadSource):
             if window is None:
                 window = sm.producers[pid] = _DiskWindow(sm, pid)
                 window.first = pos
-            seq, mseq = _TWO.unpack(value)
+            if len(value) == _TWO.size:  # written before log format 7: used at the clock as loaded
+                seq, mseq = _TWO.unpack(value)
+                window.last_used = sm.uows.clock
+            else:
+                seq, mseq, window.last_index, window.last_used = _DEDUP.unpack(value)
             _ProducerWindow.record(window, seq, mseq)
             window.next = pos + 1
         wall: list[tuple[float, int]] = []
@@ -559,6 +568,13 @@ class DiskStateMachine(StateMachine, PayloadSource):
 
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         return _DiskWindow(self, producer_id)
+
+    def _drop_window(self, producer_id: str, window: _ProducerWindow) -> None:
+        assert isinstance(window, _DiskWindow)
+        handle = self._handle("dedup")
+        for pos in range(window.first, window.next):
+            self._wb.delete(window.prefix + _U64.pack(pos), handle)
+        super()._drop_window(producer_id, window)
 
     def _set_mark(self, key: tuple[str, str], mark: OriginMark) -> None:
         super()._set_mark(key, mark)
@@ -748,6 +764,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
             copy_d.pending_bytes = d.pending_bytes
         for pid, window in mem.producers.items():
             disk_window = fresh.producers[pid] = _DiskWindow(fresh, pid)
+            disk_window.last_index, disk_window.last_used = window.last_index, window.last_used
             for seq in window.order:
                 disk_window.record(seq, window.seqs[seq])
         for (store, name), entries in mem.maps.items():

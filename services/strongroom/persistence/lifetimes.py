@@ -14,6 +14,8 @@
   `durables`).
 - A message delivered more often than its destination's redelivery limit is moved to the
   destination's dead-letter destination (or dropped, if it names none) with a `DeadLetterOp`.
+- Producers: the deduplication window of a producer id that published nothing for the cluster's
+  `producer_idle_expiry_seconds` on the pseudo-clock is forgotten (`ForgetProducersOp`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from strongroom import clocks
 from strongroom.aio import wait_event
@@ -35,8 +37,10 @@ from strongroom.persistence.durables import (
     static_durable_ops,
     use_changes,
 )
+from strongroom.persistence.log import PRODUCERS_LOG_FORMAT
 from strongroom.persistence.state import DeleteResult, Durable, StateMachine
 from strongroom.persistence.term import CommitResult, LeaderTerm
+from strongroom.persistence.ticker import CLOCK_IDLE_TICK_SECONDS
 from strongroom.realm.model import LimitPolicyName, Realm, Route, Store
 
 __all__ = ["DEAD_LETTER_RETRY", "StoreKeeper", "store_config"]
@@ -52,6 +56,13 @@ EXPIRY_POLL_SECONDS = 0.25
 DURABLE_POLL_SECONDS = 1.0
 """The leader looks at the durables' use at least this often (seconds), and as soon as a
 durable's first subscriber attaches or its last one goes."""
+
+
+PRODUCER_POLL_SECONDS = 10.0
+"""The leader looks for idle producers at most this far apart (seconds; a quarter of the idle
+expiry when that is shorter, at least half a second)."""
+FORGET_BATCH = 1000
+"""Producer ids per ForgetProducersOp."""
 
 
 def store_config(store: Store) -> rpb.ConfigureStoreOp:
@@ -199,6 +210,45 @@ class StoreKeeper:
                 d = gone[op.delete_durable.durable_key]
                 log.info("durable %r on %r expired: unused for %g s; released %d message(s)",
                          d.name, d.destination, op.delete_durable.expiry.unused_for, result.released)
+
+    # --- idle producers -----------------------------------------------------------------------
+
+    async def forget_producers(self, term: LeaderTerm, realm: Callable[[], Realm]) -> None:
+        """While `term` serves: forget the deduplication windows of producers that published
+        nothing for the cluster's `producer_idle_expiry_seconds` of pseudo-clock (`realm()`: the
+        realm in force). Nothing until every member reads log format 7."""
+        while term.alive():
+            cluster = realm().cluster(self.cluster)
+            idle_for = cluster.producer_idle_expiry_seconds if cluster is not None else 0.0
+            if idle_for and term.membership.all_read(PRODUCERS_LOG_FORMAT):
+                try:
+                    for replicated in (False,) if term.store_unavailable else (True, False):
+                        await self._forget_round(term, term.state_for(replicated), replicated, idle_for)
+                except StrongroomError as err:
+                    log.info("idle producer round failed: %s", err)
+            await asyncio.sleep(min(PRODUCER_POLL_SECONDS, max(0.5, idle_for / 4)) if idle_for
+                                else PRODUCER_POLL_SECONDS)
+
+    async def _forget_round(self, term: LeaderTerm, state: StateMachine, replicated: bool, idle_for: float) -> None:
+        clock = term.clock()
+        # A window's last use is the pseudo-clock as applied, which trails the leader's by up to
+        # an idle tick: counting that tick too, no window is forgotten before it was idle long
+        # enough.
+        idle = state.idle_producers(clock, idle_for + CLOCK_IDLE_TICK_SECONDS)
+        forgotten = 0
+        for start in range(0, len(idle), FORGET_BATCH):
+            op = rpb.Operation(forget_producers=rpb.ForgetProducersOp(
+                producer_ids=idle[start:start + FORGET_BATCH], before_index=state.applied_index, clock=clock,
+                idle_for=idle_for))
+            if replicated:
+                fut = term.submit([op])
+                assert fut is not None
+                forgotten += cast(int, (await fut).results[0])
+            else:
+                forgotten += cast(int, state.apply_op(op))
+        if forgotten:
+            log.info("forgot the deduplication windows of %d producer(s) idle for %g s or more%s",
+                     forgotten, idle_for, "" if replicated else " (stores not replicated)")
 
     # --- dead letters -------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from strongroom.persistence.storage import LoadedState, Storage
 from strongroom.tracing import traced
 
 __all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT", "ORIGIN_LOG_FORMAT",
-           "PUBLICATION_LOG_FORMAT", "UOW_LOG_FORMAT"]
+           "PRODUCERS_LOG_FORMAT", "PUBLICATION_LOG_FORMAT", "UOW_LOG_FORMAT"]
 
 
 class AppendOutcome:
@@ -32,10 +32,11 @@ class AppendOutcome:
 # The log format this member reads and writes: 2 adds PublishBatchOp, 3 SuspendDurablesOp and
 # DeleteDurableOp, 4 UowOp and ClockOp (units of work), 5 lifetimes on the pseudo-clock (see
 # LIFETIMES_LOG_FORMAT) and publications on durable topics (UowOp kinds SUBSCRIBE, UNSUBSCRIBE,
-# EXPIRE_SUBSCRIPTIONS; UowDefinition.publication), 6 forwarded messages (ORIGIN_LOG_FORMAT). A
-# member registers it in etcd; a leader writes an operation (or a field) of format N only once
-# every member of its cluster has registered N or later.
-LOG_FORMAT = 6
+# EXPIRE_SUBSCRIPTIONS; UowDefinition.publication), 6 forwarded messages (ORIGIN_LOG_FORMAT), 7
+# forgetting idle producers' dedup windows (PRODUCERS_LOG_FORMAT). A member registers it in etcd;
+# a leader writes an operation (or a field) of format N only once every member of its cluster has
+# registered N or later.
+LOG_FORMAT = 7
 
 UOW_LOG_FORMAT = 4
 """Units of work and the pseudo-clock: `UowOp` and `ClockOp`."""
@@ -52,6 +53,10 @@ ORIGIN_LOG_FORMAT = 6
 """Messages forwarded by routers (`PublishOp.forwarded`) and the origin marks. A member of format
 5 would skip the field and store a re-sent message again, so until every member reads format 6
 a publish that carries an origin is refused (LOG_FORMAT_PENDING)."""
+
+PRODUCERS_LOG_FORMAT = 7
+"""`ForgetProducersOp`: a member of format 6 would stop applying at it, so until every member
+reads format 7 no producer's deduplication window is forgotten."""
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.

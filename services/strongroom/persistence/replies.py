@@ -33,7 +33,7 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         dr_role=st.dr_role, generation=st.generation,
         newer_generation=st.newer_generation, dr_since_index=st.dr_since_index,
         events_published_index=st.events_published_index, store_damage=st.store_damage,
-        metrics_url=st.metrics_url)
+        metrics_url=st.metrics_url, dedup_producers=st.dedup_producers)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
                           replication=m.replication, cannot_store=m.cannot_store,

@@ -249,6 +249,11 @@ class _ProducerWindow:
     max_seq: int = 0
     order: deque[int] = field(default_factory=deque)
     seqs: dict[int, int] = field(default_factory=dict)
+    # The log index of the entry that last took a sequence (ForgetProducersOp.before_index is
+    # compared with it, so every member decides alike) and the pseudo-clock then (the leader's
+    # idle test). Set before `record`, which a state on disk writes them with.
+    last_index: int = 0
+    last_used: float = 0.0
 
     def lookup(self, sequence: int) -> int | None:
         """The message sequence stored for this id, -1 if too old to tell, None if new."""
@@ -485,6 +490,8 @@ class StateMachine:
         if which == "clock":
             self.advance_clock(op.clock.clock)
             return None
+        if which == "forget_producers":
+            return self._forget_producers(op.forget_producers)
         if which == "noop":
             return None
         raise UnknownOperation(f"operation of a kind this version does not know ({_unknown_field(op)})")
@@ -793,12 +800,36 @@ class StateMachine:
         if producer_id:
             if window is None:
                 window = self.producers[producer_id] = self._new_window(producer_id)
+            window.last_index = self._index
+            window.last_used = self.uows.clock
             window.record(msg.sequence, seq)
         return PublishResult(seq, False, False, False, "", size)
 
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         """A new producer's deduplication window."""
         return _ProducerWindow()
+
+    def idle_producers(self, clock: float, idle_for: float) -> list[str]:
+        """The producers whose windows took no sequence for `idle_for` pseudo-clock seconds by
+        `clock` (the leader's ForgetProducersOp candidates)."""
+        horizon = clock - idle_for
+        return [pid for pid, window in self.producers.items() if window.last_used <= horizon]
+
+    def _forget_producers(self, op: rpb.ForgetProducersOp) -> int:
+        """Drop the named windows that took no sequence after `op.before_index`; how many."""
+        self.advance_clock(op.clock)
+        forgotten = 0
+        for pid in op.producer_ids:
+            window = self.producers.get(pid)
+            if window is not None and window.last_index <= op.before_index:
+                self._drop_window(pid, window)
+                forgotten += 1
+        self.tallies.producers_forgotten += forgotten
+        return forgotten
+
+    def _drop_window(self, producer_id: str, window: _ProducerWindow) -> None:
+        """A producer's deduplication window goes (a state on disk deletes its records too)."""
+        del self.producers[producer_id]
 
     def _index_message(self, stored: StoredMessage) -> None:
         seq = stored.seq
@@ -1129,7 +1160,8 @@ class StateMachine:
         for pid, window in self.producers.items():
             seqs = list(window.order)
             snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs,
-                                                    message_seqs=[window.seqs[s] for s in seqs]))
+                                                    message_seqs=[window.seqs[s] for s in seqs],
+                                                    last_index=window.last_index, last_used=window.last_used))
         snap.stores.extend(self.store_configs.values())
         for (store, name), entries in self.maps.items():
             snap.maps.append(rpb.MapState(store=store, map=name, entries=[
@@ -1188,7 +1220,10 @@ class StateMachine:
             else:
                 sm.by_destination.setdefault(d.destination, []).append(d)
         for p in snap.producers:
-            window = _ProducerWindow()
+            # A window of a snapshot older than log format 7 counts as used at the snapshot's
+            # clock: the idle time it had before is not known, and forgetting early would let a
+            # re-send be stored twice.
+            window = _ProducerWindow(last_index=p.last_index, last_used=p.last_used if p.HasField("last_used") else snap.clock)
             for s, m in zip(p.sequences, p.message_seqs):
                 window.record(s, m)
             sm.producers[p.producer_id] = window

@@ -175,6 +175,8 @@ class ClusterStatus:
     """The last index both sites' logs share, once known (0: not)."""
     store_damage: str = ""
     """Why this member's store was moved aside at start (damaged), or ""."""
+    dedup_producers: int = 0
+    """Producer ids whose deduplication windows the replicated state holds."""
     events_published_index: int = 0
     """The last log index whose store events are published, as this member knows it (the
     leader: its own publishing; 0 while the cluster's event log is off)."""
@@ -337,4 +339,4 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.clock,
         standby=membership.cluster.is_standby_member(me),
         events_published_index=replica.events.published if replica.events is not None else 0,
-        store_damage=getattr(replica.storage, "damage", ""))
+        store_damage=getattr(replica.storage, "damage", ""), dedup_producers=len(replica.state.producers))

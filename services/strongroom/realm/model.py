@@ -245,6 +245,11 @@ class Cluster(_Model):
     """Truncate the log prefix every member has applied once it is this long."""
     max_batch_ops: int = Field(default=4096, ge=1)
     """Upper bound of operations carried by one group-commit round."""
+    producer_idle_expiry_seconds: float = Field(default=86400.0, ge=0)
+    """A producer id that published nothing for this long (pseudo-clock seconds: time the
+    cluster had a serving leader) has its deduplication window forgotten, so memory per idle
+    producer goes to zero; a re-send of a message it sent before it went quiet is then stored
+    again. 0: windows are never forgotten. Default one day."""
     indexes_on_disk: bool = False
     """Keep message metadata, durable cursors and pending sets in RocksDB instead of memory, so
     memory stays flat as the backlog grows and a restart does not re-read the backlog. Needs

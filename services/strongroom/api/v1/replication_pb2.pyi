@@ -48,7 +48,7 @@ UOW_OP_KIND_UNSUBSCRIBE: UowOpKind
 UOW_OP_KIND_EXPIRE_SUBSCRIPTIONS: UowOpKind
 
 class Operation(_message.Message):
-    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock", "durable_use")
+    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock", "durable_use", "forget_producers")
     NOOP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class Operation(_message.Message):
     UOW_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     DURABLE_USE_FIELD_NUMBER: _ClassVar[int]
+    FORGET_PRODUCERS_FIELD_NUMBER: _ClassVar[int]
     noop: Noop
     publish: PublishOp
     ack: AckOp
@@ -79,7 +80,8 @@ class Operation(_message.Message):
     uow: UowOp
     clock: ClockOp
     durable_use: DurableUseOp
-    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ..., durable_use: _Optional[_Union[DurableUseOp, _Mapping]] = ...) -> None: ...
+    forget_producers: ForgetProducersOp
+    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ..., durable_use: _Optional[_Union[DurableUseOp, _Mapping]] = ..., forget_producers: _Optional[_Union[ForgetProducersOp, _Mapping]] = ...) -> None: ...
 
 class ConfigureStoreOp(_message.Message):
     __slots__ = ("store", "max_messages", "max_bytes", "policy")
@@ -248,6 +250,18 @@ class DurableExpiry(_message.Message):
     clock: float
     unused_for: float
     def __init__(self, clock: _Optional[float] = ..., unused_for: _Optional[float] = ...) -> None: ...
+
+class ForgetProducersOp(_message.Message):
+    __slots__ = ("producer_ids", "before_index", "clock", "idle_for")
+    PRODUCER_IDS_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    IDLE_FOR_FIELD_NUMBER: _ClassVar[int]
+    producer_ids: _containers.RepeatedScalarFieldContainer[str]
+    before_index: int
+    clock: float
+    idle_for: float
+    def __init__(self, producer_ids: _Optional[_Iterable[str]] = ..., before_index: _Optional[int] = ..., clock: _Optional[float] = ..., idle_for: _Optional[float] = ...) -> None: ...
 
 class DurableUseOp(_message.Message):
     __slots__ = ("durable_keys", "clock", "attached")
@@ -757,11 +771,15 @@ class MapState(_message.Message):
     def __init__(self, store: _Optional[str] = ..., map: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[MapEntryState, _Mapping]]] = ...) -> None: ...
 
 class ProducerState(_message.Message):
-    __slots__ = ("producer_id", "sequences", "message_seqs")
+    __slots__ = ("producer_id", "sequences", "message_seqs", "last_index", "last_used")
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_FIELD_NUMBER: _ClassVar[int]
     producer_id: str
     sequences: _containers.RepeatedScalarFieldContainer[int]
     message_seqs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, producer_id: _Optional[str] = ..., sequences: _Optional[_Iterable[int]] = ..., message_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
+    last_index: int
+    last_used: float
+    def __init__(self, producer_id: _Optional[str] = ..., sequences: _Optional[_Iterable[int]] = ..., message_seqs: _Optional[_Iterable[int]] = ..., last_index: _Optional[int] = ..., last_used: _Optional[float] = ...) -> None: ...
