@@ -37,6 +37,9 @@ def op_strategy() -> st.SearchStrategy[tuple[object, ...]]:
         st.tuples(st.just("limit"), st.integers(0, 8), st.booleans()),
         st.tuples(st.just("expire"), st.integers(0, 100), st.integers(0, 100)),
         st.tuples(st.just("tick"), st.integers(0, 100)),
+        # The leader's delivery counts of a durable's messages.
+        st.tuples(st.just("counts"), st.integers(0, len(ACK_KEYS) - 1), st.lists(st.integers(1, 12), max_size=4),
+                  st.integers(1, 5)),
         # The leader forgets idle producers' windows: which, and the index it decided at.
         st.tuples(st.just("forget"), st.lists(st.sampled_from(["p", "r", "gone"]), max_size=3, unique=True),
                   st.integers(0, 25), st.integers(0, 100)),
@@ -92,6 +95,10 @@ def to_op(spec: tuple[object, ...]) -> rpb.Operation | None:
                                                  clock=float(spec[2])))  # type: ignore[arg-type]
     if kind == "tick":
         return rpb.Operation(clock=rpb.ClockOp(clock=float(spec[1])))  # type: ignore[arg-type]
+    if kind == "counts":
+        seqs = list(dict.fromkeys(spec[2]))  # type: ignore[call-overload]
+        return rpb.Operation(delivery_counts=rpb.DeliveryCountsOp(durable_key=ACK_KEYS[spec[1]], message_seqs=seqs,  # type: ignore[index]
+                                                                  counts=[int(spec[3]) + s % 3 for s in seqs]))  # type: ignore[call-overload]
     if kind == "forget":
         return rpb.Operation(forget_producers=rpb.ForgetProducersOp(
             producer_ids=spec[1], before_index=spec[2], clock=float(spec[3]), idle_for=5.0))  # type: ignore[arg-type]
@@ -129,7 +136,8 @@ def observe(sm: StateMachine) -> dict[str, object]:
     messages = {m.seq: (m.store, m.destination, m.refs, m.size, m.queue, m.retained, m.expires_at, m.expires_clock,
                         m.message.SerializeToString(deterministic=True)) for m in sm.messages.values()}
     durables = {k: (d.kind, list(d.pending), len(d.pending), d.pending_bytes, d.last_value_seq, dict(d.last_values),
-                    d.suspended, d.wants_all, d.last_used, d.attached) for k, d in sm.durables.items()}
+                    d.suspended, d.wants_all, d.last_used, d.attached, dict(d.delivery_counts))
+                for k, d in sm.durables.items()}
     indexed = {k: sorted(d.key for d in ds) for k, ds in (*sm.by_destination.items(), *sm.content_durables.items())
                if ds}
     producers = {p: (list(w.order), dict(w.seqs), w.max_seq, w.last_index, w.last_used) for p, w in sm.producers.items()}
@@ -341,3 +349,22 @@ def test_an_interrupted_install_is_moved_aside_and_the_member_starts_empty(tmp_p
         assert again.damage == ""  # the finished install is sound
     finally:
         again.close()
+
+
+def test_delivery_counts_are_kept_on_disk_and_leave_with_the_message(tmp_path: Path, driver: str) -> None:
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        sm = DiskStateMachine.open(storage)
+        ops = [rpb.Operation(publish=rpb.PublishOp(store="s", destination="q", queue=True,
+                                                   message=cpb.Message(body=b"%d" % i))) for i in range(5)]
+        sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=ops))
+        key = durable_key("q", "")
+        sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(delivery_counts=rpb.DeliveryCountsOp(
+            durable_key=key, message_seqs=[1, 2, 3], counts=[2, 4, 1]))]))
+        reopened = DiskStateMachine.open(storage)
+        assert reopened.durable("q", "").delivery_counts == {1: 2, 2: 4, 3: 1}  # type: ignore[union-attr]
+        reopened.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[rpb.Operation(ack=rpb.AckOp(
+            store="s", durable_key=key, message_seqs=[2]))]))
+        assert DiskStateMachine.open(storage).durable("q", "").delivery_counts == {1: 2, 3: 1}  # type: ignore[union-attr]
+    finally:
+        storage.close()

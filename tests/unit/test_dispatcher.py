@@ -183,3 +183,53 @@ async def test_a_message_whose_time_to_live_ended_on_the_pseudo_clock_is_not_del
         assert await _received(sub) == [2]
     finally:
         await dispatcher.stop("", "")
+
+
+async def test_a_new_leader_counts_on_from_the_delivery_counts_the_log_recorded() -> None:
+    """The redelivery limit holds across a leader change: the first leader's dispatcher reports
+    its deliveries of a limited durable (`take_counted`); once they are in the log
+    (DeliveryCountsOp), a second leader's dispatcher counts on from them and dead-letters the
+    message at the limit, not after another limit's worth of deliveries."""
+    lettered: list[tuple[int, int, str]] = []
+    sm = StateMachine()
+    first = Dispatcher("a", redelivery_limit=lambda durable: 3,
+                       dead_letter=lambda durable, seq, count, why: lettered.append((seq, count, why)))
+    first.attach(sm)
+    first.start()
+    _publish(sm, 1, b"poison")
+    queue = sm.durable("q", "")
+    assert queue is not None
+    for delivery in (1, 2):
+        sub = first.open(queue, sm, "c", credit=10)
+        assert await _delivered(sub) == [(1, delivery)]
+        first.close(sub)  # gone without an ack: delivered again
+    counted = first.take_counted()
+    assert {key: counts for key, (state, counts) in counted.items()} == {queue.key: {1: 2}}
+    assert counted[queue.key][0] is sm and first.take_counted() == {}
+    await first.stop("", "")
+    sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(delivery_counts=rpb.DeliveryCountsOp(
+        durable_key=queue.key, message_seqs=[1], counts=[2]))]))
+
+    second = Dispatcher("b", redelivery_limit=lambda durable: 3,
+                        dead_letter=lambda durable, seq, count, why: lettered.append((seq, count, why)))
+    second.attach(sm)
+    second.start()
+    try:
+        sub = second.open(queue, sm, "c", credit=10)
+        assert await _delivered(sub) == [(1, 3)]  # the third delivery, as the client is told
+        second.close(sub)
+        again = second.open(queue, sm, "c", credit=10)
+        assert await _delivered(again) == []
+        assert lettered == [(1, 3, "reached 3 deliveries")]
+    finally:
+        await second.stop("", "")
+
+
+async def test_durables_without_a_redelivery_limit_report_no_counts() -> None:
+    async with _running() as (sm, dispatcher):
+        _publish(sm, 1, b"m")
+        queue = sm.durable("q", "")
+        assert queue is not None
+        sub = dispatcher.open(queue, sm, "c", credit=10)
+        assert await _delivered(sub) == [(1, 1)]
+        assert dispatcher.take_counted() == {}

@@ -374,3 +374,28 @@ def test_memory_of_100k_idle_producers_goes_back_once_they_are_forgotten() -> No
         tracemalloc.stop()
     assert not sm.producers and sm.tallies.producers_forgotten == 100_000
     assert left < held * 0.05, (held, left)  # per idle producer: next to nothing
+
+
+def counts(key: str, **by_seq: int) -> rpb.Operation:
+    seqs = [int(s[1:]) for s in by_seq]
+    return rpb.Operation(delivery_counts=rpb.DeliveryCountsOp(durable_key=key, message_seqs=seqs,
+                                                              counts=list(by_seq.values())))
+
+
+def test_delivery_counts_are_kept_for_pending_messages_only_never_lowered_and_go_with_the_message() -> None:
+    sm = StateMachine()
+    sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[publish("q", b"%d" % i, pid="", queue=True) for i in range(3)]))
+    key = durable_key("q", "")
+    (held,) = sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[counts(key, m1=2, m2=1, m9=4)]))
+    d = sm.durable("q", "")
+    assert held == 2 and d is not None and d.delivery_counts == {1: 2, 2: 1}  # 9 is not pending
+    sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[counts(key, m1=1, m2=3)]))
+    assert d.delivery_counts == {1: 2, 2: 3}  # a late, lower count changes nothing
+    copy = StateMachine.from_snapshot(sm.to_snapshot())
+    assert copy.durable("q", "").delivery_counts == {1: 2, 2: 3}  # type: ignore[union-attr]
+    sm.apply_entry(rpb.LogEntry(index=4, epoch=1, ops=[ack("q", "", 1)]))
+    assert d.delivery_counts == {2: 3}
+    assert sm.apply_entry(rpb.LogEntry(index=5, epoch=1, ops=[counts("nobody", m2=5)])) == [0]
+    sm.apply_entry(rpb.LogEntry(index=6, epoch=1, ops=[rpb.Operation(replay=rpb.ReplayOp(durable_key=key,
+                                                                                          sequence=1))]))
+    assert d.delivery_counts == {}  # replayed: delivered and counted afresh

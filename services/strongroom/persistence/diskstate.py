@@ -449,7 +449,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name, kind=ds.kind,
                             queue=ds.queue, matcher=ds.matcher, key_field=ds.key_field, content=ds.content,
                             ack_sync_mode=ds.ack_sync_mode, pending_bytes=pbytes, last_value_seq=lvs,
-                            suspended=ds.suspended, last_used=ds.last_used, attached=ds.attached)
+                            suspended=ds.suspended, last_used=ds.last_used, attached=ds.attached,
+                            delivery_counts=dict(ds.delivery_counts))
                 sm._adopt(d, ident, count, slots.get(ident, {}))
                 sm._register(d)
             elif key.startswith(P_STORE):
@@ -568,6 +569,9 @@ class DiskStateMachine(StateMachine, PayloadSource):
 
     def _new_window(self, producer_id: str) -> _ProducerWindow:
         return _DiskWindow(self, producer_id)
+
+    def _durable_changed(self, durable: Durable) -> None:
+        self._dirty_durables[durable.key] = durable
 
     def _drop_window(self, producer_id: str, window: _ProducerWindow) -> None:
         assert isinstance(window, _DiskWindow)
@@ -714,7 +718,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         ds = rpb.DurableState(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                               queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
                               ack_sync_mode=d.ack_sync_mode, suspended=d.suspended, last_used=d.last_used,
-                              attached=d.attached)
+                              attached=d.attached, delivery_counts=d.delivery_counts)
         return _DURABLE.pack(d._id, len(d.pending), d.pending_bytes, d.last_value_seq) + \
             ds.SerializeToString()  # type: ignore[attr-defined]
 
@@ -751,7 +755,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
             copy_d = Durable(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                              queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
                              ack_sync_mode=d.ack_sync_mode, last_value_seq=d.last_value_seq,
-                             suspended=d.suspended, last_used=d.last_used, attached=d.attached)
+                             suspended=d.suspended, last_used=d.last_used, attached=d.attached,
+                             delivery_counts=dict(d.delivery_counts))
             fresh._adopt(copy_d, None, 0, {})
             fresh._register(copy_d)
             for slot, seq in d.last_values.items():

@@ -1,11 +1,12 @@
 """Leader-side delivery: subscriptions attached to durables, credit, in-flight and redelivery.
 
-Delivery state is the leader's alone: what is pending lives in the replicated state machine,
-what was handed to which subscriber lives here. When a subscription goes away its in-flight
-messages are redelivered to the durable's other (or next) subscriber with a higher delivery
-count; after a failover the new leader redelivers everything still pending. A message about to
-be delivered more often than its destination's redelivery limit is handed to the node for
-dead-lettering instead; a message whose time-to-live ended is not delivered.
+Delivery state is the leader's: what is pending lives in the replicated state machine, what was
+handed to which subscriber lives here. When a subscription goes away its in-flight messages are
+redelivered to the durable's other (or next) subscriber with a higher delivery count; after a
+failover the new leader redelivers everything still pending, counting on from the counts the log
+recorded for durables with a redelivery limit (`take_counted`). A message about to be delivered
+more often than that limit is handed to the node for dead-lettering instead; a message whose
+time-to-live ended is not delivered.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ __all__ = ["Closed", "Delivered", "Dispatcher", "Opened", "Outgoing", "Refusal",
 
 _ids = itertools.count(1)
 
-# Pending sequences read at a time from a pending set on disk.
-PAGE = 1024
+PAGE = 1024  # pending sequences read at a time from a pending set on disk
 
 
 class Delivered(NamedTuple):
@@ -113,8 +113,7 @@ class _DurableDelivery:
     counts: dict[int, int] = field(default_factory=dict)
     # Past the redelivery limit, handed over for dead-lettering: not delivered again.
     parked: set[int] = field(default_factory=set)
-    # Acknowledged, the acknowledgment not yet committed: not delivered again meanwhile (a
-    # subscriber may ack a message this leader never handed out, e.g. after a failover).
+    # Acked, the ack not committed yet: not delivered again meanwhile (even if never handed out).
     acking: set[int] = field(default_factory=set)
     rr: int = 0
     # Acks, naks and terms of its subscribers refused by this leader (status).
@@ -149,6 +148,8 @@ class Dispatcher:
         # `take_used`, and a call when one does (the leader writes their use into the log).
         self._used: set[str] = set()
         self.on_use: Callable[[], None] | None = None
+        # Since `take_counted`, per durable with a redelivery limit: (state, seq -> deliveries).
+        self._counted: dict[str, tuple[StateMachine, dict[int, int]]] = {}
 
     def attach(self, state: StateMachine) -> None:
         """Track a state machine's durables; everything pending is (re)delivered."""
@@ -173,7 +174,8 @@ class Dispatcher:
     def _track(self, durable: Durable, state: StateMachine) -> _DurableDelivery:
         dd = self._durables.get(durable.key)
         if dd is None:
-            dd = _DurableDelivery(durable=durable, state=state)
+            # A previous leader's deliveries, as the log recorded them, count on.
+            dd = _DurableDelivery(durable=durable, state=state, counts=dict(durable.delivery_counts))
             if hasattr(durable.pending, "page"):
                 dd.cursor = 0
             else:
@@ -210,7 +212,7 @@ class Dispatcher:
         dd.inflight.clear()
         dd.again.clear()
         dd.parked.clear()
-        dd.counts.clear()
+        dd.counts = dict(durable.delivery_counts)  # a replay cleared them; a resumed durable kept them
         if dd.cursor >= 0:
             # Paged from disk: start over at the beginning of the pending set.
             dd.fresh = deque()
@@ -463,6 +465,11 @@ class Dispatcher:
 
         return self._settle(durable, state, seqs, sub_id, end)
 
+    def take_counted(self) -> dict[str, tuple[StateMachine, dict[int, int]]]:
+        """Delivery counts of durables with a redelivery limit since the last call."""
+        counted, self._counted = self._counted, {}
+        return counted
+
     def acking(self, durable: Durable, state: StateMachine, seqs: list[int]) -> None:
         """Acknowledgments accepted and on their way to the log: hold these messages back until
         they commit (`acked`). If they never do, this leadership (and this dispatcher) ends."""
@@ -537,6 +544,8 @@ class Dispatcher:
                 self._dead_letter(durable, seq, count - 1, f"reached {count - 1} deliveries")
                 continue
             dd.counts[seq] = count
+            if limit:
+                self._counted.setdefault(durable.key, (state, {}))[1][seq] = count
             delivered += 1
             if count > 1:
                 redelivered += 1

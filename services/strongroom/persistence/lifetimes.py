@@ -14,6 +14,8 @@
   `durables`).
 - A message delivered more often than its destination's redelivery limit is moved to the
   destination's dead-letter destination (or dropped, if it names none) with a `DeadLetterOp`.
+  The deliveries of such durables' messages go into the log (`DeliveryCountsOp`, every
+  `DELIVERY_COUNT_SECONDS`), so the limit holds across leader changes.
 - Producers: the deduplication window of a producer id that published nothing for the cluster's
   `producer_idle_expiry_seconds` on the pseudo-clock is forgotten (`ForgetProducersOp`).
 """
@@ -63,6 +65,9 @@ PRODUCER_POLL_SECONDS = 10.0
 expiry when that is shorter, at least half a second)."""
 FORGET_BATCH = 1000
 """Producer ids per ForgetProducersOp."""
+DELIVERY_COUNT_SECONDS = 0.2
+"""The leader writes the delivery counts of durables with a redelivery limit this often: what a
+failover can lose of them is about that much of deliveries."""
 
 
 def store_config(store: Store) -> rpb.ConfigureStoreOp:
@@ -249,6 +254,31 @@ class StoreKeeper:
         if forgotten:
             log.info("forgot the deduplication windows of %d producer(s) idle for %g s or more%s",
                      forgotten, idle_for, "" if replicated else " (stores not replicated)")
+
+    # --- delivery counts -----------------------------------------------------------------------
+
+    async def record_deliveries(self, term: LeaderTerm) -> None:
+        """While `term` serves: write the delivery counts of durables with a redelivery limit
+        into the log (replicated stores; a store that is not replicated does not outlive its
+        leader), off every confirmation's path. Nothing until every member reads log format 7."""
+        dispatcher = term.dispatcher
+        assert dispatcher is not None, "the term serves"
+        while term.alive():
+            await asyncio.sleep(DELIVERY_COUNT_SECONDS)
+            counted = dispatcher.take_counted()
+            if not counted or term.store_unavailable or not term.membership.all_read(PRODUCERS_LOG_FORMAT):
+                continue
+            ops = [rpb.Operation(delivery_counts=rpb.DeliveryCountsOp(
+                durable_key=key, message_seqs=list(counts), counts=list(counts.values())))
+                for key, (state, counts) in counted.items() if state is term.state]
+            if not ops:
+                continue
+            try:
+                fut = term.submit(ops)
+                if fut is not None:
+                    await fut
+            except StrongroomError as err:
+                log.info("delivery counts not recorded (%s); a later leader may deliver those again", err)
 
     # --- dead letters -------------------------------------------------------------------------
 

@@ -395,6 +395,7 @@ class PersistenceNode:
                                   term, self.realm, durable, seq, count, why), clock=term.clock))
         term.run(self.keeper.track_durables(term, lambda: self.realm), "durables")
         term.run(self.keeper.forget_producers(term, lambda: self.realm), "producers")
+        term.run(self.keeper.record_deliveries(term), "deliveries")
         event_log = self._event_log()
         if event_log is not None and self.replica.events is not None:
             root, interval = event_log

@@ -169,6 +169,9 @@ class Durable:
     # leader last said: what durable expiry reads, the same on every member.
     last_used: float = 0.0
     attached: bool = False
+    # Deliveries the leader recorded of pending messages (DeliveryCountsOp, log format 7):
+    # message sequence -> deliveries so far; a message leaves it when it leaves the durable.
+    delivery_counts: dict[int, int] = field(default_factory=dict)
     match: Match | None = field(default=None, repr=False)
     # Not suspended, no key field and no matcher: wants every message of its destination
     # (read per message).
@@ -492,6 +495,8 @@ class StateMachine:
             return None
         if which == "forget_producers":
             return self._forget_producers(op.forget_producers)
+        if which == "delivery_counts":
+            return self._delivery_counts(op.delivery_counts)
         if which == "noop":
             return None
         raise UnknownOperation(f"operation of a kind this version does not know ({_unknown_field(op)})")
@@ -827,6 +832,23 @@ class StateMachine:
         self.tallies.producers_forgotten += forgotten
         return forgotten
 
+    def _delivery_counts(self, op: rpb.DeliveryCountsOp) -> int:
+        """Record the leader's delivery counts of a durable's pending messages (never lower);
+        how many it holds for the durable afterwards."""
+        durable = self.durables.get(op.durable_key)
+        if durable is None:
+            return 0
+        counts = durable.delivery_counts
+        pending = durable.pending
+        for seq, count in zip(op.message_seqs, op.counts):
+            if seq in pending and count > counts.get(seq, 0):
+                counts[seq] = count
+        self._durable_changed(durable)
+        return len(counts)
+
+    def _durable_changed(self, durable: Durable) -> None:
+        """A durable's own fields changed in place (a state on disk writes it back)."""
+
     def _drop_window(self, producer_id: str, window: _ProducerWindow) -> None:
         """A producer's deduplication window goes (a state on disk deletes its records too)."""
         del self.producers[producer_id]
@@ -874,9 +896,12 @@ class StateMachine:
     def _release(self, durable: Durable, seqs: list[int]) -> list[int]:
         """Remove messages from a durable's pending set; the ones it held."""
         released = []
+        counts = durable.delivery_counts
         for seq in seqs:
             if seq in durable.pending:
                 del durable.pending[seq]
+                if counts and counts.pop(seq, None) is not None:
+                    self._durable_changed(durable)
                 stored = self.messages.get(seq)
                 if stored is not None:
                     durable.pending_bytes -= stored.size
@@ -952,6 +977,8 @@ class StateMachine:
                         del durable.last_values[slot]
             elif seq in durable.pending:
                 del durable.pending[seq]
+                if durable.delivery_counts.pop(seq, None) is not None:
+                    self._durable_changed(durable)
                 durable.pending_bytes -= stored.size
                 if self.on_acked is not None:
                     self.on_acked(durable.key, [seq])
@@ -1075,6 +1102,7 @@ class StateMachine:
             self.events.append((self._op, RecordKind.REPLAYED, durable, added, skipped))
         durable.pending = dict.fromkeys(new)
         durable.pending_bytes = sum(stored.size for stored in wanted)
+        durable.delivery_counts = {}  # delivered afresh, counted afresh
         if self.on_reset is not None:
             self.on_reset(durable)
         return len(wanted)
@@ -1156,7 +1184,8 @@ class StateMachine:
                 key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
                 pending=list(d.pending), last_value_seq=d.last_value_seq, queue=d.queue, matcher=d.matcher,
                 key_field=d.key_field, content=d.content, ack_sync_mode=d.ack_sync_mode,
-                last_values=d.last_values, suspended=d.suspended, last_used=d.last_used, attached=d.attached))
+                last_values=d.last_values, suspended=d.suspended, last_used=d.last_used, attached=d.attached,
+                delivery_counts=d.delivery_counts))
         for pid, window in self.producers.items():
             seqs = list(window.order)
             snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs,
@@ -1204,7 +1233,7 @@ class StateMachine:
                         kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=ds.matcher,
                         key_field=ds.key_field, content=ds.content, ack_sync_mode=ds.ack_sync_mode,
                         last_values=dict(ds.last_values), suspended=ds.suspended, last_used=ds.last_used,
-                        attached=ds.attached)
+                        attached=ds.attached, delivery_counts=dict(ds.delivery_counts))
             for seq in ds.pending:
                 d.pending[seq] = None
                 stored = sm.messages.get(seq)

@@ -30,9 +30,7 @@ from strongroom.persistence.pstore_report import ReportWriter
 
 __all__ = ["Storage", "MemoryStorage", "DiskStorage", "LoadedState", "open_storage", "RESTORE_POINTS", "STATE_INSTALLING"]
 
-STATE_INSTALLING = b"installing"
-"""Key of the indexes on disk's `sm` family while a snapshot is installed into them (diskstate.py):
-found at start, the install was interrupted."""
+STATE_INSTALLING = b"installing"  # in the indexes' `sm` family while a snapshot installs into them
 
 _U64 = struct.Struct(">Q")
 _POINT = struct.Struct(">QQ")
@@ -180,8 +178,6 @@ class DiskStorage(Storage):
         except StoreDamaged as exc:
             found = str(exc)
         if found is None and "sm" in self._state_cfs and self._state_cfs["sm"].get(STATE_INSTALLING) is not None:
-            # A crash in the middle of installing a snapshot into the indexes on disk: they are
-            # neither the old state nor the new one. Rebuilt from the peers like a damaged store.
             found = "a snapshot install into the indexes on disk was interrupted: they are incomplete"
         if found is not None:  # out of the handler: its traceback holds the damaged database open
             self._close_db()

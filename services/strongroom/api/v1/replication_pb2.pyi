@@ -48,7 +48,7 @@ UOW_OP_KIND_UNSUBSCRIBE: UowOpKind
 UOW_OP_KIND_EXPIRE_SUBSCRIPTIONS: UowOpKind
 
 class Operation(_message.Message):
-    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock", "durable_use", "forget_producers")
+    __slots__ = ("noop", "publish", "ack", "create_durable", "configure_store", "expire", "dead_letter", "replay", "map", "publish_batch", "suspend_durables", "delete_durable", "uow", "clock", "durable_use", "forget_producers", "delivery_counts")
     NOOP_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,7 @@ class Operation(_message.Message):
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     DURABLE_USE_FIELD_NUMBER: _ClassVar[int]
     FORGET_PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
     noop: Noop
     publish: PublishOp
     ack: AckOp
@@ -81,7 +82,8 @@ class Operation(_message.Message):
     clock: ClockOp
     durable_use: DurableUseOp
     forget_producers: ForgetProducersOp
-    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ..., durable_use: _Optional[_Union[DurableUseOp, _Mapping]] = ..., forget_producers: _Optional[_Union[ForgetProducersOp, _Mapping]] = ...) -> None: ...
+    delivery_counts: DeliveryCountsOp
+    def __init__(self, noop: _Optional[_Union[Noop, _Mapping]] = ..., publish: _Optional[_Union[PublishOp, _Mapping]] = ..., ack: _Optional[_Union[AckOp, _Mapping]] = ..., create_durable: _Optional[_Union[CreateDurableOp, _Mapping]] = ..., configure_store: _Optional[_Union[ConfigureStoreOp, _Mapping]] = ..., expire: _Optional[_Union[ExpireOp, _Mapping]] = ..., dead_letter: _Optional[_Union[DeadLetterOp, _Mapping]] = ..., replay: _Optional[_Union[ReplayOp, _Mapping]] = ..., map: _Optional[_Union[MapOp, _Mapping]] = ..., publish_batch: _Optional[_Union[PublishBatchOp, _Mapping]] = ..., suspend_durables: _Optional[_Union[SuspendDurablesOp, _Mapping]] = ..., delete_durable: _Optional[_Union[DeleteDurableOp, _Mapping]] = ..., uow: _Optional[_Union[UowOp, _Mapping]] = ..., clock: _Optional[_Union[ClockOp, _Mapping]] = ..., durable_use: _Optional[_Union[DurableUseOp, _Mapping]] = ..., forget_producers: _Optional[_Union[ForgetProducersOp, _Mapping]] = ..., delivery_counts: _Optional[_Union[DeliveryCountsOp, _Mapping]] = ...) -> None: ...
 
 class ConfigureStoreOp(_message.Message):
     __slots__ = ("store", "max_messages", "max_bytes", "policy")
@@ -250,6 +252,16 @@ class DurableExpiry(_message.Message):
     clock: float
     unused_for: float
     def __init__(self, clock: _Optional[float] = ..., unused_for: _Optional[float] = ...) -> None: ...
+
+class DeliveryCountsOp(_message.Message):
+    __slots__ = ("durable_key", "message_seqs", "counts")
+    DURABLE_KEY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SEQS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    durable_key: str
+    message_seqs: _containers.RepeatedScalarFieldContainer[int]
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, durable_key: _Optional[str] = ..., message_seqs: _Optional[_Iterable[int]] = ..., counts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ForgetProducersOp(_message.Message):
     __slots__ = ("producer_ids", "before_index", "clock", "idle_for")
@@ -708,7 +720,7 @@ class StoredMessage(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ..., expires_clock: _Optional[float] = ...) -> None: ...
 
 class DurableState(_message.Message):
-    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended", "last_used", "attached")
+    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended", "last_used", "attached", "delivery_counts")
     class LastValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -716,6 +728,13 @@ class DurableState(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class DeliveryCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     KEY_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
@@ -732,6 +751,7 @@ class DurableState(_message.Message):
     SUSPENDED_FIELD_NUMBER: _ClassVar[int]
     LAST_USED_FIELD_NUMBER: _ClassVar[int]
     ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
     key: str
     store: str
     destination: str
@@ -748,7 +768,8 @@ class DurableState(_message.Message):
     suspended: bool
     last_used: float
     attached: bool
-    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ...) -> None: ...
+    delivery_counts: _containers.ScalarMap[int, int]
+    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ..., delivery_counts: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class MapEntryState(_message.Message):
     __slots__ = ("key", "value", "version")
