@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROTOS := $(wildcard protos/strongroom/v1/*.proto)
 
-.PHONY: venv protos check-protos test up down clean
+.PHONY: soak venv protos check-protos test up down clean
 
 venv: $(VENV)/.installed
 
@@ -95,3 +95,12 @@ $(VENV)/.bench-installed: pyproject.toml | venv
 .PHONY: chaos
 chaos: venv
 	$(PY) -m strongroom.chaos $(CHAOS_ARGS)
+
+# The soak run (not in CI): SOAK_MINUTES (default 60) of mixed load with a leader SIGKILL every
+# SOAK_KILL_EVERY seconds (default 180), then the history checker; the members' resident memory
+# over time in memory.png and memory.json of the run's directory. Fails on any loss or on memory
+# growth above 10% after the first ten minutes. SOAK_ARGS passes options (e.g. --out DIR --json).
+SOAK_MINUTES ?= 60
+SOAK_KILL_EVERY ?= 180
+soak: venv
+	$(PY) -m strongroom.chaos.soak --minutes $(SOAK_MINUTES) --kill-every $(SOAK_KILL_EVERY) $(SOAK_ARGS)

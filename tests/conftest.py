@@ -35,6 +35,40 @@ def fresh_etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
         proc.stop()
 
 
+_SESSION_TLS: dict[str, object] = {}
+"""The session's TLS as `_session_tls` set it: user `test`, no token, the session's authority,
+and the environment variables that say so."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _session_tls_per_module() -> Iterator[None]:
+    """Every module starts and ends as the session's user `test`. A test that runs a command
+    in-process (the CLI's `main`, `strongroom up`) makes the process call as whoever that
+    command finds (a state file's operator `admin`, plaintext): what a module does is its own,
+    but the next module a worker runs (the order differs between workers and runs) must not
+    inherit it."""
+    _restore_session_tls()
+    yield
+    _restore_session_tls()
+
+
+def _restore_session_tls() -> None:
+    from strongroom.security import certs, tls
+
+    if not _SESSION_TLS:
+        return
+    env = _SESSION_TLS["env"]
+    assert isinstance(env, dict)
+    for name in {*env, *(n for n in os.environ if n.startswith("STRONGROOM_TLS_")), tls.TOKEN_ENV}:
+        if name in env:
+            os.environ[name] = env[name]
+        else:
+            os.environ.pop(name, None)
+    tls.use(_SESSION_TLS["tls"])  # type: ignore[arg-type]
+    tls.use_token("")
+    certs.activate(_SESSION_TLS["ca"])  # type: ignore[arg-type]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     _worker_ports()
@@ -69,22 +103,28 @@ def _session_tls() -> None:
     os.environ.update(mine.env())
     os.environ[certs.AUTHORITY_ENV] = str(ca.directory)  # `strongroom up` run by a test issues from it too
     tls.use(mine)
+    _SESSION_TLS.update(tls=mine, ca=ca, env={name: os.environ[name] for name in
+                                              [*mine.env(), certs.AUTHORITY_ENV]})
 
 
 
 LONGEST_FIRST = (
     "tests/chaos/test_faults.py",
-    "tests/bench/test_bench_smoke.py",
     "tests/docs/test_readme.py",
+    "tests/bench/test_bench_smoke.py",
     "tests/integration/test_dr_activate.py",
-    "tests/integration/test_routing_failover.py",
-    "tests/integration/test_routing.py",
-    "tests/deploy/test_chart_checkov.py",
     "tests/integration/test_failover.py",
-    "tests/integration/test_lifetimes.py",
+    "tests/spark/test_backlog.py",
+    "tests/integration/test_routing.py",
+    "tests/integration/test_local_cluster.py",
     "tests/spark/test_spark_submit.py",
+    "tests/chaos/test_soak.py",
+    "tests/spark/test_backlog_matches_status.py",
     "tests/integration/test_dr_standby.py",
     "tests/integration/test_uow.py",
+    "tests/spark/test_metrics_cli.py",
+    "tests/integration/test_lifetimes.py",
+    "tests/integration/test_routing_failover.py",
 )
 """Modules that take longest (from a run's `--durations=0`), longest first: `make test` hands
 whole modules to its two workers in collection order (`--dist loadfile --no-loadscope-reorder`),

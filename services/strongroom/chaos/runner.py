@@ -25,6 +25,7 @@ from pathlib import Path
 
 from strongroom.chaos.checker import CheckResult, check
 from strongroom.chaos.cluster import ChaosCluster, FaultUnavailable
+from strongroom.chaos.context import Fault
 from strongroom.chaos.drsite import DrCluster
 from strongroom.chaos.faults import FAULTS, FaultContext, heal_everything
 from strongroom.chaos.history import INFO, History
@@ -92,12 +93,13 @@ async def _monitor(cluster: ChaosCluster, history: History) -> None:
         await asyncio.sleep(0.5)
 
 
-async def run_scenario(fault_name: str, seconds: float, root: Path, seed: int = 1,
+async def run_scenario(fault_name: str | Fault, seconds: float, root: Path, seed: int = 1,
                        config: WorkloadConfig | None = None) -> ScenarioResult:
-    """One scenario in `root` (created); the cluster is gone when this returns."""
-    fault = fault_named(fault_name)
+    """One scenario in `root` (created): a fault of the catalogue by name, or a `Fault` (the
+    soak's); the cluster is gone when this returns."""
+    fault = fault_named(fault_name) if isinstance(fault_name, str) else fault_name
     root.mkdir(parents=True, exist_ok=True)
-    result = ScenarioResult(fault_name, seconds, root)
+    result = ScenarioResult(fault.name, seconds, root)
     started = time.monotonic()
     history = History(root / "history.jsonl")
     cluster = DrCluster(root, fault.spec) if fault.spec.standby else ChaosCluster(root, fault.spec)

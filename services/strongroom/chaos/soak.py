@@ -1,0 +1,269 @@
+"""The soak run (`make soak`, not in CI): a long stretch of mixed load on a three-member disk-sync
+cluster with a leader SIGKILL every few minutes, judged by the history checker, with the members'
+resident memory over time (numbers and a PNG).
+
+    python -m strongroom.chaos.soak [--minutes 60] [--kill-every 180] [--out DIR] [--json]
+
+The load is the chaos workload (pipelined and unary publishers, standard and shared durables with
+synchronous and asynchronous acks, a queue, units of work) and beside it a last-value durable and
+messages with a time-to-live that nobody consumes (they must expire, or memory grows). Exit
+status 1 when the checker finds anything (a confirmed message lost, duplicated, out of order, a
+phantom, a partial unit of work), when the members do not converge, or when their memory grew by
+more than `MAX_GROWTH` from the end of the first ten minutes (a sixth of a shorter run) to the end
+of the run. Memory is compared as the median resident size over every member of two windows
+(`memory_growth`), so a member that restarted after a kill does not count as shrinking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strongroom.chaos.context import Fault, FaultContext
+from strongroom.chaos.faults import KillLeader
+from strongroom.chaos.runner import ScenarioResult, format_table, run_scenario
+from strongroom.client import Client
+from strongroom.errors import StrongroomError
+
+__all__ = ["MAX_GROWTH", "Sample", "Soak", "memory_growth", "main"]
+
+log = logging.getLogger("strongroom.chaos.soak")
+
+MAX_GROWTH = 0.10
+"""The largest rise of the members' median resident memory a soak passes with."""
+SAMPLE_SECONDS = 10.0
+"""How often every member's resident memory is read."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of a member's resident memory."""
+
+    at: float
+    """Seconds since the faults began."""
+    member: str
+    rss_bytes: int
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process (VmRSS), 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def memory_growth(samples: list[Sample], seconds: float) -> tuple[float, float, float]:
+    """(baseline, final, growth): the median resident size of every member in the window after
+    the first ten minutes (a sixth of a run shorter than an hour) and in the run's last twelfth,
+    and how much the second is above the first (0.05: 5 %)."""
+    start = min(600.0, seconds / 6)
+    width = min(300.0, seconds / 12)
+    baseline = [s.rss_bytes for s in samples if start <= s.at < start + width and s.rss_bytes]
+    final = [s.rss_bytes for s in samples if s.at >= seconds - width and s.rss_bytes]
+    if not baseline or not final:
+        raise ValueError(f"too few memory samples for a run of {seconds:.0f} s (baseline {len(baseline)}, "
+                         f"final {len(final)})")
+    first, last = statistics.median(baseline), statistics.median(final)
+    return first, last, last / first - 1.0
+
+
+@dataclass
+class Soak(Fault):
+    """Leader SIGKILLs every `kill_every` seconds, memory readings every `SAMPLE_SECONDS`, and
+    the side load (last-value and time-to-live messages) for as long as the run lasts."""
+
+    kill_every: float = 180.0
+    samples: list[Sample] = field(default_factory=list)
+    kills: list[float] = field(default_factory=list)
+    side_published: int = 0
+    side_errors: int = 0
+
+    async def run(self, ctx: FaultContext, until: float) -> None:
+        began = time.monotonic()
+        side = asyncio.create_task(self._side_load(ctx.cluster.endpoints()))
+        killer = KillLeader("kill-leader", "")
+        next_kill = began + self.kill_every
+        next_line = began
+        try:
+            while time.monotonic() < until:
+                now = time.monotonic()
+                self._sample(ctx, now - began)
+                if now >= next_line:
+                    next_line = now + 60.0
+                    print(self._progress(now - began, until - began), flush=True)
+                if now >= next_kill and now + 3 * ctx.ttl + 10 < until:
+                    self.kills.append(now - began)
+                    ctx.round += 1
+                    await killer.round(ctx)
+                    next_kill = time.monotonic() + self.kill_every
+                now = time.monotonic()
+                await asyncio.sleep(max(0.0, min(SAMPLE_SECONDS, until - now, max(0.1, next_kill - now))))
+            self._sample(ctx, time.monotonic() - began)  # the run's end is in the last window
+        finally:
+            side.cancel()
+            await asyncio.gather(side, return_exceptions=True)
+
+    def _sample(self, ctx: FaultContext, at: float) -> None:
+        for pid, member in ctx.cluster.pid_labels().items():
+            if member != "client":
+                self.samples.append(Sample(at, member, rss_bytes(pid)))
+
+    async def round(self, ctx: FaultContext) -> None:  # pragma: no cover - `run` drives the soak
+        raise NotImplementedError
+
+    def _progress(self, elapsed: float, total: float) -> str:
+        latest: dict[str, int] = {}
+        for s in self.samples:
+            latest[s.member] = s.rss_bytes
+        rss = ", ".join(f"{m} {b / 2**20:.0f} MiB" for m, b in sorted(latest.items()))
+        return (f"  soak {elapsed / 60:4.1f}/{total / 60:.0f} min: {len(self.kills)} leader kills, "
+                f"{self.side_published} side messages; resident {rss}")
+
+    async def _side_load(self, endpoints: list[str]) -> None:
+        """A last-value durable kept up to date on 20 keys, and messages with a time-to-live
+        that nobody consumes; errors around a kill are counted and ridden out."""
+        async with Client(endpoints, timeout=15) as client:
+            latest = None
+            i = 0
+            while True:
+                try:
+                    if latest is None:
+                        latest = await client.subscribe("soak.lv", "latest", kind="last-value")
+                    await client.publish("soak.lv", b"price %d" % i, fields={"key": i % 20})
+                    await client.publish("soak.ttl.q", b"x" * 200)
+                    self.side_published += 2
+                    if i % 10 == 0:
+                        try:
+                            got = await latest.next(timeout=0.05)
+                            await latest.ack(got)
+                        except TimeoutError:
+                            pass
+                except (StrongroomError, asyncio.TimeoutError) as exc:
+                    self.side_errors += 1
+                    log.info("side load: %s", exc)
+                    latest = None
+                    await asyncio.sleep(0.5)
+                i += 1
+                await asyncio.sleep(0.02)
+
+
+def plot(samples: list[Sample], kills: list[float], path: Path, title: str) -> None:
+    """Resident memory per member over the run, the leader kills as vertical lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for member in sorted({s.member for s in samples}):
+        mine = [s for s in samples if s.member == member]
+        ax.plot([s.at / 60 for s in mine], [s.rss_bytes / 2**20 for s in mine], label=member, linewidth=1.2)
+    for at in kills:
+        ax.axvline(at / 60, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_xlabel("minutes (dotted: leader SIGKILL)")
+    ax.set_ylabel("resident memory (MiB)")
+    ax.set_title(title)
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@dataclass
+class SoakResult:
+    """What a soak found."""
+
+    scenario: ScenarioResult
+    soak: Soak
+    seconds: float
+    max_growth: float = MAX_GROWTH
+    baseline: float = 0.0
+    final: float = 0.0
+    growth: float = 0.0
+    memory_error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.scenario.passed and not self.memory_error and self.growth <= self.max_growth
+
+    def as_dict(self) -> dict[str, object]:
+        c = self.scenario.check
+        return {"passed": self.passed, "minutes": round(self.seconds / 60, 1), "leader_kills": len(self.soak.kills),
+                "operations": c.operations, "confirmed": c.confirmed, "lost": c.lost_messages,
+                "duplicated": len(c.duplicated), "phantom": len(c.phantom), "order": len(c.order),
+                "uows_confirmed": c.uows_confirmed, "uow_violations": c.uow_violations,
+                "converged": self.scenario.converged, "side_messages": self.soak.side_published,
+                "side_errors": self.soak.side_errors, "rss_baseline_mib": round(self.baseline / 2**20, 1),
+                "rss_final_mib": round(self.final / 2**20, 1), "rss_growth": round(self.growth, 4),
+                "memory_error": self.memory_error, "max_gap_seconds": round(c.longest_gap_seconds, 2),
+                "errors": self.scenario.errors}
+
+
+async def soak(minutes: float, kill_every: float, out: Path, max_growth: float = MAX_GROWTH) -> SoakResult:
+    """Run one soak in `out`; the cluster is gone when this returns."""
+    seconds = minutes * 60
+    fault = Soak("soak", f"{minutes:g} min of mixed load, a leader SIGKILL every {kill_every:g} s",
+                 kill_every=kill_every)
+    scenario = await run_scenario(fault, seconds, out)
+    result = SoakResult(scenario, fault, seconds, max_growth)
+    try:
+        result.baseline, result.final, result.growth = memory_growth(fault.samples, seconds)
+    except ValueError as exc:
+        result.memory_error = str(exc)
+    (out / "memory.json").write_text(json.dumps([s.__dict__ for s in fault.samples]))
+    if fault.samples:
+        plot(fault.samples, fault.kills, out / "memory.png",
+             f"soak: {minutes:g} min, {len(fault.kills)} leader kills, median resident memory "
+             f"{result.growth * 100:+.1f}% after the first window")
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `make soak` entry point."""
+    parser = argparse.ArgumentParser(prog="python -m strongroom.chaos.soak", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=60.0, help="length of the run (default 60)")
+    parser.add_argument("--kill-every", type=float, default=180.0,
+                        help="seconds between leader SIGKILLs (default 180)")
+    parser.add_argument("--out", type=Path, default=None, help="keep history, logs and memory.png here "
+                        "(default: a new temporary directory, kept)")
+    parser.add_argument("--max-growth", type=float, default=MAX_GROWTH,
+                        help="largest memory growth that passes, 0.1 = 10%% (default; a run of a few minutes "
+                             "is still warming up and measures nothing)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (the last lines)")
+    args = parser.parse_args(argv)
+    if args.minutes <= 0 or args.kill_every <= 0:
+        parser.error("--minutes and --kill-every must be above 0")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    out = args.out or Path(tempfile.mkdtemp(prefix="strongroom-soak-"))
+    print(f"soak: {args.minutes:g} min, a leader SIGKILL every {args.kill_every:g} s; results in {out}", flush=True)
+    result = asyncio.run(soak(args.minutes, args.kill_every, out, args.max_growth))
+    print()
+    print(format_table([result.scenario]))
+    print(f"\nresident memory (median of every member): {result.baseline / 2**20:.1f} MiB after the first window, "
+          f"{result.final / 2**20:.1f} MiB at the end ({result.growth * 100:+.1f}%, at most "
+          f"{args.max_growth * 100:.0f}% passes){'; ' + result.memory_error if result.memory_error else ''}")
+    print(f"memory plot: {out / 'memory.png'}; history and logs: {out}")
+    if not result.scenario.passed:
+        print(result.scenario.describe())
+    print("PASS" if result.passed else "FAIL")
+    if args.json:
+        print(json.dumps(result.as_dict()))
+    sys.exit(0 if result.passed else 1)
+
+
+if __name__ == "__main__":
+    main()
