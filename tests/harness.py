@@ -274,6 +274,20 @@ async def wait_for(pred: Callable[[], Awaitable[bool]], timeout: float = 30.0, i
     raise TimeoutError("condition not reached")
 
 
+async def registered_leader(cluster: Cluster, timeout: float = 20.0) -> str:
+    """The leader, once it has heard every other member register (with the log format it
+    reads): a member it has not heard from counts as an older version, and what needs a newer
+    log format (time-to-lives on the pseudo-clock, durable expiry, delivery counts) waits."""
+    leader = await cluster.leader()
+
+    async def heard() -> bool:
+        st = await cluster.status(leader)
+        return st is not None and all(m.replication for m in st.members if m.name != leader)
+
+    await wait_for(heard, timeout=timeout)
+    return leader
+
+
 def strongroom(servers: str, *argv: str) -> subprocess.CompletedProcess[str]:
     """The `strongroom` CLI run as a process against the members at `servers` (its `-s`)."""
     return subprocess.run([sys.executable, "-m", "strongroom.cli.main", *argv, "-s", servers],

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from harness import Cluster, wait_for
+from harness import Cluster, registered_leader, wait_for
 
 from strongroom.client import Client
 
@@ -50,24 +50,10 @@ async def _pending(cluster: Cluster, member: str, queue: str) -> int:
     return next(d.pending_messages for s in st.stores for d in s.durables if d.destination == queue and not d.name)
 
 
-async def _registered(cluster: Cluster) -> str:
-    """The leader, once it has heard every member register (and so knows that each reads log
-    format 5: a member it has not heard from counts as an older version, and time-to-lives then
-    stay on the wall clock and durables do not expire)."""
-    leader = await cluster.leader()
-
-    async def heard() -> bool:
-        st = await cluster.status(leader)
-        return st is not None and all(m.replication for m in st.members if m.name != leader)
-
-    await wait_for(heard, timeout=20)
-    return leader
-
-
 @pytest.mark.slow
 async def test_a_time_to_live_on_the_pseudo_clock_survives_a_stop_and_a_leader_change(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(extra_stores=STORES, extra_destinations=DESTINATIONS)
-    leader = await _registered(cluster)
+    leader = await registered_leader(cluster)
     async with Client(cluster.addresses(), timeout=30) as client:
         await client.publish("wttl.q", b"wall clock")
         await client.publish("pttl.q", b"pseudo-clock")
@@ -133,7 +119,7 @@ async def listed(cluster: Cluster) -> dict[str, Any]:
 @pytest.mark.slow
 async def test_a_durable_unused_for_its_expiry_is_deleted_and_one_in_use_is_not(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(extra_stores=STORES, extra_destinations=DESTINATIONS)
-    leader = await _registered(cluster)
+    leader = await registered_leader(cluster)
     async with Client(cluster.addresses(), timeout=30) as client:
 
         async def names() -> set[str]:

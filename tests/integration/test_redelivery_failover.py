@@ -11,7 +11,7 @@ import signal
 import sys
 
 import pytest
-from harness import Cluster, wait_for
+from harness import Cluster, registered_leader
 
 from strongroom.client import Client
 
@@ -25,23 +25,10 @@ DESTINATIONS = f"""\
 """
 
 
-async def _registered(cluster: Cluster) -> str:
-    """The leader, once it has heard every member register its log format (counts are written
-    only while every member reads log format 7)."""
-    leader = await cluster.leader()
-
-    async def heard() -> bool:
-        st = await cluster.status(leader)
-        return st is not None and all(m.replication for m in st.members if m.name != leader)
-
-    await wait_for(heard, timeout=20)
-    return leader
-
-
 @pytest.mark.slow
 async def test_a_poison_message_is_dead_lettered_at_its_limit_across_a_leader_kill(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(extra_destinations=DESTINATIONS)
-    leader = await _registered(cluster)
+    leader = await registered_leader(cluster)
     seen: list[int] = []
     async with Client(cluster.addresses(), timeout=30) as client:
         published = await client.publish("poison.queue", b"poison")

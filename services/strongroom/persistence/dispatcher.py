@@ -1,12 +1,11 @@
 """Leader-side delivery: subscriptions attached to durables, credit, in-flight and redelivery.
 
 Delivery state is the leader's: what is pending lives in the replicated state machine, what was
-handed to which subscriber lives here. When a subscription goes away its in-flight messages are
-redelivered to the durable's other (or next) subscriber with a higher delivery count; after a
-failover the new leader redelivers everything still pending, counting on from the counts the log
-recorded for durables with a redelivery limit (`take_counted`). A message about to be delivered
-more often than that limit is handed to the node for dead-lettering instead; a message whose
-time-to-live ended is not delivered.
+handed to which subscriber here. A subscription gone, its in-flight messages go to the durable's
+other (or next) subscriber with a higher delivery count; after a failover the new leader
+redelivers everything pending, counting on from what the log recorded for durables with a
+redelivery limit (`take_counted`). A message past that limit goes to dead-lettering instead; one
+whose time-to-live ended is not delivered.
 """
 
 from __future__ import annotations
@@ -148,8 +147,7 @@ class Dispatcher:
         # `take_used`, and a call when one does (the leader writes their use into the log).
         self._used: set[str] = set()
         self.on_use: Callable[[], None] | None = None
-        # Since `take_counted`, per durable with a redelivery limit: (state, seq -> deliveries).
-        self._counted: dict[str, tuple[StateMachine, dict[int, int]]] = {}
+        self._counted: dict[str, tuple[StateMachine, dict[int, int]]] = {}  # see take_counted
 
     def attach(self, state: StateMachine) -> None:
         """Track a state machine's durables; everything pending is (re)delivered."""
@@ -466,7 +464,7 @@ class Dispatcher:
         return self._settle(durable, state, seqs, sub_id, end)
 
     def take_counted(self) -> dict[str, tuple[StateMachine, dict[int, int]]]:
-        """Delivery counts of durables with a redelivery limit since the last call."""
+        """Per durable with a redelivery limit: (its state, seq -> deliveries) since the last call."""
         counted, self._counted = self._counted, {}
         return counted
 
@@ -523,6 +521,7 @@ class Dispatcher:
         now = clocks.wall()
         clock = self._clock()
         delivered = redelivered = 0
+        counted: dict[int, int] | None = None  # this durable's in `_counted`, found once a pass
         tracer = state.tallies.tracer
         while True:
             sub = self._next_with_credit(dd)
@@ -545,7 +544,8 @@ class Dispatcher:
                 continue
             dd.counts[seq] = count
             if limit:
-                self._counted.setdefault(durable.key, (state, {}))[1][seq] = count
+                counted = counted if counted is not None else self._counted.setdefault(durable.key, (state, {}))[1]
+                counted[seq] = count
             delivered += 1
             if count > 1:
                 redelivered += 1

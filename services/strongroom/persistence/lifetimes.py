@@ -39,7 +39,7 @@ from strongroom.persistence.durables import (
     static_durable_ops,
     use_changes,
 )
-from strongroom.persistence.log import PRODUCERS_LOG_FORMAT
+from strongroom.persistence.log import DELIVERY_COUNTS_LOG_FORMAT, PRODUCERS_LOG_FORMAT
 from strongroom.persistence.state import DeleteResult, Durable, StateMachine
 from strongroom.persistence.term import CommitResult, LeaderTerm
 from strongroom.persistence.ticker import CLOCK_IDLE_TICK_SECONDS
@@ -266,7 +266,7 @@ class StoreKeeper:
         while term.alive():
             await asyncio.sleep(DELIVERY_COUNT_SECONDS)
             counted = dispatcher.take_counted()
-            if not counted or term.store_unavailable or not term.membership.all_read(PRODUCERS_LOG_FORMAT):
+            if not counted or term.store_unavailable or not term.membership.all_read(DELIVERY_COUNTS_LOG_FORMAT):
                 continue
             ops = [rpb.Operation(delivery_counts=rpb.DeliveryCountsOp(
                 durable_key=key, message_seqs=list(counts), counts=list(counts.values())))

@@ -15,7 +15,7 @@ from strongroom.persistence.storage import LoadedState, Storage
 from strongroom.tracing import traced
 
 __all__ = ["ReplicatedLog", "AppendOutcome", "LOG_FORMAT", "KEEP_APPLIED", "LIFETIMES_LOG_FORMAT", "ORIGIN_LOG_FORMAT",
-           "PRODUCERS_LOG_FORMAT", "PUBLICATION_LOG_FORMAT", "UOW_LOG_FORMAT"]
+           "DELIVERY_COUNTS_LOG_FORMAT", "PRODUCERS_LOG_FORMAT", "PUBLICATION_LOG_FORMAT", "UOW_LOG_FORMAT"]
 
 
 class AppendOutcome:
@@ -57,6 +57,8 @@ a publish that carries an origin is refused (LOG_FORMAT_PENDING)."""
 PRODUCERS_LOG_FORMAT = 7
 """`ForgetProducersOp`: a member of format 6 would stop applying at it, so until every member
 reads format 7 no producer's deduplication window is forgotten."""
+DELIVERY_COUNTS_LOG_FORMAT = 7
+"""`DeliveryCountsOp`: until every member reads format 7 delivery counts stay the leader's."""
 
 # Applied entries kept in memory (parsed and serialised) below the newest applied one: a
 # follower a few rounds behind is sent them from memory; older ones are read back from storage.
