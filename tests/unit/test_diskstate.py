@@ -140,7 +140,7 @@ def observe(sm: StateMachine) -> dict[str, object]:
                 for k, d in sm.durables.items()}
     indexed = {k: sorted(d.key for d in ds) for k, ds in (*sm.by_destination.items(), *sm.content_durables.items())
                if ds}
-    producers = {p: (list(w.order), dict(w.seqs), w.max_seq, w.last_index, w.last_used) for p, w in sm.producers.items()}
+    producers = {p: (list(w.items()), w.max_seq, w.last_index, w.last_used) for p, w in sm.producers.items()}
     return {
         # The counts a DR standby's lag and an activation's tail loss compare (persistence/committed.py).
         "applied": (sm.applied_index, sm.applied_epoch, sm.next_seq, sm.acked_messages),

@@ -2,7 +2,7 @@
 cluster with a leader SIGKILL every few minutes, judged by the history checker, with the members'
 resident memory over time (numbers and a PNG).
 
-    python -m strongroom.chaos.soak [--minutes 60] [--kill-every 180] [--out DIR] [--json]
+    python -m strongroom.chaos.soak [--minutes 60] [--kill-every 180] [--out DIR] [--trace-memory] [--json]
 
 The load is the chaos workload (pipelined and unary publishers, standard and shared durables with
 synchronous and asynchronous acks, a queue, units of work) and beside it a last-value durable and
@@ -12,6 +12,9 @@ phantom, a partial unit of work), when the members do not converge, or when thei
 more than `MAX_GROWTH` from the end of the first ten minutes (a sixth of a shorter run) to the end
 of the run. Memory is compared as the median resident size over every member of two windows
 (`memory_growth`), so a member that restarted after a kill does not count as shrinking.
+`--trace-memory` starts the members with Python's allocation tracing and, at the end of the run,
+collects each member's top allocation sites (`memory-top-<member>.txt`: where the memory went;
+the members run slower, so its figures are not the untraced run's).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import argparse
 import asyncio
 import json
 import logging
+import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -27,11 +32,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strongroom.chaos.cluster import ClusterSpec
 from strongroom.chaos.context import Fault, FaultContext
 from strongroom.chaos.faults import KillLeader
 from strongroom.chaos.runner import ScenarioResult, format_table, run_scenario
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
+from strongroom.observability.memtrace import REPORT_NAME
 
 __all__ = ["MAX_GROWTH", "Sample", "Soak", "memory_growth", "main"]
 
@@ -89,6 +96,9 @@ class Soak(Fault):
     kills: list[float] = field(default_factory=list)
     side_published: int = 0
     side_errors: int = 0
+    trace_memory: bool = False
+    """Members trace their allocations; their top sites are collected at the end (`reports`)."""
+    reports: dict[str, str] = field(default_factory=dict)
 
     async def run(self, ctx: FaultContext, until: float) -> None:
         began = time.monotonic()
@@ -111,6 +121,8 @@ class Soak(Fault):
                 now = time.monotonic()
                 await asyncio.sleep(max(0.0, min(SAMPLE_SECONDS, until - now, max(0.1, next_kill - now))))
             self._sample(ctx, time.monotonic() - began)  # the run's end is in the last window
+            if self.trace_memory:
+                await self._collect_reports(ctx)
         finally:
             side.cancel()
             await asyncio.gather(side, return_exceptions=True)
@@ -119,6 +131,29 @@ class Soak(Fault):
         for pid, member in ctx.cluster.pid_labels().items():
             if member != "client":
                 self.samples.append(Sample(at, member, rss_bytes(pid)))
+
+    async def _collect_reports(self, ctx: FaultContext, wait: float = 60.0) -> None:
+        """Ask every member for its top allocation sites (SIGUSR2) and keep what each wrote."""
+        asked: dict[str, tuple[Path, float]] = {}
+        for pid, member in ctx.cluster.pid_labels().items():
+            if member == "client":
+                continue
+            path = ctx.cluster.data_dir(member) / REPORT_NAME
+            before = path.stat().st_mtime if path.exists() else 0.0
+            try:
+                os.kill(pid, signal.SIGUSR2)
+            except ProcessLookupError:
+                continue
+            asked[member] = (path, before)
+        deadline = time.monotonic() + wait  # a snapshot of every traced block takes a while
+        while asked and time.monotonic() < deadline:
+            for member, (path, before) in list(asked.items()):
+                if path.exists() and path.stat().st_mtime > before:
+                    self.reports[member] = path.read_text()
+                    del asked[member]
+            await asyncio.sleep(0.5)
+        for member in asked:
+            log.warning("no memory report from %s within %.0f s", member, wait)
 
     async def round(self, ctx: FaultContext) -> None:  # pragma: no cover - `run` drives the soak
         raise NotImplementedError
@@ -149,7 +184,7 @@ class Soak(Fault):
                             await latest.next(timeout=0.05)
                         except TimeoutError:
                             pass
-                except (StrongroomError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, StrongroomError) as exc:
                     self.side_errors += 1
                     log.info("side load: %s", exc)
                     latest = None
@@ -211,11 +246,13 @@ class SoakResult:
                 "errors": self.scenario.errors}
 
 
-async def soak(minutes: float, kill_every: float, out: Path, max_growth: float = MAX_GROWTH) -> SoakResult:
+async def soak(minutes: float, kill_every: float, out: Path, max_growth: float = MAX_GROWTH,
+               trace_memory: bool = False) -> SoakResult:
     """Run one soak in `out`; the cluster is gone when this returns."""
     seconds = minutes * 60
+    spec = ClusterSpec(extra_env={"PYTHONTRACEMALLOC": "1"}) if trace_memory else ClusterSpec()
     fault = Soak("soak", f"{minutes:g} min of mixed load, a leader SIGKILL every {kill_every:g} s",
-                 kill_every=kill_every)
+                 spec=spec, kill_every=kill_every, trace_memory=trace_memory)
     scenario = await run_scenario(fault, seconds, out)
     result = SoakResult(scenario, fault, seconds, max_growth)
     try:
@@ -223,6 +260,8 @@ async def soak(minutes: float, kill_every: float, out: Path, max_growth: float =
     except ValueError as exc:
         result.memory_error = str(exc)
     (out / "memory.json").write_text(json.dumps([s.__dict__ for s in fault.samples]))
+    for member, text in fault.reports.items():
+        (out / f"memory-top-{member}.txt").write_text(text)
     if fault.samples:
         plot(fault.samples, fault.kills, out / "memory.png",
              f"soak: {minutes:g} min, {len(fault.kills)} leader kills, median resident memory "
@@ -242,6 +281,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-growth", type=float, default=MAX_GROWTH,
                         help="largest memory growth that passes, 0.1 = 10%% (default; a run of a few minutes "
                              "is still warming up and measures nothing)")
+    parser.add_argument("--trace-memory", action="store_true",
+                        help="trace the members' allocations and write each one's top sites to "
+                             "memory-top-MEMBER.txt at the end (slower members)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (the last lines)")
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.kill_every <= 0:
@@ -249,13 +291,15 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     out = args.out or Path(tempfile.mkdtemp(prefix="strongroom-soak-"))
     print(f"soak: {args.minutes:g} min, a leader SIGKILL every {args.kill_every:g} s; results in {out}", flush=True)
-    result = asyncio.run(soak(args.minutes, args.kill_every, out, args.max_growth))
+    result = asyncio.run(soak(args.minutes, args.kill_every, out, args.max_growth, args.trace_memory))
     print()
     print(format_table([result.scenario]))
     print(f"\nresident memory (median of every member): {result.baseline / 2**20:.1f} MiB after the first window, "
           f"{result.final / 2**20:.1f} MiB at the end ({result.growth * 100:+.1f}%, at most "
           f"{args.max_growth * 100:.0f}% passes){'; ' + result.memory_error if result.memory_error else ''}")
     print(f"memory plot: {out / 'memory.png'}; history and logs: {out}")
+    for member in sorted(result.soak.reports):
+        print(f"top allocation sites of {member}: {out / f'memory-top-{member}.txt'}")
     if not result.scenario.passed:
         print(result.scenario.describe())
     print("PASS" if result.passed else "FAIL")

@@ -52,12 +52,12 @@ from typing import TYPE_CHECKING
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
+from strongroom.persistence.dedup import ProducerWindow
 from strongroom.persistence.state import (
     Durable,
     OriginMark,
     StateMachine,
     StoredMessage,
-    _ProducerWindow,
 )
 from strongroom.persistence.storage import STATE_INSTALLING
 from strongroom.persistence.swap import PayloadSource
@@ -270,8 +270,10 @@ class _DiskDurable(Durable):
         object.__setattr__(self, name, value)
 
 
-class _DiskWindow(_ProducerWindow):
+class _DiskWindow(ProducerWindow):
     """A producer's deduplication window, written through to the `dedup` family in order."""
+
+    __slots__ = ("first", "next", "prefix", "sm")
 
     def __init__(self, sm: DiskStateMachine, producer_id: str) -> None:
         super().__init__()
@@ -283,12 +285,12 @@ class _DiskWindow(_ProducerWindow):
     def record(self, sequence: int, message_seq: int) -> None:
         handle = self.sm._handle("dedup")
         wb = self.sm._wb
-        before = len(self.order)
+        before = len(self)
         wb.put(self.prefix + _U64.pack(self.next), _DEDUP.pack(sequence, message_seq, self.last_index, self.last_used),
                handle)
         self.next += 1
         super().record(sequence, message_seq)
-        evicted = before + 1 - len(self.order)
+        evicted = before + 1 - len(self)
         for pos in range(self.first, self.first + evicted):
             wb.delete(self.prefix + _U64.pack(pos), handle)
         self.first += evicted
@@ -492,7 +494,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
                 window.last_used = sm.uows.clock
             else:
                 seq, mseq, window.last_index, window.last_used = _DEDUP.unpack(value)
-            _ProducerWindow.record(window, seq, mseq)
+            ProducerWindow.record(window, seq, mseq)
             window.next = pos + 1
         wall: list[tuple[float, int]] = []
         pseudo: list[tuple[float, int]] = []
@@ -567,13 +569,13 @@ class DiskStateMachine(StateMachine, PayloadSource):
         self._dirty_durables.pop(durable.key, None)
         self._wb.delete(P_DURABLE + _U32.pack(durable._id), self._handle("sm"))  # type: ignore[attr-defined]
 
-    def _new_window(self, producer_id: str) -> _ProducerWindow:
+    def _new_window(self, producer_id: str) -> ProducerWindow:
         return _DiskWindow(self, producer_id)
 
     def _durable_changed(self, durable: Durable) -> None:
         self._dirty_durables[durable.key] = durable
 
-    def _drop_window(self, producer_id: str, window: _ProducerWindow) -> None:
+    def _drop_window(self, producer_id: str, window: ProducerWindow) -> None:
         assert isinstance(window, _DiskWindow)
         handle = self._handle("dedup")
         for pos in range(window.first, window.next):
@@ -770,8 +772,8 @@ class DiskStateMachine(StateMachine, PayloadSource):
         for pid, window in mem.producers.items():
             disk_window = fresh.producers[pid] = _DiskWindow(fresh, pid)
             disk_window.last_index, disk_window.last_used = window.last_index, window.last_used
-            for seq in window.order:
-                disk_window.record(seq, window.seqs[seq])
+            for seq, mseq in window.items():
+                disk_window.record(seq, mseq)
         for (store, name), entries in mem.maps.items():
             for key, (value, version) in entries.items():
                 fresh.maps.setdefault((store, name), {})[key] = (value, version)

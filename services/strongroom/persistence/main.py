@@ -26,6 +26,7 @@ from pathlib import Path
 from strongroom.ready import say_ready
 from strongroom.errors import RealmInvalid, StoreDriverMismatch, StrongroomError, UnknownMember
 from strongroom.etcd import EtcdClient
+from strongroom.observability import memtrace
 from strongroom.persistence.config import MemberConfig
 from strongroom.persistence.node import PersistenceNode
 from strongroom.persistence.server import create_server, link_host
@@ -97,6 +98,7 @@ async def serve(config: MemberConfig, run_mode: str = "") -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    memtrace.install(config.data_dir)
     await stop.wait()
     log.info("stopping member %s", config.member)
     watcher.cancel()

@@ -16,7 +16,6 @@ for an entry.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -29,6 +28,7 @@ from strongroom.errors import UnknownOperation
 from strongroom.events.records import Record, RecordKind
 from strongroom.events.schema import EventKind
 from strongroom.observability.tallies import Tallies
+from strongroom.persistence.dedup import DEDUP_WINDOW, ProducerWindow
 from strongroom.persistence.matcher import Match, compile_matcher, key_of
 from strongroom.persistence.swap import PayloadSource, PayloadStore
 from strongroom.uow.model import OpKind as UowOpKind
@@ -46,10 +46,6 @@ __all__ = [
     "content_durable_key",
     "DEDUP_WINDOW",
 ]
-
-# Sequences per producer remembered for deduplication. A sequence older than the window
-# cannot be judged any more: it is refused (neither stored nor reported as a duplicate).
-DEDUP_WINDOW = 65536
 
 KIND_STANDARD = cpb.DURABLE_KIND_STANDARD
 KIND_SHARED = cpb.DURABLE_KIND_SHARED
@@ -247,35 +243,6 @@ class MapResult:
     version: int = 0
 
 
-@dataclass
-class _ProducerWindow:
-    max_seq: int = 0
-    order: deque[int] = field(default_factory=deque)
-    seqs: dict[int, int] = field(default_factory=dict)
-    # The log index of the entry that last took a sequence (ForgetProducersOp.before_index is
-    # compared with it, so every member decides alike) and the pseudo-clock then (the leader's
-    # idle test). Set before `record`, which a state on disk writes them with.
-    last_index: int = 0
-    last_used: float = 0.0
-
-    def lookup(self, sequence: int) -> int | None:
-        """The message sequence stored for this id, -1 if too old to tell, None if new."""
-        if sequence in self.seqs:
-            return self.seqs[sequence]
-        if self.max_seq and sequence + DEDUP_WINDOW <= self.max_seq:
-            return -1
-        return None
-
-    def record(self, sequence: int, message_seq: int) -> None:
-        self.seqs[sequence] = message_seq
-        order = self.order
-        order.append(sequence)
-        if sequence > self.max_seq:  # noqa: PLR1730 - per message on every member: no max() call
-            self.max_seq = sequence
-        while len(order) > DEDUP_WINDOW:
-            self.seqs.pop(order.popleft(), None)
-
-
 class _Timers:
     """Where lifetimes end on one clock, soonest first: a heap of (time, message sequence).
     Entries of messages already gone are dropped lazily (followers never run `due`), and the
@@ -345,7 +312,9 @@ class StateMachine:
         self.by_destination: dict[str, list[Durable]] = {}
         # Content durables (opened through endpoints) by store: they see the whole store.
         self.content_durables: dict[str, list[Durable]] = {}
-        self.producers: dict[str, _ProducerWindow] = {}
+        self.producers: dict[str, ProducerWindow] = {}
+        self._producers_peak = 0
+        """The most windows since `producers` was last copied (when forgetting shrinks it)."""
         self.store_bytes: dict[str, int] = {}
         self.store_count: dict[str, int] = {}
         # Each store's message sequences, oldest first (discard-oldest and replay walk it).
@@ -810,9 +779,9 @@ class StateMachine:
             window.record(msg.sequence, seq)
         return PublishResult(seq, False, False, False, "", size)
 
-    def _new_window(self, producer_id: str) -> _ProducerWindow:
+    def _new_window(self, producer_id: str) -> ProducerWindow:
         """A new producer's deduplication window."""
-        return _ProducerWindow()
+        return ProducerWindow()
 
     def idle_producers(self, clock: float, idle_for: float) -> list[str]:
         """The producers whose windows took no sequence for `idle_for` pseudo-clock seconds by
@@ -824,12 +793,17 @@ class StateMachine:
         """Drop the named windows that took no sequence after `op.before_index`; how many."""
         self.advance_clock(op.clock)
         forgotten = 0
+        self._producers_peak = max(self._producers_peak, len(self.producers))
         for pid in op.producer_ids:
             window = self.producers.get(pid)
             if window is not None and window.last_index <= op.before_index:
                 self._drop_window(pid, window)
                 forgotten += 1
         self.tallies.producers_forgotten += forgotten
+        if 4 * len(self.producers) < self._producers_peak:
+            # A dict keeps its table when entries go: copied, it is as large as what is left.
+            self.producers = dict(self.producers)
+            self._producers_peak = len(self.producers)
         return forgotten
 
     def _delivery_counts(self, op: rpb.DeliveryCountsOp) -> int:
@@ -849,7 +823,7 @@ class StateMachine:
     def _durable_changed(self, durable: Durable) -> None:
         """A durable's own fields changed in place (a state on disk writes it back)."""
 
-    def _drop_window(self, producer_id: str, window: _ProducerWindow) -> None:
+    def _drop_window(self, producer_id: str, window: ProducerWindow) -> None:
         """A producer's deduplication window goes (a state on disk deletes its records too)."""
         del self.producers[producer_id]
 
@@ -1187,9 +1161,8 @@ class StateMachine:
                 last_values=d.last_values, suspended=d.suspended, last_used=d.last_used, attached=d.attached,
                 delivery_counts=d.delivery_counts))
         for pid, window in self.producers.items():
-            seqs = list(window.order)
-            snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs,
-                                                    message_seqs=[window.seqs[s] for s in seqs],
+            seqs, mseqs = window.columns()
+            snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs, message_seqs=mseqs,
                                                     last_index=window.last_index, last_used=window.last_used))
         snap.stores.extend(self.store_configs.values())
         for (store, name), entries in self.maps.items():
@@ -1252,7 +1225,7 @@ class StateMachine:
             # A window of a snapshot older than log format 7 counts as used at the snapshot's
             # clock: the idle time it had before is not known, and forgetting early would let a
             # re-send be stored twice.
-            window = _ProducerWindow(last_index=p.last_index, last_used=p.last_used if p.HasField("last_used") else snap.clock)
+            window = ProducerWindow(last_index=p.last_index, last_used=p.last_used if p.HasField("last_used") else snap.clock)
             for s, m in zip(p.sequences, p.message_seqs):
                 window.record(s, m)
             sm.producers[p.producer_id] = window
