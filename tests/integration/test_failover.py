@@ -7,6 +7,7 @@ real cut TCP links.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from proxy import LinkProxy
 from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
+from strongroom.etcd import EtcdClient
+from strongroom.keys import leader_key
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.local.etcdproc import free_port, start_etcd
 from strongroom.persistence.drivers import DRIVERS, MARKER
@@ -533,6 +536,19 @@ async def test_status_reports_leader_epoch_and_counts(make_cluster) -> None:  # 
             await dead.close()
 
 
+async def _until_key_held_by(cluster: Cluster, member: str, timeout: float) -> None:
+    """Until `member` holds the cluster's leader key in etcd (it may not serve yet)."""
+    etcd = EtcdClient(cluster.etcd)
+    try:
+        async def held() -> bool:
+            kv = await etcd.get(leader_key(cluster.cluster))
+            return kv is not None and json.loads(kv.value).get("member") == member
+
+        await wait_for(held, timeout=timeout)
+    finally:
+        await etcd.close()
+
+
 async def test_a_leader_that_adopts_a_peers_log_stores_the_same_bytes(make_cluster) -> None:  # type: ignore[no-untyped-def]
     """A new leader less advanced than a peer fetches the peer's entries in recovery and stores
     them as the peer stores them (FetchResponse.raw_entries), and a restarted member sends the
@@ -553,7 +569,7 @@ async def test_a_leader_that_adopts_a_peers_log_stores_the_same_bytes(make_clust
         cluster.kill(leader, signal.SIGKILL)
         cluster.kill(ahead, signal.SIGTERM)
         cluster.start(behind)
-        await asyncio.sleep(3.0)
+        await _until_key_held_by(cluster, behind, timeout=60)  # the old leader's lease ran out first
         cluster.start(ahead)
         assert await cluster.leader(timeout=60) == behind
         assert "adopting log of " + ahead in cluster.log_path(behind).read_text()

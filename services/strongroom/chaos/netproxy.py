@@ -45,11 +45,14 @@ def _ports_of(hexaddr: str) -> int:
 
 
 def _socket_inode(local_port: int, remote_port: int) -> str | None:
+    local, remote = f":{local_port:04X} ", f":{remote_port:04X} "
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as fh:
                 next(fh, None)
                 for line in fh:
+                    if local not in line or remote not in line:  # most lines: no split
+                        continue
                     parts = line.split()
                     if len(parts) > 9 and _ports_of(parts[1]) == local_port and _ports_of(parts[2]) == remote_port:
                         return parts[9]
@@ -261,8 +264,11 @@ class Network:
     async def identify(self, client_port: int, server_port: int) -> str:
         """The label of the process that opened a connection (\"?\" if it cannot be told)."""
         labels = self._labels()
+        loop = asyncio.get_running_loop()
         for _ in range(5):
-            pid = owner_pid(client_port, server_port, list(labels))
+            # Off the proxies' loop: a scan of /proc on a loaded machine (both tables, every
+            # candidate's descriptors) took long enough to stall every proxied link at once.
+            pid = await loop.run_in_executor(None, owner_pid, client_port, server_port, list(labels))
             if pid is not None:
                 return labels[pid]
             await asyncio.sleep(0.01)
