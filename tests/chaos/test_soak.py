@@ -1,7 +1,8 @@
 """A short soak through its command (`python -m strongroom.chaos.soak`, what `make soak` runs):
 real etcd, members, leader SIGKILLs and the history checker; its JSON verdict, memory.json and
-memory.png. A run of a minute measures no memory trend (it is still warming up), so the growth
-bound is lifted here: the hour-long run in the README is what judges memory."""
+memory.png, the backlog read beside memory, and the members' allocation reports (`--trace-memory`).
+A run of a minute measures no memory trend (it is still warming up), so the growth bound is
+lifted here: the hour-long run in the README is what judges memory."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 def test_a_short_soak_kills_leaders_checks_the_history_and_plots_memory(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "strongroom.chaos.soak", "--minutes", "1", "--kill-every", "15",
-                           "--max-growth", "100", "--out", str(tmp_path), "--json"],
+                           "--max-growth", "100", "--trace-memory", "--out", str(tmp_path), "--json"],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -29,3 +30,9 @@ def test_a_short_soak_kills_leaders_checks_the_history_and_plots_memory(tmp_path
     samples = json.loads((tmp_path / "memory.json").read_text())
     assert {s["member"] for s in samples} == {"m1", "m2", "m3"} and all(s["rss_bytes"] >= 0 for s in samples)
     assert (tmp_path / "memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    backlog = json.loads((tmp_path / "backlog.json").read_text())
+    assert len(backlog) >= 3 and all(n >= 0 for _, n in backlog), backlog
+    assert not result["backlog_grew"] and "chaos.topic/std" in result["pending_at_end"], result
+    for member in ("m1", "m2", "m3"):  # where each member's memory went, by allocation site
+        report = (tmp_path / f"memory-top-{member}.txt").read_text()
+        assert report.startswith("# traced ") and "strongroom/" in report, report[:500]

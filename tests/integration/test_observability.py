@@ -38,10 +38,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         else:
             os.environ["STRONGROOM_STATS_INTERVAL"] = before
     try:
+        deadline = time.monotonic() + 30  # every member answering (a test run alone comes first)
+        while not all("error" not in st for st in _statuses(started)):
+            assert time.monotonic() < deadline, _statuses(started)
+            time.sleep(0.2)
         yield started
     finally:
         started.stop_all()
         etcd.stop()
+
+
+def _statuses(cluster: Cluster) -> list[dict[str, Any]]:
+    result = strongroom(",".join(cluster.addresses()), "status", "--json")
+    return json.loads(result.stdout) if result.returncode == 0 else [{"error": result.stderr}]
 
 
 def statuses(cluster: Cluster) -> list[dict[str, Any]]:
@@ -97,6 +106,7 @@ def test_each_member_metrics_match_its_status_and_the_work_done(cluster: Cluster
             <= int(st["commit_index"])
         assert value(samples, "strongroom_synced", **who) == 1
         assert value(samples, "strongroom_disk_bytes", **who) > 0
+        assert 0 < value(samples, "strongroom_database_memory_bytes", **who, kind="write_buffers") <= 32 * 2**20
         # Counted by applying the log, so the same on every member.
         assert value(samples, "strongroom_messages_stored_total", **who, store="metered") == 50
         assert value(samples, "strongroom_messages_acked_total", **who, store="metered") == 20

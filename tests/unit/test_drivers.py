@@ -151,3 +151,48 @@ def test_a_closed_database_is_read_whole_from_a_read_only_open_and_not_changed(t
     again = _open(name, tmp_path / "m")
     assert list(again.records()) == live
     again.close()
+
+
+def _fill(db: Driver, messages: int, body: bytes) -> int:
+    """Log-like writes (and a small record per batch in a second family); the most memory the
+    write buffers held after any batch."""
+    peak = 0
+    log_h, meta_h = db.handle("a"), db.handle("b")
+    for first in range(0, messages, 100):
+        batch = db.batch()
+        for i in range(first, first + 100):
+            batch.put(U64.pack(i), body, log_h)
+        batch.put(b"commit", U64.pack(first), meta_h)
+        db.write(batch, False)
+        peak = max(peak, db.memory_in_use()["write_buffers"])
+    return peak
+
+
+def test_rocksdb_write_buffers_stay_within_the_realms_budget(tmp_path: Path) -> None:
+    """40 MB written: within an 8 MiB budget the memtables never pass it (they flush); with a
+    budget above what was written they hold it all (RocksDB's default per family is 64 MiB,
+    which is what let a member's memory climb by everything it wrote)."""
+    from strongroom.persistence.drivers import DriverMemory
+
+    body = bytes(range(256)) + bytes(144)
+    small = open_driver("rocksdb", tmp_path / "small", ("a", "b"), memory=DriverMemory(8 * 2**20, 4 * 2**20))
+    big = open_driver("rocksdb", tmp_path / "big", ("a", "b"), memory=DriverMemory(256 * 2**20, 4 * 2**20))
+    try:
+        bounded, unbounded = _fill(small, 100_000, body), _fill(big, 100_000, body)
+        assert bounded <= 8 * 2**20, bounded
+        assert unbounded > 30 * 2**20, unbounded
+        assert sum(1 for _ in small.family("a").scan()) == 100_000  # flushed, nothing lost
+        assert small.memory_in_use()["read_cache"] <= 4 * 2**20
+    finally:
+        small.close()
+        big.close()
+
+
+def test_sqlite_page_cache_follows_the_realm(tmp_path: Path) -> None:
+    from strongroom.persistence.drivers import DriverMemory
+
+    db = open_driver("sqlite", tmp_path, ("a", "b"), memory=DriverMemory(8 * 2**20, 6 * 2**20))
+    try:
+        assert db._conn.execute("PRAGMA cache_size").fetchone()[0] == -6 * 1024  # type: ignore[attr-defined]
+    finally:
+        db.close()

@@ -110,13 +110,16 @@ def test_member_families_carry_the_status_and_the_tallies() -> None:
     for v in (0.001, 0.003, 0.2):
         tallies.commit_seconds.observe(v)
     tallies.round_operations.observe(50)
-    got = _exposed(member_families(_status(), _view(StoreState.NO_NEW_UOW), tallies, 12345, "rocksdb"))
+    got = _exposed(member_families(_status(), _view(StoreState.NO_NEW_UOW), tallies, 12345, "rocksdb",
+                                   {"write_buffers": 3 * 2**20, "read_cache": 4096}))
     m = {"cluster": "c1", "member": "a"}
     assert _one(got, "strongroom_member_info", **m, role="leader", storage="disk-sync", driver="rocksdb") == 1
     assert _one(got, "strongroom_leader", **m) == 1
     assert (_one(got, "strongroom_epoch", **m), _one(got, "strongroom_commit_index", **m),
             _one(got, "strongroom_last_index", **m), _one(got, "strongroom_applied_index", **m)) == (7, 120, 125, 119)
     assert _one(got, "strongroom_disk_bytes", **m) == 12345
+    assert _one(got, "strongroom_database_memory_bytes", **m, kind="write_buffers") == 3 * 2**20
+    assert _one(got, "strongroom_database_memory_bytes", **m, kind="read_cache") == 4096
     assert _one(got, "strongroom_follower_lag_entries", **m, peer="b") == 5
     assert _one(got, "strongroom_follower_lag_entries", **m, peer="c") == 125
     assert _one(got, "strongroom_follower_reachable", **m, peer="c") == 0

@@ -33,3 +33,20 @@ def test_a_short_run_scales_its_windows_and_too_few_samples_are_an_error() -> No
     assert memory_growth(samples, 120) == (100 * MIB, 100 * MIB, 0.0)  # windows 20-30 s and the last 10 s
     with pytest.raises(ValueError, match="too few memory samples"):
         memory_growth(samples[:3], 120)
+
+
+def test_a_backlog_that_grows_fails_the_soak_for_that_reason() -> None:
+    """Memory that grows with the backlog is no leak: the soak says the consumers fell behind."""
+    from strongroom.chaos.soak import BACKLOG_SLACK, SoakResult, backlog_growth
+
+    steady = [(float(t), 3000 + (t // 10) % 7 * 100) for t in range(0, 3600, 10)]
+    assert backlog_growth(steady, 3600) == (3300.0, 3300.0)
+    behind = [(float(t), 20 * t) for t in range(0, 3600, 10)]  # 20 messages a second not taken
+    base, final = backlog_growth(behind, 3600)
+    assert (base, final) == (14900.0, 68900.0)  # medians of 600-890 s and 3300-3590 s
+    result = SoakResult(scenario=None, soak=None, seconds=3600)  # type: ignore[arg-type]
+    result.backlog_baseline, result.backlog_final = base, final
+    assert result.backlog_grew
+    result.backlog_baseline, result.backlog_final = 3300.0, 3300.0 + BACKLOG_SLACK
+    assert not result.backlog_grew
+    assert backlog_growth([], 3600) == (0.0, 0.0)

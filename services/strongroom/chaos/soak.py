@@ -5,13 +5,21 @@ resident memory over time (numbers and a PNG).
     python -m strongroom.chaos.soak [--minutes 60] [--kill-every 180] [--out DIR] [--trace-memory] [--json]
 
 The load is the chaos workload (pipelined and unary publishers, standard and shared durables with
-synchronous and asynchronous acks, a queue, units of work) and beside it a last-value durable and
-messages with a time-to-live that nobody consumes (they must expire, or memory grows). Exit
-status 1 when the checker finds anything (a confirmed message lost, duplicated, out of order, a
-phantom, a partial unit of work), when the members do not converge, or when their memory grew by
-more than `MAX_GROWTH` from the end of the first ten minutes (a sixth of a shorter run) to the end
-of the run. Memory is compared as the median resident size over every member of two windows
-(`memory_growth`), so a member that restarted after a kill does not count as shrinking.
+synchronous and asynchronous acks, a queue, units of work) at `SOAK_RATE` messages per second per
+publisher, and beside it a last-value durable and messages with a time-to-live that nobody
+consumes (they must expire, or memory grows). Exit status 1 when the checker finds anything (a
+confirmed message lost, duplicated, out of order, a phantom, a partial unit of work), when the
+members do not converge, or when their memory grew by more than `MAX_GROWTH` from the end of the
+first ten minutes (a sixth of a shorter run) to the end of the run. Memory is compared as the
+median resident size over every member of two windows (`memory_growth`), so a member that
+restarted after a kill does not count as shrinking.
+
+A backlog that grows makes memory grow for a reason that is no leak: the store keeps what its
+consumers have not taken yet. So the soak also reads the messages stored every sample and fails
+with that reason when the backlog of the same two windows grew (`backlog_growth`): the load was
+more than the consumers take (the chaos workload's standard durable acknowledges synchronously,
+one message at a time; at 60 messages a second per publisher it fell behind on this machine and
+its backlog, not a leak, was the first soak's growth).
 `--trace-memory` starts the members with Python's allocation tracing and, at the end of the run,
 collects each member's top allocation sites (`memory-top-<member>.txt`: where the memory went;
 the members run slower, so its figures are not the untraced run's).
@@ -36,16 +44,23 @@ from strongroom.chaos.cluster import ClusterSpec
 from strongroom.chaos.context import Fault, FaultContext
 from strongroom.chaos.faults import KillLeader
 from strongroom.chaos.runner import ScenarioResult, format_table, run_scenario
+from strongroom.chaos.workload import WorkloadConfig
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
 from strongroom.observability.memtrace import REPORT_NAME
 
-__all__ = ["MAX_GROWTH", "Sample", "Soak", "memory_growth", "main"]
+__all__ = ["MAX_GROWTH", "SOAK_RATE", "Sample", "Soak", "backlog_growth", "memory_growth", "main"]
 
 log = logging.getLogger("strongroom.chaos.soak")
 
 MAX_GROWTH = 0.10
 """The largest rise of the members' median resident memory a soak passes with."""
+SOAK_RATE = 25.0
+"""Messages per second per publisher of the soak's workload: what its synchronously acknowledging
+consumer keeps up with, leader kills included, on a 2-core machine."""
+BACKLOG_SLACK = 2000
+"""Stored messages the backlog may rise by between the two windows (a kill's catch-up) before
+the soak says its consumers fell behind."""
 SAMPLE_SECONDS = 10.0
 """How often every member's resident memory is read."""
 
@@ -71,19 +86,36 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def _windows(seconds: float) -> tuple[float, float, float]:
+    """(start, width, final start): the baseline window after the first ten minutes (a sixth of
+    a run shorter than an hour) and the run's last twelfth."""
+    width = min(300.0, seconds / 12)
+    return min(600.0, seconds / 6), width, seconds - width
+
+
 def memory_growth(samples: list[Sample], seconds: float) -> tuple[float, float, float]:
     """(baseline, final, growth): the median resident size of every member in the window after
     the first ten minutes (a sixth of a run shorter than an hour) and in the run's last twelfth,
     and how much the second is above the first (0.05: 5 %)."""
-    start = min(600.0, seconds / 6)
-    width = min(300.0, seconds / 12)
+    start, width, end = _windows(seconds)
     baseline = [s.rss_bytes for s in samples if start <= s.at < start + width and s.rss_bytes]
-    final = [s.rss_bytes for s in samples if s.at >= seconds - width and s.rss_bytes]
+    final = [s.rss_bytes for s in samples if s.at >= end and s.rss_bytes]
     if not baseline or not final:
         raise ValueError(f"too few memory samples for a run of {seconds:.0f} s (baseline {len(baseline)}, "
                          f"final {len(final)})")
     first, last = statistics.median(baseline), statistics.median(final)
     return first, last, last / first - 1.0
+
+
+def backlog_growth(backlog: list[tuple[float, int]], seconds: float) -> tuple[float, float]:
+    """(baseline, final): the median count of stored messages in the two windows of
+    `memory_growth` (0, 0 when a window has no reading)."""
+    start, width, end = _windows(seconds)
+    baseline = [n for at, n in backlog if start <= at < start + width]
+    final = [n for at, n in backlog if at >= end]
+    if not baseline or not final:
+        return 0.0, 0.0
+    return float(statistics.median(baseline)), float(statistics.median(final))
 
 
 @dataclass
@@ -93,6 +125,10 @@ class Soak(Fault):
 
     kill_every: float = 180.0
     samples: list[Sample] = field(default_factory=list)
+    backlog: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds since the faults began, messages stored): the most any answering member holds."""
+    pending: dict[str, int] = field(default_factory=dict)
+    """Each durable's pending messages at the last reading (`destination/durable`)."""
     kills: list[float] = field(default_factory=list)
     side_published: int = 0
     side_errors: int = 0
@@ -110,6 +146,7 @@ class Soak(Fault):
             while time.monotonic() < until:
                 now = time.monotonic()
                 self._sample(ctx, now - began)
+                await self._read_backlog(ctx, now - began)
                 if now >= next_line:
                     next_line = now + 60.0
                     print(self._progress(now - began, until - began), flush=True)
@@ -131,6 +168,15 @@ class Soak(Fault):
         for pid, member in ctx.cluster.pid_labels().items():
             if member != "client":
                 self.samples.append(Sample(at, member, rss_bytes(pid)))
+
+    async def _read_backlog(self, ctx: FaultContext, at: float) -> None:
+        statuses = await ctx.cluster.statuses(timeout=2.0)
+        best = max(statuses.values(), key=lambda st: st.applied_index, default=None)
+        if best is None:
+            return
+        self.backlog.append((at, sum(store.messages for store in best.stores)))
+        self.pending = {f"{d.destination}/{d.name}": d.pending_messages for store in best.stores
+                        for d in store.durables}
 
     async def _collect_reports(self, ctx: FaultContext, wait: float = 60.0) -> None:
         """Ask every member for its top allocation sites (SIGUSR2) and keep what each wrote."""
@@ -163,8 +209,9 @@ class Soak(Fault):
         for s in self.samples:
             latest[s.member] = s.rss_bytes
         rss = ", ".join(f"{m} {b / 2**20:.0f} MiB" for m, b in sorted(latest.items()))
+        stored = f"{self.backlog[-1][1]} messages stored" if self.backlog else "backlog not read yet"
         return (f"  soak {elapsed / 60:4.1f}/{total / 60:.0f} min: {len(self.kills)} leader kills, "
-                f"{self.side_published} side messages; resident {rss}")
+                f"{self.side_published} side messages, {stored}; resident {rss}")
 
     async def _side_load(self, endpoints: list[str]) -> None:
         """A last-value durable kept up to date on 20 keys, and messages with a time-to-live
@@ -193,24 +240,31 @@ class Soak(Fault):
                 await asyncio.sleep(0.02)
 
 
-def plot(samples: list[Sample], kills: list[float], path: Path, title: str) -> None:
-    """Resident memory per member over the run, the leader kills as vertical lines."""
+def plot(samples: list[Sample], kills: list[float], path: Path, title: str,
+         backlog: list[tuple[float, int]] | None = None) -> None:
+    """Resident memory per member over the run and, below it, the messages stored, the leader
+    kills as vertical lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig, (ax, low) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True, height_ratios=(3, 1.3))
     for member in sorted({s.member for s in samples}):
         mine = [s for s in samples if s.member == member]
         ax.plot([s.at / 60 for s in mine], [s.rss_bytes / 2**20 for s in mine], label=member, linewidth=1.2)
+    low.plot([at / 60 for at, _ in backlog or []], [n for _, n in backlog or []], color="black", linewidth=1.0)
     for at in kills:
         ax.axvline(at / 60, color="grey", linewidth=0.6, linestyle=":")
-    ax.set_xlabel("minutes (dotted: leader SIGKILL)")
+        low.axvline(at / 60, color="grey", linewidth=0.6, linestyle=":")
+    low.set_xlabel("minutes (dotted: leader SIGKILL)")
     ax.set_ylabel("resident memory (MiB)")
+    low.set_ylabel("messages stored")
+    low.set_ylim(bottom=0)
     ax.set_title(title)
     ax.legend(loc="upper left")
     ax.grid(alpha=0.3)
+    low.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -228,10 +282,18 @@ class SoakResult:
     final: float = 0.0
     growth: float = 0.0
     memory_error: str = ""
+    backlog_baseline: float = 0.0
+    backlog_final: float = 0.0
+
+    @property
+    def backlog_grew(self) -> bool:
+        """The consumers fell behind: the memory verdict would measure the backlog."""
+        return self.backlog_final > 1.5 * self.backlog_baseline + BACKLOG_SLACK
 
     @property
     def passed(self) -> bool:
-        return self.scenario.passed and not self.memory_error and self.growth <= self.max_growth
+        return (self.scenario.passed and not self.memory_error and self.growth <= self.max_growth
+                and not self.backlog_grew)
 
     def as_dict(self) -> dict[str, object]:
         c = self.scenario.check
@@ -243,29 +305,33 @@ class SoakResult:
                 "side_errors": self.soak.side_errors, "rss_baseline_mib": round(self.baseline / 2**20, 1),
                 "rss_final_mib": round(self.final / 2**20, 1), "rss_growth": round(self.growth, 4),
                 "memory_error": self.memory_error, "max_gap_seconds": round(c.longest_gap_seconds, 2),
+                "backlog_baseline": self.backlog_baseline, "backlog_final": self.backlog_final,
+                "backlog_grew": self.backlog_grew, "pending_at_end": self.soak.pending,
                 "errors": self.scenario.errors}
 
 
 async def soak(minutes: float, kill_every: float, out: Path, max_growth: float = MAX_GROWTH,
-               trace_memory: bool = False) -> SoakResult:
+               trace_memory: bool = False, rate: float = SOAK_RATE) -> SoakResult:
     """Run one soak in `out`; the cluster is gone when this returns."""
     seconds = minutes * 60
     spec = ClusterSpec(extra_env={"PYTHONTRACEMALLOC": "1"}) if trace_memory else ClusterSpec()
     fault = Soak("soak", f"{minutes:g} min of mixed load, a leader SIGKILL every {kill_every:g} s",
                  spec=spec, kill_every=kill_every, trace_memory=trace_memory)
-    scenario = await run_scenario(fault, seconds, out)
+    scenario = await run_scenario(fault, seconds, out, config=WorkloadConfig(rate=rate))
     result = SoakResult(scenario, fault, seconds, max_growth)
+    result.backlog_baseline, result.backlog_final = backlog_growth(fault.backlog, seconds)
     try:
         result.baseline, result.final, result.growth = memory_growth(fault.samples, seconds)
     except ValueError as exc:
         result.memory_error = str(exc)
     (out / "memory.json").write_text(json.dumps([s.__dict__ for s in fault.samples]))
+    (out / "backlog.json").write_text(json.dumps(fault.backlog))
     for member, text in fault.reports.items():
         (out / f"memory-top-{member}.txt").write_text(text)
     if fault.samples:
         plot(fault.samples, fault.kills, out / "memory.png",
              f"soak: {minutes:g} min, {len(fault.kills)} leader kills, median resident memory "
-             f"{result.growth * 100:+.1f}% after the first window")
+             f"{result.growth * 100:+.1f}% after the first window", fault.backlog)
     return result
 
 
@@ -281,22 +347,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-growth", type=float, default=MAX_GROWTH,
                         help="largest memory growth that passes, 0.1 = 10%% (default; a run of a few minutes "
                              "is still warming up and measures nothing)")
+    parser.add_argument("--rate", type=float, default=SOAK_RATE,
+                        help=f"messages per second per publisher (default {SOAK_RATE:g}: what the workload's "
+                             f"synchronously acknowledging consumer keeps up with here)")
     parser.add_argument("--trace-memory", action="store_true",
                         help="trace the members' allocations and write each one's top sites to "
                              "memory-top-MEMBER.txt at the end (slower members)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (the last lines)")
     args = parser.parse_args(argv)
-    if args.minutes <= 0 or args.kill_every <= 0:
-        parser.error("--minutes and --kill-every must be above 0")
+    if args.minutes <= 0 or args.kill_every <= 0 or args.rate <= 0:
+        parser.error("--minutes, --kill-every and --rate must be above 0")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     out = args.out or Path(tempfile.mkdtemp(prefix="strongroom-soak-"))
     print(f"soak: {args.minutes:g} min, a leader SIGKILL every {args.kill_every:g} s; results in {out}", flush=True)
-    result = asyncio.run(soak(args.minutes, args.kill_every, out, args.max_growth, args.trace_memory))
+    result = asyncio.run(soak(args.minutes, args.kill_every, out, args.max_growth, args.trace_memory, args.rate))
     print()
     print(format_table([result.scenario]))
     print(f"\nresident memory (median of every member): {result.baseline / 2**20:.1f} MiB after the first window, "
           f"{result.final / 2**20:.1f} MiB at the end ({result.growth * 100:+.1f}%, at most "
           f"{args.max_growth * 100:.0f}% passes){'; ' + result.memory_error if result.memory_error else ''}")
+    print(f"messages stored (the most any member held; median): {result.backlog_baseline:.0f} after the first "
+          f"window, {result.backlog_final:.0f} at the end"
+          + (f": THE BACKLOG GREW, the consumers did not keep up with the load (lower --rate); pending at the "
+             f"end: {result.soak.pending}" if result.backlog_grew else ""))
     print(f"memory plot: {out / 'memory.png'}; history and logs: {out}")
     for member in sorted(result.soak.reports):
         print(f"top allocation sites of {member}: {out / f'memory-top-{member}.txt'}")

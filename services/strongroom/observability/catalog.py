@@ -64,6 +64,10 @@ CATALOG: tuple[MetricDoc, ...] = (
     MetricDoc("strongroom_store_damaged", "gauge", _M,
               "1 when this member found its store damaged at start and moved it aside."),
     MetricDoc("strongroom_disk_bytes", "gauge", _M, "Size of the member's database on disk (0 in mode memory)."),
+    MetricDoc("strongroom_database_memory_bytes", "gauge", (*_M, "kind"),
+              "What the member's database holds in memory: kind write_buffers (RocksDB memtables, within the "
+              "realm's persistent_store.write_buffer_mb) or read_cache (its block cache, within read_cache_mb); "
+              "none in mode memory or with SQLite."),
     MetricDoc("strongroom_dedup_producers", "gauge", _M,
               "Producer ids whose deduplication windows this member's replicated state holds (forgotten after "
               "the cluster's producer_idle_expiry_seconds without a publish)."),

@@ -30,7 +30,7 @@ from strongroom.observability.services import refused_family
 if TYPE_CHECKING:
     from strongroom.persistence.node import PersistenceNode
 
-__all__ = ["MemberTelemetry", "disk_bytes", "member_families"]
+__all__ = ["MemberTelemetry", "database_memory", "disk_bytes", "member_families"]
 
 
 def _histogram(name: str, labels: list[str], hist: Histogram) -> Metric:
@@ -40,10 +40,10 @@ def _histogram(name: str, labels: list[str], hist: Histogram) -> Metric:
 
 
 def member_families(st: ClusterStatus, store: StoreView | None, tallies: Tallies, disk_bytes: int,
-                    driver: str) -> list[Metric]:
+                    driver: str, db_memory: dict[str, int] | None = None) -> list[Metric]:
     """Every member metric of the catalog, from this member's status, the persistent store as it
-    answers for it (None: not known), its tallies, its database's size on disk and its storage
-    driver."""
+    answers for it (None: not known), its tallies, its database's size on disk, its storage
+    driver and what its database holds in memory by kind (`Driver.memory_in_use`)."""
     m = [st.cluster, st.member]
     out: list[Metric] = []
 
@@ -62,6 +62,10 @@ def member_families(st: ClusterStatus, store: StoreView | None, tallies: Tallies
     gauge("strongroom_synced", 1 if st.synced else 0)
     gauge("strongroom_store_damaged", 1 if st.store_damage else 0)
     gauge("strongroom_disk_bytes", disk_bytes)
+    held = family("strongroom_database_memory_bytes")
+    for kind, size in sorted((db_memory or {}).items()):
+        held.add_metric([*m, kind], size)
+    out.append(held)
     gauge("strongroom_memory_payload_bytes", st.memory_payload_bytes)
     gauge("strongroom_dedup_producers", st.dedup_producers)
     if st.standby:
@@ -151,6 +155,17 @@ def disk_bytes(storage: Storage) -> int:
         return 0
 
 
+def database_memory(storage: Storage) -> dict[str, int]:
+    """What a member's database holds in memory by kind (empty: memory storage, a driver that
+    cannot tell, or the database not open now)."""
+    if not isinstance(storage, DiskStorage):
+        return {}
+    try:
+        return storage.db.memory_in_use()
+    except Exception:  # noqa: BLE001 - closed after a failed write: reopened at the next one
+        return {}
+
+
 class MemberTelemetry:
     """A member's Prometheus endpoint and statistics log, for the life of its server.
 
@@ -205,7 +220,8 @@ class MemberTelemetry:
         except Exception:  # noqa: BLE001 - not known before the member's first realm
             store = None
         replica = node.replica
-        return member_families(node.status(), store, replica.tallies, disk_bytes(replica.storage), replica.driver)
+        return member_families(node.status(), store, replica.tallies, disk_bytes(replica.storage), replica.driver,
+                               database_memory(replica.storage))
 
     async def stop(self) -> None:
         for task in (self._stats, self._tracing_task):

@@ -27,7 +27,8 @@ from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import DiskStorage, Storage, open_storage
 from strongroom.persistence.storehealth import StorageHealth
 from strongroom.persistence.swap import SwapSpace
-from strongroom.realm.model import Cluster, StorageMode
+from strongroom.persistence.drivers import DriverMemory
+from strongroom.realm.model import Cluster, PersistentStore, StorageMode
 from strongroom.tracing import traced
 
 __all__ = ["Replica"]
@@ -36,6 +37,11 @@ log = logging.getLogger("strongroom.replica")
 
 AppliedListener = Callable[[int, int, list[object]], None]
 """Called with (log index, entry epoch, one result per operation) after an entry is applied."""
+
+
+def _driver_memory(store: PersistentStore) -> DriverMemory:
+    """The realm's bounds of what a member's database holds in memory."""
+    return DriverMemory(write_buffer_bytes=store.write_buffer_mb * 2**20, read_cache_bytes=store.read_cache_mb * 2**20)
 
 
 class Replica:
@@ -57,7 +63,8 @@ class Replica:
         # The storage driver (rocksdb, sqlite), fixed at start like the storage mode.
         self.driver = cluster.persistent_store.driver.value
         self.storage: Storage = open_storage(self.storage_mode.value, data_dir,
-                                             STATE_COLUMN_FAMILIES if self.indexes_on_disk else (), self.driver)
+                                             STATE_COLUMN_FAMILIES if self.indexes_on_disk else (), self.driver,
+                                             _driver_memory(cluster.persistent_store))
         if cluster.persistent_store.report and isinstance(self.storage, DiskStorage):
             # The PSTORE report of the records the storage creates and deletes from now on.
             path = report_path(report_file, "", cluster.name, member, data_dir)

@@ -25,7 +25,8 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
 from strongroom.persistence import checkpoints
 from strongroom.persistence.damage import quarantine
-from strongroom.persistence.drivers import DEFAULT_DRIVER, Batch, Driver, Family, StoreDamaged, driver_class, open_driver
+from strongroom.persistence.drivers import (DEFAULT_DRIVER, DEFAULT_MEMORY, Batch, Driver, DriverMemory, Family,
+                                            StoreDamaged, driver_class, open_driver)
 from strongroom.persistence.pstore_report import ReportWriter
 
 __all__ = ["Storage", "MemoryStorage", "DiskStorage", "LoadedState", "open_storage", "RESTORE_POINTS", "STATE_INSTALLING"]
@@ -156,11 +157,12 @@ class DiskStorage(Storage):
     durable = True
 
     def __init__(self, path: Path, sync: bool, state_families: tuple[str, ...] = (),
-                 driver: str = DEFAULT_DRIVER) -> None:
+                 driver: str = DEFAULT_DRIVER, memory: DriverMemory = DEFAULT_MEMORY) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.sync = sync
         self.driver_name = driver
+        self.memory = memory  # the database's in-memory bounds (realm `persistent_store`)
         self.driver_class = driver_class(driver)
         # Families of the state machine's indexes on disk (empty: not in this mode).
         self.state_families = state_families
@@ -189,7 +191,7 @@ class DiskStorage(Storage):
 
     def _open(self) -> None:
         families = ("log", "meta", *(f"state_{name}" for name in self.state_families))
-        self._db: Driver = open_driver(self.driver_name, self.path, families, strict=self.sync)
+        self._db: Driver = open_driver(self.driver_name, self.path, families, strict=self.sync, memory=self.memory)
         db = self._db
         self._log = db.family("log")
         self._meta = db.family("meta")
@@ -498,7 +500,8 @@ class DiskStorage(Storage):
         work.mkdir()
         if point[0]:
             self.driver_class.copy(checkpoints.directory(self.path, point[0]), work / "db")
-        target = DiskStorage(work, sync=False, state_families=self.state_families, driver=self.driver_name)
+        target = DiskStorage(work, sync=False, state_families=self.state_families, driver=self.driver_name,
+                             memory=self.memory)
         try:
             meta, log_h = target._meta_h, target._log_h
             wb = target.batch()
@@ -587,14 +590,11 @@ def _close_quietly(db: Driver) -> None:
 
 
 def open_storage(mode: str, path: Path, state_families: tuple[str, ...] = (),
-                 driver: str = DEFAULT_DRIVER) -> Storage:
-    """Storage for a cluster's storage mode: memory, disk-sync or disk-async, in a database of
-    `driver` (rocksdb or sqlite); with `state_families`, also the families of the indexes on
-    disk."""
+                 driver: str = DEFAULT_DRIVER, memory: DriverMemory = DEFAULT_MEMORY) -> Storage:
+    """Storage for a storage mode (memory, disk-sync, disk-async) in a database of `driver` held
+    in memory within `memory`; with `state_families`, also the families of the indexes on disk."""
     if mode == "memory":
         return MemoryStorage()
-    if mode == "disk-sync":
-        return DiskStorage(path, sync=True, state_families=state_families, driver=driver)
-    if mode == "disk-async":
-        return DiskStorage(path, sync=False, state_families=state_families, driver=driver)
-    raise ValueError(f"unknown storage mode {mode!r}")
+    if mode not in ("disk-sync", "disk-async"):
+        raise ValueError(f"unknown storage mode {mode!r}")
+    return DiskStorage(path, sync=mode == "disk-sync", state_families=state_families, driver=driver, memory=memory)

@@ -200,6 +200,13 @@ class PersistentStore(_Model):
     """The storage driver the members keep the log and state in (and swap payloads to):
     rocksdb (the default) or sqlite. Fixed at a member's start; a member refuses a data
     directory the other driver wrote (changing it is a migration by unload and load)."""
+    write_buffer_mb: int = Field(default=32, ge=1, le=65536)
+    """Writes a member's database holds in memory before writing them to its files, in MiB, over
+    all its families (RocksDB memtables; the largest is flushed when they reach it). Read at a
+    member's start. SQLite has no write buffer (each commit goes to its write-ahead log)."""
+    read_cache_mb: int = Field(default=32, ge=1, le=65536)
+    """Blocks of the database's files a member keeps in memory for the next read, in MiB (RocksDB's
+    block cache, shared by every family; SQLite's page cache). Read at a member's start."""
     report: bool = False
     """Each member writes the PSTORE report of the records its store creates and deletes (log
     entries, snapshots and restore points), a line per record (EntireX's PSTORE-REPORT=YES).

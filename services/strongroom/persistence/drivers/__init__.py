@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from strongroom.errors import StoreDriverMismatch
-from strongroom.persistence.drivers.base import Batch, Driver, Family, Record, StoreDamaged
+from strongroom.persistence.drivers.base import DEFAULT_MEMORY, Batch, Driver, DriverMemory, Family, Record, StoreDamaged
 from strongroom.persistence.drivers.rocksdb import RocksDriver, is_rocksdb
 from strongroom.persistence.drivers.sqlite import SqliteDriver, is_sqlite
 
-__all__ = ["Batch", "Driver", "Family", "Record", "StoreDamaged", "DRIVERS", "DEFAULT_DRIVER", "MARKER", "driver_class",
+__all__ = ["Batch", "Driver", "DriverMemory", "Family", "Record", "StoreDamaged", "DEFAULT_MEMORY", "DRIVERS", "DEFAULT_DRIVER", "MARKER", "driver_class",
            "open_driver", "written_by"]
 
 DRIVERS: dict[str, type[Driver]] = {RocksDriver.name: RocksDriver, SqliteDriver.name: SqliteDriver}
@@ -49,7 +49,8 @@ def written_by(data_dir: Path, db: Path) -> str | None:
     return None
 
 
-def open_driver(name: str, data_dir: Path, families: Sequence[str], db: str = "db", strict: bool = False) -> Driver:
+def open_driver(name: str, data_dir: Path, families: Sequence[str], db: str = "db", strict: bool = False,
+                memory: DriverMemory = DEFAULT_MEMORY) -> Driver:
     """Open the database `data_dir/db` with driver `name`, recording the driver in `data_dir`
     the first time; refuses (`StoreDriverMismatch`) a database another driver wrote;
     `StoreDamaged` when its files are damaged (`strict`: see `Driver`)."""
@@ -75,4 +76,4 @@ def open_driver(name: str, data_dir: Path, families: Sequence[str], db: str = "d
             os.fsync(fd)
         finally:
             os.close(fd)
-    return cls(path, families, strict=strict)
+    return cls(path, families, strict=strict, memory=memory)

@@ -19,10 +19,30 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-__all__ = ["Batch", "Driver", "Family", "Record", "StoreDamaged", "directory_size"]
+__all__ = ["DEFAULT_MEMORY", "Batch", "Driver", "DriverMemory", "Family", "Record", "StoreDamaged", "directory_size"]
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class DriverMemory:
+    """What one database may hold in memory besides its files' pages in the kernel's cache
+    (realm `persistent_store.write_buffer_mb` and `read_cache_mb`)."""
+
+    write_buffer_bytes: int = 32 * MIB
+    """Writes held in memory before they are written to the database's files, over all its
+    families (RocksDB memtables; past it the largest is flushed). SQLite has none: each commit
+    goes to its write-ahead log."""
+    read_cache_bytes: int = 32 * MIB
+    """Blocks read from the files kept for the next read, one cache for every family (RocksDB's
+    block cache, SQLite's page cache)."""
+
+
+DEFAULT_MEMORY = DriverMemory()
 
 
 class StoreDamaged(Exception):
@@ -65,16 +85,24 @@ class Driver(ABC):
     name: ClassVar[str]
     """The name the realm selects the driver by (`persistent_store.driver`)."""
 
-    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False, strict: bool = False) -> None:
+    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False, strict: bool = False,
+                 memory: DriverMemory = DEFAULT_MEMORY) -> None:
         """Open (creating if missing) the database in directory `path` with these families.
         `volatile`: a cache thrown away at every start (swap): no crash safety needed, writes
         as cheap as the driver makes them. `strict`: every write that matters is synced, so any
         damage to the journal is damage (RocksDB: the WAL must replay whole), never a crash's
-        unsynced tail. StoreDamaged when the files are damaged."""
+        unsynced tail. `memory`: the bounds of what it holds in memory. StoreDamaged when the
+        files are damaged."""
         self.path = path
         self.families = tuple(families)
         self.volatile = volatile
         self.strict = strict
+        self.memory = memory
+
+    def memory_in_use(self) -> dict[str, int]:
+        """Bytes the database holds in memory now, by kind ("write_buffers", "read_cache"); a
+        driver that cannot tell reports nothing."""
+        return {}
 
     def verify(self) -> None:
         """Read every record of every family, checking what the driver can check (RocksDB: the

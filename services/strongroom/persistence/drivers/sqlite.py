@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from strongroom.persistence.drivers.base import Driver, Record, StoreDamaged
+from strongroom.persistence.drivers.base import DEFAULT_MEMORY, Driver, DriverMemory, Record, StoreDamaged
 
 __all__ = ["SqliteDriver", "FILE"]
 
@@ -85,8 +85,9 @@ class SqliteDriver(Driver):
 
     name = "sqlite"
 
-    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False, strict: bool = False) -> None:
-        super().__init__(path, families, volatile, strict)
+    def __init__(self, path: Path, families: Sequence[str], volatile: bool = False, strict: bool = False,
+                 memory: DriverMemory = DEFAULT_MEMORY) -> None:
+        super().__init__(path, families, volatile, strict, memory)
         path.mkdir(parents=True, exist_ok=True)
         # Autocommit mode (transactions are explicit); one connection, used by the member's
         # event loop, and by a worker thread only under the lock.
@@ -101,6 +102,8 @@ class SqliteDriver(Driver):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             self._synchronous = "OFF" if volatile else "NORMAL"
+            # The page cache, in KiB when negative (no write buffer: a commit goes to the WAL).
+            conn.execute(f"PRAGMA cache_size=-{max(1, memory.read_cache_bytes // 1024)}")
             self._tables = {name: _Table(self, name) for name in self.families}
             for name in self.families:
                 conn.execute(f'CREATE TABLE IF NOT EXISTS "f_{name}" (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID')
