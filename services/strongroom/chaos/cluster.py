@@ -73,8 +73,10 @@ def realm_text(spec: ClusterSpec, standby: str = "") -> str:
     """The realm of the test cluster: one replicated store, a topic rule and a queue rule, and a
     rule for the units-of-work queues (`*.uow.q`) whose receivers' conversations time out after
     3 s of uptime: a UOW delivered to a receiver that never heard the answer (the leader died
-    under the call) is offered again within the drain, not after the default 300 s; and queues
-    `*.ttl.q` whose messages live 30 s (the soak's, `chaos.soak`). `standby`:
+    under the call) is offered again within the drain, not after the default 300 s; the soak's
+    units-of-work queue `soak.uow.q`, the same but with a lifetime of 300 s, so the statuses of
+    completed UOWs leave within a run instead of after the default day; and queues `*.ttl.q`
+    whose messages live 30 s (the soak's, `chaos.soak`). `standby`:
     the cluster's `standby:` key, indented by four spaces (a DR pair; empty for none)."""
     members = "\n".join(f"      - name: m{i}" for i in range(1, spec.members + 1))
     return f"""\
@@ -89,6 +91,12 @@ stores:
   - name: default
     cluster: {CLUSTER}
 destinations:
+  - name: "soak.uow.q"
+    kind: queue
+    store: default
+    units_of_work:
+      conversation_timeout_seconds: 3
+      lifetime_seconds: 300
   - name: "*.uow.q"
     kind: queue
     store: default

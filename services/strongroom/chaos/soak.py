@@ -44,6 +44,7 @@ from strongroom.chaos.cluster import ClusterSpec
 from strongroom.chaos.context import Fault, FaultContext
 from strongroom.chaos.faults import KillLeader
 from strongroom.chaos.runner import ScenarioResult, format_table, run_scenario
+from strongroom.chaos.uowload import UowConfig
 from strongroom.chaos.workload import WorkloadConfig
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
@@ -58,6 +59,11 @@ MAX_GROWTH = 0.10
 SOAK_RATE = 25.0
 """Messages per second per publisher of the soak's workload: what its synchronously acknowledging
 consumer keeps up with, leader kills included, on a 2-core machine."""
+SOAK_UOW_QUEUE = "soak.uow.q"
+"""The soak's units of work: a queue whose UOWs live 300 s (`chaos.cluster.realm_text`), so the
+status a completed UOW leaves (2.5 KiB each, kept a lifetime after completion: a day by
+default) is gone within the run; with the default the soak's memory grew by its 1,000 UOWs a
+minute, as configured."""
 BACKLOG_SLACK = 2000
 """Stored messages the backlog may rise by between the two windows (a kill's catch-up) before
 the soak says its consumers fell behind."""
@@ -317,7 +323,8 @@ async def soak(minutes: float, kill_every: float, out: Path, max_growth: float =
     spec = ClusterSpec(extra_env={"PYTHONTRACEMALLOC": "1"}) if trace_memory else ClusterSpec()
     fault = Soak("soak", f"{minutes:g} min of mixed load, a leader SIGKILL every {kill_every:g} s",
                  spec=spec, kill_every=kill_every, trace_memory=trace_memory)
-    scenario = await run_scenario(fault, seconds, out, config=WorkloadConfig(rate=rate))
+    config = WorkloadConfig(rate=rate, uows=UowConfig(queue=SOAK_UOW_QUEUE))
+    scenario = await run_scenario(fault, seconds, out, config=config)
     result = SoakResult(scenario, fault, seconds, max_growth)
     result.backlog_baseline, result.backlog_final = backlog_growth(fault.backlog, seconds)
     try:

@@ -1193,8 +1193,13 @@ class StateMachine:
         sm.next_seq = snap.next_seq
         sm.acked_messages = snap.acked_messages
         for m in snap.messages:
-            stored = StoredMessage(seq=m.seq, store=m.store, destination=m.destination, message=m.message,
-                                   size=m.message.ByteSize(), queue=m.queue, content=m.content,
+            # A copy of its own: a message of the parsed snapshot keeps the whole snapshot's
+            # memory (one protobuf arena) alive, so one long-lived message (a last value) would
+            # hold every message the snapshot had for good.
+            message = cpb.Message()
+            message.CopyFrom(m.message)
+            stored = StoredMessage(seq=m.seq, store=m.store, destination=m.destination, message=message,
+                                   size=message.ByteSize(), queue=m.queue, content=m.content,
                                    published_at=m.published_at, expires_at=m.expires_at,
                                    expires_clock=m.expires_clock, retain_until=m.retain_until)
             sm._index_message(stored)
@@ -1202,8 +1207,10 @@ class StateMachine:
                 stored.retained = True
                 stored.refs += 1
         for ds in snap.durables:
+            matcher = type(ds.matcher)()
+            matcher.CopyFrom(ds.matcher)  # a copy, as the messages' below
             d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name,
-                        kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=ds.matcher,
+                        kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=matcher,
                         key_field=ds.key_field, content=ds.content, ack_sync_mode=ds.ack_sync_mode,
                         last_values=dict(ds.last_values), suspended=ds.suspended, last_used=ds.last_used,
                         attached=ds.attached, delivery_counts=dict(ds.delivery_counts))
@@ -1230,7 +1237,8 @@ class StateMachine:
                 window.record(s, m)
             sm.producers[p.producer_id] = window
         for cfg in snap.stores:
-            sm.store_configs[cfg.store] = cfg
+            sm.store_configs[cfg.store] = own = rpb.ConfigureStoreOp()
+            own.CopyFrom(cfg)  # a copy: a part of the parsed snapshot would keep all of it alive
         for ms in snap.maps:
             sm.maps[(ms.store, ms.map)] = {e.key: (e.value, e.version) for e in ms.entries}
         for om in snap.origin_marks:

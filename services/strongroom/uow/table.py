@@ -551,8 +551,11 @@ class UowTable:
         """Add a UOW from a snapshot record (in order of `order`, or queues are rebuilt)."""
         definition = rpb.UowDefinition()
         definition.CopyFrom(state.definition)
+        # Copies (as the definition): a message of the parsed snapshot pins the whole snapshot.
+        live = definition.persistent and state.status not in FINAL
+        messages = [type(m).FromString(m.SerializeToString()) for m in state.messages] if live else None
         uow = Uow(id=state.id, definition=definition, status=UowStatus(state.status), created_at=state.created_at,
-                  messages=list(state.messages) if definition.persistent and state.status not in FINAL else None,
+                  messages=messages,
                   count=state.message_count, size=state.message_bytes, backouts=state.backouts,
                   user_status=state.user_status if state.has_user_status else None, receiver=state.receiver,
                   completed_at=state.completed_at, delivered_at=state.delivered_at, order=state.order,
