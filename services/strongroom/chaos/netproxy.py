@@ -264,11 +264,10 @@ class Network:
     async def identify(self, client_port: int, server_port: int) -> str:
         """The label of the process that opened a connection (\"?\" if it cannot be told)."""
         labels = self._labels()
-        loop = asyncio.get_running_loop()
         for _ in range(5):
-            # Off the proxies' loop: a scan of /proc on a loaded machine (both tables, every
-            # candidate's descriptors) took long enough to stall every proxied link at once.
-            pid = await loop.run_in_executor(None, owner_pid, client_port, server_port, list(labels))
+            # On the proxies' loop, one scan at a time (a pool of threads scanning /proc at once
+            # competed with the workload for the process; the scan skips most lines unsplit).
+            pid = owner_pid(client_port, server_port, list(labels))
             if pid is not None:
                 return labels[pid]
             await asyncio.sleep(0.01)

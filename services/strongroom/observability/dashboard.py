@@ -31,6 +31,7 @@ _ROWS = (
                              "strongroom_persistent_store_state")),
     ("Commit latency and storage", ("strongroom_commit_seconds", "strongroom_group_commit_operations",
                                     "strongroom_log_write_seconds", "strongroom_disk_bytes",
+                                    "strongroom_database_memory_bytes",
                                     "strongroom_memory_payload_bytes", "strongroom_dedup_producers",
                                     "strongroom_dedup_producers_forgotten")),
     ("Replication", ("strongroom_follower_lag_entries", "strongroom_follower_reachable", "strongroom_snapshots_sent",
