@@ -54,9 +54,7 @@ def _statuses(cluster: Cluster) -> list[dict[str, Any]]:
 
 
 def statuses(cluster: Cluster) -> list[dict[str, Any]]:
-    result = strongroom(",".join(cluster.addresses()), "status", "--json")
-    assert result.returncode == 0, result.stderr
-    out: list[dict[str, Any]] = json.loads(result.stdout)
+    out = _statuses(cluster)
     assert all("error" not in s for s in out), out
     return out
 

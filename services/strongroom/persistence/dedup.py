@@ -56,8 +56,7 @@ class ProducerWindow:
 
     def items(self) -> Iterator[tuple[int, int]]:
         """(sequence, message sequence) of the window, oldest recorded first."""
-        start = self._start
-        return zip(self._seqs[start:], self._msgs[start:])
+        return zip(*self.columns())
 
     def columns(self) -> tuple[array[int], array[int]]:
         """The window's sequences and their message sequences, oldest recorded first (copies:
