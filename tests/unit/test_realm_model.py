@@ -253,3 +253,12 @@ def test_producer_idle_expiry_defaults_to_a_day_and_a_negative_one_is_refused_at
     (problem,) = problems_of(text)
     assert problem.startswith("realm.yaml:3:") and "producer_idle_expiry_seconds" in problem, problem
     assert parse_realm(text.replace("-5", "0")).clusters[0].producer_idle_expiry_seconds == 0
+
+
+def test_database_memory_defaults_to_32_mib_and_a_zero_budget_is_refused_at_its_line() -> None:
+    store = parse_realm(MINIMAL).clusters[0].persistent_store
+    assert (store.write_buffer_mb, store.read_cache_mb) == (32, 32)
+    text = MINIMAL.replace("  - name: c1\n", "  - name: c1\n    persistent_store:\n      write_buffer_mb: 0\n")
+    (problem,) = problems_of(text)
+    assert problem.startswith("realm.yaml:4:") and "write_buffer_mb" in problem, problem
+    assert parse_realm(text.replace("write_buffer_mb: 0", "read_cache_mb: 8")).clusters[0].persistent_store.read_cache_mb == 8
