@@ -149,6 +149,48 @@ def test_a_loss_inside_a_documented_window_is_reported_apart() -> None:
     assert res.lost_messages == 1 and "P:5" in res.lost[0]
 
 
+def test_a_loss_confirmed_just_after_the_crash_of_a_publish_invoked_before_it_is_allowed() -> None:
+    """The crashed member acknowledged it inside the window; the leader's confirmation reached
+    the client after the crash. A publish invoked after the crash could not count on that
+    member: its loss is real."""
+    b = clean()
+    window_start = b.now + 0.5
+    b.publish("P", 4)  # invoked at +1, confirmed at +2
+    crash = b.now - 0.5  # between its invocation and its confirmation
+    b.h.record("nemesis", INFO, "loss-window", t=b.now + 0.1, member="m1", start=window_start, end=crash,
+               detail="disk-async crash")
+    b.publish("P", 5)  # invoked after the crash
+    res = check(b.events())
+    assert len(res.lost_allowed) == 1 and "P:4" in res.lost_allowed[0], res.summary()
+    assert res.lost_messages == 1 and "P:5" in res.lost[0]
+
+
+def test_an_ack_in_flight_inside_a_loss_window_may_be_undone() -> None:
+    """An acknowledgment is a commit like a publish: one under way while a disk-async member's
+    loss window was open may be lost with it, and its message delivered again; one invoked
+    after the crash may not."""
+    b = Builder()
+    b.durable(TOPIC, "d", ordered=False)
+    b.subscribed("m1-5-sub-1")
+    b.publish("P", 1)
+    b.publish("P", 2)
+    b.deliver("P", 1)
+    b.deliver("P", 2)
+    window_start = b.now
+    b.ack("P", 1)  # invoked and confirmed inside the window
+    crash = b.now + 0.5
+    b.h.record("nemesis", INFO, "loss-window", t=crash, member="m1", start=window_start, end=crash,
+               detail="disk-async crash")
+    b.at(crash + 1).ack("P", 2)  # after the crash
+    b.subscribed("m2-9-sub-1")
+    b.deliver("P", 1, sub="m2-9-sub-1")
+    b.deliver("P", 2, sub="m2-9-sub-1")
+    res = check(b.events())
+    assert len(res.ack_redelivered_allowed) == 1 and "mseq 1 " in res.ack_redelivered_allowed[0], res.summary()
+    assert "inside the documented loss window of m1" in res.ack_redelivered_allowed[0]
+    assert len(res.ack_redelivered) == 1 and "mseq 2 " in res.ack_redelivered[0]
+
+
 def test_phantoms_never_published_other_body_or_failed() -> None:
     b = clean()
     b.deliver("X", 1)
@@ -414,6 +456,21 @@ def test_a_uow_lost_inside_a_documented_loss_window_is_reported_apart() -> None:
     res = check(b.events())
     assert len(res.uow_allowed) == 1 and res.uow_allowed[0].startswith("U6:"), res.summary()
     assert len(res.uow_lost) == 1 and res.uow_lost[0].startswith("U7:")
+
+
+def test_a_receiver_commit_in_flight_inside_a_loss_window_may_be_undone() -> None:
+    b = uows_clean()
+    held = b.uow_send("U6")
+    b.uow_receive("U6", held)
+    window_start = b.now
+    b.uow_settle("U6")  # invoked at +1, confirmed at +2
+    b.h.record("nemesis", INFO, "loss-window", t=b.now, member="m1", start=window_start, end=b.now - 0.5,
+               detail="disk-async crash")
+    b.uow_receive("U6", held, proc="r2", invoked=b.now + 1)  # offered again: the commit was lost
+    b.uow_settle("U6", proc="r2")
+    res = check(b.events())
+    assert res.ok and not res.uow_redelivered, res.summary()
+    assert len(res.uow_allowed) == 1 and "inside the documented loss window of m1" in res.uow_allowed[0]
 
 
 def test_a_uow_its_sender_saw_fail_is_never_delivered() -> None:

@@ -16,9 +16,11 @@ import pytest
 
 from strongroom.chaos.fsync import build_shim, shim_env, simulate_crash, snapshot_sizes
 from strongroom.chaos.netproxy import RESET, STALL, Network
+from strongroom.local.process import kill, pid_alive
 
 CHILD = """
 import socket, sys, time
+sys.stdin.readline()  # once its label is pushed
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 while True:
     try:
@@ -77,16 +79,20 @@ def _roundtrip(port: int, timeout: float = 2.0) -> bytes:
         return s.recv(100)
 
 
-def test_proxy_labels_connections_by_process_and_cuts_one_source(echo_server: int) -> None:
+def test_proxy_labels_connections_by_process_and_cuts_one_source(echo_server: int, tmp_path: Path) -> None:
     child: subprocess.Popen[bytes] | None = None
     labels: dict[int, str] = {os.getpid(): "client"}
-    net = Network(lambda: labels)
+    net = Network(lambda: labels, tmp_path / "net.log")
     try:
         proxy = net.proxy("echo", f"127.0.0.1:{echo_server}")
         assert _roundtrip(proxy.port) == b"ping\n"
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(proxy.port)], stdout=subprocess.PIPE)
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(proxy.port)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
         labels[child.pid] = "child"
-        assert child.stdout is not None
+        net.refresh_labels()
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
         assert child.stdout.readline().strip() == b"ok"
         # Only the child is cut off: this process still gets through.
         proxy.block({"child"}, RESET)
@@ -108,8 +114,8 @@ def test_proxy_labels_connections_by_process_and_cuts_one_source(echo_server: in
         net.close()
 
 
-def test_a_stalled_link_holds_bytes_until_it_heals(echo_server: int) -> None:
-    net = Network(lambda: {os.getpid(): "client"})
+def test_a_stalled_link_holds_bytes_until_it_heals(echo_server: int, tmp_path: Path) -> None:
+    net = Network(lambda: {os.getpid(): "client"}, tmp_path / "net.log")
     try:
         proxy = net.proxy("echo", f"127.0.0.1:{echo_server}")
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as s:
@@ -174,9 +180,60 @@ def test_a_crash_image_keeps_only_what_fsync_made_durable(tmp_path: Path) -> Non
     assert journal.read_text() == ""
 
 
-def test_closing_the_network_stops_its_thread() -> None:
+def test_closing_the_network_stops_its_process_and_thread(tmp_path: Path) -> None:
     before = threading.active_count()
-    net = Network(dict)
-    net.proxy("x", "127.0.0.1:9")
+    net = Network(dict, tmp_path / "net.log")
+    proxy = net.proxy("x", "127.0.0.1:9")
+    proxy.cut(STALL)
+    assert proxy.blocked == {"*": STALL}
+    pid = net.pid
+    assert pid_alive(pid)
     net.close()
     assert threading.active_count() == before
+    assert not pid_alive(pid)
+
+
+OWNER = """
+import sys
+from pathlib import Path
+from strongroom.chaos.netproxy import Network
+net = Network(dict, Path(sys.argv[1]))
+print(net.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_proxies_do_not_outlive_their_caller(tmp_path: Path) -> None:
+    """Killed with SIGKILL, the caller closes nothing: its proxies' process must still go."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "net.log")],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert owner.stdout is not None
+        pid = int(owner.stdout.readline())
+        assert pid_alive(pid)
+        kill(owner)
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_alive(pid)
+    finally:
+        kill(owner)
+
+
+def test_the_kernel_names_the_inode_of_a_connecting_socket() -> None:
+    """The inode sock_diag gives for a live loopback connection is the one /proc/self/fd holds
+    (and /proc/net/tcp agrees); a four-tuple with no socket has none."""
+    from strongroom.chaos.netproxy import _diag_inode, _table_inode, owner_pid
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.create_connection(server.getsockname()) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                local, remote = client.getsockname()[1], server.getsockname()[1]
+                held = os.readlink(f"/proc/self/fd/{client.fileno()}")
+                assert held == f"socket:[{_diag_inode('127.0.0.1', local, remote)}]"
+                assert _table_inode(local, remote) == _diag_inode("127.0.0.1", local, remote)
+                assert owner_pid(local, remote, [os.getpid()]) == os.getpid()
+                assert _diag_inode("127.0.0.1", local, remote + 1 if remote < 65535 else remote - 1) is None

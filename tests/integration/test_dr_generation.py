@@ -47,7 +47,7 @@ async def _publish_raw(address: str, body: bytes, metadata: tuple[tuple[str, str
 
 
 async def test_a_client_that_saw_the_newer_primary_fences_the_old_one(tmp_path: Path) -> None:
-    network = Network(dict)
+    network = Network(dict, tmp_path / "net.log")
     proxies = []
 
     def via(addresses: list[str]) -> list[str]:

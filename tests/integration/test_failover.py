@@ -285,6 +285,11 @@ async def test_operations_of_a_log_format_are_written_only_once_every_member_rea
     client = Client(cluster.addresses(), timeout=30)
     etcd = EtcdClient(cluster.etcd)
     key = member_key(cluster.cluster, old)
+
+    async def registered() -> bool:  # a leader is chosen before every follower has registered
+        return await etcd.get(key) is not None
+
+    await wait_for(registered)
     kv = await etcd.get(key)
     assert kv is not None
     record = json.loads(kv.value)

@@ -5,7 +5,8 @@ What it finds, per durable (destination/durable name):
 - **lost**: a publish confirmed (`ok`) to a destination, never delivered to a durable of that
   destination created before the publish was invoked. A loss whose confirmation falls inside a
   recorded `loss-window` (a fault the storage mode documents as lossy) is reported apart as
-  `lost_allowed` and does not fail the run; so is the loss of a message a DR activation's lost
+  `lost_allowed` and does not fail the run (`_in_flight`: the publish was under way while
+  the window was open, invoked before the crash that closed it and confirmed after it opened); so is the loss of a message a DR activation's lost
   tail published (`lost-tail` events, `chaos.losttail`: the old primary's log after the index
   the activated site holds).
 - **phantom**: a delivery of a message no client invoked, with another body or destination
@@ -14,7 +15,8 @@ What it finds, per durable (destination/durable name):
   on one subscription; twice with delivery count 1 from the same leader (subscription ids name
   the leader member and epoch); or again after an acknowledgment was confirmed, on a
   subscription opened after that confirmation (`ack_redelivered`); an ack a DR activation's lost
-  tail held is undone, its message delivered again is reported apart (`ack_redelivered_allowed`).
+  tail held, or one in flight inside a `loss-window`, may be undone: its message delivered again
+  is reported apart (`ack_redelivered_allowed`).
 - **order**: on a durable with a single consumer, the first deliveries of one producer's
   messages out of sequence order.
 - **fence**: a confirmation by a member that a fault had fenced (paused past its lease, cut
@@ -28,12 +30,12 @@ Units of work (`uow-send`, `uow-receive`, `uow-settle` events), per UOW id:
   missing, one too many, another order, another queue), or one no sender sent: a UOW is
   visible whole or not at all, whatever its sender was told (an unknown outcome too).
 - **uow_lost**: a UOW its sender saw committed (`ok`) that no receiver committed (confirmed)
-  and the audit receiver did not find either. Inside a `loss-window`, or committed in a DR
-  activation's lost tail, it is reported apart (`uow_allowed`).
+  and the audit receiver did not find either. Sent in flight inside a `loss-window`, or
+  committed in a DR activation's lost tail, it is reported apart (`uow_allowed`).
 - **uow_aborted_delivered**: a UOW delivered although its sender saw it certainly fail (backed
   out, UOW_ABORTED, or its commit never sent).
 - **uow_redelivered**: a UOW received again, by a receive invoked after a receiver's commit
-  of it was confirmed (a commit confirmed inside a `loss-window` or held by a lost tail:
+  of it was confirmed (a commit in flight inside a `loss-window` or held by a lost tail:
   `uow_allowed`). A commit whose outcome is unknown allows anything.
 
 `CheckResult.ok` is false on any lost, phantom, order or fence violation and on any of the
@@ -187,6 +189,8 @@ def check(events: list[Event]) -> CheckResult:
     uow_sends: dict[str, _Invoked] = {}
     uow_receives: list[Event] = []
     uow_commits: dict[str, Event] = {}  # UOW id -> the first confirmed receiver commit
+    settles_invoked: dict[tuple[str, str], float] = {}  # (receiver, UOW id) -> its commit's invoke
+    commits_invoked: dict[str, float] = {}  # UOW id -> when the commit in uow_commits was invoked
     tail = _Tail()
 
     for e in events:
@@ -244,8 +248,10 @@ def check(events: list[Event]) -> CheckResult:
         elif e.f == "uow-settle":
             if e.type == INVOKE:
                 res.operations += 1
-            elif e.type == OK and e.kind == "commit":
-                uow_commits.setdefault(e.uow or "", e)
+                settles_invoked[(e.proc, e.uow or "")] = e.t
+            elif e.type == OK and e.kind == "commit" and (e.uow or "") not in uow_commits:
+                uow_commits[e.uow or ""] = e
+                commits_invoked[e.uow or ""] = settles_invoked.get((e.proc, e.uow or ""), e.t)
 
     for p in publishes.values():
         if p.outcome is None or p.outcome.type == INFO:
@@ -256,10 +262,10 @@ def check(events: list[Event]) -> CheckResult:
             res.failed += 1
 
     _check_deliveries(res, publishes, durables, deliveries, loss_windows, tail)
-    _check_duplicates(res, deliveries, acks_ok, async_acks, sub_first_seen, tail)
+    _check_duplicates(res, deliveries, acks_ok, async_acks, sub_first_seen, tail, loss_windows)
     _check_order(res, durables, deliveries)
     _check_fences(res, publishes, fences)
-    _check_uows(res, uow_sends, uow_receives, uow_commits, loss_windows, tail)
+    _check_uows(res, uow_sends, uow_receives, uow_commits, commits_invoked, loss_windows, tail)
     res.unavailable_seconds, res.longest_gap_seconds = unavailability(events)
     return res
 
@@ -302,7 +308,7 @@ def _check_deliveries(res: CheckResult, publishes: dict[str, _Invoked], durables
     by_dest: dict[str, list[Event]] = defaultdict(list)
     for durable in durables.values():
         by_dest[durable.dest or ""].append(durable)
-    windows = [(w.start or 0.0, w.end or 0.0, w.member or "") for w in loss_windows]
+    windows = _windows(loss_windows)
     for msg, p in publishes.items():
         if p.outcome is None or p.outcome.type != OK:
             continue
@@ -313,7 +319,7 @@ def _check_deliveries(res: CheckResult, publishes: dict[str, _Invoked], durables
                 continue
             line = (f"{msg} on {durable.durable_key}: confirmed at {p.outcome.t:.3f} "
                     f"(invoked {p.invoke.t:.3f} via {p.invoke.via}, mseq {p.outcome.mseq}), never delivered")
-            allowed = [w for w in windows if w[0] <= p.outcome.t <= w[1]]
+            allowed = [w for w in windows if _in_flight(p.invoke.t, p.outcome.t, w)]
             undone = tail.holds(TAIL_PUBLISHED, msg)
             if allowed:
                 res.lost_allowed.append(line + f" [inside the documented loss window of {allowed[0][2]}]")
@@ -325,7 +331,7 @@ def _check_deliveries(res: CheckResult, publishes: dict[str, _Invoked], durables
 
 def _check_duplicates(res: CheckResult, deliveries: dict[str, list[Event]],
                       acks_ok: list[tuple[Event, Event]], async_acks: dict[tuple[str, int], float],
-                      sub_first_seen: dict[str, float], tail: _Tail) -> None:
+                      sub_first_seen: dict[str, float], tail: _Tail, loss_windows: list[Event]) -> None:
     dups: dict[tuple[str, str], str] = {}
     for key, ds in deliveries.items():
         seen_sub: set[tuple[str, str]] = set()
@@ -356,8 +362,10 @@ def _check_duplicates(res: CheckResult, deliveries: dict[str, list[Event]],
                 line = (f"{d.msg} on {key}: ack of mseq {invoke.mseq} confirmed at {ok.t:.3f}, delivered "
                         f"again at {d.t:.3f} on {d.sub} (count {d.count}, opened after the ack)")
                 undone = tail.holds(TAIL_ACKED, ack_id(key, invoke.mseq or 0))
-                if undone is not None:
-                    res.ack_redelivered_allowed.append(line + f" [the ack is {undone}]")
+                member = _window_of(invoke.t, ok.t, loss_windows)
+                if undone is not None or member is not None:
+                    why = f"the ack is {undone}" if undone is not None else f"inside the documented loss window of {member}"
+                    res.ack_redelivered_allowed.append(line + f" [{why}]")
                     break
                 res.ack_redelivered.append(line)
                 dups.setdefault((key, d.msg), line)
@@ -401,9 +409,23 @@ def _check_fences(res: CheckResult, publishes: dict[str, _Invoked], fences: list
                 break
 
 
-def _in_window(t: float, loss_windows: list[Event]) -> str | None:
-    """The member of a documented loss window holding time `t`, or None."""
-    return next((w.member or "" for w in loss_windows if (w.start or 0.0) <= t <= (w.end or 0.0)), None)
+def _windows(loss_windows: list[Event]) -> list[tuple[float, float, str]]:
+    return [(w.start or 0.0, w.end or 0.0, w.member or "") for w in loss_windows]
+
+
+def _in_flight(invoked: float, confirmed: float, window: tuple[float, float, str]) -> bool:
+    """Whether an operation was under way while a loss window was open: invoked before the
+    crash that closed it, confirmed after it opened. Its commit may have counted on what the
+    crashed member acknowledged in the window; the confirmation itself can reach the client
+    after the crash (the leader confirms once the acknowledgments are in, and on a loaded
+    machine that reply takes a while), so the confirmation time alone is not the test."""
+    start, end, _ = window
+    return invoked <= end and confirmed >= start
+
+
+def _window_of(invoked: float, confirmed: float, loss_windows: list[Event]) -> str | None:
+    """The member of a documented loss window an operation was in flight during, or None."""
+    return next((w[2] for w in _windows(loss_windows) if _in_flight(invoked, confirmed, w)), None)
 
 
 def _difference(sent: list[str], got: list[str]) -> str:
@@ -421,7 +443,7 @@ def _difference(sent: list[str], got: list[str]) -> str:
 
 
 def _check_uows(res: CheckResult, sends: dict[str, _Invoked], receives: list[Event], commits: dict[str, Event],
-                loss_windows: list[Event], tail: _Tail) -> None:
+                commit_invoked: dict[str, float], loss_windows: list[Event], tail: _Tail) -> None:
     for sent in sends.values():
         kind = sent.outcome.type if sent.outcome is not None else INFO
         if kind == OK:
@@ -457,7 +479,7 @@ def _check_uows(res: CheckResult, sends: dict[str, _Invoked], receives: list[Eve
         if commit is not None and invoked > commit.t:
             line = (f"{where} (receive invoked at {invoked:.3f}): {commit.proc}'s commit of it was confirmed at "
                     f"{commit.t:.3f}")
-            member = _in_window(commit.t, loss_windows)
+            member = _window_of(commit_invoked.get(uow, commit.t), commit.t, loss_windows)
             undone = tail.holds(TAIL_UOW_PROCESSED, uow)
             if member is not None:
                 report("uow_allowed", uow, line + f" [inside the documented loss window of {member}]")
@@ -471,7 +493,7 @@ def _check_uows(res: CheckResult, sends: dict[str, _Invoked], receives: list[Eve
             continue
         line = (f"{uow}: committed by its sender {sent.invoke.proc} at {sent.outcome.t:.3f}, never committed by a "
                 f"receiver nor left for the audit")
-        member = _in_window(sent.outcome.t, loss_windows)
+        member = _window_of(sent.invoke.t, sent.outcome.t, loss_windows)
         undone = tail.holds(TAIL_UOW_COMMITTED, uow)
         if member is not None:
             report("uow_allowed", uow, line + f" [inside the documented loss window of {member}]")

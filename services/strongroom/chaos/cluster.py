@@ -208,7 +208,7 @@ class ChaosCluster:
         self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log")
         await store_realm(self.etcd.endpoint, self.realm(), "chaos-realm.yaml")
         if spec.proxy_members or spec.proxy_etcd:
-            self.network = Network(self.pid_labels)
+            self.network = Network(self.pid_labels, self.root / "logs" / "net.log")
             for n in self.names:
                 if spec.proxy_members:
                     self.member_proxy[n] = self.network.proxy(f"{n}-in", self.direct(n))
@@ -281,6 +281,8 @@ class ChaosCluster:
             env.update(shift)
         self.procs[name] = spawn(args, self.log_path(name), extra_env=env,
                                  banner=f"=== start {name} at monotonic {time.monotonic():.3f}\n")
+        if self.network is not None:
+            self.network.refresh_labels()  # before the member can open a connection
         self.paused.discard(name)
         self.started_at[name] = time.monotonic()
 

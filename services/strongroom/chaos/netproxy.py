@@ -2,10 +2,23 @@
 
 Every member advertises the address of its own inbound proxy, so peers and clients reach it
 only through that proxy. On accept the proxy finds the process that owns the connecting socket
-(`/proc/net/tcp` gives the socket's inode, `/proc/<pid>/fd` the process holding it) and labels
-the connection with that process's name (`m1`, `m2`, `client`, ...). Blocking a label at a
-member's proxy cuts that one direction of that one link; blocking each side at the other's proxy
-partitions the pair. No product hook is needed and nothing leaves loopback.
+(the kernel's sock_diag, asked by the connection's ports, gives the socket's inode;
+`/proc/<pid>/fd` the process holding it) and labels the connection with that process's name
+(`m1`, `m2`, `client`, ...). Blocking a label at a member's proxy cuts that one direction of
+that one link; blocking each side at the other's proxy partitions the pair. No product hook is
+needed and nothing leaves loopback.
+
+Two things made a cluster behind these proxies lose its majority on a loaded machine, before
+any fault: the inode came from reading `/proc/net/tcp`, and every read walks the kernel's whole
+connection table (10 ms and more of kernel time here, however few sockets there are), once per
+accepted connection and per retry, so a burst of reconnections kept the proxies' loop busy for
+seconds (sampled with py-spy: nine tenths of its time); and the proxies ran as a thread of the
+caller, sharing its interpreter lock with the workload. Now the lookup is sock_diag's (some 50
+microseconds; `/proc/net/tcp` only where a kernel lacks it) and the proxies run in a process of
+their own (`python -m strongroom.chaos.netproxy`). `Network` is the caller's handle: it starts
+that process, sends it commands over a loopback control connection (one JSON line each way),
+and pushes the process labels whenever they change. The process exits when that control
+connection closes, so it never outlives the caller.
 
 Modes of a cut:
 - `reset`: open connections are aborted, new ones are accepted and closed at once;
@@ -16,18 +29,23 @@ A proxy can also delay every chunk by a fixed time.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import concurrent.futures
+import json
 import logging
 import os
+import socket
+import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from strongroom.local.etcdproc import free_port
+from strongroom.local.process import spawn, stop_pid
 
 __all__ = ["RESET", "STALL", "Network", "Proxy", "owner_pid"]
 
@@ -36,15 +54,45 @@ log = logging.getLogger("strongroom.chaos.net")
 RESET = "reset"
 STALL = "stall"
 ALL = "*"
-CLOSE_SECONDS = 30.0
-"""How long `Network.close` waits for the proxies' thread to close them and stop."""
+CALL_SECONDS = 10.0
+"""How long a command to the proxies' process may take before the caller gives up on it."""
+START_SECONDS = 30.0
+"""How long the proxies' process may take to listen for commands."""
+LABEL_POLL_SECONDS = 0.05
+"""How often the caller's labels are read and, when they changed, pushed to the proxies (a
+backstop: whoever starts a process pushes at once with `Network.refresh_labels`)."""
+
+
+_SOCK_DIAG = 4  # NETLINK_SOCK_DIAG
+_SOCK_DIAG_BY_FAMILY = 20
+_NLMSG_ERROR = 2
+_NLM_F_REQUEST = 1
+_NO_COOKIE = 0xFFFFFFFF
+_INODE_AT = 16 + 68  # after the netlink header: family..wqueue, uid, then the inode
+
+
+def _diag_inode(host: str, local_port: int, remote_port: int) -> str | None:
+    """The inode of the TCP socket host:local_port -> host:remote_port, asked of the kernel by
+    its four-tuple (sock_diag): a lookup in its hash table, some 50 microseconds. Raises OSError
+    where the kernel has no sock_diag."""
+    address = socket.inet_aton(host)
+    sockid = (struct.pack("!HH", local_port, remote_port) + address + bytes(12) + address + bytes(12)
+              + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE))
+    request = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _SOCK_DIAG) as nl:
+        nl.send(header + request)
+        reply = nl.recv(8192)
+    if struct.unpack_from("=H", reply, 4)[0] == _NLMSG_ERROR or len(reply) < _INODE_AT + 4:
+        return None  # no such socket (ENOENT)
+    return str(struct.unpack_from("=I", reply, _INODE_AT)[0])
 
 
 def _ports_of(hexaddr: str) -> int:
     return int(hexaddr.rsplit(":", 1)[1], 16)
 
 
-def _socket_inode(local_port: int, remote_port: int) -> str | None:
+def _table_inode(local_port: int, remote_port: int) -> str | None:
     local, remote = f":{local_port:04X} ", f":{remote_port:04X} "
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -61,12 +109,20 @@ def _socket_inode(local_port: int, remote_port: int) -> str | None:
     return None
 
 
-def owner_pid(client_port: int, server_port: int, candidates: list[int]) -> int | None:
-    """The process among `candidates` holding the loopback socket 127.0.0.1:client_port that is
-    connected to server_port, or None."""
-    inode = _socket_inode(client_port, server_port)
-    if inode is None or inode == "0":
-        return None
+def _socket_inode(local_port: int, remote_port: int, host: str = "127.0.0.1") -> str | None:
+    """The inode of a loopback socket ("0" once it is closed and lingers; None if there is none).
+
+    By sock_diag where the kernel has it; else from /proc/net/tcp, whose every read walks the
+    kernel's whole table of connections (262,144 buckets on a 24 GiB machine: 10 ms or more of
+    kernel time, however few sockets there are), which a burst of connections turned into
+    seconds of a busy proxies' loop."""
+    try:
+        return _diag_inode(host, local_port, remote_port)
+    except OSError:
+        return _table_inode(local_port, remote_port)
+
+
+def _holder(inode: str, candidates: list[int]) -> int | None:
     target = f"socket:[{inode}]"
     for pid in candidates:
         fd_dir = f"/proc/{pid}/fd"
@@ -83,34 +139,33 @@ def owner_pid(client_port: int, server_port: int, candidates: list[int]) -> int 
     return None
 
 
-@dataclass(eq=False)
-class _Conn:
-    label: str
-    transports: list[asyncio.WriteTransport] = field(default_factory=list)
-    flowing: asyncio.Event = field(default_factory=asyncio.Event)
+def owner_pid(client_port: int, server_port: int, candidates: list[int]) -> int | None:
+    """The process among `candidates` holding the loopback socket 127.0.0.1:client_port that is
+    connected to server_port, or None."""
+    inode = _socket_inode(client_port, server_port)
+    if inode is None or inode == "0":
+        return None
+    return _holder(inode, candidates)
+
+
+# --- the caller's side -----------------------------------------------------------------------
 
 
 class Proxy:
-    """One listening proxy in front of one target (a member, or etcd for one member)."""
+    """The caller's handle on one listening proxy in front of one target (a member, or etcd for
+    one member)."""
 
-    def __init__(self, network: Network, name: str, target: str) -> None:
-        host, port = target.rsplit(":", 1)
+    def __init__(self, network: Network, name: str, target: str, port: int) -> None:
         self.network = network
         self.name = name
-        self.target = (host, int(port))
-        self.port = free_port()
-        self.endpoint = f"127.0.0.1:{self.port}"
-        self.delay = 0.0
-        # label -> mode; ALL blocks every source.
-        self._blocked: dict[str, str] = {}
-        self._conns: set[_Conn] = set()
-        self._server: asyncio.base_events.Server | None = None
-
-    # --- control (from any thread) -------------------------------------------------------------
+        self.target = target
+        self.port = port
+        self.endpoint = f"127.0.0.1:{port}"
 
     def block(self, labels: set[str] | None = None, mode: str = RESET) -> None:
         """Cut the sources named (every source if None) off from the target."""
-        self.network.call(self._block, set(labels) if labels is not None else {ALL}, mode)
+        self.network.call("block", name=self.name, labels=sorted(labels) if labels is not None else [ALL],
+                          mode=mode)
 
     def cut(self, mode: str = RESET) -> None:
         """Cut every source off (a partition of the target from everyone behind this proxy)."""
@@ -118,23 +173,158 @@ class Proxy:
 
     def heal(self) -> None:
         """Let every source through again (stalled bytes flow on)."""
-        self.network.call(self._heal)
+        self.network.call("heal", name=self.name)
 
     def set_delay(self, seconds: float) -> None:
         """Delay every chunk in both directions by `seconds` (0 to stop)."""
-        self.network.call(setattr, self, "delay", seconds)
+        self.network.call("delay", name=self.name, seconds=seconds)
 
     @property
     def blocked(self) -> dict[str, str]:
         """Currently blocked labels and their mode."""
-        return dict(self._blocked)
+        return dict(self.network.call("blocked", name=self.name))
 
-    # --- inside the network's loop ------------------------------------------------------------
+
+class Network:
+    """All proxies of a run, in one process of their own; labels connections by process.
+
+    `labels` maps the pid of every process whose connections should be told apart to its label
+    (it is read every LABEL_POLL_SECONDS, from a thread); `log_path` takes the proxies' log."""
+
+    def __init__(self, labels: Callable[[], dict[int, str]], log_path: Path) -> None:
+        self._labels = labels
+        self.proxies: dict[str, Proxy] = {}
+        self._last_unidentified = 0
+        self._lock = threading.Lock()
+        control = free_port()
+        self._proc = spawn([sys.executable, "-m", __name__, "--control", f"127.0.0.1:{control}"], log_path)
+        self._sock = self._connect(control)
+        self._reader = self._sock.makefile("r", encoding="utf-8")
+        self._pushed: dict[int, str] | None = None
+        self._push_lock = threading.Lock()
+        self._push_labels()
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch_labels, name="chaos-network-labels", daemon=True)
+        self._watcher.start()
+
+    @property
+    def pid(self) -> int:
+        """The process id of the proxies' process."""
+        return self._proc.pid
+
+    def _connect(self, port: int) -> socket.socket:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"the proxies' process exited with {self._proc.returncode} before listening")
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=CALL_SECONDS)
+            except OSError:
+                if time.monotonic() > deadline:
+                    self._proc.kill()
+                    self._proc.wait()
+                    raise
+                time.sleep(0.02)
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+
+    def call(self, op: str, **args: Any) -> Any:
+        """Send one command to the proxies' process and return its answer."""
+        with self._lock:
+            self._sock.sendall((json.dumps({"op": op, **args}) + "\n").encode())
+            line = self._reader.readline()
+        if not line:
+            raise ConnectionError(f"the proxies' process closed its control connection (op {op})")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"proxies: {op}: {reply['error']}")
+        return reply.get("ok")
+
+    def refresh_labels(self) -> None:
+        """Push the labels now: call it right after starting a process whose connections must be
+        told apart, before it can connect (a connection from a process the proxies have no label
+        for is labelled "?" at once, and no cut names it)."""
+        self._push_labels()
+
+    def _push_labels(self) -> None:
+        with self._push_lock:  # one push at a time: an older map never overtakes a newer one
+            labels = dict(self._labels())
+            if labels != self._pushed:
+                self.call("labels", labels={str(pid): label for pid, label in labels.items()})
+                self._pushed = labels
+
+    def _watch_labels(self) -> None:
+        while not self._stop.wait(LABEL_POLL_SECONDS):
+            try:
+                self._push_labels()
+            except (OSError, ConnectionError, RuntimeError):
+                return  # closed
+
+    def proxy(self, name: str, target: str) -> Proxy:
+        """A new proxy in front of `target`, listening on a free loopback port."""
+        port = free_port()
+        self.call("proxy", name=name, target=target, port=port)
+        proxy = Proxy(self, name, target, port)
+        self.proxies[name] = proxy
+        return proxy
+
+    def heal_all(self) -> None:
+        """Heal every proxy and remove every delay."""
+        self.call("heal_all")
+
+    @property
+    def unidentified(self) -> int:
+        """Connections whose process could not be told (labelled "?")."""
+        try:
+            self._last_unidentified = int(self.call("stats")["unidentified"])
+        except (OSError, ConnectionError, ValueError):
+            pass
+        return self._last_unidentified
+
+    def close(self) -> None:
+        """Close every proxy and stop the proxies' process (by its pid) and the label thread."""
+        self._stop.set()
+        self._watcher.join(CALL_SECONDS)
+        try:
+            self._last_unidentified = int(self.call("close")["unidentified"])
+        except (OSError, ConnectionError, ValueError, RuntimeError):
+            pass
+        finally:
+            self._reader.close()
+            self._sock.close()
+            stop_pid(self._proc.pid, CALL_SECONDS, self._proc)
+
+
+# --- the proxies' process --------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Conn:
+    label: str
+    transports: list[asyncio.WriteTransport] = field(default_factory=list)
+    flowing: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Relay:
+    """One listening proxy in the proxies' process: accepts, labels, relays, cuts."""
+
+    def __init__(self, relays: _Relays, name: str, target: str, port: int) -> None:
+        host, target_port = target.rsplit(":", 1)
+        self.relays = relays
+        self.name = name
+        self.target = (host, int(target_port))
+        self.port = port
+        self.delay = 0.0
+        # label -> mode; ALL blocks every source.
+        self._blocked: dict[str, str] = {}
+        self._conns: set[_Conn] = set()
+        self._server: asyncio.base_events.Server | None = None
 
     def _mode_for(self, label: str) -> str | None:
         return self._blocked.get(label) or self._blocked.get(ALL)
 
-    def _block(self, labels: set[str], mode: str) -> None:
+    def block(self, labels: set[str], mode: str) -> None:
         for label in labels:
             self._blocked[label] = mode
         for conn in list(self._conns):
@@ -146,7 +336,7 @@ class Proxy:
             elif m == STALL:
                 conn.flowing.clear()
 
-    def _heal(self) -> None:
+    def heal(self) -> None:
         self._blocked.clear()
         for conn in self._conns:
             conn.flowing.set()
@@ -164,7 +354,7 @@ class Proxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        label = await self.network.identify(int(peer[1]), self.port) if peer else "?"
+        label = self.relays.identify(peer[0], int(peer[1]), self.port) if peer else "?"
         conn = _Conn(label, [writer.transport])
         mode = self._mode_for(label)
         if mode == RESET:
@@ -224,76 +414,96 @@ class Proxy:
             writer.transport.abort()
 
 
-class Network:
-    """All proxies of a run on one background event loop; labels connections by process."""
+class _Relays:
+    """Every relay of the proxies' process, the labels the caller pushed, and the commands."""
 
-    def __init__(self, labels: Callable[[], dict[int, str]]) -> None:
-        self._labels = labels
-        self.proxies: dict[str, Proxy] = {}
+    def __init__(self) -> None:
+        self.relays: dict[str, _Relay] = {}
+        self.labels: dict[int, str] = {}
         self.unidentified = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="chaos-network", daemon=True)
-        self._thread.start()
+        self.closed = asyncio.Event()
 
-    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run `fn(*args)` on the network loop and wait for it."""
-        done: Future[Any] = Future()
-
-        def run() -> None:
-            try:
-                done.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                done.set_exception(exc)
-
-        self._loop.call_soon_threadsafe(run)
-        return done.result(10)
-
-    def proxy(self, name: str, target: str) -> Proxy:
-        """A new proxy in front of `target`, listening on a free loopback port."""
-        proxy = Proxy(self, name, target)
-        asyncio.run_coroutine_threadsafe(proxy.start(), self._loop).result(10)
-        self.proxies[name] = proxy
-        return proxy
-
-    def heal_all(self) -> None:
-        """Heal every proxy and remove every delay."""
-        for proxy in self.proxies.values():
-            proxy.heal()
-            proxy.set_delay(0.0)
-
-    async def identify(self, client_port: int, server_port: int) -> str:
-        """The label of the process that opened a connection (\"?\" if it cannot be told)."""
-        labels = self._labels()
-        for _ in range(5):
-            # On the proxies' loop, one scan at a time (a pool of threads scanning /proc at once
-            # competed with the workload for the process; the scan skips most lines unsplit).
-            pid = owner_pid(client_port, server_port, list(labels))
-            if pid is not None:
-                return labels[pid]
-            await asyncio.sleep(0.01)
+    def identify(self, host: str, client_port: int, server_port: int) -> str:
+        """The label of the process that opened a connection ("?" if it cannot be told: it has
+        no label, or it has closed the connection already)."""
+        inode = _socket_inode(client_port, server_port, host)
+        pid = _holder(inode, list(self.labels)) if inode not in (None, "0") else None
+        if pid is not None:
+            return self.labels[pid]
         self.unidentified += 1
-        log.warning("could not identify the process behind 127.0.0.1:%d -> %d", client_port, server_port)
+        if self.labels:  # with none pushed, no connection is told apart (a proxy that only cuts)
+            log.warning("could not identify the process behind 127.0.0.1:%d -> %d", client_port, server_port)
         return "?"
 
-    def close(self) -> None:
-        """Close every proxy and stop the loop thread."""
-        async def stop() -> None:
-            for proxy in self.proxies.values():
-                await proxy.close()
-            current = asyncio.current_task()
-            tasks = [t for t in asyncio.all_tasks() if t is not current]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+    async def command(self, op: str, args: dict[str, Any]) -> Any:
+        if op == "labels":
+            self.labels = {int(pid): label for pid, label in args["labels"].items()}
+            return None
+        if op == "proxy":
+            relay = _Relay(self, args["name"], args["target"], int(args["port"]))
+            await relay.start()
+            self.relays[relay.name] = relay
+            return relay.port
+        if op == "heal_all":
+            for relay in self.relays.values():
+                relay.heal()
+                relay.delay = 0.0
+            return None
+        if op in ("stats", "close"):
+            if op == "close":
+                for relay in self.relays.values():
+                    await relay.close()
+                self.closed.set()
+            return {"unidentified": self.unidentified}
+        relay = self.relays[args["name"]]
+        if op == "block":
+            relay.block(set(args["labels"]), args["mode"])
+            return None
+        if op == "heal":
+            relay.heal()
+            return None
+        if op == "delay":
+            relay.delay = float(args["seconds"])
+            return None
+        if op == "blocked":
+            return dict(relay._blocked)
+        raise ValueError(f"unknown command {op!r}")
 
+    async def serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(CLOSE_SECONDS)
-        except concurrent.futures.TimeoutError:
-            # The proxies' thread is busy (identifying the processes behind many connections on
-            # a loaded machine): the scenario's verdict is made; the thread is a daemon.
-            log.warning("the proxies did not close within %.0f s; leaving their thread behind", CLOSE_SECONDS)
+            while not self.closed.is_set():
+                line = await reader.readline()
+                if not line:
+                    break
+                request = json.loads(line)
+                try:
+                    reply = {"ok": await self.command(request.pop("op"), request)}
+                except Exception as exc:  # noqa: BLE001 - answered to the caller
+                    reply = {"error": f"{type(exc).__name__}: {exc}"}
+                writer.write((json.dumps(reply) + "\n").encode())
+                await writer.drain()
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(CLOSE_SECONDS)
-            if not self._thread.is_alive():
-                self._loop.close()
+            self.closed.set()  # the caller has gone: nothing is left to serve
+            writer.close()
+
+
+async def _serve(control: str) -> None:
+    relays = _Relays()
+    host, port = control.rsplit(":", 1)
+    server = await asyncio.start_server(relays.serve_control, host, int(port))
+    await relays.closed.wait()
+    server.close()
+    for relay in relays.relays.values():
+        await relay.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="the chaos suite's loopback proxies (started by Network)")
+    parser.add_argument("--control", required=True, help="host:port to take commands on (one caller)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s netproxy %(levelname)s %(message)s")
+    asyncio.run(_serve(args.control))
+
+
+if __name__ == "__main__":
+    main()
