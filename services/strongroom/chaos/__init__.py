@@ -16,7 +16,7 @@ receiver commit.
 - `cluster`  the processes under test and their hooks (proxies, fsync journal, tmpfs)
 - `drsite`   a cluster with a disaster-recovery standby site (the `dr` fault)
 - `losttail` what a DR activation lost: the old primary's log after the shared index
-- `netproxy` per-link loopback proxies that know which process connects
+- `netproxy` per-link loopback proxies that know which process connects (a process of their own)
 - `fsync`    the fsync journal and the crash image that keeps only fsynced bytes
 - `runner`   scenarios and the `make chaos` table
 """
