@@ -416,3 +416,39 @@ def test_release_name_containing_the_chart_name_is_not_doubled() -> None:
 
     r = render({}, release="strongroom")
     assert r.get("StatefulSet", "strongroom-default")["spec"]["serviceName"] == "strongroom-default-headless"
+
+
+def test_a_clusters_store_settings_reach_the_realm() -> None:
+    """The dedup expiry, the indexes on disk and the persistent store (driver, the database's
+    memory, capacity) of a cluster's values come out in the generated realm, which the realm
+    service's own validator reads back as set."""
+    from chartkit import render
+
+    cluster = {"name": "default", "members": 3, "storage": "disk-sync", "producerIdleExpirySeconds": 3600.5,
+               "indexesOnDisk": True,
+               "persistentStore": {"driver": "sqlite", "writeBufferMb": 64, "readCacheMb": 256,
+                                   "capacityMessages": 5_000_000_000, "capacityBytes": 1 << 40, "report": True}}
+    r = render({"persistence": {"clusters": [cluster]}})
+    realm = parse_realm(r.get("ConfigMap", f"{fullname(r.values)}-realm")["data"]["realm.yaml"], "realm ConfigMap")
+    (c,) = realm.clusters
+    assert c.producer_idle_expiry_seconds == 3600.5 and c.indexes_on_disk is True
+    ps = c.persistent_store
+    assert (ps.driver.value, ps.write_buffer_mb, ps.read_cache_mb) == ("sqlite", 64, 256)
+    assert (ps.capacity_messages, ps.capacity_bytes, ps.report) == (5_000_000_000, 1 << 40, True)
+    # Unset, the realm's defaults apply.
+    (d,) = parse_realm(render({}).get("ConfigMap", f"{fullname({})}-realm")["data"]["realm.yaml"], "realm").clusters
+    assert (d.producer_idle_expiry_seconds, d.persistent_store.write_buffer_mb) == (86400.0, 32)
+
+
+@pytest.mark.parametrize(("store", "where"), [
+    ({"writeBufferMb": 0}, "writeBufferMb"),
+    ({"readCacheMb": 70000}, "readCacheMb"),
+    ({"driver": "leveldb"}, "driver"),
+    ({"bufferMb": 1}, "bufferMb"),
+])
+def test_the_schema_types_the_persistent_store(store: dict[str, Any], where: str) -> None:
+    values = {"persistence": {"clusters": [{"name": "default", "members": 3, "storage": "disk-sync",
+                                            "persistentStore": store}]}}
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmValuesError) as exc:
+        chart.validate_schema(values)
+    assert where in str(exc.value)

@@ -679,6 +679,33 @@ clusters:
     {{- if hasKey $c "maxBatchOps" }}
     max_batch_ops: {{ int $c.maxBatchOps }}
     {{- end }}
+    {{- if hasKey $c "producerIdleExpirySeconds" }}
+    producer_idle_expiry_seconds: {{ float64 $c.producerIdleExpirySeconds | printf "%.3f" }}
+    {{- end }}
+    {{- if hasKey $c "indexesOnDisk" }}
+    indexes_on_disk: {{ $c.indexesOnDisk }}
+    {{- end }}
+    {{- with $c.persistentStore }}
+    persistent_store:
+      {{- if hasKey . "driver" }}
+      driver: {{ .driver }}
+      {{- end }}
+      {{- if hasKey . "writeBufferMb" }}
+      write_buffer_mb: {{ int .writeBufferMb }}
+      {{- end }}
+      {{- if hasKey . "readCacheMb" }}
+      read_cache_mb: {{ int .readCacheMb }}
+      {{- end }}
+      {{- if hasKey . "capacityMessages" }}
+      capacity_messages: {{ int64 .capacityMessages }}
+      {{- end }}
+      {{- if hasKey . "capacityBytes" }}
+      capacity_bytes: {{ int64 .capacityBytes }}
+      {{- end }}
+      {{- if hasKey . "report" }}
+      report: {{ .report }}
+      {{- end }}
+    {{- end }}
     {{- with (dig "router" "address" "" $c) }}
     router:
       address: {{ . | quote }}
