@@ -104,6 +104,26 @@ time.sleep(60)
 """
 
 
+def test_the_handshake_names_the_transport_security_this_process_serves_with() -> None:
+    """Members serve with mutual TLS (a certificate of their own) or plaintext (`--insecure`):
+    the two instances of a shared store must agree, so each says which."""
+    from strongroom.persistence.shared_standby import transport_security
+    from strongroom.security import tls
+
+    saved = tls.current()
+    try:
+        tls.use(None)
+        plain = transport_security()
+        tls.use(tls.Tls(Path("ca.pem"), Path("m.pem"), Path("m.key"), b"", b"", b""))
+        secured = transport_security()
+    finally:
+        tls.use(saved)
+    assert (plain, secured) == ("plaintext", "mutual-tls")
+    ours = Identity("solo", "m1", "abc", 7, "0.1.0", secured)
+    found = mismatches(ours, Identity("solo", "m1", "abc", 7, "0.1.0", plain), "p:1")
+    assert len(found) == 1 and "'plaintext'" in found[0] and "'mutual-tls'" in found[0]
+
+
 def test_the_store_lock_excludes_another_process_until_it_is_gone(tmp_path: Path) -> None:
     other = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "store.lock")], stdout=subprocess.PIPE)
     try:

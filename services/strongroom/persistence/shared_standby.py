@@ -50,13 +50,13 @@ from pathlib import Path
 
 from strongroom.persistence.config import MemberConfig
 from strongroom.persistence.log import LOG_FORMAT
+from strongroom.security import tls
 
 __all__ = [
     "HandshakeFailed",
     "Identity",
     "PartnerView",
     "RunMode",
-    "SECURITY",
     "STORE_ID_FILE",
     "STORE_LOCK_FILE",
     "SharedView",
@@ -69,6 +69,7 @@ __all__ = [
     "shared_view",
     "software_version",
     "take_as_standard",
+    "transport_security",
     "watch_ownership",
 ]
 
@@ -78,9 +79,13 @@ STORE_LOCK_FILE = "store.lock"
 """The store's lock, in the member's data directory: held by the instance that may write it."""
 STORE_ID_FILE = "store.id"
 """The store's identity, written once by the first instance that held the lock."""
-SECURITY = "plaintext"
-"""The transport security of the member API today (no TLS on members yet): compared in the
-handshake so that a future TLS setting has its place."""
+
+
+def transport_security() -> str:
+    """The transport security of this process's member API, compared in the handshake: the two
+    instances serve the same clients and peers, so both are "mutual-tls" (as `strongroom up`
+    and the chart run members) or both "plaintext" (`--insecure`)."""
+    return "plaintext" if tls.current() is None else "mutual-tls"
 
 
 class RunMode(str, Enum):
@@ -130,7 +135,7 @@ class Identity:
 
 def identity(cluster: str, member: str, data_dir: Path) -> Identity:
     """This instance's identity, the store id read from its directory now."""
-    return Identity(cluster, member, read_store_id(data_dir), LOG_FORMAT, software_version(), SECURITY)
+    return Identity(cluster, member, read_store_id(data_dir), LOG_FORMAT, software_version(), transport_security())
 
 
 def mismatches(ours: Identity, theirs: Identity, partner: str) -> list[str]:
