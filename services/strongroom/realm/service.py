@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
@@ -44,6 +45,9 @@ SERVICE_NAME: str = realm_pb2.DESCRIPTOR.services_by_name["RealmService"].full_n
 
 log = logging.getLogger("strongroom.realm")
 T = TypeVar("T")
+
+PRUNE_EVERY_SECONDS = 3600.0
+"""How often the realm service deletes the records of tokens that ended (security/tokens.py)."""
 
 # The whole status travels in trailers (grpc-message plus grpc-status-details-bin, which holds
 # the message again and the metadata, base64-encoded); clients reject trailers over 8 KiB by
@@ -173,7 +177,18 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
         if self.tokens is None:
             await realms()
             return
-        await asyncio.gather(realms(), self.tokens.follow())
+        await asyncio.gather(realms(), self.tokens.follow(), self._prune_tokens())
+
+    async def _prune_tokens(self) -> None:
+        """Delete the records of tokens that ended long ago (`TokenBook.prune`), every
+        PRUNE_EVERY_SECONDS, until cancelled."""
+        assert self.tokens is not None
+        while True:
+            try:
+                await self.tokens.prune(time.time())
+            except EtcdUnavailable as exc:
+                log.warning("cannot prune the records of ended tokens now: %s", exc)
+            await asyncio.sleep(PRUNE_EVERY_SECONDS)
 
     async def Apply(self, request: realm_pb2.ApplyRealmRequest,
                     context: grpc.aio.ServicerContext) -> realm_pb2.RealmVersion:  # type: ignore[type-arg]

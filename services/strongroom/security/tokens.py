@@ -5,8 +5,10 @@ A token reads `srt_<id>_<secret>`: 16 hex digits that name its record, then 64 h
 user, the SHA-256 of the secret, when it was issued and when it ends (0: never), and once revoked
 when. The secret is shown once, when issued, and is nowhere else: whoever reads etcd cannot call
 as the token's user. (A plain digest suffices: the secret is random, not a password, so there is
-nothing to guess that a slow hash would protect.) A revoked token keeps its record, so a call
-presenting it is told "revoked", not "unknown".
+nothing to guess that a slow hash would protect.) A revoked or expired token keeps its record for
+ENDED_KEPT_SECONDS (30 days), so a call presenting it is told "revoked" or "expired", not
+"unknown"; then the realm service deletes it (`TokenBook.prune`, hourly), so records do not pile
+up in etcd and in every process's memory for as long as the site lives.
 
 `verify` is the pure check; `TokenBook` keeps every record of its etcd in memory (followed: an
 issue or a revocation reaches every process within a watch event) and writes new ones (the realm
@@ -31,13 +33,16 @@ from strongroom.errors import InvalidArgument, Unauthenticated, UnknownToken
 from strongroom.etcd import EtcdClient
 from strongroom.keys import TOKENS, token_key
 
-__all__ = ["TokenBook", "TokenRecord", "new_token", "token_id_of", "verify"]
+__all__ = ["ENDED_KEPT_SECONDS", "TokenBook", "TokenRecord", "new_token", "token_id_of", "verify"]
 
 log = logging.getLogger("strongroom.security")
 
 _TOKEN_RE = re.compile(r"^srt_([0-9a-f]{16})_([0-9a-f]{64})$")
 MAX_TTL_SECONDS = 10 * 365 * 86400
 """The longest a token may be issued for (ten years); 0 means it never ends."""
+ENDED_KEPT_SECONDS = 30 * 86400
+"""How long the record of a token that ended (revoked, or expired) is kept: a call presenting it
+is told why it is refused for that long, and "unknown" once the record is pruned."""
 
 
 def _digest(secret: str) -> str:
@@ -67,6 +72,12 @@ class TokenRecord:
         return cls(id=str(data["id"]), user=str(data["user"]), sha256=str(data["sha256"]),
                    issued_at=float(data["issued_at"]), expires_at=float(data.get("expires_at", 0.0)),
                    description=str(data.get("description", "")), revoked_at=float(data.get("revoked_at", 0.0)))
+
+    def ended_at(self) -> float:
+        """When the token stopped being usable (revoked, or expired; the earlier), 0 while it has
+        not been revoked and has no end. An end still in the future counts: it is when it ends."""
+        ends = [t for t in (self.revoked_at, self.expires_at) if t]
+        return min(ends) if ends else 0.0
 
     def standing(self, now: float) -> Unauthenticated | None:
         """None while the token may be used, else why not (revoked, or ended)."""
@@ -202,6 +213,19 @@ class TokenBook:
             await self._etcd.put(token_key(token_id), record.to_bytes())
         self.records[token_id] = record
         return record
+
+    async def prune(self, now: float, keep_seconds: float = ENDED_KEPT_SECONDS) -> list[str]:
+        """Delete the records of tokens that ended more than `keep_seconds` before `now` (from
+        etcd: every process following the book drops them on the watch event); their ids."""
+        await self.load()
+        gone = sorted(r.id for r in self.records.values() if r.ended_at() and r.ended_at() + keep_seconds <= now)
+        for token_id in gone:
+            record = self.records[token_id]
+            await self._etcd.delete(token_key(token_id))
+            self.records.pop(token_id, None)
+            log.info("token %s of user %r ended %s: its record is deleted", token_id, record.user,
+                     _when(record.ended_at()))
+        return gone
 
     async def listing(self) -> list[TokenRecord]:
         """Every token issued here, oldest first."""
