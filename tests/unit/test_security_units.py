@@ -105,6 +105,27 @@ def test_grpc_handshake_lines_are_recognised_as_refusals() -> None:
     assert refusals.snapshot()[("link", "no_identity")] == before + 1
 
 
+def test_refusals_are_all_counted_and_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    """A flood of refused attempts (a client retrying with a wrong certificate, tokens tried)
+    is counted in full, while the log takes one line per where and reason per interval, which
+    says how many went unlogged before it."""
+    key = ("grpc", "token_forged")
+    before = refusals.snapshot().get(key, 0)
+    t0 = 1_000_000.0  # a monotonic time of the test's own, far from any other test's lines
+    with caplog.at_level("WARNING", logger="strongroom.security"):
+        for i in range(500):
+            refusals.count(*key, f"attempt {i}", "127.0.0.1:9", now=t0 + i * 0.01)  # 5 s of them
+        refusals.count(*key, "after the interval", "127.0.0.1:9", now=t0 + refusals.LOG_EVERY_SECONDS)
+        refusals.count("grpc", "token_unknown", "another reason", now=t0 + 1)  # its own line
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused (grpc, token_")]
+    assert refusals.snapshot()[key] == before + 501
+    assert lines[0] == "refused (grpc, token_forged) from 127.0.0.1:9: attempt 0"
+    assert lines[1] == ("refused (grpc, token_forged) from 127.0.0.1:9: after the interval "
+                        "(499 more refused so since the last line)")
+    assert lines[2].startswith("refused (grpc, token_unknown)")
+    assert len(lines) == 3
+
+
 def test_a_local_deployment_does_not_use_an_authority_whose_directory_is_gone(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The benchmark runs one deployment after another, each removed with its directory: the next

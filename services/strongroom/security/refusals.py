@@ -9,6 +9,10 @@ without the permission the call needs, `token_*`: a bearer token refused, and `n
 call that proves no user where the realm enables auth: `strongroom.security.guard`). Exported as
 `strongroom_refused_total{where,reason}` by every process that serves metrics.
 
+Every refusal is counted; the log takes the first of each (where, reason) and then at most one
+line per LOG_EVERY_SECONDS, which says how many were refused since its last line: a client
+retrying with a wrong certificate, or someone trying tokens, cannot fill the disk with the log.
+
 gRPC refuses a failed handshake inside its C core, before any Python code runs: it writes one
 line to the process's standard error (`Handshake failed with error ...`). `watch_grpc_handshakes`
 reads the process's standard error through a pipe, passes every line on unchanged and counts
@@ -23,9 +27,10 @@ import os
 import re
 import sys
 import threading
+import time
 from collections import Counter
 
-__all__ = ["HANDSHAKE_LINE", "REASONS", "count", "snapshot", "watch_grpc_handshakes"]
+__all__ = ["HANDSHAKE_LINE", "LOG_EVERY_SECONDS", "REASONS", "count", "snapshot", "watch_grpc_handshakes"]
 
 log = logging.getLogger("strongroom.security")
 
@@ -36,16 +41,32 @@ REASONS = ("tls_handshake", "no_identity", "wrong_identity", "impersonation", "n
            "token_unknown", "token_forged", "token_revoked", "token_expired")
 """Every reason a refusal is counted under (each exported, 0 until it happens)."""
 
+LOG_EVERY_SECONDS = 10.0
+"""At most one log line per (where, reason) in this many seconds; the counts miss nothing."""
+
 _lock = threading.Lock()
 _counts: Counter[tuple[str, str]] = Counter()
+_logged_at: dict[tuple[str, str], float] = {}
+_unlogged: Counter[tuple[str, str]] = Counter()
 _watching = False
 
 
-def count(where: str, reason: str, message: str, peer: object = "") -> None:
-    """Count one refused attempt and log it (`message` says why, `peer` who or from where)."""
+def count(where: str, reason: str, message: str, peer: object = "", now: float | None = None) -> None:
+    """Count one refused attempt and log it (`message` says why, `peer` who or from where),
+    unless a line for the same where and reason was written less than LOG_EVERY_SECONDS ago
+    (`now`: a monotonic time, the clock's by default)."""
+    key = (where, reason)
+    now = time.monotonic() if now is None else now
     with _lock:
-        _counts[(where, reason)] += 1
-    log.warning("refused (%s, %s)%s: %s", where, reason, f" from {peer}" if peer else "", message)
+        _counts[key] += 1
+        last = _logged_at.get(key)
+        if last is not None and 0 <= now - last < LOG_EVERY_SECONDS:
+            _unlogged[key] += 1
+            return
+        _logged_at[key] = now
+        unlogged = _unlogged.pop(key, 0)
+    more = f" ({unlogged} more refused so since the last line)" if unlogged else ""
+    log.warning("refused (%s, %s)%s: %s%s", where, reason, f" from {peer}" if peer else "", message, more)
 
 
 def snapshot() -> dict[tuple[str, str], int]:
