@@ -106,6 +106,17 @@ class StoredMessage:
         # Holds a replay-retention reference until retain_until.
         self.retained = retained
 
+    def detach(self) -> None:
+        """Give the payload in memory a copy of its own. A message applied from a log entry is
+        a view into that entry, which keeps the whole entry's memory (one protobuf arena: a
+        batch of up to thousands of publishes) alive for as long as the message lives; a last
+        value or a message kept for replay may live for days after the rest was acknowledged."""
+        msg = self._message
+        if msg is not None:
+            own = cpb.Message()
+            own.CopyFrom(msg)
+            self._message = own
+
     @property
     def message(self) -> cpb.Message:
         """The payload: from memory, else read back from where it was moved."""
@@ -765,6 +776,7 @@ class StateMachine:
             if retain_until:
                 stored.retained = True
                 stored.refs += 1
+                stored.detach()  # kept until retain_until: not a view into the entry
             for durable in wanting:
                 self._hold(durable, stored)
             tracer = self.tallies.tracer
@@ -848,6 +860,7 @@ class StateMachine:
         """Make a stored message pending for a durable (or fill its last-value slot)."""
         seq = stored.seq
         if durable.kind == KIND_LASTVALUE:
+            stored.detach()  # a last value outlives its entry's other messages
             if durable.key_field:
                 slot = key_of(stored.message.fields[durable.key_field])
                 old = durable.last_values.get(slot, 0)
