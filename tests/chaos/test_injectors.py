@@ -223,7 +223,9 @@ def test_the_proxies_do_not_outlive_their_caller(tmp_path: Path) -> None:
 def test_the_kernel_names_the_inode_of_a_connecting_socket() -> None:
     """The inode sock_diag gives for a live loopback connection is the one /proc/self/fd holds
     (and /proc/net/tcp agrees); a four-tuple with no socket has none."""
-    from strongroom.chaos.netproxy import _diag_inode, _table_inode, owner_pid
+    from strongroom.chaos.netproxy import _diag_inode, _diag_works, _table_inode, owner_pid
+
+    assert _diag_works()  # this machine's kernel answers it: the proxies use it, not the table
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -237,3 +239,26 @@ def test_the_kernel_names_the_inode_of_a_connecting_socket() -> None:
                 assert _table_inode(local, remote) == _diag_inode("127.0.0.1", local, remote)
                 assert owner_pid(local, remote, [os.getpid()]) == os.getpid()
                 assert _diag_inode("127.0.0.1", local, remote + 1 if remote < 65535 else remote - 1) is None
+
+
+def test_a_hung_proxies_process_is_stopped_and_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command the proxies' process does not answer in time stops it, and that call and every
+    later one say so at once (a late answer can never be taken for the next command's)."""
+    import signal
+
+    from strongroom.chaos import netproxy
+
+    monkeypatch.setattr(netproxy, "CALL_SECONDS", 1.0)
+    net = Network(dict, tmp_path / "net.log")
+    try:
+        proxy = net.proxy("x", "127.0.0.1:9")
+        os.kill(net.pid, signal.SIGSTOP)
+        with pytest.raises(ConnectionError, match="did not answer 'heal' within 1 s"):
+            proxy.heal()
+        started = time.monotonic()
+        with pytest.raises(ConnectionError, match="did not answer 'heal'"):
+            proxy.cut()
+        assert time.monotonic() - started < 0.5
+    finally:
+        net.close()
+    assert not pid_alive(net.pid)

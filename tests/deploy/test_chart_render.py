@@ -447,8 +447,23 @@ def test_a_clusters_store_settings_reach_the_realm() -> None:
     ({"bufferMb": 1}, "bufferMb"),
 ])
 def test_the_schema_types_the_persistent_store(store: dict[str, Any], where: str) -> None:
+    """Out of range, unknown and misspelled keys are refused before anything renders."""
     values = {"persistence": {"clusters": [{"name": "default", "members": 3, "storage": "disk-sync",
                                             "persistentStore": store}]}}
     with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmValuesError) as exc:
         chart.validate_schema(values)
     assert where in str(exc.value)
+
+
+def test_a_dedup_expiry_is_never_or_at_least_a_second() -> None:
+    """The realm reads 0 as never: a fraction of a second would print as 0.000, so the chart
+    takes 0 or at least 1 s."""
+    values = {"persistence": {"clusters": [{"name": "default", "members": 3, "storage": "disk-sync",
+                                            "producerIdleExpirySeconds": 0.0001}]}}
+    with helm.Chart.load(str(CHART)) as chart:
+        with pytest.raises(helm.HelmValuesError) as exc:
+            chart.validate_schema(values)
+        assert "producerIdleExpirySeconds" in str(exc.value)
+        for ok in (0, 1, 86400):
+            values["persistence"]["clusters"][0]["producerIdleExpirySeconds"] = ok  # type: ignore[index]
+            chart.validate_schema(values)

@@ -3,11 +3,11 @@
 What it finds, per durable (destination/durable name):
 
 - **lost**: a publish confirmed (`ok`) to a destination, never delivered to a durable of that
-  destination created before the publish was invoked. A loss whose confirmation falls inside a
-  recorded `loss-window` (a fault the storage mode documents as lossy) is reported apart as
-  `lost_allowed` and does not fail the run (`_in_flight`: the publish was under way while
-  the window was open, invoked before the crash that closed it and confirmed after it opened); so is the loss of a message a DR activation's lost
-  tail published (`lost-tail` events, `chaos.losttail`: the old primary's log after the index
+  destination created before the publish was invoked. The loss of a publish in flight inside a
+  recorded `loss-window` (a fault the storage mode documents as lossy: `_in_flight`, invoked
+  before the crash that closed the window, confirmed after it opened and at most REPLY_GRACE
+  after the crash) is reported apart as `lost_allowed` and does not fail the run; so is the
+  loss of a message a DR activation's lost tail published (`lost-tail` events, `chaos.losttail`: the old primary's log after the index
   the activated site holds).
 - **phantom**: a delivery of a message no client invoked, with another body or destination
   than the one invoked, or of a publish that certainly failed.
@@ -413,14 +413,20 @@ def _windows(loss_windows: list[Event]) -> list[tuple[float, float, str]]:
     return [(w.start or 0.0, w.end or 0.0, w.member or "") for w in loss_windows]
 
 
+REPLY_GRACE = 1.0
+"""Seconds after a crash a confirmation may still come from a commit made before it."""
+
+
 def _in_flight(invoked: float, confirmed: float, window: tuple[float, float, str]) -> bool:
-    """Whether an operation was under way while a loss window was open: invoked before the
-    crash that closed it, confirmed after it opened. Its commit may have counted on what the
-    crashed member acknowledged in the window; the confirmation itself can reach the client
-    after the crash (the leader confirms once the acknowledgments are in, and on a loaded
-    machine that reply takes a while), so the confirmation time alone is not the test."""
+    """Whether an operation's commit may have counted on what a crashed member acknowledged
+    inside its loss window: invoked before the crash that closed the window, confirmed after
+    it opened, and no later than REPLY_GRACE after the crash. The leader's reply to a commit
+    made before the crash can reach the client a little after it (on a loaded machine, tens of
+    milliseconds), so the confirmation time alone is not the test; but an operation confirmed
+    later than that was committed after the crash (a retry or a resent window at a new leader
+    a lease later: the crashed member counted for nothing), and its loss is a real one."""
     start, end, _ = window
-    return invoked <= end and confirmed >= start
+    return invoked <= end and start <= confirmed <= end + REPLY_GRACE
 
 
 def _window_of(invoked: float, confirmed: float, loss_windows: list[Event]) -> str | None:

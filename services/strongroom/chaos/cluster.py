@@ -249,7 +249,7 @@ class ChaosCluster:
     def pid_labels(self) -> dict[int, str]:
         """Live process ids and the label the proxies give their connections."""
         out = {os.getpid(): "client"}
-        for n, proc in self.procs.items():
+        for n, proc in list(self.procs.items()):  # read from the proxies' label thread too
             if proc.poll() is None:
                 out[proc.pid] = n
         return out

@@ -16,9 +16,9 @@ seconds (sampled with py-spy: nine tenths of its time); and the proxies ran as a
 caller, sharing its interpreter lock with the workload. Now the lookup is sock_diag's (some 50
 microseconds; `/proc/net/tcp` only where a kernel lacks it) and the proxies run in a process of
 their own (`python -m strongroom.chaos.netproxy`). `Network` is the caller's handle: it starts
-that process, sends it commands over a loopback control connection (one JSON line each way),
-and pushes the process labels whenever they change. The process exits when that control
-connection closes, so it never outlives the caller.
+that process, sends it commands over a socket pair whose other end the process inherits (one
+JSON line each way), and pushes the process labels whenever they change. The process exits when
+its end closes, so it never outlives the caller.
 
 Modes of a cut:
 - `reset`: open connections are aborted, new ones are accepted and closed at once;
@@ -34,6 +34,7 @@ import asyncio
 import json
 import logging
 import os
+import select
 import socket
 import struct
 import sys
@@ -56,8 +57,6 @@ STALL = "stall"
 ALL = "*"
 CALL_SECONDS = 10.0
 """How long a command to the proxies' process may take before the caller gives up on it."""
-START_SECONDS = 30.0
-"""How long the proxies' process may take to listen for commands."""
 LABEL_POLL_SECONDS = 0.05
 """How often the caller's labels are read and, when they changed, pushed to the proxies (a
 backstop: whoever starts a process pushes at once with `Network.refresh_labels`)."""
@@ -109,17 +108,41 @@ def _table_inode(local_port: int, remote_port: int) -> str | None:
     return None
 
 
+def _diag_works() -> bool:
+    """Whether sock_diag finds a live loopback connection, asked of a connection of our own (a
+    kernel may have the netlink family and still answer "no such socket" to every question,
+    when its inet_diag module is missing)."""
+    try:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            with socket.create_connection(server.getsockname(), timeout=5) as client:
+                accepted, _ = server.accept()
+                with accepted:
+                    found = _diag_inode("127.0.0.1", client.getsockname()[1], server.getsockname()[1])
+                    return found == os.readlink(f"/proc/self/fd/{client.fileno()}")[len("socket:["):-1]
+    except OSError:
+        return False
+
+
+_USE_DIAG: bool | None = None
+
+
 def _socket_inode(local_port: int, remote_port: int, host: str = "127.0.0.1") -> str | None:
     """The inode of a loopback socket ("0" once it is closed and lingers; None if there is none).
 
-    By sock_diag where the kernel has it; else from /proc/net/tcp, whose every read walks the
-    kernel's whole table of connections (262,144 buckets on a 24 GiB machine: 10 ms or more of
-    kernel time, however few sockets there are), which a burst of connections turned into
-    seconds of a busy proxies' loop."""
-    try:
+    By sock_diag where it works here (`_diag_works`, asked once); else from /proc/net/tcp, whose
+    every read walks the kernel's whole table of connections (262,144 buckets on a 24 GiB
+    machine: 10 ms or more of kernel time, however few sockets there are), which a burst of
+    connections turned into seconds of a busy proxies' loop."""
+    global _USE_DIAG
+    if _USE_DIAG is None:
+        _USE_DIAG = _diag_works()
+        if not _USE_DIAG:
+            log.warning("sock_diag does not find loopback sockets here: reading /proc/net/tcp (slow)")
+    if _USE_DIAG:
         return _diag_inode(host, local_port, remote_port)
-    except OSError:
-        return _table_inode(local_port, remote_port)
+    return _table_inode(local_port, remote_port)
 
 
 def _holder(inode: str, candidates: list[int]) -> int | None:
@@ -139,10 +162,10 @@ def _holder(inode: str, candidates: list[int]) -> int | None:
     return None
 
 
-def owner_pid(client_port: int, server_port: int, candidates: list[int]) -> int | None:
-    """The process among `candidates` holding the loopback socket 127.0.0.1:client_port that is
-    connected to server_port, or None."""
-    inode = _socket_inode(client_port, server_port)
+def owner_pid(client_port: int, server_port: int, candidates: list[int], host: str = "127.0.0.1") -> int | None:
+    """The process among `candidates` holding the loopback socket host:client_port that is
+    connected to server_port, or None (also once that socket is closed)."""
+    inode = _socket_inode(client_port, server_port, host)
     if inode is None or inode == "0":
         return None
     return _holder(inode, candidates)
@@ -196,10 +219,16 @@ class Network:
         self.proxies: dict[str, Proxy] = {}
         self._last_unidentified = 0
         self._lock = threading.Lock()
-        control = free_port()
-        self._proc = spawn([sys.executable, "-m", __name__, "--control", f"127.0.0.1:{control}"], log_path)
-        self._sock = self._connect(control)
-        self._reader = self._sock.makefile("r", encoding="utf-8")
+        # Commands go through a socket pair, one end inherited by the proxies' process: no port
+        # another process could take or connect to, and its end closes when this process ends.
+        self._sock, theirs = socket.socketpair()
+        try:
+            self._proc = spawn([sys.executable, "-m", __name__, "--control-fd", str(theirs.fileno())], log_path,
+                               pass_fds=[theirs.fileno()])
+        finally:
+            theirs.close()
+        self._buffer = b""
+        self._dead: str | None = None
         self._pushed: dict[int, str] | None = None
         self._push_lock = threading.Lock()
         self._push_labels()
@@ -212,34 +241,36 @@ class Network:
         """The process id of the proxies' process."""
         return self._proc.pid
 
-    def _connect(self, port: int) -> socket.socket:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"the proxies' process exited with {self._proc.returncode} before listening")
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=CALL_SECONDS)
-            except OSError:
-                if time.monotonic() > deadline:
-                    self._proc.kill()
-                    self._proc.wait()
-                    raise
-                time.sleep(0.02)
-                continue
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return sock
-
     def call(self, op: str, **args: Any) -> Any:
-        """Send one command to the proxies' process and return its answer."""
+        """Send one command to the proxies' process and return its answer. One that gets no
+        answer within CALL_SECONDS stops that process (it is hung): this and every later call
+        raise ConnectionError saying so."""
         with self._lock:
+            if self._dead is not None:
+                raise ConnectionError(self._dead)
             self._sock.sendall((json.dumps({"op": op, **args}) + "\n").encode())
-            line = self._reader.readline()
-        if not line:
-            raise ConnectionError(f"the proxies' process closed its control connection (op {op})")
+            line = self._read_line(op)
         reply = json.loads(line)
         if "error" in reply:
             raise RuntimeError(f"proxies: {op}: {reply['error']}")
         return reply.get("ok")
+
+    def _read_line(self, op: str) -> bytes:
+        deadline = time.monotonic() + CALL_SECONDS
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self._sock], [], [], max(0.0, left))
+            if not ready:
+                self._dead = f"the proxies' process did not answer {op!r} within {CALL_SECONDS:.0f} s: stopped it"
+                self._proc.kill()
+                raise ConnectionError(self._dead)
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                self._dead = f"the proxies' process closed its control connection (op {op!r})"
+                raise ConnectionError(self._dead)
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
 
     def refresh_labels(self) -> None:
         """Push the labels now: call it right after starting a process whose connections must be
@@ -258,8 +289,10 @@ class Network:
         while not self._stop.wait(LABEL_POLL_SECONDS):
             try:
                 self._push_labels()
-            except (OSError, ConnectionError, RuntimeError):
-                return  # closed
+            except (OSError, ConnectionError):
+                return  # the proxies' process is gone
+            except Exception:  # noqa: BLE001 - the backstop must go on (e.g. labels read mid-change)
+                log.exception("could not push the process labels to the proxies; trying again")
 
     def proxy(self, name: str, target: str) -> Proxy:
         """A new proxy in front of `target`, listening on a free loopback port."""
@@ -291,7 +324,6 @@ class Network:
         except (OSError, ConnectionError, ValueError, RuntimeError):
             pass
         finally:
-            self._reader.close()
             self._sock.close()
             stop_pid(self._proc.pid, CALL_SECONDS, self._proc)
 
@@ -426,8 +458,7 @@ class _Relays:
     def identify(self, host: str, client_port: int, server_port: int) -> str:
         """The label of the process that opened a connection ("?" if it cannot be told: it has
         no label, or it has closed the connection already)."""
-        inode = _socket_inode(client_port, server_port, host)
-        pid = _holder(inode, list(self.labels)) if inode not in (None, "0") else None
+        pid = owner_pid(client_port, server_port, list(self.labels), host)
         if pid is not None:
             return self.labels[pid]
         self.unidentified += 1
@@ -487,22 +518,21 @@ class _Relays:
             writer.close()
 
 
-async def _serve(control: str) -> None:
+async def _serve(control_fd: int) -> None:
     relays = _Relays()
-    host, port = control.rsplit(":", 1)
-    server = await asyncio.start_server(relays.serve_control, host, int(port))
-    await relays.closed.wait()
-    server.close()
+    reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=control_fd))
+    await relays.serve_control(reader, writer)  # until the caller closes it, or says "close"
     for relay in relays.relays.values():
         await relay.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="the chaos suite's loopback proxies (started by Network)")
-    parser.add_argument("--control", required=True, help="host:port to take commands on (one caller)")
+    parser.add_argument("--control-fd", type=int, required=True,
+                        help="the inherited end of the caller's socket pair, to take commands on")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s netproxy %(levelname)s %(message)s")
-    asyncio.run(_serve(args.control))
+    asyncio.run(_serve(args.control_fd))
 
 
 if __name__ == "__main__":

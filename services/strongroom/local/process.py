@@ -154,8 +154,10 @@ class ProcessGroup(str, Enum):
 
 def spawn(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None,
           extra_env: Mapping[str, str] | None = None, cwd: Path | None = None,
-          group: ProcessGroup = ProcessGroup.INHERIT, banner: str = "") -> subprocess.Popen[bytes]:
-    """Start `argv` with stdout and stderr appended to `log_path` and no stdin.
+          group: ProcessGroup = ProcessGroup.INHERIT, banner: str = "",
+          pass_fds: Sequence[int] = ()) -> subprocess.Popen[bytes]:
+    """Start `argv` with stdout and stderr appended to `log_path` and no stdin (`pass_fds`: file
+    descriptors the process inherits, such as one end of a socket pair to command it through).
 
     The environment is `env` (default: this process's) with PYTHONUNBUFFERED=1, so the log is
     current when a test or a tool reads it, the TLS settings of its identity (module docstring),
@@ -177,7 +179,7 @@ def spawn(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None 
         return subprocess.Popen(
             list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
             cwd=cwd, start_new_session=group is ProcessGroup.SESSION,
-            process_group=0 if group is ProcessGroup.OWN else None,
+            process_group=0 if group is ProcessGroup.OWN else None, pass_fds=tuple(pass_fds),
         )
 
 

@@ -48,6 +48,8 @@ T = TypeVar("T")
 
 PRUNE_EVERY_SECONDS = 3600.0
 """How often the realm service deletes the records of tokens that ended (security/tokens.py)."""
+PRUNE_RETRY_SECONDS = 60.0
+"""How soon it tries again after an attempt failed (etcd not answering yet, at a start)."""
 
 # The whole status travels in trailers (grpc-message plus grpc-status-details-bin, which holds
 # the message again and the metadata, base64-encoded); clients reject trailers over 8 KiB by
@@ -186,8 +188,11 @@ class RealmServicer(realm_pb2_grpc.RealmServiceServicer):
         while True:
             try:
                 await self.tokens.prune(time.time())
-            except EtcdUnavailable as exc:
-                log.warning("cannot prune the records of ended tokens now: %s", exc)
+            except Exception as exc:  # noqa: BLE001 - pruning goes on whatever one attempt met
+                log.warning("cannot prune the records of ended tokens now (again in %.0f s): %s",
+                            PRUNE_RETRY_SECONDS, exc)
+                await asyncio.sleep(PRUNE_RETRY_SECONDS)
+                continue
             await asyncio.sleep(PRUNE_EVERY_SECONDS)
 
     async def Apply(self, request: realm_pb2.ApplyRealmRequest,

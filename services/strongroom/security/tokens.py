@@ -220,9 +220,10 @@ class TokenBook:
         await self.load()
         gone = sorted(r.id for r in self.records.values() if r.ended_at() and r.ended_at() + keep_seconds <= now)
         for token_id in gone:
-            record = self.records[token_id]
+            record = self.records.pop(token_id, None)  # before the await: a watch event may drop it too
+            if record is None:
+                continue
             await self._etcd.delete(token_key(token_id))
-            self.records.pop(token_id, None)
             log.info("token %s of user %r ended %s: its record is deleted", token_id, record.user,
                      _when(record.ended_at()))
         return gone
