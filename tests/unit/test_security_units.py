@@ -126,6 +126,19 @@ def test_refusals_are_all_counted_and_logged_at_most_once_per_interval(caplog: p
     assert len(lines) == 3
 
 
+def test_grpc_handshake_refusals_pass_on_at_the_logs_rate_and_are_all_counted() -> None:
+    line = (b"E1202 ssl_transport_security.cc:2563] Handshake failed with error SSL_ERROR_SSL: "
+            b"PEER_DID_NOT_RETURN_A_CERTIFICATE")
+    key = ("grpc", "tls_handshake")
+    before = refusals.snapshot().get(key, 0)
+    t0 = 2_000_000.0
+    kept = refusals.pass_on([b"a member's line", line, line, line, b"another line"], t0)
+    assert kept == [b"a member's line", line, b"another line"]
+    (later,) = refusals.pass_on([line], t0 + refusals.LOG_EVERY_SECONDS)
+    assert later == line + b" (2 more refused so since the last line)"
+    assert refusals.snapshot()[key] == before + 4
+
+
 def test_a_local_deployment_does_not_use_an_authority_whose_directory_is_gone(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The benchmark runs one deployment after another, each removed with its directory: the next

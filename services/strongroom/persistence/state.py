@@ -82,7 +82,7 @@ class StoredMessage:
     """
 
     __slots__ = ("seq", "store", "destination", "_message", "_source", "size", "refs", "queue", "content",
-                 "published_at", "expires_at", "expires_clock", "retain_until", "retained")
+                 "published_at", "expires_at", "expires_clock", "retain_until", "retained", "_detached")
 
     def __init__(self, seq: int, store: str, destination: str, message: cpb.Message | None, size: int,
                  refs: int = 0, queue: bool = False, content: bool = False, published_at: float = 0.0,
@@ -105,6 +105,7 @@ class StoredMessage:
         self.retain_until = retain_until
         # Holds a replay-retention reference until retain_until.
         self.retained = retained
+        self._detached = False
 
     def detach(self) -> None:
         """Give the payload in memory a copy of its own. A message applied from a log entry is
@@ -112,10 +113,11 @@ class StoredMessage:
         batch of up to thousands of publishes) alive for as long as the message lives; a last
         value or a message kept for replay may live for days after the rest was acknowledged."""
         msg = self._message
-        if msg is not None:
+        if msg is not None and not self._detached:  # once: a last value of two durables, retained too
             own = cpb.Message()
             own.CopyFrom(msg)
             self._message = own
+            self._detached = True
 
     @property
     def message(self) -> cpb.Message:
