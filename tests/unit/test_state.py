@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -401,10 +402,9 @@ def test_delivery_counts_are_kept_for_pending_messages_only_never_lowered_and_go
     assert d.delivery_counts == {}  # replayed: delivered and counted afresh
 
 
-def test_a_message_kept_after_a_restore_does_not_hold_the_whole_snapshot() -> None:
-    """A restored state whose messages are all acknowledged but one gives the rest of the
-    snapshot's memory back: each stored message is a copy, not a view into the parsed snapshot
-    (which kept every message of it alive, one protobuf arena, for as long as any lived)."""
+def _rss_reader() -> Callable[[], float]:
+    """This process's resident MiB after a collection and glibc's malloc_trim (what was freed
+    handed back), read from /proc; skips the test without glibc."""
     import ctypes
     import gc
 
@@ -421,6 +421,15 @@ def test_a_message_kept_after_a_restore_does_not_hold_the_whole_snapshot() -> No
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         raise AssertionError("no VmRSS")
+
+    return rss_mib
+
+
+def test_a_message_kept_after_a_restore_does_not_hold_the_whole_snapshot() -> None:
+    """A restored state whose messages are all acknowledged but one gives the rest of the
+    snapshot's memory back: each stored message is a copy, not a view into the parsed snapshot
+    (which kept every message of it alive, one protobuf arena, for as long as any lived)."""
+    rss_mib = _rss_reader()
 
     sm = StateMachine()
     sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[create("t", "d")]))
@@ -445,22 +454,7 @@ def test_a_last_value_does_not_hold_the_whole_entry_it_came_in() -> None:
     """A last value lives long, the other messages of its log entry (a batch) do not: once they
     are acknowledged, their memory goes back, though the last value stays. A stored message that
     was a view into the applied entry kept the whole entry alive (one protobuf arena)."""
-    import ctypes
-    import gc
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim  # noqa: B018 - glibc: memory freed is handed back on request
-    except (OSError, AttributeError):
-        pytest.skip("needs glibc's malloc_trim to read what was given back")
-
-    def rss_mib() -> float:
-        gc.collect()
-        libc.malloc_trim(0)
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise AssertionError("no VmRSS")
+    rss_mib = _rss_reader()
 
     entries = 40
     sm = StateMachine()
