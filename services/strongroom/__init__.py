@@ -11,5 +11,15 @@ import sys as _sys
 # environment (even empty) is left as it is, and a program that imported grpc before
 # strongroom keeps gRPC's default.
 GRPC_EXPERIMENTS = "-event_engine_client,-event_engine_listener"
+#
+# gRPC's fork handlers, off. No Strongroom process forks a child that goes on using gRPC: every
+# child execs at once. With the handlers on, a fork through `preexec_fn` while calls are in
+# flight (PySpark starts its JVM that way, so `strongroom metrics` and the Spark tests do) runs
+# gRPC's child handler, which starts a poller in the child; `close_fds` then closes the poller's
+# epoll descriptor and the child aborts before it execs ("epoll_wait error: Bad file
+# descriptor"), which PySpark reports as JAVA_GATEWAY_EXITED. Same rule as above: set only when
+# nobody chose, and only before grpc is imported.
+GRPC_ENABLE_FORK_SUPPORT = "false"
 if "grpc" not in _sys.modules:
     _os.environ.setdefault("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)
+    _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", GRPC_ENABLE_FORK_SUPPORT)
