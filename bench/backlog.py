@@ -43,6 +43,7 @@ from strongroom.local.leader import NoLeader, wait_for_leader
 from strongroom.local.process import member_argv, spawn, stop_processes
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.snapshots import snapshot_parts
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import DiskStorage
 from strongroom.realm.store import store_realm
@@ -113,13 +114,13 @@ def build(data_dir: Path, messages: int, indexes_on_disk: bool) -> dict[str, Any
         if indexes_on_disk and index % 50 == 0:
             # As the member does every compact_after_entries: no snapshot (a checkpoint, the
             # restore point), the log dropped.
-            lg.compact(index, 1, b"")
+            lg.compact(index, 1, [])
     snapshot_note = ""
     if indexes_on_disk:
-        lg.compact(index, 1, b"")
+        lg.compact(index, 1, [])
     else:
         try:
-            lg.compact(index, 1, state.to_snapshot())
+            lg.compact(index, 1, snapshot_parts(state))
             snapshot_note = "snapshot"
         except Exception as exc:  # noqa: BLE001 - reported: the restart then replays the log
             snapshot_note = f"no snapshot ({type(exc).__name__}: {exc}); restart replays the log"

@@ -274,6 +274,22 @@ async def wait_for(pred: Callable[[], Awaitable[bool]], timeout: float = 30.0, i
     raise TimeoutError("condition not reached")
 
 
+async def drain_all(client: Any, destination: str, durable: str = "", idle: float = 3.0) -> list[Any]:
+    """Every message `destination` (its durable `durable`) holds, acknowledged one by one, until
+    none comes for `idle` s."""
+    sub = await client.subscribe(destination, durable, credit=512)
+    out = []
+    while True:
+        try:
+            msg = await sub.next(timeout=idle)
+        except TimeoutError:
+            break
+        out.append(msg)
+        await sub.ack(msg)
+    await sub.close()
+    return out
+
+
 async def registered_leader(cluster: Cluster, timeout: float = 20.0) -> str:
     """The leader, once it has heard every other member register (with the log format it
     reads): a member it has not heard from counts as an older version, and what needs a newer

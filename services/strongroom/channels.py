@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import grpc
 
+from strongroom.limits import MAX_MESSAGE_BYTES
 from strongroom.security.tls import Tls, current, current_token
 
 __all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "SERVER_OPTIONS",
@@ -21,8 +22,7 @@ __all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROC
 PROCESS = object()
 """The default of every `tls` argument here: the process's own settings."""
 
-MAX_MESSAGE_BYTES = 512 * 1024 * 1024
-"""Largest gRPC message a member sends or accepts (and the replication link's largest frame)."""
+# Largest gRPC message a member sends or accepts (and the replication link's largest frame).
 
 SERVER_OPTIONS: list[tuple[str, int]] = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

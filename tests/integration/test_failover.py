@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from harness import Cluster, put_realm, realm_yaml, wait_for
+from harness import Cluster, drain_all, put_realm, realm_yaml, wait_for
 from proxy import LinkProxy
 
 from strongroom.api.v1 import common_pb2, messaging_pb2, messaging_pb2_grpc
@@ -31,20 +31,6 @@ pytestmark = pytest.mark.slow
 
 # The storage drivers a cluster's realm selects (persistent_store.driver).
 EVERY_DRIVER = pytest.mark.parametrize("driver", sorted(DRIVERS))
-
-
-async def drain_all(client: Client, destination: str, durable: str = "", idle: float = 3.0) -> list:  # type: ignore[no-untyped-def]
-    sub = await client.subscribe(destination, durable, credit=512)
-    out = []
-    while True:
-        try:
-            msg = await sub.next(timeout=idle)
-        except TimeoutError:
-            break
-        out.append(msg)
-        await sub.ack(msg)
-    await sub.close()
-    return out
 
 
 @EVERY_DRIVER

@@ -13,9 +13,12 @@ from hypothesis import strategies as st
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.persistence.dispatcher import Dispatcher, Opened
+from strongroom.persistence.diskinstall import install_parts
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
+from strongroom.persistence.dispatcher import Dispatcher, Opened
 from strongroom.persistence.drivers import DRIVERS
+from strongroom.persistence.snapshots import (restore_bytes, restore_parts, snapshot_bytes, snapshot_parts,
+                                              state_parts)
 from strongroom.persistence.state import DeleteResult, StateMachine, durable_key
 from strongroom.persistence.storage import DiskStorage
 
@@ -216,10 +219,25 @@ def _compare(entries: list[list[tuple[object, ...]]], driver: str) -> None:
             reopened = DiskStateMachine.open(storage)
             assert observe(reopened) == observe(mem)
             # A snapshot of the disk state is the memory state's, and installs back.
-            assert observe(StateMachine.from_snapshot(reopened.to_snapshot())) == observe(mem)
-            reopened.install(mem.to_snapshot())
+            assert observe(restore_bytes(snapshot_bytes(reopened))) == observe(mem)
+            install_parts(reopened, snapshot_parts(mem))
             assert observe(reopened) == observe(mem)
             assert observe(DiskStateMachine.open(storage)) == observe(mem)
+            # In many small parts (a pending list and a map across parts), joined or not.
+            small = list(state_parts(mem, part_bytes=200, pending_per_part=3))
+            assert observe(restore_parts(small)) == observe(mem)
+            assert observe(restore_bytes(b"".join(small))) == observe(mem)
+            install_parts(reopened, small)
+            assert observe(reopened) == observe(mem)
+            # A snapshot of a version before parts: no holders per message, no bytes per durable.
+            legacy = rpb.StateSnapshot.FromString(snapshot_bytes(mem))
+            for m in legacy.messages:
+                m.ClearField("refs")
+            for d in legacy.durables:
+                d.ClearField("pending_bytes")
+            install_parts(reopened, [legacy.SerializeToString()])
+            assert observe(reopened) == observe(mem)
+            assert observe(restore_bytes(legacy.SerializeToString())) == observe(mem)
         finally:
             storage.close()
 
@@ -279,11 +297,11 @@ def test_acknowledged_messages_are_counted_on_disk_and_in_snapshots(tmp_path: Pa
             disk.apply_entry(entry)
         assert mem.acked_messages == disk.acked_messages == 3
         assert DiskStateMachine.open(storage).acked_messages == 3
-        assert StateMachine.from_snapshot(mem.to_snapshot()).acked_messages == 3
+        assert restore_bytes(snapshot_bytes(mem)).acked_messages == 3
         fresh = DiskStateMachine.open(storage)
-        fresh.install(StateMachine().to_snapshot())
+        install_parts(fresh, snapshot_parts(StateMachine()))
         assert fresh.acked_messages == 0
-        fresh.install(mem.to_snapshot())
+        install_parts(fresh, snapshot_parts(mem))
         assert DiskStateMachine.open(storage).acked_messages == 3
     finally:
         storage.close()
@@ -330,7 +348,7 @@ def test_an_interrupted_install_is_moved_aside_and_the_member_starts_empty(tmp_p
 
         monkeypatch.setattr(diskstate.DiskStateMachine, "_commit", crash)
         with pytest.raises(RuntimeError):
-            disk.install(mem.to_snapshot())
+            install_parts(disk, snapshot_parts(mem))
         monkeypatch.undo()
     finally:
         storage.close()
@@ -340,7 +358,7 @@ def test_an_interrupted_install_is_moved_aside_and_the_member_starts_empty(tmp_p
         assert "moved to" in reopened.damage and list(tmp_path.glob("damaged-*"))
         state = DiskStateMachine.open(reopened)
         assert state.applied_index == 0 and not state.messages.get(1)
-        state.install(mem.to_snapshot())  # and it can take the leader's snapshot now
+        install_parts(state, snapshot_parts(mem))  # and it can take the leader's snapshot now
         assert len(state.durable("q", "").pending) == 50  # type: ignore[union-attr]
     finally:
         reopened.close()

@@ -11,6 +11,7 @@ import pytest
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import InvalidArgument
+from strongroom.limits import DELIVERY_BATCH_BYTES
 from strongroom.persistence.dispatcher import Dispatcher, Subscription
 from strongroom.persistence.state import StateMachine
 
@@ -233,3 +234,24 @@ async def test_durables_without_a_redelivery_limit_report_no_counts() -> None:
         sub = dispatcher.open(queue, sm, "c", credit=10)
         assert await _delivered(sub) == [(1, 1)]
         assert dispatcher.take_counted() == {}
+
+
+async def test_deliveries_of_large_messages_go_in_batches_within_the_delivery_bound() -> None:
+    """One credit's worth of 1 MiB messages is several Subscribe messages, none over
+    DELIVERY_BATCH_BYTES (a batch of 512 such messages would pass gRPC's message limit)."""
+    async with _running() as (sm, dispatcher):
+        for i in range(1, 21):
+            _publish(sm, i, bytes(1024 * 1024))
+        queue = sm.durable("q", "")
+        assert queue is not None
+        sub = dispatcher.open(queue, sm, "c", credit=20)
+        batches: list[list[int]] = []
+        sizes: list[int] = []
+        with contextlib.suppress(TimeoutError):
+            while sum(len(b) for b in batches) < 20:
+                item = await asyncio.wait_for(sub.outbox.get(), 2)
+                if isinstance(item, list):
+                    batches.append([d.message_seq for d in item])
+                    sizes.append(sum(d.message.ByteSize() for d in item))
+        assert [seq for batch in batches for seq in batch] == list(range(1, 21))
+        assert len(batches) >= 3 and max(sizes) <= DELIVERY_BATCH_BYTES, sizes

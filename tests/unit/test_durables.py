@@ -14,14 +14,21 @@ from strongroom.events.schema import EventKind
 from strongroom.persistence.durables import (
     durable_expiry,
     expires_in,
+    is_endpoint_route,
     is_static,
     reach_changes,
     static_durable_ops,
-    is_endpoint_route,
     unreachable_reason,
     use_changes,
 )
-from strongroom.persistence.state import DeleteResult, Durable, StateMachine, content_durable_key, durable_key
+from strongroom.persistence.snapshots import restore_bytes, snapshot_bytes
+from strongroom.persistence.state import (
+    DeleteResult,
+    Durable,
+    StateMachine,
+    content_durable_key,
+    durable_key,
+)
 from strongroom.realm.model import Realm, parse_realm
 
 BASE = """\
@@ -235,7 +242,7 @@ def test_a_suspended_durable_takes_nothing_new_keeps_its_backlog_and_resumes() -
     sm.apply_entry(rpb.LogEntry(index=4, epoch=1, ops=[rpb.Operation(expire=rpb.ExpireOp(message_seqs=[2], now=11))]))
     assert list(sm.durables[key].pending) == [1]
     # Suspension survives a snapshot.
-    again = StateMachine.from_snapshot(sm.to_snapshot())
+    again = restore_bytes(snapshot_bytes(sm))
     assert again.durables[key].suspended and not again.durables[key].wants_all
     sm.apply_entry(rpb.LogEntry(index=5, epoch=1, ops=[suspend(key, False)]))
     assert reset == [key] and not sm.durables[key].suspended
@@ -355,7 +362,7 @@ def test_use_is_replicated_and_an_expiry_deletes_only_a_durable_still_unused() -
     sm.apply_entry(rpb.LogEntry(index=5, epoch=1, ops=[use(101.0, False)]))
     assert (sm.durables[key].last_used, sm.durables[key].attached) == (101.0, False)
     # The use and attachment survive a snapshot.
-    again = StateMachine.from_snapshot(sm.to_snapshot())
+    again = restore_bytes(snapshot_bytes(sm))
     assert (again.durables[key].last_used, again.durables[key].attached, again.clock) == (101.0, False, 101.0)
     assert sm.apply_entry(rpb.LogEntry(index=6, epoch=1, ops=[expire(103.9)])) == [None]
     sm.events = []

@@ -19,10 +19,12 @@ from strongroom.errors import (
     OriginGap,
     StrongroomError,
 )
+from strongroom.persistence.diskinstall import install_parts
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.membership import MemberRecord, Membership
 from strongroom.persistence.messaging import MessagingFront
 from strongroom.persistence.publishing import PublishOutcome, publish_outcome
+from strongroom.persistence.snapshots import restore_bytes, snapshot_bytes, snapshot_parts
 from strongroom.persistence.state import OriginMark, PublishResult, StateMachine, durable_key
 from strongroom.persistence.storage import DiskStorage
 from strongroom.persistence.term import LeaderTerm
@@ -249,8 +251,8 @@ def _marked_state(sm: StateMachine) -> Applier:
 def test_the_marks_travel_with_a_snapshot() -> None:
     sm = StateMachine()
     _marked_state(sm)
-    copy = StateMachine.from_snapshot(sm.to_snapshot())
-    assert copy.origin_marks == sm.origin_marks and copy.to_snapshot() == sm.to_snapshot()
+    copy = restore_bytes(snapshot_bytes(sm))
+    assert copy.origin_marks == sm.origin_marks and snapshot_bytes(copy) == snapshot_bytes(sm)
     assert copy.origin_marks[("tokyo", "p.a")] == OriginMark("wide", 3, 6.0)
     apply = Applier(copy)
     apply.index = copy.applied_index
@@ -276,10 +278,10 @@ def test_the_marks_survive_a_restart_and_a_snapshot_install_with_indexes_on_disk
         assert DiskStateMachine.open(storage).origin_marks[("rio", "p.a")] == OriginMark("wide", 3, 8.0)
         # The snapshot a leader sends carries them; an empty member installs it.
         fresh = DiskStateMachine.open(other)
-        fresh.install(reopened.to_snapshot())
+        install_parts(fresh, snapshot_parts(reopened))
         assert fresh.origin_marks == reopened.origin_marks
         assert DiskStateMachine.open(other).origin_marks == reopened.origin_marks
-        assert StateMachine.from_snapshot(reopened.to_snapshot()).origin_marks == reopened.origin_marks
+        assert restore_bytes(snapshot_bytes(reopened)).origin_marks == reopened.origin_marks
     finally:
         storage.close()
         other.close()

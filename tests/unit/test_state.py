@@ -10,6 +10,7 @@ import pytest
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.snapshots import restore_bytes, snapshot_bytes
 from strongroom.persistence.state import DEDUP_WINDOW, StateMachine, durable_key
 from strongroom.persistence.storage import DiskStorage, MemoryStorage
 
@@ -73,8 +74,8 @@ def test_snapshot_round_trip_is_identical() -> None:
     ops += [publish("t", f"{i}".encode(), seq=i + 1) for i in range(10)]
     ops += [publish("p", b"v", seq=100), publish("q", b"queued", seq=101, queue=True), ack("t", "a", 1, 2)]
     sm.apply_entry(rpb.LogEntry(index=7, epoch=3, ops=ops))
-    copy = StateMachine.from_snapshot(sm.to_snapshot())
-    assert copy.to_snapshot() == sm.to_snapshot()
+    copy = restore_bytes(snapshot_bytes(sm))
+    assert snapshot_bytes(copy) == snapshot_bytes(sm)
     assert copy.store_count == sm.store_count and copy.store_bytes == sm.store_bytes
     (dup,) = copy.apply_entry(rpb.LogEntry(index=8, epoch=3, ops=[publish("t", b"3", seq=3)]))
     assert dup.duplicate  # the dedup window travels with the snapshot
@@ -109,7 +110,7 @@ def test_compaction_keeps_suffix_and_snapshot(tmp_path: Path, driver: str) -> No
     lg = ReplicatedLog(storage, storage.load())
     for i in range(1, 11):
         lg.append_local(entry(i, 1))
-    lg.compact(6, 1, b"state-at-6")
+    lg.compact(6, 1, [b"state-at-6"])
     assert lg.first_index == 7 and lg.last_index == 10 and lg.epoch_at(6) == 1 and lg.epoch_at(5) is None
     # An append overlapping the compacted prefix is accepted for its new part.
     assert lg.append_from_leader(4, 1, [entry(5, 1), entry(6, 1), entry(7, 1), entry(8, 1)]).ok
@@ -117,7 +118,7 @@ def test_compaction_keeps_suffix_and_snapshot(tmp_path: Path, driver: str) -> No
     storage.close()
     storage = DiskStorage(tmp_path, sync=False, driver=driver)
     loaded = storage.load()
-    assert loaded.snapshot == b"state-at-6" and loaded.snapshot_index == 6
+    assert list(loaded.snapshot or []) == [b"state-at-6"] and loaded.snapshot_index == 6
     assert [e.index for e in loaded.entries] == [7, 8, 9, 10]
     storage.close()
 
@@ -155,7 +156,7 @@ def test_applied_entries_leave_memory_and_are_read_back_from_storage(tmp_path: P
     # A new leader's truncation and compaction keep the indexes in step.
     lg.truncate_after(35)
     assert (lg.last_index, lg.last_epoch) == (35, 2) and lg.slice(34, 10) == sent[33:35]
-    lg.compact(10, 1, b"state-at-10")
+    lg.compact(10, 1, [b"state-at-10"])
     assert lg.first_index == 11 and lg.entry(11) == sent[10] and lg.epoch_at(10) == 1
     assert lg.raw_slice(11, 100) == [e.SerializeToString() for e in sent[10:35]]
     lg.release(35)
@@ -242,13 +243,13 @@ def test_an_entry_with_an_operation_of_an_unknown_kind_is_refused_whole() -> Non
     unknown = rpb.Operation.FromString(bytes([0x9A, 0x06, 0x00]))  # field 99, as a newer version writes
     sm = StateMachine()
     sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[pub(b"before")]))
-    before = sm.to_snapshot()
+    before = snapshot_bytes(sm)
     with pytest.raises(UnknownOperation, match=r"log entry 2 \(epoch 1\): operation 1 .* \(field 99\)"):
         sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[pub(b"first"), unknown, pub(b"last")]))
-    assert sm.to_snapshot() == before and sm.applied_index == 1
+    assert snapshot_bytes(sm) == before and sm.applied_index == 1
     with pytest.raises(UnknownOperation, match=r"field 99"):
         sm.apply_op(unknown)
-    assert sm.to_snapshot() == before
+    assert snapshot_bytes(sm) == before
     # A no-op is known and changes nothing.
     assert sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[rpb.Operation(noop=rpb.Noop(leader="m1"))])) == [None]
 
@@ -281,7 +282,7 @@ def test_a_publish_batch_applies_as_its_publishes_one_by_one() -> None:
                for e in converted for op in e.ops)
     for plain, as_batch in zip(entries, converted):
         assert one.apply_entry(plain) == batched.apply_entry(as_batch)
-    assert one.to_snapshot() == batched.to_snapshot()
+    assert snapshot_bytes(one) == snapshot_bytes(batched)
     assert one.due(10.0) == batched.due(10.0) and one.due(10.0)
     # The scenario did what it says: the limit discarded, the re-sent sequences were duplicates.
     assert one.store_count["lim"] == 3
@@ -332,13 +333,13 @@ def test_a_window_keeps_its_last_use_through_a_snapshot_and_an_older_snapshot_co
     sm.apply_entry(rpb.LogEntry(index=1, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=7.0))]))
     sm.apply_entry(rpb.LogEntry(index=2, epoch=1, ops=[publish("t", b"x", pid="p", seq=1)]))
     sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[rpb.Operation(clock=rpb.ClockOp(clock=500.0))]))
-    copy = StateMachine.from_snapshot(sm.to_snapshot())
+    copy = restore_bytes(snapshot_bytes(sm))
     assert (copy.producers["p"].last_index, copy.producers["p"].last_used) == (2, 7.0)
-    old = rpb.StateSnapshot.FromString(sm.to_snapshot())
+    old = rpb.StateSnapshot.FromString(snapshot_bytes(sm))
     for p in old.producers:  # as written before log format 7
         p.ClearField("last_used")
         p.last_index = 0
-    restored = StateMachine.from_snapshot(old.SerializeToString())
+    restored = restore_bytes(old.SerializeToString())
     assert (restored.producers["p"].last_index, restored.producers["p"].last_used) == (0, 500.0)
     assert restored.idle_producers(600.0, 200.0) == []  # not forgotten early
 
@@ -392,7 +393,7 @@ def test_delivery_counts_are_kept_for_pending_messages_only_never_lowered_and_go
     assert held == 2 and d is not None and d.delivery_counts == {1: 2, 2: 1}  # 9 is not pending
     sm.apply_entry(rpb.LogEntry(index=3, epoch=1, ops=[counts(key, m1=1, m2=3)]))
     assert d.delivery_counts == {1: 2, 2: 3}  # a late, lower count changes nothing
-    copy = StateMachine.from_snapshot(sm.to_snapshot())
+    copy = restore_bytes(snapshot_bytes(sm))
     assert copy.durable("q", "").delivery_counts == {1: 2, 2: 3}  # type: ignore[union-attr]
     sm.apply_entry(rpb.LogEntry(index=4, epoch=1, ops=[ack("q", "", 1)]))
     assert d.delivery_counts == {2: 3}
@@ -436,10 +437,10 @@ def test_a_message_kept_after_a_restore_does_not_hold_the_whole_snapshot() -> No
     for start in range(0, 40_000, 1000):
         sm.apply_entry(rpb.LogEntry(index=2 + start // 1000, epoch=1, ops=[
             publish("t", bytes(2000) + i.to_bytes(4, "big"), pid="") for i in range(start, start + 1000)]))
-    data = sm.to_snapshot()  # held to the end: the same 80 MB in every reading
+    data = snapshot_bytes(sm)  # held to the end: the same 80 MB in every reading
     del sm
     before = rss_mib()
-    restored = StateMachine.from_snapshot(data)
+    restored = restore_bytes(data)
     loaded = rss_mib()
     assert loaded - before > 60, (before, loaded)  # 40,000 messages of 2 KB held
     seqs = sorted(restored.messages)[:-1]  # all but the last acknowledged

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.persistence.snapshots import restore_bytes, snapshot_bytes
 from strongroom.persistence.state import MapResult, StateMachine
 
 
@@ -162,7 +163,7 @@ def test_snapshot_round_trip_keeps_entries_and_versions() -> None:
     log = Log()
     log.apply(put("a", b"1"), put("b", b"\x00\xff binary"), put("k", b"x", name="other", store="s2"))
     log.apply(put("a", b"2"), delete("b"))
-    restored = StateMachine.from_snapshot(log.sm.to_snapshot())
+    restored = restore_bytes(snapshot_bytes(log.sm))
     assert restored.maps == log.sm.maps
     assert restored.map_get("s", "m", "a") == (b"2", 2)
     assert restored.map_get("s", "m", "b") is None
@@ -193,7 +194,7 @@ def test_every_member_computes_the_same_maps() -> None:
     # The second member restarts half-way from a snapshot.
     for e in entries[:100]:
         b.apply_entry(e)
-    b = StateMachine.from_snapshot(b.to_snapshot())
+    b = restore_bytes(snapshot_bytes(b))
     results_b = [b.apply_entry(e) for e in entries[100:]]
     assert a.maps == b.maps
     assert results_a[100:] == results_b

@@ -6,7 +6,13 @@ from __future__ import annotations
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.matcher import compile_matcher, key_of, matcher_text
-from strongroom.persistence.state import PublishResult, StateMachine, content_durable_key, durable_key
+from strongroom.persistence.snapshots import restore_bytes, snapshot_bytes
+from strongroom.persistence.state import (
+    PublishResult,
+    StateMachine,
+    content_durable_key,
+    durable_key,
+)
 
 
 def msg(body: str, **fields: object) -> cpb.Message:
@@ -88,7 +94,7 @@ def test_keyed_last_value_keeps_one_message_per_key() -> None:
     slots = {k: sm.messages[v].message.body for k, v in d.last_values.items()}
     assert slots == {key_of(msg("", x="A").fields["x"]): b"a2", key_of(msg("", x="B").fields["x"]): b"b1"}
     assert len(sm.messages) == 2
-    again = StateMachine.from_snapshot(sm.to_snapshot())
+    again = restore_bytes(snapshot_bytes(sm))
     assert again.durables[d.key].last_values == d.last_values and len(again.messages) == 2
 
 
@@ -121,7 +127,7 @@ def test_discard_oldest_removes_from_every_durable() -> None:
     for name in ("d1", "d2"):
         assert bodies(sm, durable_key("t", name)) == [b"m2", b"m3", b"m4"]
     assert sm.store_count["s"] == 3 and list(sm.store_seqs["s"]) == [3, 4, 5]
-    again = StateMachine.from_snapshot(sm.to_snapshot())
+    again = restore_bytes(snapshot_bytes(sm))
     assert again.store_configs["s"].max_messages == 3
     publish(again, "t", msg("m5"))
     assert bodies(again, durable_key("t", "d1")) == [b"m3", b"m4", b"m5"]
@@ -186,7 +192,7 @@ def test_a_snapshot_keeps_which_clock_each_time_to_live_runs_on() -> None:
     publish(sm, "t", msg("wall"), published_at=100.0, expires_at=110.0)
     publish(sm, "t", msg("pseudo"), published_at=100.0, expires_clock=20.0)
     sm.advance_clock(5.0)
-    again = StateMachine.from_snapshot(sm.to_snapshot())
+    again = restore_bytes(snapshot_bytes(sm))
     assert [(m.expires_at, m.expires_clock) for m in again.messages.values()] == [(110.0, 0.0), (0.0, 20.0)]
     assert again.timed() and again.clock == 5.0
     assert again.due(110.0) == [1] and again.due(0.0, 20.0) == [2]
@@ -209,7 +215,7 @@ def test_replay_repositions_within_what_is_stored() -> None:
     assert bodies(sm, durable_key("t", "bytime")) == [b"m5"]
     assert len(sm.messages) == 6
     refs = {s: m.refs for s, m in sm.messages.items()}
-    again = StateMachine.from_snapshot(sm.to_snapshot())
+    again = restore_bytes(snapshot_bytes(sm))
     assert {s: m.refs for s, m in again.messages.items()} == refs
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.persistence.snapshots import restore_bytes, snapshot_bytes
 from strongroom.persistence.state import StateMachine, durable_key
 from strongroom.persistence.swap import SwapSpace
 
@@ -53,11 +54,11 @@ def test_swapped_payloads_survive_a_restart_through_the_snapshot(tmp_path: Path,
     sm = StateMachine(space.store())
     bodies = fill(sm, 200)
     assert sm.swapped_messages("s") > 100
-    snapshot = sm.to_snapshot()  # reads swapped payloads back
+    snapshot = snapshot_bytes(sm)  # reads swapped payloads back
     space.close()
     # A new process: the swap directory is wiped; the state comes from a peer's snapshot.
     space2 = SwapSpace(tmp_path / "swap", 32 * KIB, driver)
-    sm2 = StateMachine.from_snapshot(snapshot, space2.store())
+    sm2 = restore_bytes(snapshot, space2.store())
     assert sm2.swapped_messages("s") > 100
     got = {seq: sm2.message(seq).message.body for seq in sm2.durable("q", "").pending}  # type: ignore[union-attr]
     assert got == bodies

@@ -10,6 +10,7 @@ import pytest
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.persistence.snapshots import restore_bytes, snapshot_bytes
 from strongroom.persistence.state import StateMachine
 from strongroom.uow.model import OpKind, Refused, Subscribed, Uow, UowStatus
 from strongroom.uow.table import UowTable
@@ -99,13 +100,13 @@ def test_each_transition_of_the_status_table(kind: OpKind, before: UowStatus, af
 def test_refusals_change_nothing() -> None:
     sm = StateMachine()
     commit_new(sm, "u")
-    before = sm.to_snapshot()
+    before = snapshot_bytes(sm)
     for kind in (OpKind.COMMIT, OpKind.SENDER_BACKOUT, OpKind.RECEIVER_COMMIT):
         refused = sm.apply_op(op(kind, "u", receiver="r", message_count=1))
         assert isinstance(refused, Refused) and refused.reason == "UOW_STATE", refused
     assert sm.apply_op(op(OpKind.RECEIVER_COMMIT, "nope", receiver="r")) == Refused("UNKNOWN_UOW", "no unit of work 'nope'")
     assert isinstance(commit_new(sm, "u"), Refused)
-    assert sm.to_snapshot() == before
+    assert snapshot_bytes(sm) == before
     sm.apply_op(op(OpKind.DELIVER, "u", receiver="r1"))
     held = sm.apply_op(op(OpKind.RECEIVER_COMMIT, "u", receiver="r2"))
     assert isinstance(held, Refused) and held.reason == "UOW_NOT_HELD"
@@ -231,7 +232,7 @@ def _view(table: UowTable) -> object:
 def test_a_snapshot_holds_every_uow_and_the_clock() -> None:
     sm = StateMachine()
     _busy_state(sm)
-    again = StateMachine.from_snapshot(sm.to_snapshot())
+    again = restore_bytes(snapshot_bytes(sm))
     assert _view(again.uows) == _view(sm.uows)
     assert again.uows.clock == 7.9
 

@@ -155,10 +155,11 @@ async def committed_entries(replica: Replica, from_index: int, max_entries: int 
         applied = replica.state.applied_index
         if wanted <= log.snapshot_index:
             # Compacted (or replaced by a snapshot) before we got there: the state instead.
-            index, epoch, data = replica.snapshot()
+            index, epoch, parts = replica.snapshot()
             wanted = index + 1
             entries = log.raw_slice(wanted, batch, MAX_BATCH_BYTES) if index < applied else []
-            yield made(wanted, entries, (data, index, epoch))
+            # In one message (the stream's format): its parts joined (snapshots.py).
+            yield made(wanted, entries, (b"".join(parts), index, epoch))
         elif wanted <= applied:
             entries = log.raw_slice(wanted, min(batch, applied - wanted + 1), MAX_BATCH_BYTES)
             yield made(wanted, entries)

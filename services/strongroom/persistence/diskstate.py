@@ -39,8 +39,9 @@ pending and store sets keep an overlay of additions and removals until then. Bet
 nothing per-message is cached: the leader's dispatcher reads pending sequences in pages
 (`_DiskSeqSet.page`) and payloads one by one on delivery.
 
-Catch-up: a peer that needs a snapshot still gets the `StateSnapshot` format, built by iterating
-the families (`to_snapshot`); installing one (`install`) rewrites the families in batches.
+Catch-up: a peer that needs a snapshot gets its parts (`persistence/snapshots.py`), built by
+iterating the families; installing one (`diskinstall.install_parts`) rewrites the
+families a part at a time, in batches.
 """
 
 from __future__ import annotations
@@ -107,8 +108,6 @@ P_CONFIG = b"c:"
 P_MAP = b"m:"
 P_ORIGIN = b"o:"
 
-# Messages per batch while installing a snapshot.
-_INSTALL_BATCH = 20000
 
 
 class _DiskSeqSet:
@@ -724,87 +723,7 @@ class DiskStateMachine(StateMachine, PayloadSource):
         return _DURABLE.pack(d._id, len(d.pending), d.pending_bytes, d.last_value_seq) + \
             ds.SerializeToString()  # type: ignore[attr-defined]
 
-    # --- snapshots -----------------------------------------------------------------------------
-
-    def install(self, data: bytes) -> None:
-        """Replace the whole state by a snapshot (catch-up from the leader), in batches."""
-        mem = StateMachine.from_snapshot(data)
-        meta_h = self._handle("sm")
-        wb = self.storage.batch()
-        for name in STATE_COLUMN_FAMILIES:
-            wb.delete_range(b"", b"\xff" * 64, self._handle(name))
-        wb.put(K_INSTALLING, b"1", meta_h)
-        self.storage.write_state(wb)
-        fresh = DiskStateMachine(self.storage)
-        fresh._in_entry = True
-        fresh.next_seq = mem.next_seq
-        fresh.acked_messages = mem.acked_messages
-        for cfg in mem.store_configs.values():
-            fresh.apply_op(rpb.Operation(configure_store=cfg))
-        done = 0
-        for stored in mem.messages.values():
-            copy = StoredMessage(seq=stored.seq, store=stored.store, destination=stored.destination,
-                                 message=stored.message, size=stored.size, queue=stored.queue, content=stored.content,
-                                 published_at=stored.published_at, expires_at=stored.expires_at,
-                                 expires_clock=stored.expires_clock, retain_until=stored.retain_until,
-                                 retained=stored.retained)
-            fresh._index_message(copy)
-            copy.refs = stored.refs
-            done += 1
-            if done % _INSTALL_BATCH == 0:
-                fresh._commit()
-        for d in mem.durables.values():
-            copy_d = Durable(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
-                             queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
-                             ack_sync_mode=d.ack_sync_mode, last_value_seq=d.last_value_seq,
-                             suspended=d.suspended, last_used=d.last_used, attached=d.attached,
-                             delivery_counts=dict(d.delivery_counts))
-            fresh._adopt(copy_d, None, 0, {})
-            fresh._register(copy_d)
-            for slot, seq in d.last_values.items():
-                copy_d.last_values[slot] = seq
-            for seq in d.pending:
-                copy_d.pending[seq] = None
-                done += 1
-                if done % _INSTALL_BATCH == 0:
-                    fresh._commit()
-            copy_d.pending_bytes = d.pending_bytes
-        for pid, window in mem.producers.items():
-            disk_window = fresh.producers[pid] = _DiskWindow(fresh, pid)
-            disk_window.last_index, disk_window.last_used = window.last_index, window.last_used
-            for seq, mseq in window.items():
-                disk_window.record(seq, mseq)
-        for (store, name), entries in mem.maps.items():
-            for key, (value, version) in entries.items():
-                fresh.maps.setdefault((store, name), {})[key] = (value, version)
-                fresh._wb.put(P_MAP + f"{store}\x00{name}\x00{key}".encode(), _U64.pack(version) + value, meta_h)
-        for origin, mark in mem.origin_marks.items():
-            fresh._set_mark(origin, mark)
-        fresh.uows = mem.uows
-        fresh.uows.track_changes(set(mem.uows.uows) | set(mem.uows.gone), set(mem.uows.subscriptions))
-        fresh.applied_index = mem.applied_index
-        fresh.applied_epoch = mem.applied_epoch
-        fresh._dirty_stores = fresh._ids_dirty = True
-        fresh._wb.delete(K_INSTALLING, meta_h)
-        fresh._commit()
-        fresh._in_entry = False
-        del mem
-        # Take over the fresh state's contents (callers hold this object).
-        hooks = (self.on_pending, self.on_acked, self.on_reset, self.on_removed, self.events)
-        fresh.uows.on_accepted = self.uows.on_accepted
-        self.__dict__.clear()
-        self.__dict__.update(fresh.__dict__)
-        for durable in self.durables.values():
-            durable.__dict__["_sm"] = self
-            durable.pending.sm = self  # type: ignore[attr-defined]
-            durable.last_values.sm = self  # type: ignore[attr-defined]
-        for window in self.producers.values():
-            window.sm = self  # type: ignore[attr-defined]
-        self.messages.sm = self  # type: ignore[attr-defined]
-        self.store_seqs.sm = self  # type: ignore[attr-defined]
-        for seqs in self.store_seqs.values():
-            seqs.sm = self  # type: ignore[attr-defined]
-        self.on_pending, self.on_acked, self.on_reset, self.on_removed, self.events = hooks
+    # --- paging ---------------------------------------------------------------------------------
 
     def pending_page(self, durable: Durable, after: int, limit: int) -> list[int]:
         """A durable's pending sequences above `after`, at most `limit` (the dispatcher's cursor)."""

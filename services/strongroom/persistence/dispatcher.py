@@ -23,13 +23,13 @@ from strongroom import clocks
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.errors import ForeignMessage, InvalidArgument, StrongroomError, UnknownMessage
+from strongroom.limits import DELIVERY_BATCH_BYTES
 from strongroom.persistence.matcher import Match, key_of
 from strongroom.persistence.state import Durable, StateMachine, StoredMessage
 
 __all__ = ["Closed", "Delivered", "Dispatcher", "Opened", "Outgoing", "Refusal", "Subscription"]
 
 _ids = itertools.count(1)
-
 PAGE = 1024  # pending sequences read at a time from a pending set on disk
 
 
@@ -38,11 +38,9 @@ class Delivered(NamedTuple):
 
     message_seq: int
     message: cpb.Message
-    delivery_count: int
-    """1 on the first delivery; more on redeliveries (after a subscriber left or a failover)."""
+    delivery_count: int  # 1 on the first delivery; more on redeliveries (a subscriber left, a failover)
     destination: str
-    published_at: float
-    """When the leader accepted the message (unix seconds)."""
+    published_at: float  # when the leader accepted the message (unix seconds)
 
 
 @dataclass(frozen=True)
@@ -125,8 +123,7 @@ class _DurableDelivery:
 class Dispatcher:
     """Delivers pending messages of durables to their subscriptions while credit lasts."""
 
-    def __init__(self, id_prefix: str = "",
-                 redelivery_limit: Callable[[Durable], int] | None = None,
+    def __init__(self, id_prefix: str = "", redelivery_limit: Callable[[Durable], int] | None = None,
                  dead_letter: Callable[[Durable, int, int, str], None] | None = None,
                  clock: Callable[[], float] | None = None) -> None:
         # Subscription ids name the member and epoch, so ids never repeat across leaders.
@@ -516,7 +513,8 @@ class Dispatcher:
                                                          stored.published_at)])
                     sub.latest = 0
             return
-        batches: dict[str, list[Delivered]] = {}
+        batches: dict[str, list[list[Delivered]]] = {}  # per subscription, each within DELIVERY_BATCH_BYTES
+        sizes: dict[str, int] = {}  # of each subscription's last batch
         limit = self._limit_of(durable) if self._dead_letter is not None else 0
         now = clocks.wall()
         clock = self._clock()
@@ -557,16 +555,18 @@ class Dispatcher:
             dd.inflight[seq] = sub
             sub.inflight.add(seq)
             sub.credit -= 1
-            batches.setdefault(sub.id, []).append(Delivered(seq, stored.message, count, stored.destination,
-                                                            stored.published_at))
+            out, size = batches.setdefault(sub.id, [[]]), sizes.get(sub.id, 0) + stored.size
+            if out[-1] and size > DELIVERY_BATCH_BYTES:  # the next batch
+                out.append([])
+            sizes[sub.id] = size if len(out[-1]) else stored.size
+            out[-1].append(Delivered(seq, stored.message, count, stored.destination, stored.published_at))
         if delivered:
             ident = (durable.store, durable.destination, durable.name)
             state.tallies.deliveries[ident] += delivered
             if redelivered:
                 state.tallies.redeliveries[ident] += redelivered
         for sub in dd.subs:
-            items = batches.get(sub.id)
-            if items:
+            for items in batches.get(sub.id, ()):
                 sub.outbox.put_nowait(items)
 
     def _next_with_credit(self, dd: _DurableDelivery) -> Subscription | None:

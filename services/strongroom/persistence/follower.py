@@ -23,6 +23,7 @@ from strongroom.errors import StaleEpochError, StrongroomError
 from strongroom.persistence.election import LeaderInfo
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
+from strongroom.persistence.snapshots import IncomingSnapshot, snapshot_chunks
 from strongroom.persistence.term import LeaderTerm
 from strongroom.tracing import traced
 
@@ -161,8 +162,13 @@ class Follower:
         start = req.from_index
         if start <= replica.log.snapshot_index:
             # Our applied state is at a known index and covers the compacted prefix.
-            index, epoch, data = replica.snapshot()
-            resp.snapshot = data
+            if req.streamed_snapshot:
+                resp.snapshot_streamed = True
+                resp.snapshot_index = replica.state.applied_index
+                resp.snapshot_epoch = replica.state.applied_epoch
+                return resp
+            index, epoch, parts = replica.snapshot()  # a caller of an earlier version: in one message
+            resp.snapshot = b"".join(parts)
             resp.snapshot_index = index
             resp.snapshot_epoch = epoch
             start = index + 1
@@ -172,19 +178,37 @@ class Follower:
             resp.entries.extend(replica.log.slice(start, req.max_entries or 512))
         return resp
 
+    async def handle_fetch_snapshot(self, req: rpb.FetchSnapshotRequest) -> AsyncIterator[rpb.SnapshotChunk]:
+        """A recovering leader reads our state, as a snapshot's parts."""
+        replica = self.replica
+        if req.epoch < replica.promised_epoch:
+            raise StaleEpochError(f"epoch {req.epoch} is older than promised {replica.promised_epoch}")
+        index, epoch, parts = replica.snapshot()
+        for chunk in snapshot_chunks(parts, replica.promised_epoch, self.membership.member, index, epoch):
+            yield chunk
+
     async def handle_snapshot(self, chunks: AsyncIterator[rpb.SnapshotChunk]) -> rpb.InstallSnapshotResponse:
-        """Replace our state by the leader's snapshot."""
+        """Replace our state by the leader's snapshot: its chunks go to a file as they come
+        (our state stays as it is until the last one), then it is installed a part at a time."""
         replica = self.replica
         first: rpb.SnapshotChunk | None = None
-        parts: list[bytes] = []
-        async for chunk in chunks:
+        incoming = replica.incoming_snapshot()
+        try:
+            async for chunk in chunks:
+                if first is None:
+                    first = chunk
+                    if not await self._accept_epoch(chunk.epoch, chunk.leader):
+                        return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
+                incoming.add(chunk)
+            incoming.complete()
             if first is None:
-                first = chunk
-                if not await self._accept_epoch(chunk.epoch, chunk.leader):
-                    return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
-            parts.append(chunk.data)
-        if first is None:
-            return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
+                return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
+            return await self._install(first, incoming)
+        finally:
+            incoming.discard()
+
+    async def _install(self, first: rpb.SnapshotChunk, incoming: IncomingSnapshot) -> rpb.InstallSnapshotResponse:
+        replica = self.replica
         async with self._lock:
             if first.epoch < replica.promised_epoch:
                 return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
@@ -193,8 +217,9 @@ class Follower:
             except Exception as exc:  # noqa: BLE001
                 log.warning("cannot record stored state in etcd: %s", exc)
                 return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
-            replica.install(first.last_index, first.last_epoch, b"".join(parts))
+            replica.install(first.last_index, first.last_epoch, incoming)
             replica.tallies.snapshots_installed += 1
-            log.info("installed snapshot at index %d from %s", first.last_index, first.leader)
+            log.info("installed snapshot at index %d from %s (%d parts, %d bytes)", first.last_index, first.leader,
+                     len(incoming), incoming.size)
             return rpb.InstallSnapshotResponse(ok=True, promised_epoch=replica.promised_epoch,
                                                last_index=replica.log.last_index)

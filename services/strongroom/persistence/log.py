@@ -8,6 +8,7 @@ the append consistency check: entries are accepted after `prev_index` only if th
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.observability.tallies import Tallies
@@ -274,8 +275,8 @@ class ReplicatedLog:
         del self.raws[at:]
         del self.epochs[at:]
 
-    def compact(self, through_index: int, epoch: int, snapshot: bytes) -> None:
-        """Store `snapshot` (the state after `through_index`) and drop the entries it covers
+    def compact(self, through_index: int, epoch: int, snapshot: Sequence[bytes]) -> None:
+        """Store `snapshot` (the parts of the state after `through_index`) and drop the entries it covers
         (storage keeps them from its oldest restore point on, for a roll back)."""
         if through_index <= self.snapshot_index:
             return
@@ -287,8 +288,8 @@ class ReplicatedLog:
         self._released = max(self._released, through_index)
         self.snapshot_epoch = epoch
 
-    def install_snapshot(self, index: int, epoch: int, snapshot: bytes) -> None:
-        """Replace the whole log by a leader's snapshot."""
+    def install_snapshot(self, index: int, epoch: int, snapshot: Sequence[bytes]) -> None:
+        """Replace the whole log by a leader's snapshot (its parts)."""
         self.storage.replace_with_snapshot(index, epoch, snapshot)
         self.entries = []
         self.raws = []

@@ -457,7 +457,7 @@ class PersistenceNode:
         entries = shipped_entries(replica.log, first_index, raws, snapshot, snapshot_index, snapshot_epoch, prev_epoch)
         if snapshot_index > replica.log.last_index:
             # The primary compacted past what this standby holds: its state replaces ours.
-            replica.install(snapshot_index, snapshot_epoch, snapshot)
+            replica.install(snapshot_index, snapshot_epoch, [snapshot])
             term.durable_index = replica.log.last_index
         accepted = term.ship(first_index, entries, raws)
         self.lag.note(primary_commit_index, replica.log.last_index, primary_messages, stored_messages(replica))

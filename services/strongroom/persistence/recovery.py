@@ -137,8 +137,20 @@ class Recovery:
         next_index = replica.commit_index + 1
         while next_index <= resp.last_index:
             fetched = await self.peers.fetch(address, term.epoch, next_index, FETCH_BATCH)
-            if fetched.snapshot:
-                replica.install(fetched.snapshot_index, fetched.snapshot_epoch, fetched.snapshot)
+            if fetched.snapshot_streamed:
+                # Compacted there: its state, as a snapshot's parts, then its entries after it.
+                incoming = replica.incoming_snapshot()
+                try:
+                    first = await self.peers.fetch_snapshot(address, term.epoch, incoming)
+                    replica.install(first.last_index, first.last_epoch, incoming)
+                finally:
+                    incoming.discard()
+                log.info("installed the state of %s at index %d (%d parts, %d bytes)", name, first.last_index,
+                         len(incoming), incoming.size)
+                next_index = first.last_index + 1
+                continue
+            if fetched.snapshot:  # a member of an earlier version: its state in one message
+                replica.install(fetched.snapshot_index, fetched.snapshot_epoch, [fetched.snapshot])
                 next_index = fetched.snapshot_index + 1
             # Stored as the member stores them (a member of an earlier version sends parsed
             # entries: those are serialised again here).

@@ -13,25 +13,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from strongroom.errors import DataCorruption, UnknownOperation
 from strongroom.events.journal import EventJournal
 from strongroom.observability.tallies import Tallies
+from strongroom.persistence.diskinstall import install_parts
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
+from strongroom.persistence.drivers import DriverMemory
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.pstore_report import ReportWriter, report_path
 from strongroom.persistence.shared_standby import software_version
+from strongroom.persistence.snapshots import IncomingSnapshot, restore_parts, snapshot_parts
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import DiskStorage, Storage, open_storage
 from strongroom.persistence.storehealth import StorageHealth
 from strongroom.persistence.swap import SwapSpace
-from strongroom.persistence.drivers import DriverMemory
 from strongroom.realm.model import Cluster, PersistentStore, StorageMode
 from strongroom.tracing import traced
 
-__all__ = ["Replica"]
+__all__ = ["Replica", "INCOMING_SNAPSHOT"]
+
+INCOMING_SNAPSHOT = "snapshot.incoming"
+"""The file in the data directory a snapshot being received is kept in until it is complete."""
 
 log = logging.getLogger("strongroom.replica")
 
@@ -51,6 +56,8 @@ class Replica:
                  record_stored: Callable[[], Awaitable[None]], report_file: str = "",
                  event_log: tuple[Path, float] | None = None) -> None:
         self.member = member
+        self.data_dir = data_dir
+        (data_dir / INCOMING_SNAPSHOT).unlink(missing_ok=True)  # a transfer cut off by a stop
         self.tallies = Tallies()
         """What this member counted since its process started (its metrics)."""
         # The cluster's realm settings in force (the compaction threshold follows realm
@@ -134,7 +141,7 @@ class Replica:
         self.events = None
         self.state.events = None
 
-    def new_state(self, replicated: bool, snapshot: bytes | None = None) -> StateMachine:
+    def new_state(self, replicated: bool, snapshot: Sequence[bytes] | IncomingSnapshot | None = None) -> StateMachine:
         """A state machine for the replicated stores or for the non-replicated ones, with its
         payloads in the swap space when they are swappable (in-memory data and a budget)."""
         if replicated and self.indexes_on_disk:
@@ -143,11 +150,11 @@ class Replica:
             state.tallies = self.tallies
             if snapshot and state.applied_index < self.log.snapshot_index:
                 # A snapshot kept from before indexes on disk were turned on.
-                state.install(snapshot)
+                install_parts(state, snapshot)
             return state
         swappable = self.swap.enabled and (not replicated or self.storage_mode == StorageMode.MEMORY)
         payloads = self.swap.store() if swappable else None
-        state = StateMachine.from_snapshot(snapshot, payloads) if snapshot else StateMachine(payloads)
+        state = restore_parts(snapshot, payloads) if snapshot else StateMachine(payloads)
         state.tallies = self.tallies
         return state
 
@@ -244,7 +251,7 @@ class Replica:
         # A snapshot is the state at its index, and only the applied state is at hand. With
         # indexes on disk the state itself is on disk at that index: storage keeps a checkpoint
         # of it instead of a serialised snapshot.
-        snapshot = b"" if self.indexes_on_disk else self.state.to_snapshot()
+        snapshot = [] if self.indexes_on_disk else snapshot_parts(self.state)
         if self.events is not None:
             # The rows of unpublished entries are built before the log drops the entries.
             self.events.build(applied, self.log.entry)
@@ -252,12 +259,17 @@ class Replica:
 
     # --- snapshots ----------------------------------------------------------------------------
 
-    def snapshot(self) -> tuple[int, int, bytes]:
-        """The state machine at the applied index: (index, epoch, data)."""
-        return self.state.applied_index, self.state.applied_epoch, self.state.to_snapshot()
+    def snapshot(self) -> tuple[int, int, list[bytes]]:
+        """The state machine at the applied index: (index, epoch, the snapshot's parts)."""
+        return self.state.applied_index, self.state.applied_epoch, snapshot_parts(self.state)
 
-    def install(self, index: int, epoch: int, data: bytes) -> None:
-        """Replace the state by a leader's snapshot at `index`."""
+    def incoming_snapshot(self) -> IncomingSnapshot:
+        """A file for a snapshot about to arrive (in the data directory; one at a time)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return IncomingSnapshot(self.data_dir / INCOMING_SNAPSHOT)
+
+    def install(self, index: int, epoch: int, data: Sequence[bytes] | IncomingSnapshot) -> None:
+        """Replace the state by a leader's snapshot at `index` (its parts)."""
         if self.apply_stopped:
             # The leader's state past the entry this member could not apply: whole, so it
             # applies again from there (and stops again at the next unknown operation). It
@@ -266,8 +278,8 @@ class Replica:
             self.apply_stopped = None
         if isinstance(self.state, DiskStateMachine):
             # The state first: it carries its own applied index, the log then drops its entries.
-            self.state.install(data)
-            self.log.install_snapshot(index, epoch, b"")
+            install_parts(self.state, data)
+            self.log.install_snapshot(index, epoch, [])
             self.commit_index = index
             if self.events is not None:
                 self.events.reset(index)
@@ -295,7 +307,7 @@ class Replica:
         lg = self.log
         if index >= lg.last_index:
             return True
-        snapshot: bytes | None = None
+        snapshot: Sequence[bytes] | None = None
         if not self.storage.durable:
             if lg.snapshot_index:
                 return False  # mode memory: the log in memory starts at the snapshot

@@ -22,14 +22,15 @@ from typing import Protocol
 
 from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.limits import APPEND_BATCH_BYTES
 from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.snapshots import snapshot_chunks
 from strongroom.persistence.transport import FollowerConnection, PeerUnreachable
 
-__all__ = ["HEARTBEAT_SECONDS", "PeerReplicator", "SNAPSHOT_CHUNK"]
+__all__ = ["HEARTBEAT_SECONDS", "PeerReplicator"]
 
 log = logging.getLogger("strongroom.replicator")
 
-SNAPSHOT_CHUNK = 1024 * 1024
 MAX_ENTRIES_PER_APPEND = 256
 HEARTBEAT_SECONDS = 0.25
 SNAPSHOT_TIMEOUT = 5.0
@@ -57,7 +58,7 @@ class Leader(Protocol):
 
     def observe_higher_epoch(self, epoch: int, reason: str) -> None: ...
 
-    def snapshot_for_peer(self) -> tuple[int, int, bytes]: ...
+    def snapshot_for_peer(self) -> tuple[int, int, list[bytes]]: ...
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -177,7 +178,7 @@ class PeerReplicator:
         if prev_epoch is None:
             self.next_index = lg.last_index + 1
             return False
-        raws = lg.raw_slice(self.next_index, MAX_ENTRIES_PER_APPEND)
+        raws = lg.raw_slice(self.next_index, MAX_ENTRIES_PER_APPEND, APPEND_BATCH_BYTES)
         if self._commit_timer is not None:
             # This append carries the commit index.
             self._commit_timer.cancel()
@@ -210,23 +211,15 @@ class PeerReplicator:
 
     async def _send_snapshot(self) -> None:
         leader = self.leader
-        index, epoch, data = leader.snapshot_for_peer()
-        log.info("sending snapshot at index %d (%d bytes) to %s", index, len(data), self.peer)
+        index, epoch, parts = leader.snapshot_for_peer()
+        size = sum(len(p) for p in parts)
+        log.info("sending snapshot at index %d (%d parts, %d bytes) to %s", index, len(parts), size, self.peer)
 
         async def chunks() -> AsyncIterator[rpb.SnapshotChunk]:
-            first = True
-            for off in range(0, max(len(data), 1), SNAPSHOT_CHUNK):
-                piece = data[off:off + SNAPSHOT_CHUNK]
-                chunk = rpb.SnapshotChunk(data=piece, done=off + SNAPSHOT_CHUNK >= len(data))
-                if first:
-                    chunk.epoch = self.epoch
-                    chunk.leader = leader.member
-                    chunk.last_index = index
-                    chunk.last_epoch = epoch
-                    first = False
+            for chunk in snapshot_chunks(parts, self.epoch, leader.member, index, epoch):
                 yield chunk
 
-        resp = await self.connection.install_snapshot(chunks(), timeout=max(SNAPSHOT_TIMEOUT, len(data) / 20e6 + 5))
+        resp = await self.connection.install_snapshot(chunks(), timeout=max(SNAPSHOT_TIMEOUT, size / 20e6 + 5))
         self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             leader.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")

@@ -302,6 +302,8 @@ class Replicating(Protocol):
 
     async def handle_fetch(self, req: rpb.FetchRequest) -> rpb.FetchResponse: ...
 
+    def handle_fetch_snapshot(self, req: rpb.FetchSnapshotRequest) -> AsyncIterator[rpb.SnapshotChunk]: ...
+
     async def handle_snapshot(self, chunks: AsyncIterator[rpb.SnapshotChunk]) -> rpb.InstallSnapshotResponse: ...
 
 
@@ -377,6 +379,14 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
         await self._members_only(context)
         try:
             return await self.follower.handle_fetch(request)
+        except StrongroomError as err:
+            await abort_with(context, err)
+
+    async def FetchSnapshot(self, request: rpb.FetchSnapshotRequest, context: Context) -> AsyncIterator[rpb.SnapshotChunk]:
+        await self._members_only(context)
+        try:
+            async for chunk in self.follower.handle_fetch_snapshot(request):
+                yield chunk
         except StrongroomError as err:
             await abort_with(context, err)
 

@@ -1156,38 +1156,7 @@ class StateMachine:
         """How many non-empty maps a store has."""
         return sum(1 for s, _ in self.maps if s == store)
 
-    # --- snapshots ---------------------------------------------------------------------------
-
-    def to_snapshot(self) -> bytes:
-        """Serialise the whole state (catch-up and compaction)."""
-        snap = rpb.StateSnapshot(applied_index=self.applied_index, applied_epoch=self.applied_epoch,
-                                 next_seq=self.next_seq, acked_messages=self.acked_messages)
-        for stored in self.messages.values():
-            snap.messages.append(rpb.StoredMessage(
-                seq=stored.seq, store=stored.store, destination=stored.destination, message=stored.message,
-                content=stored.content, published_at=stored.published_at, expires_at=stored.expires_at,
-                retain_until=stored.retain_until if stored.retained else 0.0, queue=stored.queue,
-                expires_clock=stored.expires_clock))
-        for d in self.durables.values():
-            snap.durables.append(rpb.DurableState(
-                key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
-                pending=list(d.pending), last_value_seq=d.last_value_seq, queue=d.queue, matcher=d.matcher,
-                key_field=d.key_field, content=d.content, ack_sync_mode=d.ack_sync_mode,
-                last_values=d.last_values, suspended=d.suspended, last_used=d.last_used, attached=d.attached,
-                delivery_counts=d.delivery_counts))
-        for pid, window in self.producers.items():
-            seqs, mseqs = window.columns()
-            snap.producers.append(rpb.ProducerState(producer_id=pid, sequences=seqs, message_seqs=mseqs,
-                                                    last_index=window.last_index, last_used=window.last_used))
-        snap.stores.extend(self.store_configs.values())
-        for (store, name), entries in self.maps.items():
-            snap.maps.append(rpb.MapState(store=store, map=name, entries=[
-                rpb.MapEntryState(key=k, value=v, version=ver) for k, (v, ver) in entries.items()]))
-        for (cluster, destination), mark in self.origin_marks.items():
-            snap.origin_marks.append(rpb.OriginMarkState(cluster=cluster, destination=destination, store=mark.store,
-                                                         sequence=mark.sequence, stored_at=mark.stored_at))
-        self.uows.snapshot_into(snap)
-        return snap.SerializeToString()
+    # --- swap --------------------------------------------------------------------------------
 
     def swapped_messages(self, store: str) -> int:
         """How many of a store's messages have their payload swapped to disk."""
@@ -1198,65 +1167,3 @@ class StateMachine:
         if self.payloads is not None:
             self.payloads.close()
 
-    @classmethod
-    def from_snapshot(cls, data: bytes, payloads: PayloadStore | None = None) -> StateMachine:
-        """Rebuild a state machine from `to_snapshot` output."""
-        snap = rpb.StateSnapshot.FromString(data)
-        sm = cls(payloads)
-        sm.applied_index = snap.applied_index
-        sm.applied_epoch = snap.applied_epoch
-        sm.next_seq = snap.next_seq
-        sm.acked_messages = snap.acked_messages
-        for m in snap.messages:
-            # A copy of its own: a message of the parsed snapshot keeps the whole snapshot's
-            # memory (one protobuf arena) alive, so one long-lived message (a last value) would
-            # hold every message the snapshot had for good.
-            message = cpb.Message()
-            message.CopyFrom(m.message)
-            stored = StoredMessage(seq=m.seq, store=m.store, destination=m.destination, message=message,
-                                   size=message.ByteSize(), queue=m.queue, content=m.content,
-                                   published_at=m.published_at, expires_at=m.expires_at,
-                                   expires_clock=m.expires_clock, retain_until=m.retain_until)
-            sm._index_message(stored)
-            if m.retain_until:
-                stored.retained = True
-                stored.refs += 1
-        for ds in snap.durables:
-            matcher = type(ds.matcher)()
-            matcher.CopyFrom(ds.matcher)  # a copy, as the messages' below
-            d = Durable(key=ds.key, store=ds.store, destination=ds.destination, name=ds.name,
-                        kind=ds.kind, queue=ds.queue, last_value_seq=ds.last_value_seq, matcher=matcher,
-                        key_field=ds.key_field, content=ds.content, ack_sync_mode=ds.ack_sync_mode,
-                        last_values=dict(ds.last_values), suspended=ds.suspended, last_used=ds.last_used,
-                        attached=ds.attached, delivery_counts=dict(ds.delivery_counts))
-            for seq in ds.pending:
-                d.pending[seq] = None
-                stored = sm.messages.get(seq)
-                if stored is not None:
-                    stored.refs += 1
-                    d.pending_bytes += stored.size
-            for seq in [d.last_value_seq, *d.last_values.values()]:
-                if seq and seq in sm.messages:
-                    sm.messages[seq].refs += 1
-            sm.durables[d.key] = d
-            if d.content:
-                sm.content_durables.setdefault(d.store, []).append(d)
-            else:
-                sm.by_destination.setdefault(d.destination, []).append(d)
-        for p in snap.producers:
-            # A window of a snapshot older than log format 7 counts as used at the snapshot's
-            # clock: the idle time it had before is not known, and forgetting early would let a
-            # re-send be stored twice.
-            window = ProducerWindow(last_index=p.last_index, last_used=p.last_used if p.HasField("last_used") else snap.clock)
-            for s, m in zip(p.sequences, p.message_seqs):
-                window.record(s, m)
-            sm.producers[p.producer_id] = window
-        for cfg in snap.stores:
-            sm.store_configs[cfg.store] = own = rpb.ConfigureStoreOp()
-            own.CopyFrom(cfg)  # a copy: a part of the parsed snapshot would keep all of it alive
-        for ms in snap.maps:
-            sm.maps[(ms.store, ms.map)] = {e.key: (e.value, e.version) for e in ms.entries}
-        for om in snap.origin_marks:
-            sm.origin_marks[(om.cluster, om.destination)] = OriginMark(om.store, om.sequence, om.stored_at)
-        sm.uows = UowTable.from_snapshot(snap)
-        return sm

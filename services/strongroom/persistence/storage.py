@@ -1,5 +1,9 @@
 """Durable storage of one member: the log, the promised epoch, the snapshots and restore points.
 
+Longer than 600 lines: most of it is one class, `DiskStorage`, each of whose changes is one
+write batch over the same records (log, metadata, restore points), kept together so the order
+of those writes can be read in one place; the layout of snapshot parts is `snapshot_store.py`.
+
 `MemoryStorage` keeps everything in this process (storage mode `memory`); `DiskStorage` keeps
 it in a database of the cluster's storage driver (`drivers/`: RocksDB by default, or SQLite) with
 one family for the log and one for metadata. Every call that changes state takes one write
@@ -18,6 +22,7 @@ from __future__ import annotations
 import shutil
 import struct
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,9 +30,26 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
 from strongroom.persistence import checkpoints
 from strongroom.persistence.damage import quarantine
-from strongroom.persistence.drivers import (DEFAULT_DRIVER, DEFAULT_MEMORY, Batch, Driver, DriverMemory, Family,
-                                            StoreDamaged, driver_class, open_driver)
+from strongroom.persistence.drivers import (
+    DEFAULT_DRIVER,
+    DEFAULT_MEMORY,
+    Batch,
+    Driver,
+    DriverMemory,
+    Family,
+    StoreDamaged,
+    driver_class,
+    open_driver,
+)
 from strongroom.persistence.pstore_report import ReportWriter
+from strongroom.persistence.snapshot_store import (
+    drop_strays,
+    generation_range,
+    part_keys,
+    parts_of,
+    snapshot_key,
+    write_parts,
+)
 
 __all__ = ["Storage", "MemoryStorage", "DiskStorage", "LoadedState", "open_storage", "RESTORE_POINTS", "STATE_INSTALLING"]
 
@@ -59,14 +81,7 @@ PROBE_BYTES = 64 * 1024
 page the write-ahead log already holds."""
 META_POINTS = b"restore_points"
 """(index, epoch) of every restore point kept, oldest first; the log is kept from the oldest."""
-P_SNAPSHOT = b"snapshot@"
-"""+ index: the serialised snapshot of a restore point (empty with indexes on disk)."""
-
 _ALL = (_U64.pack(0), _U64.pack(2**64 - 1))
-
-
-def _snapshot_key(index: int) -> bytes:
-    return P_SNAPSHOT + _U64.pack(index)
 
 
 @dataclass
@@ -78,7 +93,7 @@ class LoadedState:
     commit_index: int = 0
     synced: bool = False
     stored: bool = False
-    snapshot: bytes | None = None
+    snapshot: Sequence[bytes] | None = None  # its parts ([]: the indexes on disk hold the state)
     snapshot_index: int = 0
     snapshot_epoch: int = 0
     entries: list[rpb.LogEntry] = field(default_factory=list)
@@ -115,14 +130,14 @@ class Storage:
                  stored: bool | None = None) -> None:
         """Persist the commit index hint, the synced flag and the stored-before flag."""
 
-    def save_snapshot(self, index: int, epoch: int, data: bytes) -> None:
-        """Store the snapshot at `index` (with indexes on disk the state in this storage is at
-        `index`; `data` is then empty): the newest restore point. Restore points older than the
+    def save_snapshot(self, index: int, epoch: int, data: Iterable[bytes]) -> None:
+        """Store the snapshot at `index`, its parts (with indexes on disk the state in this
+        storage is at `index`; `data` is then empty): the newest restore point. Restore points older than the
         RESTORE_POINTS newest go, with the log up to the oldest one kept."""
 
-    def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
-        """Drop the whole log and every restore point and keep only this snapshot (catch-up from
-        a leader)."""
+    def replace_with_snapshot(self, index: int, epoch: int, data: Iterable[bytes]) -> None:
+        """Drop the whole log and every restore point and keep only this snapshot, its parts
+        (catch-up from a leader)."""
 
     def restore_point(self, index: int) -> tuple[int, int] | None:
         """(index, epoch) of the newest restore point at or below `index` (None: none; the state
@@ -318,16 +333,20 @@ class DiskStorage(Storage):
             report.created("log", _U64.pack(entry.index), raws[i] if raws else entry.SerializeToString())
 
     def _report_points(self, had: list[tuple[int, int]], kept: list[tuple[int, int]],
-                       created: tuple[int, bytes] | None = None) -> None:
-        """Report the restore points' snapshot records dropped and the one created."""
+                       created: tuple[int, bytes, Sequence[bytes]] | None = None) -> None:
+        """Report the restore points' snapshot records dropped and the one created (its head
+        and its parts)."""
         report = self.report
         if report is None:
             return
         for index, _ in had:
             if all(index != i for i, _ in kept):
-                report.deleted("meta", _snapshot_key(index), b"")
+                report.deleted("meta", snapshot_key(index), b"")
         if created is not None:
-            report.created("meta", _snapshot_key(created[0]), created[1])
+            index, head, parts = created
+            report.created("meta", snapshot_key(index), head)
+            for key, part in zip(part_keys(index, head), parts):
+                report.created("meta", key, part)
 
     def read_entry(self, index: int) -> bytes:
         self._ensure_open()
@@ -375,10 +394,26 @@ class DiskStorage(Storage):
         raw = self._meta.get(META_SNAPSHOT_EPOCH)
         return index, _U64.unpack(raw)[0] if raw else 0
 
-    def _snapshot_data(self, index: int) -> bytes | None:
-        raw = self._meta.get(_snapshot_key(index))
+    def _snapshot_data(self, index: int) -> Sequence[bytes] | None:
+        """The parts of the snapshot at `index` (None: none there)."""
+        raw = self._meta.get(snapshot_key(index))
         if raw is None and index == self._snapshot_mark()[0]:
             raw = self._meta.get(META_SNAPSHOT)  # stored by a version before restore points
+        return parts_of(self, index, bytes(raw)) if raw is not None else None
+
+    @property
+    def meta_handle(self) -> object:
+        """The metadata family, for batch writes (`write_meta`)."""
+        self._ensure_open()
+        return self._meta_h
+
+    def write_meta(self, wb: Batch, sync: bool) -> None:
+        self._ensure_open()
+        self._commit(wb, sync)
+
+    def meta_record(self, key: bytes) -> bytes | None:
+        self._ensure_open()
+        raw = self._meta.get(key)
         return bytes(raw) if raw is not None else None
 
     def restore_points(self) -> list[tuple[int, int]]:
@@ -414,16 +449,20 @@ class DiskStorage(Storage):
             # The one snapshot of a version before restore points: moved under its index.
             index = self._snapshot_mark()[0]
             if any(i == index for i, _ in kept):
-                wb.put(_snapshot_key(index), legacy, self._meta_h)
+                wb.put(snapshot_key(index), legacy, self._meta_h)
             wb.delete(META_SNAPSHOT, self._meta_h)
+        kept_at = {i for i, _ in kept}
         for point in had:
-            if point not in kept:
-                wb.delete(_snapshot_key(point[0]), self._meta_h)
+            if point[0] not in kept_at:
+                wb.delete_range(snapshot_key(point[0]), snapshot_key(point[0] + 1), self._meta_h)
         wb.put(META_POINTS, b"".join(_POINT.pack(*p) for p in kept), self._meta_h)
 
-    def save_snapshot(self, index: int, epoch: int, data: bytes) -> None:
+    def save_snapshot(self, index: int, epoch: int, data: Iterable[bytes]) -> None:
         self._ensure_open()
-        older = [p for p in self.restore_points() if p[0] < index]
+        live = self.restore_points()
+        drop_strays(self, index, live)
+        head, parts = write_parts(self, index, data)
+        older = [p for p in live if p[0] < index]
         kept = older[-(RESTORE_POINTS - 1):] if RESTORE_POINTS > 1 else []
         kept.append((index, epoch))
         if self.state_families:
@@ -433,7 +472,7 @@ class DiskStorage(Storage):
         gone = self._reported_log(0, kept[0][0] + 1)
         wb = self._db.batch()
         self._keep_points(wb, kept)
-        wb.put(_snapshot_key(index), data, self._meta_h)
+        wb.put(snapshot_key(index), head, self._meta_h)
         wb.put(META_SNAPSHOT_INDEX, _U64.pack(index), self._meta_h)
         wb.put(META_SNAPSHOT_EPOCH, _U64.pack(epoch), self._meta_h)
         # The log is kept from the oldest restore point on.
@@ -442,26 +481,33 @@ class DiskStorage(Storage):
         self._commit(wb, True)
         if self.report is not None:
             self._report_log(gone)
-            self._report_points(had, kept, (index, data))
+            self._report_points(had, kept, (index, head, parts))
         if self.state_families:
             checkpoints.prune(self.path, {i for i, _ in kept})
 
-    def replace_with_snapshot(self, index: int, epoch: int, data: bytes) -> None:
+    def replace_with_snapshot(self, index: int, epoch: int, data: Iterable[bytes]) -> None:
         self._ensure_open()
         if self.state_families and index:
             checkpoints.create(self._db, self.path, index)
-        had = self.restore_points() if self.report is not None else []
+        live = self.restore_points()
+        drop_strays(self, index, live)
+        old = self._meta.get(snapshot_key(index)) if any(i == index for i, _ in live) else None
+        head, parts = write_parts(self, index, data)
+        had = live if self.report is not None else []
         gone = self._reported_log(0)
         wb = self._db.batch()
         self._keep_points(wb, [(index, epoch)])
-        wb.put(_snapshot_key(index), data, self._meta_h)
+        if old:
+            # A point at the same index before: its parts go, the new generation's stay.
+            wb.delete_range(*generation_range(index, bytes(old)), self._meta_h)
+        wb.put(snapshot_key(index), head, self._meta_h)
         wb.put(META_SNAPSHOT_INDEX, _U64.pack(index), self._meta_h)
         wb.put(META_SNAPSHOT_EPOCH, _U64.pack(epoch), self._meta_h)
         wb.delete_range(*_ALL, self._log_h)
         self._commit(wb, True)
         if self.report is not None:
             self._report_log(gone)
-            self._report_points(had, [(index, epoch)], (index, data))
+            self._report_points(had, [(index, epoch)], (index, head, parts))
         if self.state_families:
             checkpoints.prune(self.path, {index})
 
@@ -517,7 +563,7 @@ class DiskStorage(Storage):
             wb.put(META_SNAPSHOT_EPOCH, _U64.pack(point[1]), meta)
             wb.put(META_POINTS, b"".join(_POINT.pack(*p) for p in kept), meta)
             for at, _ in kept:
-                wb.put(_snapshot_key(at), b"", meta)
+                wb.put(snapshot_key(at), b"", meta)
             expected = kept[0][0] + 1
             for key, value in self._log.scan(_U64.pack(expected)):
                 if expected > index or _U64.unpack(key)[0] != expected:

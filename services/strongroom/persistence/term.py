@@ -256,7 +256,7 @@ class LeaderTerm:
         """The state machine of replicated or of non-replicated stores."""
         return self.replica.state if replicated else self.local_state
 
-    def snapshot_for_peer(self) -> tuple[int, int, bytes]:
+    def snapshot_for_peer(self) -> tuple[int, int, list[bytes]]:
         """The state machine at the applied index, for a follower that is too far behind."""
         return self.replica.snapshot()
 

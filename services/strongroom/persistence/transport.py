@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -27,6 +28,9 @@ from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS, open_channel
 from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
+
+if TYPE_CHECKING:
+    from strongroom.persistence.snapshots import IncomingSnapshot
 
 __all__ = ["FollowerConnection", "PeerClient", "PeerUnreachable", "compare_generation", "compare_generations",
            "encode_append", "encoded_append"]
@@ -146,11 +150,38 @@ class PeerClient:
         not answer)."""
         try:
             return await self._stub(address).Fetch(
-                rpb.FetchRequest(epoch=epoch, from_index=from_index, max_entries=max_entries, raw=True),
+                rpb.FetchRequest(epoch=epoch, from_index=from_index, max_entries=max_entries, raw=True,
+                                 streamed_snapshot=True),
                 timeout=FETCH_TIMEOUT)
         except grpc.aio.AioRpcError as exc:
             self._drop(address)
             raise PeerUnreachable(f"fetch from {address} failed: {_why(exc)}: {exc.details()}") from None
+
+    async def fetch_snapshot(self, address: str, epoch: int, into: IncomingSnapshot) -> rpb.SnapshotChunk:
+        """Read the state of the member at `address` into `into`, a chunk at a time; the first
+        chunk (index, epoch, member) is the answer. PeerUnreachable if the stream breaks or
+        stalls for FETCH_TIMEOUT."""
+        first: rpb.SnapshotChunk | None = None
+        done = False
+        call = self._stub(address).FetchSnapshot(rpb.FetchSnapshotRequest(epoch=epoch))
+        try:
+            while not done:
+                chunk = await asyncio.wait_for(call.read(), FETCH_TIMEOUT)
+                if chunk is grpc.aio.EOF:
+                    break
+                first = first or chunk
+                into.add(chunk)
+                done = chunk.done
+        except TimeoutError:
+            call.cancel()
+            raise PeerUnreachable(f"the snapshot from {address} stalled for {FETCH_TIMEOUT:.0f}s") from None
+        except grpc.aio.AioRpcError as exc:
+            self._drop(address)
+            raise PeerUnreachable(f"snapshot from {address} failed: {_why(exc)}: {exc.details()}") from None
+        into.complete()
+        if first is None or not done:
+            raise PeerUnreachable(f"the snapshot from {address} ended before its last chunk")
+        return first
 
     async def close(self) -> None:
         """Close every channel."""

@@ -504,32 +504,42 @@ class AppendResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., promised_epoch: _Optional[int] = ..., last_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., needs_snapshot: _Optional[bool] = ..., cannot_store: _Optional[str] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("epoch", "from_index", "max_entries", "raw")
+    __slots__ = ("epoch", "from_index", "max_entries", "raw", "streamed_snapshot")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     FROM_INDEX_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     RAW_FIELD_NUMBER: _ClassVar[int]
+    STREAMED_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     from_index: int
     max_entries: int
     raw: bool
-    def __init__(self, epoch: _Optional[int] = ..., from_index: _Optional[int] = ..., max_entries: _Optional[int] = ..., raw: _Optional[bool] = ...) -> None: ...
+    streamed_snapshot: bool
+    def __init__(self, epoch: _Optional[int] = ..., from_index: _Optional[int] = ..., max_entries: _Optional[int] = ..., raw: _Optional[bool] = ..., streamed_snapshot: _Optional[bool] = ...) -> None: ...
+
+class FetchSnapshotRequest(_message.Message):
+    __slots__ = ("epoch",)
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    def __init__(self, epoch: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("entries", "last_index", "snapshot", "snapshot_index", "snapshot_epoch", "raw_entries")
+    __slots__ = ("entries", "last_index", "snapshot", "snapshot_index", "snapshot_epoch", "raw_entries", "snapshot_streamed")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
     RAW_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_STREAMED_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
     last_index: int
     snapshot: bytes
     snapshot_index: int
     snapshot_epoch: int
     raw_entries: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., last_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., raw_entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    snapshot_streamed: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., last_index: _Optional[int] = ..., snapshot: _Optional[bytes] = ..., snapshot_index: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., raw_entries: _Optional[_Iterable[bytes]] = ..., snapshot_streamed: _Optional[bool] = ...) -> None: ...
 
 class StreamCommittedRequest(_message.Message):
     __slots__ = ("from_index", "max_entries", "heartbeat_ms")
@@ -622,20 +632,22 @@ class ShipEntriesResponse(_message.Message):
     def __init__(self, accepted: _Optional[bool] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., stored_messages: _Optional[int] = ..., acked_messages: _Optional[int] = ...) -> None: ...
 
 class SnapshotChunk(_message.Message):
-    __slots__ = ("epoch", "leader", "last_index", "last_epoch", "data", "done")
+    __slots__ = ("epoch", "leader", "last_index", "last_epoch", "data", "done", "part_end")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     LAST_EPOCH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
+    PART_END_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     leader: str
     last_index: int
     last_epoch: int
     data: bytes
     done: bool
-    def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., last_index: _Optional[int] = ..., last_epoch: _Optional[int] = ..., data: _Optional[bytes] = ..., done: _Optional[bool] = ...) -> None: ...
+    part_end: bool
+    def __init__(self, epoch: _Optional[int] = ..., leader: _Optional[str] = ..., last_index: _Optional[int] = ..., last_epoch: _Optional[int] = ..., data: _Optional[bytes] = ..., done: _Optional[bool] = ..., part_end: _Optional[bool] = ...) -> None: ...
 
 class InstallSnapshotResponse(_message.Message):
     __slots__ = ("ok", "promised_epoch", "last_index")
@@ -696,7 +708,7 @@ class OriginMarkState(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., destination: _Optional[str] = ..., store: _Optional[str] = ..., sequence: _Optional[int] = ..., stored_at: _Optional[float] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
-    __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue", "expires_clock")
+    __slots__ = ("seq", "store", "destination", "message", "content", "published_at", "expires_at", "retain_until", "queue", "expires_clock", "refs")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
@@ -707,6 +719,7 @@ class StoredMessage(_message.Message):
     RETAIN_UNTIL_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_CLOCK_FIELD_NUMBER: _ClassVar[int]
+    REFS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     store: str
     destination: str
@@ -717,10 +730,11 @@ class StoredMessage(_message.Message):
     retain_until: float
     queue: bool
     expires_clock: float
-    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ..., expires_clock: _Optional[float] = ...) -> None: ...
+    refs: int
+    def __init__(self, seq: _Optional[int] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., message: _Optional[_Union[_common_pb2.Message, _Mapping]] = ..., content: _Optional[bool] = ..., published_at: _Optional[float] = ..., expires_at: _Optional[float] = ..., retain_until: _Optional[float] = ..., queue: _Optional[bool] = ..., expires_clock: _Optional[float] = ..., refs: _Optional[int] = ...) -> None: ...
 
 class DurableState(_message.Message):
-    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended", "last_used", "attached", "delivery_counts")
+    __slots__ = ("key", "store", "destination", "name", "kind", "pending", "last_value_seq", "queue", "matcher", "key_field", "content", "ack_sync_mode", "last_values", "suspended", "last_used", "attached", "delivery_counts", "pending_bytes", "continued")
     class LastValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -752,6 +766,8 @@ class DurableState(_message.Message):
     LAST_USED_FIELD_NUMBER: _ClassVar[int]
     ATTACHED_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTINUED_FIELD_NUMBER: _ClassVar[int]
     key: str
     store: str
     destination: str
@@ -769,7 +785,9 @@ class DurableState(_message.Message):
     last_used: float
     attached: bool
     delivery_counts: _containers.ScalarMap[int, int]
-    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ..., delivery_counts: _Optional[_Mapping[int, int]] = ...) -> None: ...
+    pending_bytes: int
+    continued: bool
+    def __init__(self, key: _Optional[str] = ..., store: _Optional[str] = ..., destination: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[_Union[_common_pb2.DurableKind, str]] = ..., pending: _Optional[_Iterable[int]] = ..., last_value_seq: _Optional[int] = ..., queue: _Optional[bool] = ..., matcher: _Optional[_Union[_common_pb2.ContentMatcher, _Mapping]] = ..., key_field: _Optional[str] = ..., content: _Optional[bool] = ..., ack_sync_mode: _Optional[_Union[_common_pb2.AckSyncMode, str]] = ..., last_values: _Optional[_Mapping[str, int]] = ..., suspended: _Optional[bool] = ..., last_used: _Optional[float] = ..., attached: _Optional[bool] = ..., delivery_counts: _Optional[_Mapping[int, int]] = ..., pending_bytes: _Optional[int] = ..., continued: _Optional[bool] = ...) -> None: ...
 
 class MapEntryState(_message.Message):
     __slots__ = ("key", "value", "version")

@@ -63,6 +63,11 @@ class ReplicationServiceStub:
                 request_serializer=strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.SerializeToString,
                 response_deserializer=strongroom_dot_v1_dot_replication__pb2.InstallSnapshotResponse.FromString,
                 _registered_method=True)
+        self.FetchSnapshot = channel.unary_stream(
+                '/strongroom.v1.ReplicationService/FetchSnapshot',
+                request_serializer=strongroom_dot_v1_dot_replication__pb2.FetchSnapshotRequest.SerializeToString,
+                response_deserializer=strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.FromString,
+                _registered_method=True)
         self.StreamCommitted = channel.unary_stream(
                 '/strongroom.v1.ReplicationService/StreamCommitted',
                 request_serializer=strongroom_dot_v1_dot_replication__pb2.StreamCommittedRequest.SerializeToString,
@@ -118,6 +123,16 @@ class ReplicationServiceServicer:
 
     def InstallSnapshot(self, request_iterator, context):
         """Replace the member's state with a snapshot of the leader's state machine.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchSnapshot(self, request, context):
+        """The member's state, as the parts of a snapshot (a recovering leader whose Fetch found the
+        index it wants compacted: FetchResponse.snapshot_streamed). The first chunk names the index
+        and epoch the state is at, and the serving member (leader). Errors: STALE_EPOCH (an epoch
+        below the member's promise).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -192,6 +207,11 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
                     servicer.InstallSnapshot,
                     request_deserializer=strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.FromString,
                     response_serializer=strongroom_dot_v1_dot_replication__pb2.InstallSnapshotResponse.SerializeToString,
+            ),
+            'FetchSnapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchSnapshot,
+                    request_deserializer=strongroom_dot_v1_dot_replication__pb2.FetchSnapshotRequest.FromString,
+                    response_serializer=strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.SerializeToString,
             ),
             'StreamCommitted': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamCommitted,
@@ -348,6 +368,33 @@ class ReplicationService:
             '/strongroom.v1.ReplicationService/InstallSnapshot',
             strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.SerializeToString,
             strongroom_dot_v1_dot_replication__pb2.InstallSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/strongroom.v1.ReplicationService/FetchSnapshot',
+            strongroom_dot_v1_dot_replication__pb2.FetchSnapshotRequest.SerializeToString,
+            strongroom_dot_v1_dot_replication__pb2.SnapshotChunk.FromString,
             options,
             channel_credentials,
             insecure,
