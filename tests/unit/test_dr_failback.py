@@ -193,7 +193,7 @@ def test_data_of_a_version_before_restore_points_rolls_back_from_its_one_snapsho
     storage = replica.storage
     assert isinstance(storage, DiskStorage)
     # As that version left it: one snapshot under `snapshot`, no restore points, the log after it.
-    parts = storage._snapshot_data(100)
+    parts = storage.snapshot_parts(100)
     assert parts is not None and len(parts) >= 1
     data = b"".join(parts)  # the parts joined are one serialised snapshot, as that version wrote it
     wb = storage.batch()
@@ -215,7 +215,7 @@ def test_data_of_a_version_before_restore_points_rolls_back_from_its_one_snapsho
     later = _replica(tmp_path / "m1", 260)
     assert isinstance(later.storage, DiskStorage)
     assert later.storage.restore_points() == [(100, 5), (200, 5)]
-    assert later.storage._meta.get(META_SNAPSHOT) is None and list(later.storage._snapshot_data(100) or []) == [data]
+    assert later.storage._meta.get(META_SNAPSHOT) is None and list(later.storage.snapshot_parts(100) or []) == [data]
     later.close()
 
 

@@ -4,13 +4,16 @@ storage does with parts of a snapshot it never finished writing."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.persistence import snapshots
+from strongroom.persistence import checkpoints, snapshots
+from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
+from strongroom.persistence.snapshot_source import checkpoint_parts
 from strongroom.persistence.snapshot_store import P_SNAPSHOT, write_parts
 from strongroom.persistence.snapshots import (IncomingSnapshot, restore_bytes, restore_parts, snapshot_bytes,
                                               snapshot_chunks, state_parts)
@@ -74,11 +77,11 @@ def test_holders_and_pending_bytes_travel_in_the_parts() -> None:
     assert sizes == {key: d.pending_bytes for key, d in sm.durables.items()}
 
 
-def test_chunks_through_the_incoming_file_are_the_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_chunks_through_the_incoming_file_are_the_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(snapshots, "CHUNK_BYTES", 1000)
     sm = _state()
     parts = list(state_parts(sm, part_bytes=8192))
-    chunks = list(snapshot_chunks(parts, 7, "m1", sm.applied_index, 1))
+    chunks = [c async for c in snapshot_chunks(parts, 7, "m1", sm.applied_index, 1)]
     assert len(chunks) > len(parts)
     assert (chunks[0].epoch, chunks[0].leader, chunks[0].last_index) == (7, "m1", sm.applied_index)
     assert [c.done for c in chunks] == [False] * (len(chunks) - 1) + [True]
@@ -150,3 +153,40 @@ def test_parts_of_a_snapshot_never_finished_are_dropped_by_the_next(tmp_path: Pa
     assert list(storage.load().snapshot or []) == parts[:3]
     assert len(stored_keys()) == 1 + 3
     storage.close()
+
+
+def _publish_on(sm: StateMachine, index: int, n: int) -> None:
+    sm.apply_entry(rpb.LogEntry(index=index, epoch=1, ops=[rpb.Operation(publish=rpb.PublishOp(
+        store="s", destination="q", queue=True, message=cpb.Message(body=bytes(200), producer_id="p",
+                                                                     sequence=index * 100 + i)))
+        for i in range(n)]))
+
+
+async def test_a_peers_snapshot_of_the_indexes_on_disk_is_read_from_the_restore_point(tmp_path: Path,
+                                                                                      driver: str) -> None:
+    """Built in a worker thread from a copy of the checkpoint: the state at the restore point,
+    whatever the live state did since; the copy is gone afterwards, also when the reader stops
+    early."""
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        state = DiskStateMachine.open(storage)
+        for index in range(1, 41):
+            _publish_on(state, index, 50)
+        at_point = snapshot_bytes(state)
+        storage.save_snapshot(40, 1, [])  # the checkpoint is the restore point
+        for index in range(41, 61):  # the live state moves on
+            _publish_on(state, index, 50)
+        parts = [p async for p in checkpoint_parts(storage, 40)]
+        assert len(parts) > 1
+        assert snapshot_bytes(restore_parts(parts)) == at_point != snapshot_bytes(state)
+        stream = checkpoint_parts(storage, 40)
+        assert await anext(stream)
+        await stream.aclose()  # the reader stops after one part
+        for _ in range(50):
+            if not list(tmp_path.glob("snapshot-*")):
+                break
+            await asyncio.sleep(0.1)
+        assert not list(tmp_path.glob("snapshot-*"))
+        assert checkpoints.directory(tmp_path, 40).is_dir()  # the restore point itself is untouched
+    finally:
+        storage.close()

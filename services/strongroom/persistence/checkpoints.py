@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from strongroom.persistence.drivers import Driver
 
-__all__ = ["create", "recover", "swap_in", "prune", "directory", "fsync_dir", "fsync_tree",
+__all__ = ["create", "recover", "swap_in", "prune", "pinned", "directory", "fsync_dir", "fsync_tree",
            "CHECKPOINTS", "ROLLBACK", "READY"]
 
 CHECKPOINTS = "checkpoints"
@@ -92,13 +94,30 @@ def _finish(data_dir: Path) -> None:
 
 
 def prune(data_dir: Path, keep: set[int]) -> None:
-    """Remove the checkpoints of restore points no longer kept (and leftovers of a crash)."""
+    """Remove the checkpoints of restore points no longer kept (and leftovers of a crash); one
+    being read (`pinned`) stays until the next prune after it is released."""
     root = data_dir / CHECKPOINTS
     if not root.is_dir():
         return
     for path in root.iterdir():
-        if not (path.name.isdigit() and int(path.name) in keep):
+        if not (path.name.isdigit() and int(path.name) in keep) and not _pins.get(path):
             shutil.rmtree(path, ignore_errors=True)
+
+
+_pins: dict[Path, int] = {}
+
+
+@contextmanager
+def pinned(data_dir: Path, index: int) -> Iterator[Path]:
+    """The checkpoint at `index`, kept while the block reads it (a snapshot for a peer)."""
+    path = directory(data_dir, index)
+    _pins[path] = _pins.get(path, 0) + 1
+    try:
+        yield path
+    finally:
+        _pins[path] -= 1
+        if not _pins[path]:
+            del _pins[path]
 
 
 def fsync_dir(path: Path) -> None:

@@ -23,6 +23,7 @@ from strongroom.errors import StaleEpochError, StrongroomError
 from strongroom.persistence.election import LeaderInfo
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
+from strongroom.persistence.snapshot_source import peer_snapshot
 from strongroom.persistence.snapshots import IncomingSnapshot, snapshot_chunks
 from strongroom.persistence.term import LeaderTerm
 from strongroom.tracing import traced
@@ -162,10 +163,10 @@ class Follower:
         start = req.from_index
         if start <= replica.log.snapshot_index:
             # Our applied state is at a known index and covers the compacted prefix.
-            if req.streamed_snapshot:
+            if req.streamed_snapshot:  # FetchSnapshot sends the latest restore point (or the state)
                 resp.snapshot_streamed = True
-                resp.snapshot_index = replica.state.applied_index
-                resp.snapshot_epoch = replica.state.applied_epoch
+                resp.snapshot_index = replica.log.snapshot_index
+                resp.snapshot_epoch = replica.log.snapshot_epoch
                 return resp
             index, epoch, parts = replica.snapshot()  # a caller of an earlier version: in one message
             resp.snapshot = b"".join(parts)
@@ -183,8 +184,8 @@ class Follower:
         replica = self.replica
         if req.epoch < replica.promised_epoch:
             raise StaleEpochError(f"epoch {req.epoch} is older than promised {replica.promised_epoch}")
-        index, epoch, parts = replica.snapshot()
-        for chunk in snapshot_chunks(parts, replica.promised_epoch, self.membership.member, index, epoch):
+        index, epoch, parts, _ = peer_snapshot(replica)
+        async for chunk in snapshot_chunks(parts, replica.promised_epoch, self.membership.member, index, epoch):
             yield chunk
 
     async def handle_snapshot(self, chunks: AsyncIterator[rpb.SnapshotChunk]) -> rpb.InstallSnapshotResponse:

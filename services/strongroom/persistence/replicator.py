@@ -24,6 +24,7 @@ from strongroom.aio import cancel_and_wait
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.limits import APPEND_BATCH_BYTES
 from strongroom.persistence.log import ReplicatedLog
+from strongroom.persistence.snapshot_source import PeerSnapshot
 from strongroom.persistence.snapshots import snapshot_chunks
 from strongroom.persistence.transport import FollowerConnection, PeerUnreachable
 
@@ -58,7 +59,7 @@ class Leader(Protocol):
 
     def observe_higher_epoch(self, epoch: int, reason: str) -> None: ...
 
-    def snapshot_for_peer(self) -> tuple[int, int, list[bytes]]: ...
+    def snapshot_for_peer(self) -> PeerSnapshot: ...
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -211,15 +212,10 @@ class PeerReplicator:
 
     async def _send_snapshot(self) -> None:
         leader = self.leader
-        index, epoch, parts = leader.snapshot_for_peer()
-        size = sum(len(p) for p in parts)
-        log.info("sending snapshot at index %d (%d parts, %d bytes) to %s", index, len(parts), size, self.peer)
-
-        async def chunks() -> AsyncIterator[rpb.SnapshotChunk]:
-            for chunk in snapshot_chunks(parts, self.epoch, leader.member, index, epoch):
-                yield chunk
-
-        resp = await self.connection.install_snapshot(chunks(), timeout=max(SNAPSHOT_TIMEOUT, size / 20e6 + 5))
+        index, epoch, parts, size = leader.snapshot_for_peer()
+        log.info("sending snapshot at index %d (about %d bytes) to %s", index, size, self.peer)
+        chunks = snapshot_chunks(parts, self.epoch, leader.member, index, epoch)
+        resp = await self.connection.install_snapshot(chunks, timeout=max(SNAPSHOT_TIMEOUT, size / 20e6 + 30))
         self.last_ack = time.monotonic()
         if resp.promised_epoch > self.epoch:
             leader.observe_higher_epoch(resp.promised_epoch, f"peer {self.peer} promised a newer epoch")

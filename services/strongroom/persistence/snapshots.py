@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -245,14 +245,15 @@ CHUNK_BYTES = 1024 * 1024
 """A SnapshotChunk carries at most this much of a part."""
 
 
-def snapshot_chunks(parts: Iterable[bytes], epoch: int, member: str, index: int,
-                    index_epoch: int) -> Iterator[rpb.SnapshotChunk]:
-    """The chunks of a snapshot's parts for InstallSnapshot and FetchSnapshot: the first names
-    the caller's epoch, the member, the index and its epoch; a part's last piece says
-    `part_end`, the last chunk `done`."""
-    first = rpb.SnapshotChunk(epoch=epoch, leader=member, last_index=index, last_epoch=index_epoch)
+async def snapshot_chunks(parts: AsyncIterator[bytes] | Iterable[bytes], epoch: int, member: str, index: int,
+                          index_epoch: int) -> AsyncIterator[rpb.SnapshotChunk]:
+    """The chunks of a snapshot's parts for InstallSnapshot and FetchSnapshot, as the parts
+    come: the first names the caller's epoch, the member, the index and its epoch; a part's
+    last piece says `part_end`, the last chunk `done`."""
+    first: rpb.SnapshotChunk | None = rpb.SnapshotChunk(epoch=epoch, leader=member, last_index=index,
+                                                        last_epoch=index_epoch)
     pending: rpb.SnapshotChunk | None = None
-    for part in parts:
+    async for part in _each(parts):
         for off in range(0, max(len(part), 1), CHUNK_BYTES):
             if pending is not None:
                 yield pending
@@ -264,6 +265,15 @@ def snapshot_chunks(parts: Iterable[bytes], epoch: int, member: str, index: int,
         pending = first or rpb.SnapshotChunk()
     pending.done = True
     yield pending
+
+
+async def _each(parts: AsyncIterator[bytes] | Iterable[bytes]) -> AsyncIterator[bytes]:
+    if isinstance(parts, AsyncIterator):
+        async for part in parts:
+            yield part
+    else:
+        for part in parts:
+            yield part
 
 
 class IncomingSnapshot:

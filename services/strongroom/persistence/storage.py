@@ -289,7 +289,7 @@ class DiskStorage(Storage):
         st.synced = meta.get(META_SYNCED) == b"1"
         st.stored = meta.get(META_STORED) == b"1"
         st.snapshot_index, st.snapshot_epoch = self._snapshot_mark()
-        st.snapshot = self._snapshot_data(st.snapshot_index)
+        st.snapshot = self.snapshot_parts(st.snapshot_index)
         expected = st.snapshot_index + 1
         for key, value in self._log.scan(_U64.pack(expected)):
             index = _U64.unpack(key)[0]
@@ -394,7 +394,7 @@ class DiskStorage(Storage):
         raw = self._meta.get(META_SNAPSHOT_EPOCH)
         return index, _U64.unpack(raw)[0] if raw else 0
 
-    def _snapshot_data(self, index: int) -> Sequence[bytes] | None:
+    def snapshot_parts(self, index: int) -> Sequence[bytes] | None:
         """The parts of the snapshot at `index` (None: none there)."""
         raw = self._meta.get(snapshot_key(index))
         if raw is None and index == self._snapshot_mark()[0]:
@@ -437,7 +437,7 @@ class DiskStorage(Storage):
             if self.state_families:
                 if checkpoints.directory(self.path, point[0]).is_dir():
                     return point
-            elif self._snapshot_data(point[0]) is not None:
+            elif self.snapshot_parts(point[0]) is not None:
                 return point
         return None
 

@@ -32,6 +32,7 @@ from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.log import LIFETIMES_LOG_FORMAT, ReplicatedLog
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
+from strongroom.persistence.snapshot_source import PeerSnapshot, peer_snapshot
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.ticker import tick_clock
 from strongroom.tracing import traced
@@ -256,9 +257,9 @@ class LeaderTerm:
         """The state machine of replicated or of non-replicated stores."""
         return self.replica.state if replicated else self.local_state
 
-    def snapshot_for_peer(self) -> tuple[int, int, list[bytes]]:
-        """The state machine at the applied index, for a follower that is too far behind."""
-        return self.replica.snapshot()
+    def snapshot_for_peer(self) -> PeerSnapshot:
+        """A state for a follower that is too far behind (`snapshot_source.py`)."""
+        return peer_snapshot(self.replica)
 
     def lease_valid(self) -> bool:
         """The lease is certainly alive (answers from the leader's state are safe)."""

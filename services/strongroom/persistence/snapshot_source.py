@@ -1,0 +1,131 @@
+"""Where a snapshot for a peer comes from: the member's latest restore point, read a part at a
+time, off the event loop where the state is on disk.
+
+A follower behind the leader's compacted prefix, or a recovering leader (FetchSnapshot), needs
+a state at some index the log continues from: the latest restore point is one (the log is
+kept from the oldest), and it does not change while it is read, so nothing of the live state
+is serialised for it.
+
+- **Indexes on disk**: the restore point is a checkpoint of the database. It is pinned (not
+  pruned while read), copied beside it (RocksDB hard-links its files) and opened as a database
+  of its own in a worker thread, whose state machine yields the parts one by one through a
+  bounded queue: at most `QUEUED_PARTS` parts are held while the stream sends them.
+- **State in memory, on disk**: the restore point's stored parts, read one at a time.
+- **Memory storage**, or no restore point yet: the live state's parts, taken at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import shutil
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from strongroom.persistence import checkpoints
+from strongroom.persistence.diskstate import DiskStateMachine
+from strongroom.persistence.drivers import Batch, Driver, Family, open_driver
+from strongroom.persistence.snapshots import state_parts
+from strongroom.persistence.storage import DiskStorage
+
+if TYPE_CHECKING:
+    from strongroom.persistence.replica import Replica
+
+QUEUED_PARTS = 4
+_END = object()
+
+
+class _CheckpointCopy:
+    """What a `DiskStateMachine` reads of its storage, over a copy of a checkpoint (read only)."""
+
+    def __init__(self, db: Driver) -> None:
+        self._db = db
+
+    def state_cf(self, name: str) -> Family:
+        return self._db.family(f"state_{name}")
+
+    def state_handle(self, name: str) -> object:
+        return self._db.handle(f"state_{name}")
+
+    def batch(self) -> Batch:
+        return self._db.batch()
+
+    def write_state(self, wb: Batch) -> None:
+        raise RuntimeError("a checkpoint's state is read for a snapshot, never written")
+
+
+def _read_checkpoint(storage: DiskStorage, index: int, out: queue.Queue[object], stop: threading.Event) -> None:
+    """The parts of the checkpoint at `index`, put on `out` (then `_END`, or the exception)."""
+    work = tempfile.mkdtemp(prefix="snapshot-", dir=storage.path)
+    try:
+        with checkpoints.pinned(storage.path, index) as source:
+            storage.driver_class.copy(source, Path(work) / "db")
+        families = ("log", "meta", *(f"state_{name}" for name in storage.state_families))
+        db = open_driver(storage.driver_name, Path(work), families)
+        try:
+            state = DiskStateMachine.open(_CheckpointCopy(db))  # type: ignore[arg-type]
+            for part in state_parts(state):
+                while not stop.is_set():
+                    try:
+                        out.put(part, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        finally:
+            db.close()
+        out.put(_END)
+    except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+        out.put(exc)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def checkpoint_parts(storage: DiskStorage, index: int) -> AsyncIterator[bytes]:
+    """The parts of the state in the checkpoint at `index`, built in a worker thread."""
+    out: queue.Queue[object] = queue.Queue(maxsize=QUEUED_PARTS)
+    stop = threading.Event()
+    worker = threading.Thread(target=_read_checkpoint, args=(storage, index, out, stop),
+                              name=f"snapshot-{index}", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = await asyncio.to_thread(out.get)
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, bytes)
+            yield item
+    finally:
+        stop.set()
+
+
+class PeerSnapshot(NamedTuple):
+    """A state for a peer: its index and that entry's epoch, its parts, about how many bytes."""
+
+    index: int
+    epoch: int
+    parts: AsyncIterator[bytes] | Iterable[bytes]
+    size: int
+
+
+def peer_snapshot(replica: Replica) -> PeerSnapshot:
+    """A state for a peer: the latest restore point where there is one to read, else the live
+    state (its parts taken now)."""
+    storage, lg = replica.storage, replica.log
+    if isinstance(storage, DiskStorage) and lg.snapshot_index > 0:
+        if replica.indexes_on_disk:
+            if checkpoints.directory(storage.path, lg.snapshot_index).is_dir():
+                return PeerSnapshot(lg.snapshot_index, lg.snapshot_epoch, checkpoint_parts(storage, lg.snapshot_index),
+                                    storage.db.size_on_disk())
+        else:
+            stored = storage.snapshot_parts(lg.snapshot_index)
+            if stored:
+                return PeerSnapshot(lg.snapshot_index, lg.snapshot_epoch, stored, storage.db.size_on_disk())
+    index, epoch, parts = replica.snapshot()
+    return PeerSnapshot(index, epoch, parts, sum(len(p) for p in parts))
