@@ -15,8 +15,14 @@ from strongroom.persistence import checkpoints, snapshots
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.snapshot_source import checkpoint_parts
 from strongroom.persistence.snapshot_store import P_SNAPSHOT, write_parts
-from strongroom.persistence.snapshots import (IncomingSnapshot, restore_bytes, restore_parts, snapshot_bytes,
-                                              snapshot_chunks, state_parts)
+from strongroom.persistence.snapshots import (
+    IncomingSnapshot,
+    restore_bytes,
+    restore_parts,
+    snapshot_bytes,
+    snapshot_chunks,
+    state_parts,
+)
 from strongroom.persistence.state import StateMachine, durable_key
 from strongroom.persistence.storage import DiskStorage
 
