@@ -23,8 +23,8 @@ from strongroom.persistence.diskstate import (
     DiskStateMachine,
     _DiskWindow,
 )
-from strongroom.persistence.snapshots import restore_parts
-from strongroom.persistence.state import Durable, OriginMark, StateMachine, StoredMessage
+from strongroom.persistence.snapshots import restore_parts, state_parts
+from strongroom.persistence.state import Durable, OriginMark, StoredMessage
 from strongroom.uow.table import UowTable
 
 INSTALL_BATCH = 20000
@@ -136,55 +136,11 @@ class DiskInstaller:
         if self._first:
             raise ValueError("a snapshot without parts")
         if self._legacy is not None:
-            self._from_memory(restore_parts(self._legacy))
+            # Restored in memory, where the holders are counted, then written as today's parts.
+            legacy, self._legacy, self._first = self._legacy, None, True
+            for part in state_parts(restore_parts(legacy)):
+                self.add(part)
         self._complete()
-
-    def _from_memory(self, mem: StateMachine) -> None:
-        """A snapshot of an earlier version, restored in memory, written into the families."""
-        fresh = self.fresh
-        fresh.next_seq = mem.next_seq
-        fresh.acked_messages = mem.acked_messages
-        fresh.applied_index = mem.applied_index
-        fresh.applied_epoch = mem.applied_epoch
-        for cfg in mem.store_configs.values():
-            fresh.apply_op(rpb.Operation(configure_store=cfg))
-        for stored in mem.messages.values():
-            copy = StoredMessage(seq=stored.seq, store=stored.store, destination=stored.destination,
-                                 message=stored.message, size=stored.size, queue=stored.queue, content=stored.content,
-                                 published_at=stored.published_at, expires_at=stored.expires_at,
-                                 expires_clock=stored.expires_clock, retain_until=stored.retain_until,
-                                 retained=stored.retained)
-            fresh._index_message(copy)
-            copy.refs = stored.refs
-            self._counted()
-        for d in mem.durables.values():
-            copy_d = Durable(key=d.key, store=d.store, destination=d.destination, name=d.name, kind=d.kind,
-                             queue=d.queue, matcher=d.matcher, key_field=d.key_field, content=d.content,
-                             ack_sync_mode=d.ack_sync_mode, last_value_seq=d.last_value_seq,
-                             suspended=d.suspended, last_used=d.last_used, attached=d.attached,
-                             delivery_counts=dict(d.delivery_counts))
-            fresh._adopt(copy_d, None, 0, {})
-            fresh._register(copy_d)
-            for slot, seq in d.last_values.items():
-                copy_d.last_values[slot] = seq
-            for seq in d.pending:
-                copy_d.pending[seq] = None
-            self._counted(1 + len(d.pending))
-            copy_d.pending_bytes = d.pending_bytes
-        for pid, window in mem.producers.items():
-            disk_window = fresh.producers[pid] = _DiskWindow(fresh, pid)
-            disk_window.last_index, disk_window.last_used = window.last_index, window.last_used
-            for seq, mseq in window.items():
-                disk_window.record(seq, mseq)
-        meta_h = fresh._handle("sm")
-        for (store, name), entries in mem.maps.items():
-            for key, (value, version) in entries.items():
-                fresh.maps.setdefault((store, name), {})[key] = (value, version)
-                fresh._wb.put(P_MAP + f"{store}\x00{name}\x00{key}".encode(), version.to_bytes(8, "big") + value,
-                              meta_h)
-        for origin, mark in mem.origin_marks.items():
-            fresh._set_mark(origin, mark)
-        fresh.uows = mem.uows
 
     def _complete(self) -> None:
         fresh, target = self.fresh, self.target
