@@ -304,6 +304,19 @@ async def registered_leader(cluster: Cluster, timeout: float = 20.0) -> str:
     return leader
 
 
+_SCRIPT = Path(sys.executable).parent / "strongroom"
+STRONGROOM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "strongroom.cli.main"]
+"""The `strongroom` command as installed beside this interpreter."""
+
+
+def local_strongroom(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """The `strongroom` command run as a process on a local deployment: the endpoints come from
+    the data dir `args` name (none of the caller's environment points it elsewhere)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR")}
+    return subprocess.run([*STRONGROOM, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          check=False)
+
+
 def strongroom(servers: str, *argv: str) -> subprocess.CompletedProcess[str]:
     """The `strongroom` CLI run as a process against the members at `servers` (its `-s`)."""
     return subprocess.run([sys.executable, "-m", "strongroom.cli.main", *argv, "-s", servers],

@@ -132,6 +132,14 @@ class NoQuorumError(StrongroomError):
     retriable = True
 
 
+class NotVoterError(StrongroomError):
+    """This member is not one of its cluster's voters (being added, or removed): it may not lead."""
+
+    reason = "NOT_VOTER"
+    code = "FAILED_PRECONDITION"
+    retriable = True
+
+
 class StaleEpochError(StrongroomError):
     """A replication call carried an epoch older than the one this member promised."""
 

@@ -222,6 +222,17 @@ class EtcdClient:
         resp = await self._call("Txn", "kv", rpc.TxnRequest(compare=[compare], success=ops))
         return int(resp.header.revision) if resp.succeeded else 0  # type: ignore[attr-defined]
 
+    async def put_while_held(self, key: str, value: bytes, mod_revision: int, held: str, lease: int) -> int:
+        """Put the key only if its mod_revision is still `mod_revision` (0: absent) and the key
+        `held` is still bound to `lease` (a leader's write that must not land once it lost the
+        leader key); the put's revision, or 0 when either did not hold."""
+        compare = [rpc.Compare(key=key.encode(), result=rpc.Compare.EQUAL, target=rpc.Compare.MOD,
+                               mod_revision=mod_revision),
+                   rpc.Compare(key=held.encode(), result=rpc.Compare.EQUAL, target=rpc.Compare.LEASE, lease=lease)]
+        op = rpc.RequestOp(request_put=rpc.PutRequest(key=key.encode(), value=value))
+        resp = await self._call("Txn", "kv", rpc.TxnRequest(compare=compare, success=[op]))
+        return int(resp.header.revision) if resp.succeeded else 0  # type: ignore[attr-defined]
+
     async def delete_if_lease(self, key: str, lease: int) -> bool:
         """Delete the key only if it is still bound to `lease` (a clean resignation)."""
         compare = rpc.Compare(key=key.encode(), result=rpc.Compare.EQUAL, target=rpc.Compare.LEASE, lease=lease)

@@ -11,6 +11,7 @@ Everything Strongroom keeps in etcd lives under `/strongroom/`:
 | `/strongroom/clusters/<c>/leader` | the leader, under its lease | who leads; its create_revision (plus the epoch base its value names) is the epoch |
 | `/strongroom/clusters/<c>/members/<m>` | each member, under its lease | its registration record (`MemberRecord`) |
 | `/strongroom/clusters/<c>/epoch-base` | a member elected with an epoch it had promised already (`persistence/election.py`) | what is added to leader keys' create revisions after etcd went back (lost its data) |
+| `/strongroom/clusters/<c>/voters` | the leader, at each step of a membership change (`persistence/configuration.py`) | the members whose promises and acknowledgments count (`VoterRecord`); absent: the realm's member list |
 | `/strongroom/clusters/<c>/stored/<m>` | each member, once, never removed | it has acknowledged log entries |
 | `/strongroom/clusters/<c>/dr` | activation, fencing, demotion (`dr/record.py`) | the site's DR role and generation (`DrRecord`) |
 | `/strongroom/clusters/<c>/pstore` | store operations, capacity (`persistence/storestate.py`) | the persistent store's state: available, unavailable, no new units of work (`StoreRecord`) |
@@ -36,6 +37,7 @@ __all__ = [
     "router_key",
     "stored_key",
     "token_key",
+    "voters_key",
 ]
 
 ROOT = "/strongroom"
@@ -97,6 +99,14 @@ def stored_key(cluster: str, member: str) -> str:
     once (every recovery majority still meets every commit majority in a member that holds
     the commit)."""
     return f"{_cluster(cluster)}/stored/{member}"
+
+
+def voters_key(cluster: str) -> str:
+    """The key of the cluster's voters: the members whose promises and acknowledgments count
+    toward a majority (`persistence/configuration.py`). Written only by a leader, while it holds
+    the leader key, one member added or removed at a time; absent until the first membership
+    change (the realm's member list counts then)."""
+    return f"{_cluster(cluster)}/voters"
 
 
 def dr_key(cluster: str) -> str:

@@ -12,26 +12,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import STRONGROOM, local_strongroom
 
 from strongroom.local.launcher import live_pids, load_state
 from strongroom.local.process import pid_alive
 
-_SCRIPT = Path(sys.executable).parent / "strongroom"
-STRONGROOM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "strongroom.cli.main"]
-
-
-def strongroom(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """Run the `strongroom` command; endpoints come from the data dir given in `args`."""
-    env = {k: v for k, v in os.environ.items() if k not in ("STRONGROOM_ENDPOINTS", "STRONGROOM_DATA_DIR")}
-    return subprocess.run([*STRONGROOM, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          check=False)
+strongroom = local_strongroom
 
 
 def kill_state_pids(state: dict[str, Any] | None) -> None:

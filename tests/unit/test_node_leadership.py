@@ -1,7 +1,7 @@
 """A new leader's recovery that fails hands the election over, whatever ended it.
 
 In-process: a one-member cluster with memory storage and a stand-in for the etcd election (the
-lease and the leader key), so a lease that runs out mid-recovery, or a storage that fails as
+lease and the leader key, and the voters it reads), so a lease that runs out mid-recovery, or a storage that fails as
 recovery ends, can be made to happen at a chosen moment. What is asserted is what the other
 members rely on: the member that could not finish recovering sits out the next election for
 a lease TTL and releases the leader key, instead of holding it while answering "recovering"
@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from strongroom.persistence.config import MemberConfig, Role
+from strongroom.persistence.configuration import VoterRecord
 from strongroom.persistence.node import PersistenceNode
 from strongroom.realm.model import parse_realm
 
@@ -61,6 +62,11 @@ def _node(tmp_path: Path) -> tuple[PersistenceNode, _Election]:
     election = _Election(epoch=5)
     node.election = election  # type: ignore[assignment]
     node.replica.stored = True  # no etcd write before the first entry
+
+    async def voters() -> VoterRecord:  # the voters as etcd would hold them: the realm's member
+        return node.membership.record
+
+    node.membership.load_voters = voters  # type: ignore[method-assign]
     return node, election
 
 

@@ -3,6 +3,7 @@
     strongroom up [--realm FILE] [--data-dir DIR] [--detach]
     strongroom down [--data-dir DIR]
     strongroom status [--json]
+    strongroom cluster add-member|remove-member CLUSTER NAME [NAME ...] [--json]
     strongroom publish DEST [--count N] [--size B] [--body TEXT] [--no-confirm] [--json]
     strongroom subscribe DEST [--durable NAME] [--kind standard|shared|lastvalue] [--count N]
                          [--ack explicit|auto] [--timeout S] [--json]
@@ -47,6 +48,7 @@ from collections.abc import Callable, Sequence
 
 from strongroom.cli import (
     bench_cmd,
+    cluster_cmd,
     dr_cmd,
     drill_cmd,
     durable_cmd,
@@ -91,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, uow_cmd, drill_cmd, bench_cmd,
-                   metrics_cmd, router_cmd, dr_cmd, store_cmd, trace_cmd, auth_cmd):
+                   metrics_cmd, router_cmd, dr_cmd, store_cmd, trace_cmd, auth_cmd, cluster_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers

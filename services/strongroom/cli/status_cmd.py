@@ -116,6 +116,9 @@ def _print_status(replies: Sequence[Any], drs: DrSites | None = None) -> None:
               f"uow clock {ref.uow_clock:.1f} s")
         if ref.HasField("persistent_store"):
             print(f"  {store_line(ref.persistent_store)}")
+        if ref.membership_change or (ref.voters and list(ref.voters) != [m.name for m in ref.members]):
+            print(f"  voters: {', '.join(ref.voters)}"
+                  + (f"; membership change: {ref.membership_change}" if ref.membership_change else ""))
         for s in statuses:
             if s.store_damage:
                 print(f"  member {s.member}: {s.store_damage}")
@@ -162,6 +165,8 @@ def _print_status(replies: Sequence[Any], drs: DrSites | None = None) -> None:
             m_index = str(match.get(name, "")) if leaders else ""
             appends = via.get(name, "") if leaders else ""
             behind = "" if s.synced else "  (catching up)"
+            if leaders and name in match and not next(m.voter for m in ref.members if m.name == name):
+                behind += "  (not a voter)"
             print(f"  {mark} {name:<12} {address:<22} {s.role:<11} {s.commit_index:>8} {s.applied_index:>8} "
                   f"{m_index:>8} {appends:<7}{behind}")
             if s.apply_stopped:

@@ -45,6 +45,8 @@ PAUSED_POLL_SECONDS = 0.5
 # A member that cannot lead above its promise (the site's DR record went with etcd's data)
 # sits out elections this long before it looks again.
 WENT_BACK_PAUSE_SECONDS = 5.0
+# A member that is not a voter (being added, or removed) looks again this often whether it is.
+NOT_VOTER_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ class Election:
                  on_leader: Callable[[LeaderInfo | None], None], link_address: str = "",
                  key: str | None = None, register: bool = True,
                  promised: Callable[[], int] = lambda: 0,
-                 on_registered: Callable[[], Awaitable[None]] | None = None) -> None:
+                 on_registered: Callable[[], Awaitable[None]] | None = None,
+                 may_lead: Callable[[], bool] = lambda: True) -> None:
         self.etcd = etcd
         # The key campaigned for: the cluster's leader key unless told (a router's key).
         self.key = key or leader_key(cluster)
@@ -106,6 +109,9 @@ class Election:
         self.promised = promised
         # After each registration under a new lease (a member re-asserts what etcd must hold).
         self.on_registered = on_registered
+        # Whether this member may lead now (a member that is not one of its cluster's voters
+        # does not campaign: `persistence/configuration.py`).
+        self.may_lead = may_lead
         self.lease = 0
         self.epoch = 0
         self.generation = 0
@@ -232,6 +238,8 @@ class Election:
     async def _campaign(self) -> None:
         key = self.key
         while True:
+            if not self.may_lead():
+                self.pause(time.monotonic() + NOT_VOTER_POLL_SECONDS)
             if self.pause_until > time.monotonic():
                 await self._follow_while_paused(key)
                 continue

@@ -6,9 +6,12 @@ format it reads. `Membership` watches those records for the member's cluster and
 questions the rest of the member asks: who the peers are, how many make a majority, where a
 peer listens, whether every peer reads a log format.
 
-The member list itself comes from the realm and is fixed for the life of a member process: a
-realm version that changes it is logged and not applied (changing who counts toward a majority
-needs agreement on when it changes).
+The realm names the members the cluster should have (`names`); the voters are the members whose
+promises and acknowledgments count now (`voters`, followed in etcd: `configuration.py`). They
+differ while a leader carries out a realm version that changes the member list (`reconfig.py`):
+the leader then replicates to every member of either (`peers`) and counts majorities of the
+voters. A DR standby set's voters are its realm list, fixed for the life of the process (a
+realm version that changes that set is logged and not applied).
 
 Processes beside the members that call them (the router) find them with `MemberAddresses`:
 the realm's address where it names one, else the member's registration, followed as members
@@ -26,7 +29,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient
-from strongroom.keys import members_prefix
+from strongroom.keys import members_prefix, voters_key
+from strongroom.persistence.configuration import VoterRecord, load_voters, majority
 from strongroom.realm.model import Cluster, Member
 
 __all__ = ["MemberAddresses", "MemberRecord", "Membership", "member_addresses"]
@@ -69,11 +73,22 @@ class Membership:
     """The members of one cluster as this member sees them: the realm's list, and where each
     one registered."""
 
-    def __init__(self, etcd: EtcdClient, cluster: Cluster, member: str, address: str) -> None:
+    def __init__(self, etcd: EtcdClient, cluster: Cluster, member: str, address: str, fixed: bool = False) -> None:
         self._etcd = etcd
         self.cluster = cluster
         """The cluster's realm definition in force (its settings change with realm versions)."""
         self.member = member
+        self.fixed = fixed
+        """The voters are the realm's list, which does not change while the process runs (a DR
+        standby set: what it stores is the primary's log, not its own decisions)."""
+        self.record = VoterRecord(tuple(m.name for m in cluster.members))
+        """The voters as last read from etcd (the realm's list while it holds no record)."""
+        self.changed = asyncio.Event()
+        """Set when a realm version changes the member list or the voters change (the leader's
+        `Reconfiguration` waits on it)."""
+        # Every registration read, by member name, members of the realm or not (one a later
+        # realm version adds may register first).
+        self._registrations: dict[str, bytes] = {}
         self._addresses: dict[str, str] = {m.name: m.address for m in cluster.members if m.address}
         self._addresses[member] = address
         # Peers' replication link addresses (None: they registered none).
@@ -87,16 +102,39 @@ class Membership:
 
     @property
     def names(self) -> list[str]:
-        """Every member of the cluster, in realm order."""
+        """Every member the realm names for the cluster, in realm order."""
         return [m.name for m in self.cluster.members]
 
+    @property
+    def voters(self) -> tuple[str, ...]:
+        """The members whose promises and acknowledgments count."""
+        return self.record.voters
+
+    def everyone(self) -> list[str]:
+        """The realm's members, then the voters it no longer names (being removed)."""
+        names = self.names
+        return names + [v for v in self.voters if v not in names]
+
     def peers(self) -> list[str]:
-        """Every member but this one."""
-        return [m.name for m in self.cluster.members if m.name != self.member]
+        """Every member but this one that a leader replicates to: the realm's members and the
+        voters (members being added are learners until they vote)."""
+        return [n for n in self.everyone() if n != self.member]
 
     def majority(self) -> int:
-        """How many members (this one included) make a majority."""
-        return len(self.cluster.members) // 2 + 1
+        """How many voters (this one included, if it is one) make a majority."""
+        return majority(len(self.voters))
+
+    def votes(self) -> bool:
+        """This member is a voter: it may lead, and its promise counts."""
+        return self.member in self.voters
+
+    def set_voters(self, record: VoterRecord) -> None:
+        """The voters as etcd holds them now."""
+        if record.voters != self.record.voters:
+            log.info("voters of cluster %s: %s", self.cluster.name, ", ".join(record.voters))
+            self.changed.set()
+        self.record = record
+        self._lowest_format = None
 
     def address_of(self, name: str) -> str | None:
         """Where a member listens (its realm address, else its etcd registration)."""
@@ -125,16 +163,39 @@ class Membership:
     # --- changes --------------------------------------------------------------------------------
 
     def update(self, cluster: Cluster) -> bool:
-        """A new realm version's definition of the cluster: its settings and addresses take
-        effect; False (nothing changes) if it changes the member list."""
-        if [m.name for m in cluster.members] != self.names:
+        """A new realm version's definition of the cluster: its settings, addresses and member
+        list take effect (the voters follow the member list as the leader changes them); False
+        (nothing changes) if it changes the member list of a set whose voters are `fixed`."""
+        changed = [m.name for m in cluster.members] != self.names
+        if changed and self.fixed:
             return False
         self.cluster = cluster
         self._lowest_format = None
         for m in cluster.members:
             if m.address:
                 self._addresses[m.name] = m.address
+        if changed:
+            for name, raw in self._registrations.items():
+                self.note(name, raw)
+            self.changed.set()
         return True
+
+    async def load_voters(self) -> VoterRecord:
+        """Read the voters from etcd now (a new leader, before it counts anything)."""
+        if not self.fixed:
+            self.set_voters(await load_voters(self._etcd, self.cluster.name, self.names))
+        return self.record
+
+    async def follow_voters(self) -> None:
+        """Follow the voters in etcd (runs until cancelled; retries while etcd is away)."""
+        if self.fixed:
+            return
+        async for kind, kv in self._etcd.follow(voters_key(self.cluster.name)):
+            record = VoterRecord.from_bytes(kv.value, kv.mod_revision) if kind == "PUT" else None
+            if kind == "PUT" and record is None:
+                log.error("the voters record of cluster %s cannot be read; the realm's member list counts",
+                          self.cluster.name)
+            self.set_voters(record or VoterRecord(tuple(self.names), kv.mod_revision if kind == "PUT" else 0))
 
     async def watch(self) -> None:
         """Follow the members' registrations in etcd (runs until cancelled; retries while etcd is
@@ -146,6 +207,7 @@ class Membership:
 
     def note(self, name: str, raw: bytes) -> None:
         """A member's registration record, as read from etcd."""
+        self._registrations[name] = raw
         member = self.cluster.member(name)
         if member is None:
             return

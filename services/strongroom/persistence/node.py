@@ -1,7 +1,8 @@
 """One member of a persistence cluster: the facade that wires its parts together.
 
     Replica      the log, the replicated state machine, promises (always there)
-    Membership   the cluster's members and where they registered
+    Membership   the cluster's members, its voters, and where they registered
+    Reconfiguration   a serving leader's membership change, one member at a time
     Election     the etcd lease and the leader key; the epoch
     LeaderTerm   what exists while this member leads one epoch (group commit, replicators,
                  dispatcher, non-replicated stores, the leader's tasks)
@@ -45,18 +46,13 @@ from strongroom.persistence.maps import MapFront
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.messaging import MessagingFront
 from strongroom.persistence.pstore import PStore
+from strongroom.persistence.reconfig import Reconfiguration
 from strongroom.persistence.recovery import PeerCalls, Recovery
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.replicator import PeerReplicator
 from strongroom.persistence.state import DeleteResult
-from strongroom.persistence.status import (
-    ClusterStatus,
-    DurableList,
-    OriginMarkStatus,
-    cluster_status,
-    durable_list,
-    origin_mark_list,
-)
+from strongroom.persistence.status import (ClusterStatus, DurableList, OriginMarkStatus, cluster_status, durable_list,
+                                           origin_mark_list)
 from strongroom.persistence.term import LeaderTerm
 from strongroom.persistence.transport import FollowerConnection, PeerClient
 from strongroom.realm.model import Cluster, Realm, StorageMode
@@ -95,7 +91,7 @@ class PersistenceNode:
         self.realm = realm
         self.realm_version = realm_version
         self.etcd = EtcdClient(config.etcd_endpoints)
-        self.membership = Membership(self.etcd, cluster, config.member, config.address)
+        self.membership = Membership(self.etcd, cluster, config.member, config.address, fixed=self.in_standby_set)
         self.site = DrSite(self.etcd, config.cluster, config.member, default_record(
             self.in_standby_set, standby.primary if standby else [],
             [m.address for m in standby.members if m.address] if standby else []), self._set_addresses)
@@ -133,7 +129,9 @@ class PersistenceNode:
         self.election = Election(self.etcd, config.cluster, config.member, config.address,
                                  cluster.lease_ttl_seconds, self._on_elected, self._on_deposed,
                                  self._on_leader_info, link_address=config.link_address,
-                                 promised=lambda: self.replica.promised_epoch, on_registered=self._reassert_stored)
+                                 promised=lambda: self.replica.promised_epoch, on_registered=self._reassert_stored,
+                                 may_lead=self.membership.votes)
+        self.reconfiguration: Reconfiguration | None = None  # a serving leader's membership change
         # Re-apply what this member knew was committed (restart: snapshot + log suffix).
         self.replica.apply_committed()
 
@@ -203,9 +201,10 @@ class PersistenceNode:
                                 (leader.member, leader.address, leader.epoch) if leader else None,
                                 self.realm_service)
         record = self.site.record
+        term, change = self.term, self.reconfiguration
         status = replace(status, dr_role=record.role.value, generation=record.generation, metrics_url=self.config.metrics_url,
-                         newer_generation=record.newer_generation, dr_since_index=record.since_index)
-        term = self.term
+                         newer_generation=record.newer_generation, dr_since_index=record.since_index,
+                         membership_change=change.describe() if change and term and term.alive() else "")
         if self.standby and term is not None and term.standby_ready:
             self.lag.note(held=self.replica.log.last_index, held_messages=stored_messages(self.replica))
             status = replace(status, primary_commit_index=self.lag.source_commit, seconds_behind_primary=self.lag.seconds,
@@ -256,6 +255,7 @@ class PersistenceNode:
         if not self._prepared:
             await self.prepare()
         self._own(asyncio.create_task(self.membership.watch(), name="members"))
+        self._own(asyncio.create_task(self.membership.follow_voters(), name="voters"))
         self._own(asyncio.create_task(self._follow_realm_service(), name="realm-service"))
         self._own(asyncio.create_task(self.site.follow(self._dr_changed), name="dr-record"))
         self._own(asyncio.create_task(self.pstore.follow(), name="pstore"))
@@ -282,15 +282,14 @@ class PersistenceNode:
                           self.realm_version)
                 return
             cluster = cluster.as_seen_by(self.member)
-        if cluster is None or cluster.member(self.member) is None:
+        if cluster is None or (cluster.member(self.member) is None and self.in_standby_set):
             log.error("realm version %d no longer lists this member; keeping version %d", version, self.realm_version)
             return
+        if cluster.member(self.member) is None:  # being removed: it counts until the leader's change is done
+            log.warning("realm version %d no longer lists this member: it is being removed", version)
         if not self.membership.update(cluster):
-            # Changing who counts toward a majority needs agreement on when it changes; until
-            # that exists the member list is fixed for the life of the process.
-            log.error("realm version %d changes the members of cluster %s; membership changes are "
-                      "not applied to a running member (restart the cluster to change them)",
-                      version, self.cluster_name)
+            log.error("realm version %d changes the standby set of cluster %s; not applied to a running "
+                      "member (restart the standby set to change it)", version, self.cluster_name)
         term = self.term
         if term is not None and term.serving and self.election.is_leader:
             # In the log before any publish resolved under the new version: a durable it
@@ -396,6 +395,9 @@ class PersistenceNode:
         term.run(self.keeper.track_durables(term, lambda: self.realm), "durables")
         term.run(self.keeper.forget_producers(term, lambda: self.realm), "producers")
         term.run(self.keeper.record_deliveries(term), "deliveries")
+        self.reconfiguration = Reconfiguration(term, self.membership, self.etcd, lambda: self.election.lease, lambda:
+                                               self.in_background(self.hand_over("no longer a voter", term=term)))
+        term.run(self.reconfiguration.run(), "membership")
         event_log = self._event_log()
         if event_log is not None and self.replica.events is not None:
             root, interval = event_log

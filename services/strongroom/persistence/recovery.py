@@ -1,7 +1,8 @@
 """How a newly elected member becomes a leader that can serve: promises, then the best log.
 
-A new leader collects promises of its epoch from a majority of *synced* members (members that
-hold everything a leader committed), adopts the most advanced log among them (fetching the
+A new leader reads the cluster's voters from etcd (`configuration.py`; a member that is not one
+does not lead), collects promises of its epoch from a majority of *synced* voters (members that
+hold everything a leader committed; members being added promise too, but do not count), adopts the most advanced log among them (fetching the
 entries it lacks, or that member's snapshot if it compacted them) and drops what it holds beyond
 that log (entries of older epochs that never committed). Its term then appends a no-op in its
 own epoch and serves once that no-op commits.
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from strongroom.api.v1 import replication_pb2 as rpb
-from strongroom.errors import NoQuorumError, PersistenceUnavailable, StaleEpochError
+from strongroom.errors import NoQuorumError, NotVoterError, PersistenceUnavailable, StaleEpochError
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.term import LeaderTerm
@@ -79,7 +80,14 @@ class Recovery:
                                    synced=replica.synced, member=term.member)
         delay = 0.05
         waits = 0
-        cluster = self.membership.cluster
+        membership = self.membership
+        cluster = membership.cluster
+        # The voters as etcd holds them now: read after this member was elected, so the last
+        # change an earlier leader made is in it, and no earlier leader can make another.
+        voters = (await membership.load_voters()).voters
+        if term.member not in voters:
+            raise NotVoterError(f"member {term.member} is not a voter of cluster {cluster.name} "
+                                f"(voters: {', '.join(voters)}): it may not lead")
         give_up = time.monotonic() + 2 * cluster.lease_ttl_seconds
         while True:
             if not term.alive():
@@ -94,13 +102,13 @@ class Recovery:
                     # it twice): the promise is ours too, so our next election goes above it.
                     replica.promise(r.promised_epoch)
                     raise StaleEpochError(f"{r.member} promised epoch {r.promised_epoch}")
-            synced = [r for r in answered if r.synced]
-            if len(synced) >= self.membership.majority():
+            synced = [r for r in answered if r.synced and r.member in voters]
+            if len(synced) >= membership.majority():
                 best = max(synced, key=lambda r: (r.last_epoch, r.last_index))
                 if (best.last_epoch, best.last_index) > (replica.log.last_epoch, replica.log.last_index):
                     return best.member, best
                 return None
-            if len(answered) == len(cluster.members) and not synced:
+            if {r.member for r in answered} >= set(voters) and not synced:
                 # Every member lost its state (a memory cluster restarted whole): there is
                 # nothing left to recover; start over from the empty state.
                 if not self.may_start_empty():

@@ -28,7 +28,7 @@ from strongroom.persistence.snapshot_source import PeerSnapshot
 from strongroom.persistence.snapshots import snapshot_chunks
 from strongroom.persistence.transport import FollowerConnection, PeerUnreachable
 
-__all__ = ["HEARTBEAT_SECONDS", "PeerReplicator"]
+__all__ = ["HEARTBEAT_SECONDS", "PeerReplicator", "Replicating"]
 
 log = logging.getLogger("strongroom.replicator")
 
@@ -60,6 +60,24 @@ class Leader(Protocol):
     def observe_higher_epoch(self, epoch: int, reason: str) -> None: ...
 
     def snapshot_for_peer(self) -> PeerSnapshot: ...
+
+
+class Replicating(Protocol):
+    """A follower's replicator, as the term drives it (`PeerReplicator`)."""
+
+    match_index: int
+    reachable: bool
+    last_ack: float
+    cannot_store: str
+    cannot_store_since: float
+
+    def start(self) -> None: ...
+
+    def kick(self) -> None: ...
+
+    def commit_advanced(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

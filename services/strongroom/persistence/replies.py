@@ -33,11 +33,12 @@ def status_reply(st: ClusterStatus) -> apb.ClusterStatus:
         dr_role=st.dr_role, generation=st.generation,
         newer_generation=st.newer_generation, dr_since_index=st.dr_since_index,
         events_published_index=st.events_published_index, store_damage=st.store_damage,
-        metrics_url=st.metrics_url, dedup_producers=st.dedup_producers)
+        metrics_url=st.metrics_url, dedup_producers=st.dedup_producers, voters=st.voters,
+        membership_change=st.membership_change)
     for m in st.members:
         reply.members.add(name=m.name, address=m.address, match_index=m.match_index, reachable=m.reachable,
                           replication=m.replication, cannot_store=m.cannot_store,
-                          cannot_store_since=m.cannot_store_since)
+                          cannot_store_since=m.cannot_store_since, voter=m.voter)
     for s in st.stores:
         store = reply.stores.add(
             name=s.name, replicated=s.replicated, messages=s.messages, bytes=s.bytes, cluster=s.cluster,

@@ -43,6 +43,8 @@ class MemberStatus:
     """Why it cannot write its storage ("": it can, or not known): this member's own; a leader's
     view of a follower, from its last append answer."""
     cannot_store_since: float = 0.0
+    voter: bool = True
+    """Its promise and acknowledgments count (False: being added, or removed)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,10 @@ class ClusterStatus:
     leader: its own publishing; 0 while the cluster's event log is off)."""
     metrics_url: str = ""
     """Where Prometheus scrapes this member's metrics ("": its endpoint is off)."""
+    voters: tuple[str, ...] = ()
+    """The members whose promises and acknowledgments count now."""
+    membership_change: str = ""
+    """The leader's membership change under way ("": none, or not the leader)."""
 
 
 def _ack_sync_mode(durable: Durable, dispatcher: Dispatcher | None, realm: Realm) -> int:
@@ -286,10 +292,11 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
     `leader`: (member, address, epoch) of the leader it knows of."""
     me = membership.member
     members = []
-    for m in membership.cluster.members:
-        rep = term.replicators.get(m.name) if term is not None else None
+    voters = membership.voters
+    for name in membership.everyone():
+        rep = term.replicators.get(name) if term is not None else None
         cannot, since = "", 0.0
-        if m.name == me:
+        if name == me:
             match, reachable = replica.log.last_index, True
             cannot, since = replica.health.reason, replica.health.since
         elif rep is not None:
@@ -297,9 +304,9 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
             cannot, since = rep.cannot_store, rep.cannot_store_since
         else:
             match, reachable = 0, False
-        members.append(MemberStatus(name=m.name, address=membership.address_of(m.name) or "", match_index=match,
-                                    reachable=reachable, replication=membership.appends_via(m.name),
-                                    cannot_store=cannot, cannot_store_since=since))
+        members.append(MemberStatus(name=name, address=membership.address_of(name) or "", match_index=match,
+                                    reachable=reachable, replication=membership.appends_via(name),
+                                    cannot_store=cannot, cannot_store_since=since, voter=name in voters))
     cluster = membership.cluster.name
     storage = replica.storage_mode.value
     dispatcher = term.dispatcher if term is not None else None
@@ -339,4 +346,5 @@ def cluster_status(replica: Replica, membership: Membership, term: LeaderTerm | 
         realm_service=realm_service, members=members, stores=stores, uow_clock=replica.state.clock,
         standby=membership.cluster.is_standby_member(me),
         events_published_index=replica.events.published if replica.events is not None else 0,
-        store_damage=getattr(replica.storage, "damage", ""), dedup_producers=len(replica.state.producers))
+        store_damage=getattr(replica.storage, "damage", ""), dedup_producers=len(replica.state.producers),
+        voters=voters)

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from strongroom import clocks
 from strongroom.aio import cancel_and_wait
@@ -31,14 +31,16 @@ from strongroom.persistence.config import Role
 from strongroom.persistence.dispatcher import Dispatcher
 from strongroom.persistence.log import LIFETIMES_LOG_FORMAT, ReplicatedLog
 from strongroom.persistence.membership import Membership
+from strongroom.persistence.configuration import majority_heard, majority_index
 from strongroom.persistence.replica import Replica
+from strongroom.persistence.replicator import Replicating
 from strongroom.persistence.snapshot_source import PeerSnapshot, peer_snapshot
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.ticker import tick_clock
 from strongroom.tracing import traced
 from strongroom.wire import ENTRY_OPS, repeated_after
 
-__all__ = ["CommitResult", "LeaderTerm", "Leadership", "Replicating"]
+__all__ = ["CommitResult", "LeaderTerm", "Leadership"]
 
 log = logging.getLogger("strongroom.term")
 
@@ -77,24 +79,6 @@ class Leadership(Protocol):
         """Run `work` in a task the member owns (not one of the term's)."""
 
 
-class Replicating(Protocol):
-    """A follower's replicator, as the term drives it."""
-
-    match_index: int
-    reachable: bool
-    last_ack: float
-    cannot_store: str
-    cannot_store_since: float
-
-    def start(self) -> None: ...
-
-    def kick(self) -> None: ...
-
-    def commit_advanced(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
 ReplicatorFactory = Callable[["LeaderTerm", str], Replicating]
 
 
@@ -115,6 +99,9 @@ class LeaderTerm:
         self.since = 0.0
         """When it started serving (monotonic)."""
         self.replicators: dict[str, Replicating] = {}
+        self._replicator: ReplicatorFactory | None = None
+        self.joint: tuple[str, ...] | None = None
+        """In a membership change, the new voters: counted too (`reconfig.py`)."""
         self.dispatcher: Dispatcher | None = None
         self.events: EventPublisher | None = None
         """The store event log's publisher, while serving with the event log on."""
@@ -274,11 +261,21 @@ class LeaderTerm:
     def start_replication(self, replicator: ReplicatorFactory) -> None:
         """Start replicating to every follower, and the group commit."""
         self.durable_index = self.replica.log.last_index
+        self._replicator = replicator
         for name in self.membership.peers():
-            rep = replicator(self, name)
-            self.replicators[name] = rep
-            rep.start()
+            self.replicate_to(name)
         self.run(self._proposer(), "proposer")
+
+    def replicate_to(self, name: str) -> None:
+        """Replicate to `name` too (a voter, or a member being added), if not yet."""
+        if name not in self.replicators and name != self.member and self._replicator is not None and not self._closed:
+            rep = self.replicators[name] = self._replicator(self, name)
+            rep.start()
+
+    async def stop_replicating(self, name: str) -> None:
+        """A member removed from the cluster: no more appends to it."""
+        if (rep := self.replicators.pop(name, None)) is not None:
+            await rep.stop()
 
     def serve(self, dispatcher: Dispatcher) -> None:
         """Recovered: deliver to subscribers and serve clients."""
@@ -336,9 +333,7 @@ class LeaderTerm:
 
     async def commit_raw(self, op: bytes, bookkeeping: bool = False) -> tuple[object, int]:
         """Like `commit`, the operation already serialised."""
-        fut = self.submit_raw([op], bookkeeping=bookkeeping)
-        assert fut is not None
-        done = await fut
+        done = await cast("asyncio.Future[CommitResult]", self.submit_raw([op], bookkeeping=bookkeeping))
         return done.results[0], done.log_index
 
     # --- the group commit ---------------------------------------------------------------------
@@ -477,8 +472,9 @@ class LeaderTerm:
         if not self.alive():
             return
         replica = self.replica
-        matches = sorted([self.durable_index] + [r.match_index for r in self.replicators.values()], reverse=True)
-        candidate = matches[self.membership.majority() - 1]
+        candidate = majority_index(self.membership.voters, self.match_of)
+        if self.joint is not None:
+            candidate = min(candidate, majority_index(self.joint, self.match_of))
         # Only an entry of our own epoch commits by counting; earlier ones commit with it.
         if candidate > replica.commit_index and replica.log.epoch_at(candidate) == self.epoch:
             if not self._leadership.lease_valid():
@@ -495,6 +491,13 @@ class LeaderTerm:
         self._commit_changed.set()
         for rep in self.replicators.values():
             rep.commit_advanced()
+
+    def match_of(self, name: str) -> int:
+        """The last index `name` is known to hold as this leader's log does."""
+        if name == self.member:
+            return self.durable_index
+        rep = self.replicators.get(name)
+        return rep.match_index if rep is not None else 0
 
     def _on_applied(self, index: int, epoch: int, results: list[object]) -> None:
         waiting = self._waiters.pop(index, None)
@@ -523,12 +526,9 @@ class LeaderTerm:
             self._leadership.in_background(self._leadership.hand_over(reason, None, 0.0, self))
 
     def majority_contact(self) -> float:
-        """When a majority (counting ourselves) last answered us (monotonic time)."""
-        acks = sorted((r.last_ack for r in self.replicators.values()), reverse=True)
-        need = self.membership.majority() - 1
-        if need == 0:
-            return time.monotonic()
-        return acks[need - 1] if len(acks) >= need else 0.0
+        """When a majority of the voters (counting ourselves) last answered us (monotonic time)."""
+        reps = self.replicators
+        return majority_heard(self.membership.voters, self.member, lambda n: reps[n].last_ack if n in reps else 0.0)
 
     async def _quorum_watchdog(self) -> None:
         """A leader that keeps its lease but cannot reach a majority steps aside, so members

@@ -229,7 +229,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MemberStatus(_message.Message):
-    __slots__ = ("name", "address", "match_index", "reachable", "replication", "cannot_store", "cannot_store_since")
+    __slots__ = ("name", "address", "match_index", "reachable", "replication", "cannot_store", "cannot_store_since", "voter")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +237,7 @@ class MemberStatus(_message.Message):
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     CANNOT_STORE_FIELD_NUMBER: _ClassVar[int]
     CANNOT_STORE_SINCE_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     match_index: int
@@ -244,7 +245,8 @@ class MemberStatus(_message.Message):
     replication: str
     cannot_store: str
     cannot_store_since: float
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ..., replication: _Optional[str] = ..., cannot_store: _Optional[str] = ..., cannot_store_since: _Optional[float] = ...) -> None: ...
+    voter: bool
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., match_index: _Optional[int] = ..., reachable: _Optional[bool] = ..., replication: _Optional[str] = ..., cannot_store: _Optional[str] = ..., cannot_store_since: _Optional[float] = ..., voter: _Optional[bool] = ...) -> None: ...
 
 class DurableStatus(_message.Message):
     __slots__ = ("name", "destination", "kind", "pending_messages", "pending_bytes", "unacked", "subscribers", "matcher", "key_field", "ack_sync_mode", "content", "refused", "unreachable", "unreachable_reason", "static", "store", "last_used", "attached", "expiry_seconds", "expires_in_seconds", "content_matcher")
@@ -339,7 +341,7 @@ class StoreStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., replicated: _Optional[bool] = ..., messages: _Optional[int] = ..., bytes: _Optional[int] = ..., durables: _Optional[_Iterable[_Union[DurableStatus, _Mapping]]] = ..., cluster: _Optional[str] = ..., storage: _Optional[str] = ..., publisher_mode: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., limit_policy: _Optional[_Union[_common_pb2.LimitPolicy, str]] = ..., maps: _Optional[bool] = ..., routed: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., swapped_messages: _Optional[int] = ..., map_count: _Optional[int] = ..., uows: _Optional[int] = ..., uows_pending: _Optional[int] = ..., uow_messages: _Optional[int] = ..., uow_bytes: _Optional[int] = ..., origin_marks: _Optional[_Iterable[_Union[_router_pb2.OriginMark, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation", "dr_since_index", "messages_behind_primary", "persistent_store", "shared_store", "migration", "events_published_index", "store_damage", "metrics_url", "dedup_producers")
+    __slots__ = ("cluster", "member", "role", "leader", "leader_address", "epoch", "commit_index", "last_index", "applied_index", "snapshot_index", "storage", "members", "stores", "realm_version", "synced", "indexes_on_disk", "memory_budget_bytes", "memory_payload_bytes", "apply_stopped", "member_role", "realm_service", "uow_clock", "standby", "primary_commit_index", "seconds_behind_primary", "dr_role", "generation", "newer_generation", "dr_since_index", "messages_behind_primary", "persistent_store", "shared_store", "migration", "events_published_index", "store_damage", "metrics_url", "dedup_producers", "voters", "membership_change")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -377,6 +379,8 @@ class ClusterStatus(_message.Message):
     STORE_DAMAGE_FIELD_NUMBER: _ClassVar[int]
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     DEDUP_PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     member: str
     role: str
@@ -414,7 +418,9 @@ class ClusterStatus(_message.Message):
     store_damage: str
     metrics_url: str
     dedup_producers: int
-    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ..., dr_since_index: _Optional[int] = ..., messages_behind_primary: _Optional[int] = ..., persistent_store: _Optional[_Union[PersistentStore, _Mapping]] = ..., shared_store: _Optional[_Union[SharedStoreStatus, _Mapping]] = ..., migration: _Optional[_Union[MigrationStatus, _Mapping]] = ..., events_published_index: _Optional[int] = ..., store_damage: _Optional[str] = ..., metrics_url: _Optional[str] = ..., dedup_producers: _Optional[int] = ...) -> None: ...
+    voters: _containers.RepeatedScalarFieldContainer[str]
+    membership_change: str
+    def __init__(self, cluster: _Optional[str] = ..., member: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., epoch: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., storage: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[StoreStatus, _Mapping]]] = ..., realm_version: _Optional[int] = ..., synced: _Optional[bool] = ..., indexes_on_disk: _Optional[bool] = ..., memory_budget_bytes: _Optional[int] = ..., memory_payload_bytes: _Optional[int] = ..., apply_stopped: _Optional[str] = ..., member_role: _Optional[_Union[MemberRole, str]] = ..., realm_service: _Optional[str] = ..., uow_clock: _Optional[float] = ..., standby: _Optional[bool] = ..., primary_commit_index: _Optional[int] = ..., seconds_behind_primary: _Optional[float] = ..., dr_role: _Optional[str] = ..., generation: _Optional[int] = ..., newer_generation: _Optional[int] = ..., dr_since_index: _Optional[int] = ..., messages_behind_primary: _Optional[int] = ..., persistent_store: _Optional[_Union[PersistentStore, _Mapping]] = ..., shared_store: _Optional[_Union[SharedStoreStatus, _Mapping]] = ..., migration: _Optional[_Union[MigrationStatus, _Mapping]] = ..., events_published_index: _Optional[int] = ..., store_damage: _Optional[str] = ..., metrics_url: _Optional[str] = ..., dedup_producers: _Optional[int] = ..., voters: _Optional[_Iterable[str]] = ..., membership_change: _Optional[str] = ...) -> None: ...
 
 class MigrationStatus(_message.Message):
     __slots__ = ("run_mode", "partner_address", "state", "records", "bytes", "driver")

@@ -5,7 +5,7 @@ import warnings
 
 from strongroom.api.v1 import uow_pb2 as strongroom_dot_v1_dot_uow__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 

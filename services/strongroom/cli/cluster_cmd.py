@@ -1,0 +1,64 @@
+"""`strongroom cluster`: change the members of a running local cluster.
+
+    strongroom cluster add-member CLUSTER NAME [NAME ...] [--timeout S] [--json]
+    strongroom cluster remove-member CLUSTER NAME [NAME ...] [--timeout S] [--json]
+
+On a cluster `strongroom up` started (the data dir's state file): the realm is changed (the
+cluster's member list), the new members' processes are started, and the command returns once
+the cluster's leader has made the realm's members its voters, one member at a time, each new
+member caught up before it counts; removed members' processes are stopped then (their data
+directories stay). The realm keeps an odd member count, so growing 3 to 5 is one command with
+two names. Publishing goes on throughout. Design: README, "Changing the members of a cluster".
+
+Exit status: 0 done; 1 refused (the realm's error, a name already a member or not one) or not
+done within --timeout (the change goes on; `strongroom status` shows where it is); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from strongroom.cli.common import CliError, add_command_group, data_dir, print_json, where_options
+
+__all__ = ["add_parsers"]
+
+
+def _change(args: argparse.Namespace, add: bool) -> int:
+    from strongroom.local.leader import NoLeader
+    from strongroom.local.members import MembershipError, change_members
+
+    progress = None if args.json else print
+    try:
+        change = asyncio.run(change_members(data_dir(args), args.cluster, args.names if add else [],
+                                            [] if add else args.names, args.timeout, progress))
+    except (MembershipError, NoLeader) as exc:
+        if args.json:
+            print_json({"cluster": args.cluster, "error": type(exc).__name__, "message": str(exc)}, indent=2)
+            return 1
+        raise CliError(str(exc)) from None
+    if args.json:
+        print_json(change.to_dict(), indent=2)
+    else:
+        did = f"added {', '.join(change.added)}" if add else f"removed {', '.join(change.removed)}"
+        print(f"cluster {change.cluster}: {did} in {change.seconds:.1f} s (realm version {change.realm_version}); "
+              f"voters: {', '.join(change.voters)}")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Add `cluster add-member` and `cluster remove-member`."""
+    common = where_options(servers=False)
+    group = add_command_group(sub, "cluster", common, "change the members of a running local cluster",
+                              "Add or remove members of a cluster `strongroom up` started, while it serves.")
+    for name, add in (("add-member", True), ("remove-member", False)):
+        p = group.add_parser(name, parents=[common],
+                             help="add members (started, caught up, then counted)" if add else
+                             "remove members (no longer counted, then stopped)")
+        p.add_argument("cluster", metavar="CLUSTER", help="the cluster")
+        p.add_argument("names", metavar="NAME", nargs="+", help="member names")
+        p.add_argument("--timeout", type=float, default=300.0,
+                       help="seconds to wait for the leader to carry the change out (default 300)")
+        p.add_argument("--json", action="store_true", help="what was done as JSON")
+        p.set_defaults(func=lambda args, add=add: _change(args, add))

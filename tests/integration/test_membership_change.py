@@ -1,0 +1,266 @@
+"""Membership changes while a cluster serves: grow 3 -> 5 and shrink 5 -> 3 under confirmed
+publishing, a removed member that no longer counts, and a leader killed in the middle of a change.
+
+Real etcd, real member processes, a real client. A change is a realm version with another
+member list (stored in etcd as the realm service does, or through `strongroom cluster` on a
+deployment `strongroom up` started); the leader carries it out one member at a time and its
+status names the voters (`persistence/reconfig.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import (
+    Cluster,
+    drain_all,
+    local_strongroom,
+    put_realm,
+    put_realm_sync,
+    realm_yaml,
+    wait_for,
+)
+
+from strongroom.client import Client
+from strongroom.errors import StrongroomError
+from strongroom.local.etcdproc import start_etcd
+from strongroom.local.launcher import live_pids, load_state
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "payments"
+DURABLE = "audit"
+
+
+def realm_of(names: list[str]) -> str:
+    """The test realm with exactly these members."""
+    text = realm_yaml(members=5)
+    lines = [f"      - name: m{i}\n" for i in range(1, 6)]
+    at = text.index(lines[0])
+    return text[:at] + "".join(f"      - name: {n}\n" for n in names) + text[at + sum(map(len, lines)):]
+
+
+async def voters_are(cluster: Cluster, names: list[str], timeout: float = 120.0) -> str:
+    """The member that leads once its status names `names` as the voters with no change under
+    way (a leader of the members running)."""
+    found: list[str] = []
+
+    async def done() -> bool:
+        for name in cluster.procs:
+            if cluster.procs[name].poll() is not None:
+                continue
+            st = await cluster.status(name)
+            if st is not None and st.role == "leader" and list(st.voters) == names and not st.membership_change:
+                found[:] = [name]
+                return True
+        return False
+    await wait_for(done, timeout=timeout)
+    return found[0]
+
+
+class Producer:
+    """Confirmed publishes of 0, 1, 2 ... to the topic until stopped; what was confirmed."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.confirmed: list[int] = []
+        self.sent = 0
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        pub = self.client.publisher(TOPIC, window=16)
+        try:
+            while not self._stop.is_set():
+                i = self.sent
+                fut = await pub.send(str(i).encode())
+                fut.add_done_callback(lambda f, i=i: self.confirmed.append(i) if not f.exception() else None)
+                self.sent += 1
+                await asyncio.sleep(0.002)
+            await pub.flush()
+        finally:
+            await pub.close()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Producer]:
+        self._task = asyncio.create_task(self._run())
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            await self._task
+
+    async def until(self, more: int) -> None:
+        """Until `more` further publishes are confirmed."""
+        goal = len(self.confirmed) + more
+        await wait_for(lambda: asyncio.sleep(0, len(self.confirmed) >= goal), timeout=60)
+
+
+@contextlib.asynccontextmanager
+async def cluster_of(tmp_path: Path, started: list[str]) -> AsyncIterator[tuple[str, Cluster]]:
+    """etcd and a cluster of up to five members (m1 to m5, free ports), the realm naming and the
+    processes running `started`, once it has a leader: (etcd endpoint, cluster)."""
+    etcd = start_etcd(tmp_path / "etcd")
+    cluster = Cluster(etcd.endpoint, tmp_path, members=5)
+    try:
+        put_realm_sync(etcd.endpoint, realm_of(started), 1)
+        for name in started:
+            cluster.start(name)
+        await cluster.leader()
+        yield etcd.endpoint, cluster
+    finally:
+        for name, proc in cluster.procs.items():
+            if proc.poll() is None:
+                cluster.kill(name, signal.SIGCONT)
+        cluster.stop_all()
+        etcd.stop()
+
+
+@contextlib.asynccontextmanager
+async def publishing(cluster: Cluster) -> AsyncIterator[Producer]:
+    """A producer confirming publishes to the topic while the block runs; once it ends (without
+    an error), every publish must have ended confirmed and the topic's durable must hold each
+    exactly once, in order."""
+    async with Client(cluster.addresses(), timeout=30) as client:
+        await (await client.subscribe(TOPIC, DURABLE)).close()
+        producer = Producer(client)
+        async with producer.running():
+            yield producer
+        assert sorted(producer.confirmed) == list(range(producer.sent)), "every publish must end confirmed"
+        got = [int(m.body) for m in await drain_all(client, TOPIC, DURABLE)]
+        assert got == list(range(producer.sent)), "lost, duplicated or reordered"
+
+
+async def test_a_cluster_grows_from_three_to_five_and_shrinks_to_three_while_confirming(tmp_path: Path) -> None:
+    async with cluster_of(tmp_path, ["m1", "m2", "m3"]) as (etcd, cluster):
+        async with publishing(cluster) as producer:
+            await producer.until(200)
+            await put_realm(etcd, realm_of(["m1", "m2", "m3", "m4", "m5"]), 2)
+            cluster.start("m4")
+            cluster.start("m5")
+            leader = await voters_are(cluster, ["m1", "m2", "m3", "m4", "m5"])
+            st = await cluster.status(leader)
+            assert st is not None and all(m.voter for m in st.members), st
+            await producer.until(200)
+            # Shrink, removing the leader itself and one more of the first three.
+            removed = [leader] + [n for n in ("m1", "m2", "m3") if n != leader][:1]
+            kept = [n for n in ("m1", "m2", "m3", "m4", "m5") if n not in removed]
+            await put_realm(etcd, realm_of(kept), 3)
+            assert await voters_are(cluster, kept) in kept
+            for name in removed:
+                cluster.kill(name, signal.SIGTERM)
+            await producer.until(200)
+        # The new members hold everything: the same applied state as the leader.
+        top = await cluster.status(await cluster.leader())
+
+        async def applied() -> bool:
+            sts = [await cluster.status(n) for n in ("m4", "m5")]
+            return top is not None and all(s is not None and s.applied_index >= top.commit_index for s in sts)
+        await wait_for(applied, timeout=30)
+
+
+async def test_a_removed_member_no_longer_counts_toward_a_majority(tmp_path: Path) -> None:
+    async with cluster_of(tmp_path, ["m1", "m2", "m3", "m4", "m5"]) as (etcd, cluster):
+        await voters_are(cluster, ["m1", "m2", "m3", "m4", "m5"])
+        # m4 and m5 leave the realm but their processes go on (no one stopped them).
+        await put_realm(etcd, realm_of(["m1", "m2", "m3"]), 2)
+        leader = await voters_are(cluster, ["m1", "m2", "m3"])
+        assert leader in ("m1", "m2", "m3")
+        for name in ("m4", "m5"):
+            st = await cluster.status(name)
+            assert st is not None and st.role == "follower" and list(st.voters) == ["m1", "m2", "m3"], st
+        others = [n for n in ("m1", "m2", "m3") if n != leader]
+        async with Client([cluster.address(leader)], timeout=4) as client:
+            await client.publish(TOPIC, b"before")
+            # The leader and the two removed members are three of the five there were: no
+            # majority of the voters, so nothing commits.
+            for name in others:
+                cluster.kill(name, signal.SIGSTOP)
+            with pytest.raises((StrongroomError, TimeoutError)):
+                await client.publish(TOPIC, b"without a majority")
+        for name in others:
+            cluster.kill(name, signal.SIGCONT)
+        # A removed member never leads: with the leader gone, one of the two voters left does.
+        cluster.kill(leader, signal.SIGKILL)
+        new = await cluster.leader(exclude=leader, timeout=60)
+        assert new in others, new
+        async with Client(cluster.addresses(), timeout=30) as client:
+            await client.publish(TOPIC, b"after")
+
+
+async def test_a_leader_killed_in_the_middle_of_a_change_leaves_it_to_the_next_leader(tmp_path: Path) -> None:
+    async with cluster_of(tmp_path, ["m1", "m2", "m3"]) as (etcd, cluster), publishing(cluster) as producer:
+        await producer.until(100)
+        await put_realm(etcd, realm_of(["m1", "m2", "m3", "m4", "m5"]), 2)
+        cluster.start("m4")  # m5 is not started yet: the change stops half way, at 4 voters
+
+        async def half_way() -> bool:
+            st = await cluster.status(await cluster.leader())
+            return (st is not None and list(st.voters) == ["m1", "m2", "m3", "m4"]
+                    and st.membership_change.startswith("adding m5"))
+        await wait_for(half_way, timeout=120)
+        old = await cluster.leader()
+        cluster.kill(old, signal.SIGKILL)
+        await cluster.leader(exclude=old, timeout=60)
+        await producer.until(100)
+        cluster.start("m5")
+        await voters_are(cluster, ["m1", "m2", "m3", "m4", "m5"])
+        cluster.start(old)
+        await producer.until(100)
+
+
+def strongroom(*args: str) -> subprocess.CompletedProcess[str]:
+    return local_strongroom(*args, timeout=300.0)
+
+
+async def test_strongroom_cluster_add_and_remove_member_on_a_local_deployment(tmp_path: Path) -> None:
+    data = tmp_path / "local"
+    up = await asyncio.to_thread(strongroom, "up", "--detach", "--data-dir", str(data))
+    state: dict[str, Any] | None = load_state(data)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        grow = await asyncio.to_thread(strongroom, "cluster", "add-member", "default", "m4", "m5",
+                                       "--data-dir", str(data), "--json")
+        assert grow.returncode == 0, grow.stdout + grow.stderr
+        report = json.loads(grow.stdout)
+        assert report["voters"] == ["m1", "m2", "m3", "m4", "m5"] and report["added"] == ["m4", "m5"], report
+        state = load_state(data)
+        assert state is not None and sorted(state["clusters"]["default"]["members"]) == ["m1", "m2", "m3", "m4", "m5"]
+        # An even member count is refused by the realm, with its reason, and changes nothing.
+        odd = await asyncio.to_thread(strongroom, "cluster", "remove-member", "default", "m5", "--data-dir", str(data))
+        assert odd.returncode == 1 and "odd" in odd.stderr, odd.stdout + odd.stderr
+        again = await asyncio.to_thread(strongroom, "cluster", "add-member", "default", "m4", "m6",
+                                        "--data-dir", str(data))
+        assert again.returncode == 1 and "already a member" in again.stderr, again.stdout + again.stderr
+        pid_m1 = state["clusters"]["default"]["members"]["m1"]["pid"]
+        shrink = await asyncio.to_thread(strongroom, "cluster", "remove-member", "default", "m1", "m2",
+                                         "--data-dir", str(data), "--json")
+        assert shrink.returncode == 0, shrink.stdout + shrink.stderr
+        assert json.loads(shrink.stdout)["voters"] == ["m3", "m4", "m5"]
+        state = load_state(data)
+        assert state is not None and sorted(state["clusters"]["default"]["members"]) == ["m3", "m4", "m5"]
+        assert pid_m1 not in [pid for _, pid in live_pids(state)]
+        status = await asyncio.to_thread(strongroom, "status", "--json", "--data-dir", str(data))
+        assert status.returncode == 0, status.stderr
+        publish = await asyncio.to_thread(strongroom, "publish", "orders.queue", "--count", "5", "--data-dir",
+                                          str(data), "--json")
+        assert publish.returncode == 0, publish.stdout + publish.stderr
+    finally:
+        await asyncio.to_thread(strongroom, "down", "--data-dir", str(data))
+        for st in (state, load_state(data)):
+            for _, pid in live_pids(st or {}):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        if state is not None:
+            for member in state["clusters"]["default"]["members"].values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(member["pid"]), signal.SIGKILL)

@@ -1,0 +1,189 @@
+"""The pure rules of a membership change (`persistence/configuration.py`) and the order of a
+change's steps as the leader takes them (`persistence/reconfig.py`), in-process: a stand-in for
+the leader's term (what each member holds) and for etcd's guarded write of the voters."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from strongroom.local.members import MembershipError, edited_realm
+from strongroom.persistence.configuration import (
+    VoterRecord,
+    majority,
+    majority_heard,
+    majority_index,
+    next_step,
+)
+from strongroom.persistence.membership import Membership
+from strongroom.persistence.reconfig import Reconfiguration
+from strongroom.realm.model import parse_realm
+
+
+def realm(names: list[str]) -> str:
+    members = "".join(f"      - name: {n}\n" for n in names)
+    return f"clusters:\n  - name: c\n    members:\n{members}stores:\n  - name: s\n    cluster: c\n"
+
+
+def test_additions_come_before_removals_one_member_at_a_time_in_realm_order() -> None:
+    step = next_step(("m1", "m2", "m3"), ["m2", "m3", "m4", "m5"])
+    assert step is not None and (step.kind, step.member, step.new) == ("add", "m4", ("m2", "m3", "m4", "m1"))
+    step = next_step(("m1", "m2", "m3", "m4", "m5"), ["m2", "m3", "m4", "m5"])
+    assert step is not None and (step.kind, step.member, step.new) == ("remove", "m1", ("m2", "m3", "m4", "m5"))
+    assert next_step(("m1", "m2", "m3"), ["m1", "m2", "m3"]) is None
+    path, voters = [], ("m1", "m2", "m3")
+    while (step := next_step(voters, ["m3", "m4", "m5"])) is not None:
+        assert abs(len(step.new) - len(step.old)) == 1
+        path.append(f"{step.kind} {step.member}")
+        voters = step.new
+    assert path == ["add m4", "add m5", "remove m1", "remove m2"] and voters == ("m3", "m4", "m5")
+
+
+def test_majorities_of_voters() -> None:
+    assert [majority(n) for n in (1, 2, 3, 4, 5)] == [1, 2, 2, 3, 3]
+    held = {"m1": 10, "m2": 7, "m3": 3, "m4": 0}
+    assert majority_index(("m1", "m2", "m3"), held.__getitem__) == 7
+    assert majority_index(("m1", "m2", "m3", "m4"), held.__getitem__) == 3
+    heard = {"m2": 5.0, "m3": 2.0, "m4": 1.0}
+    assert majority_heard(("m1", "m2", "m3"), "m1", heard.__getitem__) == 5.0
+    assert majority_heard(("m1", "m2", "m3", "m4"), "m1", heard.__getitem__) == 2.0
+    # A leader that is not a voter (removing itself) needs a majority of the others.
+    assert majority_heard(("m2", "m3", "m4"), "m1", heard.__getitem__) == 2.0
+
+
+def test_a_voter_record_round_trips_and_a_damaged_one_is_refused() -> None:
+    record = VoterRecord(("m1", "m2"), 0, 7)
+    back = VoterRecord.from_bytes(record.to_bytes(), 12)
+    assert back == VoterRecord(("m1", "m2"), 12, 7)
+    for raw in (b"", b"{}", b'{"voters": []}', b'{"voters": ["m1", 3]}', b"not json"):
+        assert VoterRecord.from_bytes(raw, 1) is None
+
+
+def test_the_local_realm_edit_adds_and_removes_members_and_refuses_what_it_cannot_do() -> None:
+    text, names = edited_realm(realm(["m1", "m2", "m3"]), "c", ["m4", "m5"], [])
+    assert names == ["m1", "m2", "m3", "m4", "m5"]
+    assert [m.name for m in parse_realm(text, "edited").cluster("c").members] == names  # type: ignore[union-attr]
+    _, names = edited_realm(text, "c", [], ["m1", "m2"])
+    assert names == ["m3", "m4", "m5"]
+    with pytest.raises(MembershipError, match="already a member"):
+        edited_realm(text, "c", ["m2"], [])
+    with pytest.raises(MembershipError, match="not a member"):
+        edited_realm(text, "c", [], ["m9"])
+    with pytest.raises(MembershipError, match="no cluster"):
+        edited_realm(text, "nosuch", ["m9"], [])
+
+
+class _Etcd:
+    """etcd's guarded write of the voters: the revision must still match."""
+
+    def __init__(self) -> None:
+        self.revision = 0
+        self.writes: list[tuple[str, ...]] = []
+
+    async def put_while_held(self, key: str, value: bytes, mod_revision: int, held: str, lease: int) -> int:
+        if mod_revision != self.revision or lease != 1:
+            return 0
+        self.revision += 1
+        record = VoterRecord.from_bytes(value, self.revision)
+        assert record is not None
+        self.writes.append(record.voters)
+        return self.revision
+
+
+class _Term:
+    """What the leader's term answers: the index each member holds, the commit index."""
+
+    def __init__(self, held: dict[str, int]) -> None:
+        self.epoch, self.member = 5, "m1"
+        self.joint: tuple[str, ...] | None = None
+        self.held = held
+        self.commit_index = 100
+        self.replicating: set[str] = set()
+        self.stopped: list[str] = []
+        self.live = True
+
+    def alive(self) -> bool:
+        return self.live
+
+    def match_of(self, name: str) -> int:
+        return self.held.get(name, 0)
+
+    def replicate_to(self, name: str) -> None:
+        self.replicating.add(name)
+
+    async def stop_replicating(self, name: str) -> None:
+        self.stopped.append(name)
+
+    def advance_commit(self) -> None:
+        pass
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0.06)
+
+
+def _cluster(names: list[str]) -> Any:
+    cluster = parse_realm(realm(names), "r").cluster("c")
+    assert cluster is not None
+    return cluster
+
+
+@contextlib.asynccontextmanager
+async def _leading(held: dict[str, int]) -> AsyncIterator[tuple[Reconfiguration, Membership, _Term, _Etcd, list[bool]]]:
+    """A `Reconfiguration` running for a leader m1 of m1, m2, m3 whose members hold `held`:
+    (it, the membership, the term, etcd, whether it was told it removed itself)."""
+    etcd = _Etcd()
+    membership = Membership(etcd, _cluster(["m1", "m2", "m3"]), "m1", "127.0.0.1:1")  # type: ignore[arg-type]
+    term, removed = _Term(held), []
+    change = Reconfiguration(term, membership, etcd, lambda: 1, lambda: removed.append(True))  # type: ignore[arg-type]
+    running = asyncio.create_task(change.run())
+    try:
+        yield change, membership, term, etcd, removed
+    finally:
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+
+async def test_a_member_is_caught_up_then_counted_with_both_voters_then_recorded() -> None:
+    async with _leading({"m1": 100, "m2": 100, "m3": 40}) as (change, membership, term, etcd, removed):
+        await _settle()
+        assert etcd.writes == [("m1", "m2", "m3")]  # the voters in force written down first
+        assert membership.update(_cluster(["m1", "m2", "m3", "m4", "m5"]))
+        await _settle()
+        # m4 (and m5) are replicated to, but m4 holds nothing yet: catching up, nothing counted or written.
+        assert "m4" in term.replicating and term.joint is None and "catching up" in change.describe()
+        assert etcd.writes == [("m1", "m2", "m3")] and membership.voters == ("m1", "m2", "m3")
+        term.held["m2"] = 50
+        term.held["m4"] = 100
+        await _settle()
+        # Caught up; only m1 and m4 hold index 100, and 3 of 4 must: both sets counted, waiting.
+        assert term.joint == ("m1", "m2", "m3", "m4") and "both counted" in change.describe(), change.describe()
+        assert membership.voters == ("m1", "m2", "m3")
+        term.held["m3"] = 100
+        await _settle()
+        assert etcd.writes[-1] == ("m1", "m2", "m3", "m4") and membership.voters == ("m1", "m2", "m3", "m4")
+        # The next step: m5, which holds nothing yet.
+        assert term.joint is None and "adding m5" in change.describe(), change.describe()
+        # The realm changes its mind (m5 not added after all) and removes the leader itself:
+        # recorded, then the term is told to hand over.
+        term.held.update({"m3": 100, "m4": 100})
+        assert membership.update(_cluster(["m2", "m3", "m4"]))
+        await _settle()
+        assert etcd.writes[-1] == ("m2", "m3", "m4") and removed == [True]
+
+
+async def test_a_step_the_realm_no_longer_asks_for_is_dropped_before_it_is_recorded() -> None:
+    async with _leading({"m1": 100, "m2": 100, "m3": 100}) as (change, membership, _, etcd, _):
+        assert membership.update(_cluster(["m1", "m2", "m3", "m4", "m5"]))
+        await _settle()
+        assert "adding m4" in change.describe()
+        assert membership.update(_cluster(["m1", "m2", "m3"]))
+        await _settle()
+        assert change.describe() == "" and membership.voters == ("m1", "m2", "m3")
+        assert etcd.writes == [("m1", "m2", "m3")]
