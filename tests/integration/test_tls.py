@@ -114,6 +114,11 @@ async def test_a_router_cannot_replicate_and_a_member_cannot_call_as_another(sha
     cluster = shared_cluster
     leader = await cluster.leader()
     follower = next(n for n in cluster.names if n != leader)
+
+    async def caught_up() -> bool:  # an earlier test's publish may still be on its way to the follower
+        return (await _stored(cluster, follower))[1] == (await _stored(cluster, leader))[1]
+
+    await wait_for(caught_up, timeout=10)
     before = await _stored(cluster, follower)
     before_metrics = await _metrics(cluster, follower)
     st = await cluster.status(follower)
