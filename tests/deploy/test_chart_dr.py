@@ -467,7 +467,14 @@ def test_primary_release_renders_what_it_renders_without_dr_but_the_realms_stand
                  if plain.templates.get(k, "").strip() != with_dr.templates.get(k, "").strip()}
     assert differing == {"strongroom/templates/realm-configmap.yaml", "strongroom/templates/NOTES.txt",
                          "strongroom/templates/dr.yaml", "strongroom/templates/networkpolicy.yaml",
-                         "strongroom/templates/certificates.yaml"}
+                         "strongroom/templates/certificates.yaml", "strongroom/templates/members-hook.yaml"}
+    # members-hook.yaml: its copy of the realm file for the pre-upgrade hook, the same as the realm's.
+    for r in (with_dr, plain):
+        assert r.get("ConfigMap", f"{fullname(plain.values)}-realm-upcoming")["data"] == \
+            r.get("ConfigMap", f"{fullname(plain.values)}-realm")["data"]
+    hooks = {t: [d for d in yaml.safe_load_all(r.templates["strongroom/templates/members-hook.yaml"])
+                 if d and d["kind"] != "ConfigMap"] for t, r in (("with", with_dr), ("plain", plain))}
+    assert hooks["with"] == hooks["plain"]
     # certificates.yaml: the DR service's added; the cluster's members' name the primary's hosts.
     cluster = values["persistence"]["clusters"][0]["name"]
     certs = {t: {d["metadata"]["name"]: d for d in yaml.safe_load_all(r.templates["strongroom/templates/certificates.yaml"])

@@ -53,7 +53,12 @@ def test_members_admit_the_link_from_their_cluster_only_and_clients_as_configure
         v = r.values["persistence"]
         member = r.get("NetworkPolicy", "sr-strongroom-default")
         rules = _rules_by_port(member)
-        assert rules[v["port"]] == rules[v["metricsPort"]] == [clients or None]
+        assert rules[v["metricsPort"]] == [clients or None]
+        # The gRPC port: clients, and the upgrade's membership hooks (which clients need not name).
+        hooks = [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "strongroom",
+                                                  "app.kubernetes.io/instance": "sr",
+                                                  "app.kubernetes.io/component": "realm-apply"}}}]
+        assert rules[v["port"]] == ([clients, hooks] if clients else [None])
         (link,) = rules[v["replicationPort"]]
         assert link == [{"podSelector": {"matchLabels": member["spec"]["podSelector"]["matchLabels"]}}]
         assert member["spec"]["podSelector"]["matchLabels"]["strongroom.io/cluster"] == "default"

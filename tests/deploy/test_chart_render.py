@@ -354,14 +354,42 @@ def test_realm_file_comes_from_values_or_the_existing_config_map(scenario: Rende
     else:
         assert volume["configMap"]["name"] == f"{fn}-realm"
         assert "realm.yaml" in scenario.get("ConfigMap", f"{fn}-realm")["data"]
-    jobs = scenario.all("Job")
-    assert bool(jobs) == realm["applyOnUpgrade"]
-    for job in jobs:
-        assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-upgrade"
+    jobs = {j["metadata"]["name"]: j for j in scenario.all("Job")}
+    if not realm["applyOnUpgrade"]:
+        assert not jobs
+        return
+    # After an upgrade the realm file is applied; around it, unless the standby sets of a standby
+    # site run here (their members are fixed), the membership hooks: before the StatefulSets
+    # change, the upcoming member lists go in and removed members stop counting; after the
+    # apply, until the new members count.
+    file = realm["existingConfigMap"] or f"{fn}-realm"
+    expected = {f"{fn}-realm-apply-1": ("post-upgrade,post-rollback", "0", file, ["realm", "apply"])}
+    if scenario.values["dr"]["role"] != "standby":
+        upcoming = realm["existingConfigMap"] or f"{fn}-realm-upcoming"
+        if not realm["existingConfigMap"]:
+            hook = scenario.get("ConfigMap", upcoming)
+            assert hook["metadata"]["annotations"]["helm.sh/hook"] == "pre-upgrade,pre-rollback"
+            assert int(hook["metadata"]["annotations"]["helm.sh/hook-weight"]) < -5
+            assert hook["data"] == scenario.get("ConfigMap", f"{fn}-realm")["data"]
+        timeout = f"--timeout={realm['membershipTimeoutSeconds']}"
+        expected[f"{fn}-realm-members-1"] = ("pre-upgrade,pre-rollback", "-5", upcoming,
+                                             ["cluster", "sync-members", "/etc/strongroom/realm.yaml",
+                                              "--wait=removed", timeout])
+        expected[f"{fn}-realm-voters-1"] = ("post-upgrade,post-rollback", "5", file,
+                                            ["cluster", "sync-members", "/etc/strongroom/realm.yaml",
+                                             "--wait=all", timeout])
+    assert jobs.keys() == expected.keys()
+    svc = scenario.get("Service", f"{fn}-realm")
+    for name, (hook_on, weight, config_map, command) in expected.items():
+        job = jobs[name]
+        assert job["metadata"]["annotations"]["helm.sh/hook"] == hook_on
+        assert job["metadata"]["annotations"]["helm.sh/hook-weight"] == weight
         args = job["spec"]["template"]["spec"]["containers"][0]["args"]
-        svc = scenario.get("Service", f"{fn}-realm")
+        assert args[:len(command)] == command, args
         assert f"--realm-address={fn}-realm.{NAMESPACE}.svc.{scenario.values['clusterDomain']}:" \
                f"{svc['spec']['ports'][0]['port']}" in args
+        (volume,) = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "realm"]
+        assert volume["configMap"]["name"] == config_map
 
 
 def test_commands_and_flags_exist_in_the_image_entry_points(scenario: Rendered) -> None:

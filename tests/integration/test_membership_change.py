@@ -33,7 +33,14 @@ from harness import (
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
 from strongroom.local.etcdproc import start_etcd
-from strongroom.local.launcher import live_pids, load_state
+from strongroom.local.launcher import (
+    current_realm,
+    live_pids,
+    load_state,
+    start_realm_service,
+    wait_realm_service,
+)
+from strongroom.local.process import stop_processes
 
 pytestmark = pytest.mark.slow
 
@@ -264,3 +271,71 @@ async def test_strongroom_cluster_add_and_remove_member_on_a_local_deployment(tm
             for member in state["clusters"]["default"]["members"].values():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(member["pid"]), signal.SIGKILL)
+
+
+def realm_at(cluster: Cluster, names: list[str]) -> str:
+    """The test realm with these members at their addresses, as the Helm chart writes it."""
+    text = realm_of(names)
+    for name in names:
+        text = text.replace(f"      - name: {name}\n", f"      - name: {name}\n        address: {cluster.address(name)}\n")
+    return text
+
+
+def sync_members(realm_address: str, file: Path, wait: str) -> dict[str, Any]:
+    """`strongroom cluster sync-members` as the chart's hook Jobs run it; its --json report."""
+    done = local_strongroom("cluster", "sync-members", str(file), "--realm-address", realm_address,
+                            "--wait", wait, "--timeout", "180", "--json", timeout=240.0)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return dict(json.loads(done.stdout))
+
+
+async def test_the_charts_upgrade_steps_grow_and_shrink_a_cluster_while_it_confirms(tmp_path: Path) -> None:
+    """What `helm upgrade` with a new member count does (deploy/helm: the pre-upgrade members
+    Job, the StatefulSet's scaling, the post-upgrade realm-apply Job), with processes for pods:
+    the member lists go in first; added members start; the voters become the new members;
+    removed members stop only once they no longer count."""
+    async with cluster_of(tmp_path, ["m1", "m2", "m3"]) as (etcd, cluster):
+        put_realm_sync(etcd, realm_at(cluster, ["m1", "m2", "m3"]), 2)
+        service = start_realm_service(etcd, tmp_path / "realm")
+        try:
+            await wait_realm_service(service, timeout=60)
+            file = tmp_path / "realm.yaml"
+            async with publishing(cluster) as producer:
+                await producer.until(100)
+                # Grow: the pods of m4 and m5 do not exist when the pre-upgrade hook runs.
+                file.write_text(realm_at(cluster, ["m1", "m2", "m3", "m4", "m5"]))
+                pre = await asyncio.to_thread(sync_members, service.address, file, "removed")
+                assert [(c["added"], c["removed"], c["voters"]) for c in pre["clusters"]] == [
+                    (["m4", "m5"], [], [])], pre
+                stored = await current_realm(service.address)
+                assert stored is not None and int(stored.version) == pre["realm_version"] > 2
+                assert [n for n in ("m4", "m5") if f"name: {n}" in stored.yaml] == ["m4", "m5"]
+                cluster.start("m4")
+                cluster.start("m5")
+                post = await asyncio.to_thread(sync_members, service.address, file, "all")
+                assert post["realm_version"] == pre["realm_version"], "nothing more to change"
+                assert post["clusters"][0]["voters"] == ["m1", "m2", "m3", "m4", "m5"], post
+                await producer.until(100)
+                # Shrink: the hook returns once m4 and m5 no longer count, and only then do
+                # their pods go.
+                file.write_text(realm_at(cluster, ["m1", "m2", "m3"]))
+                pre = await asyncio.to_thread(sync_members, service.address, file, "removed")
+                assert pre["clusters"][0]["removed"] == ["m4", "m5"], pre
+                leader = await cluster.leader()
+                st = await cluster.status(leader)
+                assert st is not None and list(st.voters) == ["m1", "m2", "m3"] and leader in ("m1", "m2", "m3"), st
+                cluster.kill("m4", signal.SIGTERM)
+                cluster.kill("m5", signal.SIGTERM)
+                await producer.until(100)
+                post = await asyncio.to_thread(sync_members, service.address, file, "all")
+                assert post["clusters"][0]["voters"] == ["m1", "m2", "m3"], post
+            # A file the realm refuses (an even member count) changes nothing.
+            before = await current_realm(service.address)
+            file.write_text(realm_at(cluster, ["m1", "m2"]))
+            refused = await asyncio.to_thread(local_strongroom, "cluster", "sync-members", str(file),
+                                              "--realm-address", service.address, "--wait", "none")
+            assert refused.returncode == 1 and "odd" in refused.stderr, refused.stdout + refused.stderr
+            after = await current_realm(service.address)
+            assert before is not None and after is not None and after.version == before.version
+        finally:
+            stop_processes([service.process] if service.process else [service.pid], grace=10)

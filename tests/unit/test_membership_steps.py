@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from strongroom.local.members import MembershipError, edited_realm
 from strongroom.persistence.configuration import (
     VoterRecord,
     majority,
@@ -21,6 +20,7 @@ from strongroom.persistence.configuration import (
 )
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.reconfig import Reconfiguration
+from strongroom.realm.members import MembershipError, edited_realm, member_lists, synced_realm
 from strongroom.realm.model import parse_realm
 
 
@@ -75,6 +75,39 @@ def test_the_local_realm_edit_adds_and_removes_members_and_refuses_what_it_canno
         edited_realm(text, "c", [], ["m9"])
     with pytest.raises(MembershipError, match="no cluster"):
         edited_realm(text, "nosuch", ["m9"], [])
+
+
+def test_a_sync_puts_only_the_member_lists_of_a_file_into_the_realm_in_force() -> None:
+    current = realm(["m1", "m2", "m3"]) + "destinations:\n  - name: kept\n    store: s\n"
+    wanted = ("clusters:\n  - name: c\n    storage: memory\n    members:\n"
+              + "".join(f"      - name: m{i}\n        address: h{i}:7101\n" for i in range(1, 6))
+              + "  - name: later\n    members:\n      - name: x1\n"
+              + "stores:\n  - name: s\n    cluster: c\n")
+    text, changes = synced_realm(current, wanted)
+    assert [(c.cluster, c.added, c.removed) for c in changes] == [("c", ["m4", "m5"], [])]
+    parsed = parse_realm(text, "synced")
+    cluster = parsed.cluster("c")
+    assert cluster is not None and [(m.name, m.address) for m in cluster.members] == [
+        (f"m{i}", f"h{i}:7101") for i in range(1, 6)]
+    # Nothing else of the file: the cluster's storage, the cluster not in force, the destinations.
+    assert cluster.storage.value != "memory" and parsed.cluster("later") is None
+    assert [d.name for d in parsed.destinations] == ["kept"]
+    # Already in force: no new text, nothing to change.
+    assert synced_realm(text, wanted) == (text, [])
+    shrunk, changes = synced_realm(text, realm(["m1", "m2", "m3"]))
+    assert [(c.cluster, c.added, c.removed) for c in changes] == [("c", [], ["m4", "m5"])]
+    assert [m["name"] for m in member_lists(shrunk)["c"]] == ["m1", "m2", "m3"]
+    with pytest.raises(MembershipError, match="lists no members"):
+        synced_realm(text, "clusters:\n  - name: c\n    members: []\n")
+    with pytest.raises(MembershipError, match="not YAML"):
+        synced_realm(text, "clusters: [")
+
+
+def test_a_sync_leaves_a_shared_store_cluster_alone() -> None:
+    shared = ("clusters:\n  - name: c\n    members:\n      - name: m\n    shared_store:\n"
+              "      instances: [a:1, b:1]\nstores:\n  - name: s\n    cluster: c\n")
+    assert member_lists(shared) == {}
+    assert synced_realm(shared, realm(["m1", "m2", "m3"])) == (shared, [])
 
 
 class _Etcd:

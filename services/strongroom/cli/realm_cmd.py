@@ -42,7 +42,8 @@ from strongroom.keys import REALM_SERVICE
 from strongroom.realm.model import Destination, Endpoint, Realm, TtlClock, parse_realm
 from strongroom.channels import open_sync_channel
 
-__all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "call_realm_service", "locate_realm_service", "print_grid", "utc_text"]
+__all__ = ["REALM_HEALTH_SERVICE", "add_parsers", "call_realm_service", "locate_realm_service", "print_grid",
+           "realm_service_options", "utc_text"]
 
 RPC_TIMEOUT_SECONDS = 10.0
 PROBE_TIMEOUT_SECONDS = 3.0
@@ -368,13 +369,19 @@ def _cmd_history(args: argparse.Namespace) -> int:
 # --- parser ------------------------------------------------------------------------------------
 
 
-def add_parsers(subparsers: Any) -> None:
-    """Add `realm` and its subcommands; each sets `func(args) -> exit code`."""
+def realm_service_options() -> argparse.ArgumentParser:
+    """The options that say where the realm service is (`locate_realm_service` reads them)."""
     common = where_options(aliases=("--realm-address",), server_help=(
         "where the cluster is: the realm service's address, or member addresses of a local cluster "
         "(env STRONGROOM_ENDPOINTS; default: the local state file); --realm-address is an older spelling"))
     common.add_argument("--etcd", default=argparse.SUPPRESS, metavar="ENDPOINTS",
                         help="etcd endpoints, where the realm service registers its address (env STRONGROOM_ETCD)")
+    return common
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Add `realm` and its subcommands; each sets `func(args) -> exit code`."""
+    common = realm_service_options()
     sub = add_command_group(subparsers, "realm", common, "apply, inspect and validate the realm",
                             "Apply, inspect and validate the realm definition.")
 

@@ -90,6 +90,7 @@ __all__ = [
     "start_realm_service",
     "start_router",
     "state_path",
+    "wait_realm_service",
 ]
 
 READY_TIMEOUT = 60.0
@@ -163,7 +164,7 @@ def standby_site(cluster: str) -> str:
 # --- gRPC probes ---------------------------------------------------------------------------------
 
 
-async def _wait_realm_service(service: ServiceProcess, timeout: float = 30.0) -> None:
+async def wait_realm_service(service: ServiceProcess, timeout: float = 30.0) -> None:
     """Until the realm service answers a call (any answer but UNAVAILABLE)."""
     deadline = time.monotonic() + timeout
     async with open_channel(service.address, []) as channel:
@@ -377,7 +378,7 @@ class LocalCluster:
         progress(f"etcd{label:<11}{etcd.endpoint}  (pid {etcd.pid})")
         site.realm_service = start_realm_service(etcd.endpoint, self.data_dir, self.detach, name)
         self.save()
-        await _wait_realm_service(site.realm_service)
+        await wait_realm_service(site.realm_service)
         stored = await current_realm(site.realm_service.address) if keep_stored_realm else None
         if stored is not None:
             realm_yaml, source, version = stored.yaml, stored.source_name or "stored realm", int(stored.version)

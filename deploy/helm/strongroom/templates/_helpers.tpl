@@ -340,6 +340,87 @@ Takes (dict "root" $ "set" "primary").
 {{- printf "%s-apply-%d" (include "strongroom.realm.fullname" .) (int .Release.Revision) }}
 {{- end }}
 
+{{/* The pre-upgrade ConfigMap holding the realm file the upgrade brings (members-hook.yaml). */}}
+{{- define "strongroom.realm.upcomingConfigMapName" -}}
+{{- printf "%s-upcoming" (include "strongroom.realm.fullname" .) }}
+{{- end }}
+
+{{/*
+A hook Job that runs the `strongroom` CLI against the realm service with the realm file mounted at
+/etc/strongroom/realm.yaml, as the realm-apply user (its certificate with TLS). Arguments (a dict):
+root, name, hook (the helm.sh/hook value), weight, configMap (where the realm file is), args (the
+CLI's arguments, a list), comment (why the Job exists, above its manifest).
+*/}}
+{{- define "strongroom.realm.hookJob" -}}
+{{- $root := .root }}
+{{- $ctx := dict "root" $root "component" "realm-apply" }}
+# {{ .comment }}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "strongroom.componentLabels" $ctx | nindent 4 }}
+  annotations:
+    "helm.sh/hook": {{ .hook }}
+    "helm.sh/hook-weight": {{ .weight | quote }}
+    "helm.sh/hook-delete-policy": before-hook-creation,hook-succeeded
+    {{- include "strongroom.checkovSkipEntries" (dict "root" $root "image" (include "strongroom.image" $root)) | nindent 4 }}
+spec:
+  # The realm service or a leader may still be rolling out: retry until it answers.
+  backoffLimit: {{ .backoffLimit | default 10 }}
+  ttlSecondsAfterFinished: 3600
+  template:
+    metadata:
+      labels:
+        {{- include "strongroom.componentLabels" $ctx | nindent 8 }}
+    spec:
+      restartPolicy: OnFailure
+      automountServiceAccountToken: false
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      containers:
+        - name: realm-apply
+          image: {{ include "strongroom.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          command: ["strongroom"]
+          args:
+            {{- range .args }}
+            - {{ . | quote }}
+            {{- end }}
+            - --realm-address={{ include "strongroom.realm.address" $root }}
+          {{- with (include "strongroom.tls.env" $root) }}
+          # A client certificate of its own: user "{{ include "strongroom.tls.realmApplyUser" $root }}".
+          env:
+            {{- . | trim | nindent 12 }}
+          {{- end }}
+          {{- with $root.Values.realm.resources }}
+          # The realm service's resources: the Job runs the same program's client side, briefly.
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+          volumeMounts:
+            - name: realm
+              mountPath: /etc/strongroom
+              readOnly: true
+            {{- with (include "strongroom.tls.volumeMount" $root) }}{{ . | trim | nindent 12 }}{{ end }}
+      volumes:
+        - name: realm
+          configMap:
+            name: {{ .configMap }}
+            items:
+              - key: {{ include "strongroom.realm.configMapKey" $root }}
+                path: realm.yaml
+        {{- with (include "strongroom.tls.volume" (dict "root" $root "secret" (include "strongroom.tls.realmApplySecretName" $root))) }}{{ . | trim | nindent 8 }}{{ end }}
+{{- end }}
+
 {{/* Role and RoleBinding of the members. */}}
 {{- define "strongroom.rbacName" -}}
 {{- printf "%s-persistence" (include "strongroom.fullname" .) }}
