@@ -25,27 +25,42 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from strongroom.cli.common import CliError, add_command_group, data_dir, print_json, where_options
 
 __all__ = ["add_parsers"]
 
+T = TypeVar("T")
 
-def _change(args: argparse.Namespace, add: bool) -> int:
+
+def _carried_out(args: argparse.Namespace, work: Coroutine[Any, Any, T], **context: str) -> T | None:
+    """What `work` (a change) returns; its refusal or time-out reported as the command reports
+    it: a JSON object (`context`, the error and its message) with --json, and None; else a
+    CliError."""
     from strongroom.local.leader import NoLeader
-    from strongroom.local.members import MembershipError, change_members
+    from strongroom.local.members import MembershipError
 
-    progress = None if args.json else print
     try:
-        change = asyncio.run(change_members(data_dir(args), args.cluster, args.names if add else [],
-                                            [] if add else args.names, args.timeout, progress))
+        return asyncio.run(work)
     except (MembershipError, NoLeader) as exc:
         if args.json:
-            print_json({"cluster": args.cluster, "error": type(exc).__name__, "message": str(exc)}, indent=2)
-            return 1
+            print_json({**context, "error": type(exc).__name__, "message": str(exc)}, indent=2)
+            return None
         raise CliError(str(exc)) from None
+
+
+def _change(args: argparse.Namespace, add: bool) -> int:
+    from strongroom.local.members import change_members
+
+    progress = None if args.json else print
+    change = _carried_out(args, change_members(data_dir(args), args.cluster, args.names if add else [],
+                                               [] if add else args.names, args.timeout, progress),
+                          cluster=args.cluster)
+    if change is None:
+        return 1
     if args.json:
         print_json(change.to_dict(), indent=2)
     else:
@@ -57,28 +72,25 @@ def _change(args: argparse.Namespace, add: bool) -> int:
 
 def _sync(args: argparse.Namespace) -> int:
     from strongroom.cli.realm_cmd import locate_realm_service
-    from strongroom.local.leader import NoLeader
-    from strongroom.local.members import MembershipError, Wait, sync_members
+    from strongroom.local.members import Wait, sync_members
 
     try:
         text = Path(args.file).read_text()
     except OSError as exc:
         raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
     progress = None if args.json else print
-    try:
-        version, synced = asyncio.run(sync_members(locate_realm_service(args), text, Wait(args.wait), args.timeout,
-                                                   progress))
-    except (MembershipError, NoLeader) as exc:
-        if args.json:
-            print_json({"error": type(exc).__name__, "message": str(exc)}, indent=2)
-            return 1
-        raise CliError(str(exc)) from None
+    done = _carried_out(args, sync_members(locate_realm_service(args), text, Wait(args.wait), args.timeout,
+                                           progress))
+    if done is None:
+        return 1
+    version, synced = done
     if args.json:
         print_json({"realm_version": version, "wait": args.wait, "clusters": [c.to_dict() for c in synced]}, indent=2)
     else:
-        for c in synced:
+        for one in synced:
+            c = one.change
             did = "unchanged" if c.before == c.after else f"{', '.join(c.before)} -> {', '.join(c.after)}"
-            counted = f"; voters: {', '.join(c.voters)}" if c.voters else ""
+            counted = f"; voters: {', '.join(one.voters)}" if one.voters else ""
             print(f"cluster {c.cluster}: members {did}{counted}")
         print(f"realm version {version} is current")
     return 0

@@ -116,7 +116,6 @@ async def change_members(data_dir: Path, cluster: str, add: Sequence[str] = (), 
     return change
 
 
-
 async def _await_voters(cluster: str, addresses: Sequence[str], done: Callable[[admin_pb2.ClusterStatus], bool],
                         target: Sequence[str], timeout: float, progress: Callable[[str], None] | None,
                         started_at: float) -> Leader:
@@ -151,17 +150,16 @@ class Wait(enum.Enum):
 
 @dataclass
 class SyncedCluster:
-    """One cluster of a sync: its member list before and after, and the voters it ended with."""
+    """One cluster of a sync: its member list before and after, and the voters it ended with
+    (none when the sync did not wait for it)."""
 
-    cluster: str
-    before: list[str]
-    after: list[str]
+    change: MemberListChange
     voters: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "before": self.before, "after": self.after,
-                "added": [n for n in self.after if n not in self.before],
-                "removed": [n for n in self.before if n not in self.after], "voters": self.voters}
+        c = self.change
+        return {"cluster": c.cluster, "before": c.before, "after": c.after, "added": c.added, "removed": c.removed,
+                "voters": self.voters}
 
 
 async def sync_members(realm_address: str, wanted: str, wait: Wait = Wait.ALL, timeout: float = 600.0,
@@ -193,7 +191,7 @@ async def sync_members(realm_address: str, wanted: str, wait: Wait = Wait.ALL, t
             continue  # not in force yet: applying the file itself adds it
         c = changed.get(name) or MemberListChange(name, [str(m["name"]) for m in new[name]],
                                                   [str(m["name"]) for m in new[name]])
-        one = SyncedCluster(name, c.before, c.after)
+        one = SyncedCluster(c)
         synced.append(one)
         if wait is Wait.NONE or (wait is Wait.REMOVED and not c.removed):
             continue

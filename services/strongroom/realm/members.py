@@ -103,7 +103,7 @@ def synced_realm(current: str, wanted: str) -> tuple[str, list[MemberListChange]
             continue
         before = _names(cluster.get("members") or [])
         after = _names(lists[name])
-        if before == after and cluster.get("members") == lists[name]:
+        if cluster.get("members") == lists[name]:
             continue
         if not after:
             raise MembershipError(f"the realm file lists no members for cluster {name!r}")
