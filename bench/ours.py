@@ -45,9 +45,15 @@ CONFIGS: dict[str, tuple[str, str]] = {
     # The SQLite storage driver (persistent_store.driver) beside RocksDB's disk-sync and disk-async.
     "disk-sync-sqlite": ("disk-sync", ""),
     "disk-async-sqlite": ("disk-async", ""),
+    # Indexes on disk (`clusters[].indexes_on_disk: true`) beside the default, state in memory:
+    # the throughput half of deciding that default (the backlog half: bench/backlog.py).
+    "disk-sync-indexed": ("disk-sync", ""),
+    "disk-async-indexed": ("disk-async", ""),
 }
 DRIVER_CONFIGS: dict[str, str] = {"disk-sync-sqlite": "sqlite", "disk-async-sqlite": "sqlite"}
 """Configurations on another storage driver than the default (RocksDB): configuration -> driver."""
+INDEXED_SUFFIX = "-indexed"
+"""Configurations whose cluster keeps its indexes on disk."""
 EVENTS_SUFFIX = "-events"
 PLAINTEXT_SUFFIX = "-plaintext"
 AUTH_SUFFIX = "-auth"
@@ -77,16 +83,19 @@ EVENT_LOG_INTERVAL = 10.0
 
 
 def realm_for(storage: str, events_dir: Path | None = None, primary: list[str] | None = None,
-              driver: str = "") -> str:
+              driver: str = "", indexes_on_disk: bool = False) -> str:
     """The benchmark realm: one 3-member cluster, a replicated store and a non-replicated one.
     `*.queue` destinations are queues (stored without subscribers), the rest topics; the `nr.`
     prefix selects the non-replicated store. `events_dir`: the store event log on, there (the
     default publish interval, 10 s). `primary`: the three members' addresses, and a standby set
     of three (s1-s3) that reads the primary's committed log there (`clusters[].standby`,
-    docs/dr.md). `driver`: the storage driver (`persistent_store.driver`; default RocksDB)."""
+    docs/dr.md). `driver`: the storage driver (`persistent_store.driver`; default RocksDB).
+    `indexes_on_disk`: the cluster's state in RocksDB column families instead of memory."""
     event_log = f"    event_log:\n      directory: {events_dir}\n" if events_dir is not None else ""
     if driver:
         event_log += f"    persistent_store:\n      driver: {driver}\n"
+    if indexes_on_disk:
+        event_log += "    indexes_on_disk: true\n"
     names = ("m1", "m2", "m3")
     if primary is None:
         members = "".join(f"      - name: {m}\n" for m in names)
@@ -147,7 +156,8 @@ class StrongroomTarget:
 
     def realm_text(self) -> str:
         """The realm this configuration runs."""
-        text = realm_for(self.storage, self.events_dir, driver=self.driver)
+        text = realm_for(self.storage, self.events_dir, driver=self.driver,
+                         indexes_on_disk=self.config.endswith(INDEXED_SUFFIX))
         return text + AUTH_SECTIONS if self.config.endswith(AUTH_SUFFIX) else text
 
     async def start(self) -> None:

@@ -116,7 +116,8 @@ ORDER: list[tuple[str, str]] = [
     ("nats", PEER_CONFIG),
 ]
 # Configurations a round runs only when `--only` names them.
-NAMED_ONLY: list[tuple[str, str]] = [("strongroom", PINNED_CONFIG)]
+NAMED_ONLY: list[tuple[str, str]] = [("strongroom", PINNED_CONFIG), ("strongroom", "disk-sync-indexed"),
+                                     ("strongroom", "disk-async-indexed")]
 # Configurations that run a group of their own, reported apart from the main table.
 ROUTING_CONFIGS = (ROUTING_CONFIG, PINNED_CONFIG, PEER_CONFIG)
 GROUPS = (UOW_CONFIG, *ROUTING_CONFIGS)
@@ -194,6 +195,12 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
       for fig in ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
                   "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
                   "pipelined_x16.msgs_per_s")],
+    # Indexes on disk against the state in memory, same mode, same run (issue 25: which is the
+    # default for disk clusters; run with `--only disk-sync,disk-sync-indexed,...`).
+    *[(f"{mode}-indexed", mode, fig, None) for mode in ("disk-sync", "disk-async")
+      for fig in ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
+                  "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
+                  "pipelined_x16.msgs_per_s", "pipelined.servers_cpu_s_per_1k")],
 ]
 
 

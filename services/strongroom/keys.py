@@ -36,6 +36,7 @@ __all__ = [
     "realm_version_key",
     "router_key",
     "stored_key",
+    "stored_prefix",
     "token_key",
     "voters_key",
 ]
@@ -99,6 +100,11 @@ def stored_key(cluster: str, member: str) -> str:
     once (every recovery majority still meets every commit majority in a member that holds
     the commit)."""
     return f"{_cluster(cluster)}/stored/{member}"
+
+
+def stored_prefix(cluster: str) -> str:
+    """The prefix of every member's `stored_key`: the members that ever acknowledged entries."""
+    return f"{_cluster(cluster)}/stored/"
 
 
 def voters_key(cluster: str) -> str:

@@ -32,6 +32,8 @@ from harness import (
 
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
+from strongroom.etcd import EtcdClient
+from strongroom.keys import voters_key
 from strongroom.local.etcdproc import start_etcd
 from strongroom.local.launcher import (
     current_realm,
@@ -173,6 +175,45 @@ async def test_a_cluster_grows_from_three_to_five_and_shrinks_to_three_while_con
             sts = [await cluster.status(n) for n in ("m4", "m5")]
             return top is not None and all(s is not None and s.applied_index >= top.commit_index for s in sts)
         await wait_for(applied, timeout=30)
+
+
+async def test_without_a_voters_record_the_members_with_state_count_beside_a_realm_that_grew(tmp_path: Path) -> None:
+    """etcd holds no voters record (a cluster of a version before it, or a record lost with
+    etcd's data) and the realm already names two new members (an upgrade that also grew the
+    cluster). A member that is behind and the two new, empty ones are three of the realm's five,
+    but only one of the three members that hold state: they must not elect a leader that lacks
+    what was confirmed. Once a member holding it is back, a leader is elected, nothing is lost,
+    and it writes the record with the realm's five."""
+    async with cluster_of(tmp_path, ["m1", "m2", "m3"]) as (etcd, cluster):
+        first = await voters_are(cluster, ["m1", "m2", "m3"])
+        behind = next(n for n in ("m1", "m2", "m3") if n != first)
+        async with Client(cluster.addresses(), timeout=30) as client:
+            await (await client.subscribe(TOPIC, DURABLE)).close()
+            await client.publish(TOPIC, b"before")
+            cluster.kill(behind, signal.SIGKILL)
+            for i in range(20):  # confirmed by the two members left, not by `behind`
+                assert (await client.publish(TOPIC, str(i).encode())).confirmed
+        for name in ("m1", "m2", "m3"):
+            if cluster.procs[name].poll() is None:
+                cluster.kill(name, signal.SIGKILL)
+        client_etcd = EtcdClient(etcd)
+        try:
+            assert await client_etcd.delete(voters_key("default")) == 1
+        finally:
+            await client_etcd.close()
+        await put_realm(etcd, realm_of(["m1", "m2", "m3", "m4", "m5"]), 2)
+        for name in (behind, "m4", "m5"):
+            cluster.start(name)
+        for _ in range(16):  # 4 lease TTLs: time for several elections
+            for name in (behind, "m4", "m5"):
+                st = await cluster.status(name)
+                assert st is None or st.role != "leader", f"{name} leads without the confirmed messages: {st}"
+            await asyncio.sleep(0.5)
+        cluster.start(first)
+        await voters_are(cluster, ["m1", "m2", "m3", "m4", "m5"])
+        async with Client(cluster.addresses(), timeout=30) as client:
+            got = [m.body for m in await drain_all(client, TOPIC, DURABLE)]
+        assert got == [b"before", *(str(i).encode() for i in range(20))], "lost, duplicated or reordered"
 
 
 async def test_a_removed_member_no_longer_counts_toward_a_majority(tmp_path: Path) -> None:

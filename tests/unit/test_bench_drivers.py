@@ -81,3 +81,21 @@ def test_the_auth_configuration_runs_disk_sync_with_the_realms_auth_on_and_a_gra
     plain = parse_realm(StrongroomTarget("disk-sync", tmp_path, Progress(out=lambda _s: None)).realm_text())
     assert not rules_of(plain).enabled
     assert ("disk-sync-auth", "disk-sync", "pipelined.msgs_per_s", 0.95) in runner.RATIOS
+
+
+def test_the_indexed_configurations_keep_the_state_on_disk_and_are_compared_with_the_state_in_memory(
+        tmp_path: Path) -> None:
+    """Issue 25: the figures that decide whether indexes on disk become the default."""
+    from bench.ours import CONFIGS
+
+    for config, mode in (("disk-sync-indexed", StorageMode.DISK_SYNC), ("disk-async-indexed", StorageMode.DISK_ASYNC)):
+        assert CONFIGS[config][0] == mode.value
+        cluster = parse_realm(StrongroomTarget(config, tmp_path, Progress(out=lambda _s: None)).realm_text()).cluster(CLUSTER)
+        assert cluster is not None and cluster.storage == mode and cluster.indexes_on_disk
+        assert (config, mode.value, "pipelined.msgs_per_s", None) in runner.RATIOS
+    for plain in ("disk-sync", "disk-async"):
+        cluster = parse_realm(StrongroomTarget(plain, tmp_path, Progress(out=lambda _s: None)).realm_text()).cluster(CLUSTER)
+        assert cluster is not None and not cluster.indexes_on_disk
+    # Run only when named (a default round stays as long as it was).
+    assert "disk-sync-indexed" not in [c for _, c in runner.ORDER]
+    assert runner.select("disk-sync,disk-sync-indexed") == [("strongroom", "disk-sync"), ("strongroom", "disk-sync-indexed")]

@@ -386,3 +386,27 @@ def test_delivery_counts_are_kept_on_disk_and_leave_with_the_message(tmp_path: P
         assert DiskStateMachine.open(storage).durable("q", "").delivery_counts == {1: 2, 3: 1}  # type: ignore[union-attr]
     finally:
         storage.close()
+
+
+def test_an_install_larger_than_one_write_batch_commits_its_batches_and_keeps_everything(
+        tmp_path: Path, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install writes a batch every INSTALL_BATCH records (20 000: any real backlog): the
+    batches before the last part must commit (they once failed on the units-of-work table,
+    which tracked no changes yet, so no member could take a snapshot of 20 000 messages)."""
+    from strongroom.persistence import diskinstall
+
+    monkeypatch.setattr(diskinstall, "INSTALL_BATCH", 7)
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    try:
+        mem = StateMachine()
+        specs = [[("create", 0, 1), ("create", 2, 1)],
+                 [("publish", d, i % 40, 0, False, "x", False) for i in range(60) for d in ("t", "u", "q")]]
+        for index, entry_specs in enumerate(specs, 1):
+            mem.apply_entry(rpb.LogEntry(index=index, epoch=1, ops=[to_op(s) for s in entry_specs]))  # type: ignore[misc]
+        assert len(mem.messages) > 10 * 7
+        disk = DiskStateMachine.open(storage)
+        install_parts(disk, state_parts(mem, part_bytes=2000, pending_per_part=5))
+        assert observe(disk) == observe(mem)
+        assert observe(DiskStateMachine.open(storage)) == observe(mem)
+    finally:
+        storage.close()

@@ -220,3 +220,47 @@ async def test_a_step_the_realm_no_longer_asks_for_is_dropped_before_it_is_recor
         await _settle()
         assert change.describe() == "" and membership.voters == ("m1", "m2", "m3")
         assert etcd.writes == [("m1", "m2", "m3")]
+
+
+def test_a_watch_event_older_than_the_record_held_is_not_taken_but_a_read_is() -> None:
+    """The reply to the leader's own write and the watch event of its earlier write come in
+    either order: the view must not go back two changes (their majorities need not meet)."""
+    membership = Membership(_Etcd(), _cluster(["m1", "m2", "m3", "m4", "m5"]), "m1", "127.0.0.1:1")  # type: ignore[arg-type]
+    newest = VoterRecord(("m1", "m2", "m3", "m4", "m5"), revision=12, epoch=5)
+    membership.set_voters(newest)
+    membership.set_voters(VoterRecord(("m1", "m2", "m3", "m4"), revision=11, epoch=5), fresh=False)
+    membership.set_voters(VoterRecord(("m1", "m2", "m3"), revision=9, epoch=5), fresh=False)
+    assert membership.record == newest
+    # A later leader's record is newer whatever its revision (etcd restarted without its data).
+    later = VoterRecord(("m1", "m2", "m3"), revision=3, epoch=9)
+    membership.set_voters(later, fresh=False)
+    assert membership.record == later
+    # A linearizable read (a new leader's) is taken as it is.
+    membership.set_voters(VoterRecord(("m1", "m2"), revision=2, epoch=4))
+    assert membership.voters == ("m1", "m2")
+
+
+async def test_with_no_record_the_members_with_state_are_counted_until_a_majority_of_the_realms_holds_the_commit() -> None:
+    """No voters record and members with state other than the realm's list (`also`): the
+    record is written only once a majority of the realm's list holds what was committed, and
+    the members with state stop counting only then."""
+    etcd = _Etcd()
+    membership = Membership(etcd, _cluster(["m1", "m2", "m3", "m4", "m5"]), "m1", "127.0.0.1:1")  # type: ignore[arg-type]
+    membership.set_voters(VoterRecord(("m1", "m2", "m3", "m4", "m5"), also=("m1", "m2", "m3")))
+    assert not membership.record.settled and "m3" in membership.peers()
+    term = _Term({"m1": 100, "m4": 100, "m5": 10})
+    term.joint = ("m1", "m2", "m3")  # as recovery sets it
+    change = Reconfiguration(term, membership, etcd, lambda: 1, lambda: None)  # type: ignore[arg-type]
+    running = asyncio.create_task(change.run())
+    try:
+        await _settle()
+        # m1 and m4 of five hold index 100: not a majority of the realm's list yet.
+        assert etcd.writes == [] and term.joint == ("m1", "m2", "m3")
+        term.held["m5"] = 100
+        await _settle()
+        assert etcd.writes == [("m1", "m2", "m3", "m4", "m5")] and term.joint is None
+        assert membership.record.settled
+    finally:
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running

@@ -1,5 +1,6 @@
-"""`strongroom bench`: the benchmark against NATS JetStream, side by side, and `strongroom bench
-metrics`: the Spark jobs beside DuckDB over the same event logs (bench/ of a source checkout)."""
+"""`strongroom bench`: the benchmark against NATS JetStream, side by side; `strongroom bench
+metrics`: the Spark jobs beside DuckDB over the same event logs; `strongroom bench backlog`: a
+member's restart and a fresh member's catch-up on a large backlog (bench/ of a source checkout)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def _bench_module(name: str) -> Any:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark suite and print or store its results."""
-    if getattr(args, "what", None) == "metrics":
-        return cmd_bench_metrics(args)
+    if getattr(args, "what", None) in ("metrics", "backlog"):
+        return int(args.func(args))
     try:
         return int(_bench_module("runner").run_cli(args.runs, args.messages, args.quick, args.json, only=args.only))
     except ValueError as exc:
@@ -42,13 +43,26 @@ def _sizes(text: str) -> list[int]:
     except ValueError:
         sizes = []
     if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of event counts")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive counts")
     return sizes
+
+
+def _modes(text: str) -> list[bool]:
+    try:
+        return list(_bench_module("backlog").modes_of(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_bench_metrics(args: argparse.Namespace) -> int:
     """The Spark jobs and DuckDB over synthetic event logs of each size."""
     return int(_bench_module("metrics").run_cli(args.sizes, args.json))
+
+
+def cmd_bench_backlog(args: argparse.Namespace) -> int:
+    """Restart and catch-up on a backlog of each size and setting (bench/backlog.py)."""
+    return int(_bench_module("backlog").run_cli(args.sizes, args.modes, args.json,
+                                                baseline_seconds=args.baseline_seconds))
 
 
 def add_parsers(sub: Any) -> None:
@@ -70,3 +84,13 @@ def add_parsers(sub: Any) -> None:
                    help="event counts of the logs (default 1000000,10000000)")
     m.add_argument("--json", action="store_true", help="print the result document as JSON")
     m.set_defaults(func=cmd_bench_metrics)
+    b = what.add_parser("backlog", help="a member's restart and a fresh member's catch-up on a large backlog, "
+                                        "with indexes on disk off and on")
+    b.add_argument("--sizes", type=_sizes, default=[100_000, 2_200_000], metavar="N,N",
+                   help="pending 1 KiB messages of each point (default 100000,2200000: over 2 GiB of state)")
+    b.add_argument("--modes", type=_modes, default=[False, True], metavar="false,true",
+                   help="the indexes_on_disk settings to run (default both)")
+    b.add_argument("--baseline-seconds", type=float, default=15.0, metavar="S",
+                   help="confirmed publishing before the fresh member starts (default 15)")
+    b.add_argument("--json", action="store_true", help="print the result document as JSON")
+    b.set_defaults(func=cmd_bench_backlog)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient
-from strongroom.keys import leader_key, voters_key
+from strongroom.keys import leader_key, stored_prefix, voters_key
 
 __all__ = ["Step", "VoterRecord", "load_voters", "majority", "majority_heard", "majority_index", "next_step", "write_voters"]
 
@@ -51,6 +51,29 @@ class VoterRecord:
     """The record's mod_revision in etcd; 0: no record (the realm's member list)."""
     epoch: int = 0
     """The epoch of the leader that wrote it."""
+    also: tuple[str, ...] = ()
+    """With no record (revision 0): the members that ever acknowledged entries, when they are
+    not the realm's list, counted beside it (a majority of both) until a leader writes the
+    record. The realm may already name a change the earlier voters never carried out (a cluster
+    of a version before the record, given new members in the same upgrade): the members with
+    state are then the voters a commit was counted by, and the realm's list the ones a member
+    that starts now takes. Counting both keeps every recovery majority meeting every earlier
+    commit majority, whichever of the two lists the voters were."""
+
+    damaged: bool = False
+    """etcd holds a record that cannot be read (its list is then the one above)."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether a leader wrote these voters down (else the next leader writes them)."""
+        return bool(self.revision) and not self.also and not self.damaged
+
+    def newer_than(self, other: VoterRecord) -> bool:
+        """Whether this record was written after `other` (by the leader of a later epoch, or by
+        the same leader later); a list without a record is neither newer nor older."""
+        if not self.revision or not other.revision:
+            return True
+        return (self.epoch, self.revision) >= (other.epoch, other.revision)
 
     def to_bytes(self) -> bytes:
         return json.dumps({"voters": list(self.voters), "epoch": self.epoch}).encode()
@@ -126,15 +149,20 @@ def majority_heard(voters: Sequence[str], member: str, last_ack: Callable[[str],
 
 
 async def load_voters(etcd: EtcdClient, cluster: str, realm_members: Sequence[str]) -> VoterRecord:
-    """The cluster's voters as etcd holds them now, or the realm's members when it holds no
-    record (or one that cannot be read: logged by the caller as the realm's list counting)."""
+    """The cluster's voters as etcd holds them now; when it holds no record (or one that cannot
+    be read: logged by the caller), the realm's members, with the members that ever
+    acknowledged entries counted beside them if they differ (`VoterRecord.also`)."""
     kv = await etcd.get(voters_key(cluster))
     if kv is not None:
         record = VoterRecord.from_bytes(kv.value, kv.mod_revision)
         if record is not None:
             return record
-        return VoterRecord(tuple(realm_members), kv.mod_revision)
-    return VoterRecord(tuple(realm_members))
+    prefix = stored_prefix(cluster)
+    holders = sorted(kv.key[len(prefix):] for kv in await etcd.get_prefix(prefix))
+    also = tuple(holders) if holders and set(holders) != set(realm_members) else ()
+    # A record that cannot be read keeps its revision: the leader's write replaces it.
+    return VoterRecord(tuple(realm_members), kv.mod_revision if kv is not None else 0, also=also,
+                       damaged=kv is not None)
 
 
 async def write_voters(etcd: EtcdClient, cluster: str, voters: Sequence[str], epoch: int, expected: int,

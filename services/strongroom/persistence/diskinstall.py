@@ -74,6 +74,9 @@ class DiskInstaller:
             fresh.applied_epoch = snap.applied_epoch
             self._clock = snap.clock
             fresh.uows = UowTable.from_snapshot(snap)
+            # The batches written before the last part (every INSTALL_BATCH records) take the
+            # table's changes too; `_complete` then marks every unit of work changed.
+            fresh.uows.track_changes()
         for cfg in snap.stores:
             fresh.apply_op(rpb.Operation(configure_store=cfg))
         for m in snap.messages:

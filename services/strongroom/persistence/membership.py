@@ -111,9 +111,10 @@ class Membership:
         return self.record.voters
 
     def everyone(self) -> list[str]:
-        """The realm's members, then the voters it no longer names (being removed)."""
+        """The realm's members, then the voters it no longer names (being removed) and, while
+        no record is written, the members with state it no longer names."""
         names = self.names
-        return names + [v for v in self.voters if v not in names]
+        return names + list(dict.fromkeys(v for v in (*self.voters, *self.record.also) if v not in names))
 
     def peers(self) -> list[str]:
         """Every member but this one that a leader replicates to: the realm's members and the
@@ -128,8 +129,15 @@ class Membership:
         """This member is a voter: it may lead, and its promise counts."""
         return self.member in self.voters
 
-    def set_voters(self, record: VoterRecord) -> None:
-        """The voters as etcd holds them now."""
+    def set_voters(self, record: VoterRecord, fresh: bool = True) -> None:
+        """The voters as etcd holds them now. A record not `fresh` (a watch event) that is older
+        than the one held is not taken: the reply to the leader's own write and the watch event
+        of an earlier one come in either order, and a view two changes behind would count
+        majorities that need not meet the current ones."""
+        if not fresh and not record.newer_than(self.record):
+            log.debug("voters record of revision %d (epoch %d) is older than the one held (%d, epoch %d)",
+                      record.revision, record.epoch, self.record.revision, self.record.epoch)
+            return
         if record.voters != self.record.voters:
             log.info("voters of cluster %s: %s", self.cluster.name, ", ".join(record.voters))
             self.changed.set()
@@ -192,10 +200,17 @@ class Membership:
             return
         async for kind, kv in self._etcd.follow(voters_key(self.cluster.name)):
             record = VoterRecord.from_bytes(kv.value, kv.mod_revision) if kind == "PUT" else None
-            if kind == "PUT" and record is None:
-                log.error("the voters record of cluster %s cannot be read; the realm's member list counts",
-                          self.cluster.name)
-            self.set_voters(record or VoterRecord(tuple(self.names), kv.mod_revision if kind == "PUT" else 0))
+            if record is not None:
+                self.set_voters(record, fresh=False)
+                continue
+            if kind == "PUT":
+                log.error("the voters record of cluster %s cannot be read; the realm's member list counts, "
+                          "with the members that hold state, until a leader writes it again", self.cluster.name)
+            # No record (etcd lost its data) or a damaged one: as a new leader would count.
+            try:
+                self.set_voters(await load_voters(self._etcd, self.cluster.name, self.names))
+            except Exception as exc:  # noqa: BLE001 - etcd away again: the next event reads it
+                log.warning("cannot read the voters of cluster %s: %s", self.cluster.name, exc)
 
     async def watch(self) -> None:
         """Follow the members' registrations in etcd (runs until cancelled; retries while etcd is

@@ -84,13 +84,15 @@ class Reconfiguration:
         while term.alive():
             membership.changed.clear()
             self._replicate_to_everyone()
+            if not membership.record.settled:
+                # Before any step: a step's joint counting would replace the members with
+                # state counted beside the realm's list.
+                await self._settle()
+                if not membership.record.settled:
+                    await self._changed(0.5)
+                    continue
             step = next_step(membership.voters, membership.names)
             if step is None:
-                if membership.record.revision == 0:
-                    # The first leader of this version: the voters in force written down, so
-                    # a member that starts later, after the realm changed, does not take the
-                    # realm's new list for them.
-                    await self._record(membership.voters)
                 await self._changed(1.0)
                 continue
             try:
@@ -100,6 +102,31 @@ class Reconfiguration:
                 self.step, self.phase = None, ""
             if not done:
                 await self._changed(0.5)
+
+    async def _settle(self) -> None:
+        """The first leader with no record (or a damaged one): the voters in force written down,
+        so a member that starts later, after the realm changed, does not take the realm's new
+        list for them. While the members that hold state count beside the realm's list
+        (`VoterRecord.also`), every commit of this term counted both; the realm's list is
+        written once a majority of it holds everything committed, as at the end of a step."""
+        membership, term = self.membership, self.term
+        voters = membership.voters
+        if membership.record.also:
+            self.phase = "both counted"
+            held = term.commit_index
+            log.info("cluster %s has no voters record: counting %s beside the realm's %s until a majority of "
+                     "the realm's holds index %d", membership.cluster.name, ", ".join(membership.record.also),
+                     ", ".join(voters), held)
+            while majority_index(voters, term.match_of) < held:
+                if not term.alive() or membership.voters != voters:
+                    return
+                await self._changed(0.05)
+        try:
+            if await self._record(voters):
+                term.joint = None
+                term.advance_commit()
+        finally:
+            self.phase = ""
 
     def _replicate_to_everyone(self) -> None:
         for name in self.membership.peers():

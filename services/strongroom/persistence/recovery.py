@@ -24,6 +24,7 @@ from typing import Protocol
 
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import NoQuorumError, NotVoterError, PersistenceUnavailable, StaleEpochError
+from strongroom.persistence.configuration import majority
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.replica import Replica
 from strongroom.persistence.term import LeaderTerm
@@ -84,7 +85,12 @@ class Recovery:
         cluster = membership.cluster
         # The voters as etcd holds them now: read after this member was elected, so the last
         # change an earlier leader made is in it, and no earlier leader can make another.
-        voters = (await membership.load_voters()).voters
+        record = await membership.load_voters()
+        voters = record.voters
+        # With no record written yet, the members that hold state count beside the realm's
+        # list: in this recovery and in every commit of the term until the record is written
+        # (`VoterRecord.also`, `Reconfiguration.run`).
+        term.joint = record.also or None
         if term.member not in voters:
             raise NotVoterError(f"member {term.member} is not a voter of cluster {cluster.name} "
                                 f"(voters: {', '.join(voters)}): it may not lead")
@@ -103,7 +109,9 @@ class Recovery:
                     replica.promise(r.promised_epoch)
                     raise StaleEpochError(f"{r.member} promised epoch {r.promised_epoch}")
             synced = [r for r in answered if r.synced and r.member in voters]
-            if len(synced) >= membership.majority():
+            if len(synced) >= majority(len(voters)) and (
+                    not record.also or sum(r.synced and r.member in record.also for r in answered)
+                    >= majority(len(record.also))):
                 best = max(synced, key=lambda r: (r.last_epoch, r.last_index))
                 if (best.last_epoch, best.last_index) > (replica.log.last_epoch, replica.log.last_index):
                     return best.member, best
