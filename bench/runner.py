@@ -82,7 +82,8 @@ from bench.uow import (
 )
 
 __all__ = ["DEFAULT_PARAMS", "FIGURES", "ORDER", "QUICK_PARAMS", "RATIOS", "figure_applies", "format_report",
-           "format_routing", "format_uow", "machine_info", "main", "run_bench", "run_cli", "versions", "write_results"]
+           "format_routing", "format_uow", "machine_info", "main", "ran_ratios", "run_bench", "run_cli", "versions",
+           "write_results"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # Chosen so that a default run (5 rounds) takes about 13-15 minutes on the 2-core test machine:
@@ -202,6 +203,12 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
                   "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
                   "pipelined_x16.msgs_per_s", "pipelined.servers_cpu_s_per_1k")],
 ]
+
+
+def ran_ratios(configs: list[str]) -> list[tuple[str, str, str, float | None]]:
+    """The RATIOS whose two configurations a round of `configs` ran: a ratio against one that
+    runs only when named (NAMED_ONLY) is not reported by a round that did not name it."""
+    return [r for r in RATIOS if r[0] in configs and r[1] in configs]
 
 
 def figure_applies(config: str, figure: str) -> bool:
@@ -401,7 +408,7 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
         summary[config] = {k: summarize(r[k] for r in rows if k in r) for k in keys}
         summary[config]["_runs"] = len(rows)  # type: ignore[assignment]
     ratios = []
-    for ours, peer, fig, target in RATIOS:
+    for ours, peer, fig, target in ran_ratios(configs):
         higher = FIGURES[fig][2]
         ratio, met = ratio_of(summary.get(ours, {}).get(fig, {}).get("median"),
                               summary.get(peer, {}).get(fig, {}).get("median"), target, higher)

@@ -72,7 +72,11 @@ async def voters_are(cluster: Cluster, names: list[str], timeout: float = 120.0)
                 found[:] = [name]
                 return True
         return False
-    await wait_for(done, timeout=timeout)
+    try:
+        await wait_for(done, timeout=timeout)
+    except TimeoutError:
+        states = {n: await cluster.status(n) for n in cluster.procs if cluster.procs[n].poll() is None}
+        raise AssertionError(f"no leader with the voters {names} in {timeout} s: {states}\n{cluster.logs()}") from None
     return found[0]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from harness import Cluster, put_realm, realm_yaml
+from harness import Cluster, put_realm, realm_yaml, wait_for
 
 from strongroom.client import Client
 from strongroom.local.etcdproc import start_etcd
@@ -174,6 +174,15 @@ async def test_member_whose_disk_filled_works_again_once_space_returns(tmp_path:
         follower = next(n for n in cluster.names if n != leader)
         client = Client(cluster.addresses(), timeout=20)
         assert (await client.publish("regress-enospc.queue", b"before")).confirmed
+        # The follower runs and holds "before" (else its disk fills while it starts, and a
+        # member that cannot open its storage exits: not the case this test is about).
+        first = await cluster.status(leader)
+        assert first is not None
+
+        async def follower_holds_it() -> bool:
+            st = await cluster.status(follower)
+            return st is not None and st.applied_index >= first.commit_index
+        await wait_for(follower_holds_it, timeout=60)
         await asyncio.get_running_loop().run_in_executor(None, _fill, cluster.data_dir(follower))
         body = b"y" * 128 * 1024
         for _ in range(20):  # the others keep committing while the follower cannot write

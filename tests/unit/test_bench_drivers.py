@@ -99,3 +99,9 @@ def test_the_indexed_configurations_keep_the_state_on_disk_and_are_compared_with
     # Run only when named (a default round stays as long as it was).
     assert "disk-sync-indexed" not in [c for _, c in runner.ORDER]
     assert runner.select("disk-sync,disk-sync-indexed") == [("strongroom", "disk-sync"), ("strongroom", "disk-sync-indexed")]
+    # A default round reports no ratio against a configuration it did not run; a named one does.
+    default = [c for _, c in runner.ORDER]
+    assert not any(r[0].endswith("-indexed") for r in runner.ran_ratios(default))
+    assert ("disk-sync-indexed", "disk-sync", "pipelined.msgs_per_s", None) in runner.ran_ratios(
+        ["disk-sync", "disk-sync-indexed"])
+    assert all(r[0] in default and r[1] in default for r in runner.ran_ratios(default))

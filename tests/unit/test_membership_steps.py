@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.persistence.configuration import (
     VoterRecord,
     majority,
@@ -20,6 +21,7 @@ from strongroom.persistence.configuration import (
 )
 from strongroom.persistence.membership import Membership
 from strongroom.persistence.reconfig import Reconfiguration
+from strongroom.persistence.recovery import most_advanced
 from strongroom.realm.members import MembershipError, edited_realm, member_lists, synced_realm
 from strongroom.realm.model import parse_realm
 
@@ -264,3 +266,28 @@ async def test_with_no_record_the_members_with_state_are_counted_until_a_majorit
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
+
+
+def _promise(member: str, last_index: int, synced: bool = True) -> rpb.PromiseResponse:
+    return rpb.PromiseResponse(ok=True, member=member, synced=synced, last_epoch=3, last_index=last_index)
+
+
+def test_recovery_takes_the_most_advanced_log_of_every_member_counted() -> None:
+    """No voters record, and the realm shrank from m1 ... m5 to m1, m2 and m3 before one was
+    written. Index 9 was committed by m3, m4 and m5 (a majority of the five). Promises from m1,
+    m2, m4 and m5 are a majority of both lists; the only ones that hold index 9 are m4 and m5,
+    which the realm no longer lists: recovery must take their log, not m1's or m2's."""
+    voters, also = ("m1", "m2", "m3"), ("m1", "m2", "m3", "m4", "m5")
+    best = most_advanced([_promise("m1", 5), _promise("m2", 5), _promise("m4", 9), _promise("m5", 9)],
+                         voters, also)
+    assert best is not None and best.last_index == 9 and best.member in ("m4", "m5")
+    # A majority of the realm's list, not of `also`; and the other way round.
+    assert most_advanced([_promise("m1", 5), _promise("m2", 5)], voters, also) is None
+    assert most_advanced([_promise("m1", 5), _promise("m4", 9), _promise("m5", 9)], voters, also) is None
+    # A member that lost its state counts toward neither.
+    assert most_advanced([_promise("m1", 5), _promise("m2", 9, synced=False), _promise("m4", 9),
+                          _promise("m5", 9)], voters, also) is None
+    # With a record: the voters alone, a majority of three.
+    best = most_advanced([_promise("m1", 4), _promise("m3", 7)], voters)
+    assert best is not None and best.member == "m3"
+    assert most_advanced([_promise("m1", 4)], voters) is None

@@ -30,7 +30,22 @@ from strongroom.persistence.replica import Replica
 from strongroom.persistence.term import LeaderTerm
 from strongroom.realm.model import StorageMode
 
-__all__ = ["PeerCalls", "Recovery"]
+__all__ = ["PeerCalls", "Recovery", "most_advanced"]
+
+
+def most_advanced(answered: list[rpb.PromiseResponse], voters: tuple[str, ...],
+                  also: tuple[str, ...] = ()) -> rpb.PromiseResponse | None:
+    """The most advanced log among the synced members that promised, once they are a majority of
+    `voters` and (with no voters record) of `also` too; None until they are. Every member counted
+    is a candidate, those of `also` the realm no longer lists included: a majority of `also` meets
+    every majority that committed before the realm changed, and the member where they meet may
+    be one of them."""
+    synced = [r for r in answered if r.synced and (r.member in voters or r.member in also)]
+    if sum(r.member in voters for r in synced) < majority(len(voters)):
+        return None
+    if also and sum(r.member in also for r in synced) < majority(len(also)):
+        return None
+    return max(synced, key=lambda r: (r.last_epoch, r.last_index))
 
 log = logging.getLogger("strongroom.recovery")
 
@@ -109,10 +124,8 @@ class Recovery:
                     replica.promise(r.promised_epoch)
                     raise StaleEpochError(f"{r.member} promised epoch {r.promised_epoch}")
             synced = [r for r in answered if r.synced and r.member in voters]
-            if len(synced) >= majority(len(voters)) and (
-                    not record.also or sum(r.synced and r.member in record.also for r in answered)
-                    >= majority(len(record.also))):
-                best = max(synced, key=lambda r: (r.last_epoch, r.last_index))
+            best = most_advanced(answered, voters, record.also)
+            if best is not None:
                 if (best.last_epoch, best.last_index) > (replica.log.last_epoch, replica.log.last_index):
                     return best.member, best
                 return None
