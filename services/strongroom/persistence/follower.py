@@ -218,7 +218,7 @@ class Follower:
             except Exception as exc:  # noqa: BLE001
                 log.warning("cannot record stored state in etcd: %s", exc)
                 return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
-            replica.install(first.last_index, first.last_epoch, incoming)
+            await replica.install_stepwise(first.last_index, first.last_epoch, incoming)
             replica.tallies.snapshots_installed += 1
             log.info("installed snapshot at index %d from %s (%d parts, %d bytes)", first.last_index, first.leader,
                      len(incoming), incoming.size)

@@ -281,6 +281,11 @@ class ReplicatedLog:
         if through_index <= self.snapshot_index:
             return
         self.storage.save_snapshot(through_index, epoch, snapshot)
+        self.compacted(through_index, epoch)
+
+    def compacted(self, through_index: int, epoch: int) -> None:
+        """Storage holds the snapshot of the state after `through_index` (saved by `compact`, or
+        by a compaction in the background): drop the entries it covers from memory."""
         del self.entries[:through_index - self.snapshot_index]
         del self.raws[:through_index - self.snapshot_index]
         del self.epochs[:through_index - self.snapshot_index]
@@ -291,6 +296,11 @@ class ReplicatedLog:
     def install_snapshot(self, index: int, epoch: int, snapshot: Sequence[bytes]) -> None:
         """Replace the whole log by a leader's snapshot (its parts)."""
         self.storage.replace_with_snapshot(index, epoch, snapshot)
+        self.replaced(index, epoch)
+
+    def replaced(self, index: int, epoch: int) -> None:
+        """Storage holds only a snapshot at `index` now (`install_snapshot`, or an install
+        written a batch at a time): the log in memory starts after it."""
         self.entries = []
         self.raws = []
         self.epochs = []

@@ -142,8 +142,9 @@ class Recovery:
             waits += 1
             if waits % 20 == 1:
                 log.info("epoch %d: waiting for promises from a majority of synced members "
-                         "(answered: %s; synced: %s)", epoch, [r.member for r in answered],
-                         [r.member for r in synced])
+                         "(answered: %s; synced: %s; voters: %s%s)", epoch, [r.member for r in answered],
+                         [r.member for r in synced], list(voters),
+                         f"; with no voters record, a majority of {list(record.also)} too" if record.also else "")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 

@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from strongroom.errors import DataCorruption, UnknownOperation
 from strongroom.events.journal import EventJournal
 from strongroom.observability.tallies import Tallies
+from strongroom.persistence import compaction
+from strongroom.persistence.compaction import BackgroundCompaction
 from strongroom.persistence.diskinstall import install_parts
 from strongroom.persistence.diskstate import STATE_COLUMN_FAMILIES, DiskStateMachine
 from strongroom.persistence.drivers import DriverMemory
 from strongroom.persistence.log import ReplicatedLog
 from strongroom.persistence.pstore_report import ReportWriter, report_path
 from strongroom.persistence.shared_standby import software_version
+from strongroom.persistence.snapshot_store import PartWriter
 from strongroom.persistence.snapshots import IncomingSnapshot, restore_parts, snapshot_parts
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import DiskStorage, Storage, open_storage
@@ -113,6 +117,12 @@ class Replica:
         self.events: EventJournal | None = None
         """The store events derived at apply and not yet published (event log on)."""
         self._applied_waiter: asyncio.Future[None] | None = None
+        self._compaction: BackgroundCompaction | None = None
+        """The compaction running in the background (`compaction.py`), if one is."""
+        self._compact_in_line = False
+        """A background compaction failed: snapshots are built in line from then on."""
+        self._compaction_retry_at = 0.0
+        (data_dir / compaction.COMPACTION_FILE).unlink(missing_ok=True)  # a compaction cut off by a stop
 
     def applied_changed(self) -> asyncio.Future[None]:
         """A future done the next time the applied state moves (entries applied or a snapshot
@@ -237,6 +247,8 @@ class Replica:
             self.on_apply_stopped(self.apply_stopped)
 
     def _maybe_compact(self) -> None:
+        if self._compaction is not None or time.monotonic() < self._compaction_retry_at:
+            return  # one at a time; the next is considered once it is done
         applied = self.state.applied_index
         every = self._settings().compact_after_entries
         if applied - self.log.snapshot_index < every:
@@ -251,11 +263,37 @@ class Replica:
         # A snapshot is the state at its index, and only the applied state is at hand. With
         # indexes on disk the state itself is on disk at that index: storage keeps a checkpoint
         # of it instead of a serialised snapshot.
-        snapshot = [] if self.indexes_on_disk else snapshot_parts(self.state)
         if self.events is not None:
             # The rows of unpublished entries are built before the log drops the entries.
             self.events.build(applied, self.log.entry)
+        if not self._compact_in_line and compaction.usable(self.storage, self.state, self.indexes_on_disk):
+            assert isinstance(self.storage, DiskStorage)
+            self._compaction = BackgroundCompaction(self.storage, self.state, applied, self.state.applied_epoch,
+                                                    self.data_dir, self._compacted, self._compaction_failed)
+            return
+        snapshot = [] if self.indexes_on_disk else snapshot_parts(self.state)
         self.log.compact(applied, self.state.applied_epoch, snapshot)
+
+    def _compacted(self, index: int, epoch: int) -> None:
+        """A background compaction stored the snapshot at `index`."""
+        self._compaction = None
+        if index > self.log.snapshot_index:
+            self.log.compacted(index, epoch)
+
+    def _compaction_failed(self, child: bool) -> None:
+        """A background compaction failed: its child (build in line from now on), or storing
+        its parts (try again in a while)."""
+        self._compaction = None
+        if child:
+            self._compact_in_line = True
+        else:
+            self._compaction_retry_at = time.monotonic() + compaction.RETRY_SECONDS
+
+    def cancel_compaction(self) -> None:
+        """Stop a compaction running in the background (the log or the state is replaced)."""
+        running, self._compaction = self._compaction, None
+        if running is not None:
+            running.cancel()
 
     # --- snapshots ----------------------------------------------------------------------------
 
@@ -270,12 +308,7 @@ class Replica:
 
     def install(self, index: int, epoch: int, data: Sequence[bytes] | IncomingSnapshot) -> None:
         """Replace the state by a leader's snapshot at `index` (its parts)."""
-        if self.apply_stopped:
-            # The leader's state past the entry this member could not apply: whole, so it
-            # applies again from there (and stops again at the next unknown operation). It
-            # still sits out elections until restarted.
-            log.warning("snapshot at index %d installed; applying again", index)
-            self.apply_stopped = None
+        self._installing(index)
         if isinstance(self.state, DiskStateMachine):
             # The state first: it carries its own applied index, the log then drops its entries.
             install_parts(self.state, data)
@@ -286,8 +319,49 @@ class Replica:
             self._applied_moved()
             return
         self.log.install_snapshot(index, epoch, data)
+        self._take_state(index, self.new_state(replicated=True, snapshot=data))
+
+    async def install_stepwise(self, index: int, epoch: int, data: IncomingSnapshot) -> None:
+        """`install`, with the event loop free between its steps where the state is in memory
+        on disk storage: the new state is built from the parts in a worker thread (the live one
+        serves until it is done), then the parts are stored a batch at a time and made the only
+        restore point in one synced write. The caller holds the leader's appends off meanwhile
+        (the follower's lock). Elsewhere as `install`."""
+        storage = self.storage
+        if self.indexes_on_disk or not isinstance(storage, DiskStorage):
+            self.install(index, epoch, data)
+            return
+        self.cancel_compaction()
+        state = await asyncio.to_thread(restore_parts, data)
+        storage.drop_strays(index)
+        writer = PartWriter(storage, index, compaction.STEP_BYTES)
+        try:
+            for part in data:
+                if writer.add(part):
+                    await asyncio.sleep(0)
+        except BaseException:
+            writer.discard()
+            raise
+        head, parts = writer.finish()
+        self._installing(index)
+        storage.record_replacement(index, epoch, head, parts)
+        self.log.replaced(index, epoch)
+        state.tallies = self.tallies
+        self._take_state(index, state)
+
+    def _installing(self, index: int) -> None:
+        self.cancel_compaction()
+        if self.apply_stopped:
+            # The leader's state past the entry this member could not apply: whole, so it
+            # applies again from there (and stops again at the next unknown operation). It
+            # still sits out elections until restarted.
+            log.warning("snapshot at index %d installed; applying again", index)
+            self.apply_stopped = None
+
+    def _take_state(self, index: int, state: StateMachine) -> None:
+        """The state machine of a snapshot at `index` replaces the live one."""
         self.state.close()
-        self.state = self.new_state(replicated=True, snapshot=data)
+        self.state = state
         self.commit_index = index
         if self.events is not None:
             self.events.reset(index)
@@ -307,6 +381,7 @@ class Replica:
         lg = self.log
         if index >= lg.last_index:
             return True
+        self.cancel_compaction()
         snapshot: Sequence[bytes] | None = None
         if not self.storage.durable:
             if lg.snapshot_index:
@@ -334,11 +409,13 @@ class Replica:
     def discard(self) -> None:
         """Drop the log, the restore points and the state on disk (the promised epoch stays):
         restarted, this member starts empty and takes the leader's state."""
+        self.cancel_compaction()
         self.storage.discard()
         self.log.reset(self.storage.load())
         self.commit_index = 0
 
     def close(self) -> None:
         """Close storage and swap space."""
+        self.cancel_compaction()
         self.storage.close()
         self.swap.close()

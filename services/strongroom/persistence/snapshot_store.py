@@ -95,28 +95,59 @@ def parts_of(storage: DiskStorage, index: int, head: bytes) -> Sequence[bytes]:
     return StoredParts(storage, index, *named)
 
 
+class PartWriter:
+    """The parts of the snapshot at `index`, written under a new generation in unsynced batches
+    of about `batch_bytes` as they are added; `finish` gives the head that makes them the
+    point's snapshot (written by the caller, in its synced batch)."""
+
+    def __init__(self, storage: DiskStorage, index: int, batch_bytes: int = PARTS_PER_BATCH_BYTES) -> None:
+        self.storage = storage
+        self.index = index
+        self.generation = secrets.randbits(32)
+        self._batch_bytes = batch_bytes
+        self._wb = storage.batch()
+        self._size = 0
+        self.count = 0
+        self.reported: list[bytes] = []
+        """The parts, kept when a report is written (it names every record)."""
+
+    def add(self, part: bytes) -> bool:
+        """Add the next part: True when this wrote a batch."""
+        storage = self.storage
+        self._wb.put(_part_key(self.index, self.generation, self.count), part, storage.meta_handle)
+        if storage.report is not None:
+            self.reported.append(part)
+        self.count += 1
+        self._size += len(part)
+        if self._size < self._batch_bytes:
+            return False
+        storage.write_meta(self._wb, False)
+        self._wb, self._size = storage.batch(), 0
+        return True
+
+    def finish(self) -> tuple[bytes, list[bytes]]:
+        """Write what is left: (the head, the parts when a report is written)."""
+        if self.count == 0:
+            return b"", []
+        self.storage.write_meta(self._wb, False)
+        return HEAD + _PARTS.pack(self.generation, self.count), self.reported
+
+    def discard(self) -> None:
+        """Delete the parts written so far (the snapshot will not become a point)."""
+        wb = self.storage.batch()
+        wb.delete_range(*generation_range(self.index, HEAD + _PARTS.pack(self.generation, 0)), self.storage.meta_handle)
+        self.storage.write_meta(wb, False)
+
+
 def write_parts(storage: DiskStorage, index: int, parts: Iterable[bytes]) -> tuple[bytes, list[bytes]]:
     """Write the parts of the snapshot at `index` under a new generation, in unsynced batches:
     (the head that makes them the point's snapshot, the parts when a report is written)."""
     if isinstance(parts, (bytes, bytearray)):
         raise TypeError("a snapshot is given as its parts, not as one bytes object")
-    generation = secrets.randbits(32)
-    handle = storage.meta_handle
-    wb, size, count = storage.batch(), 0, 0
-    reported: list[bytes] = []
+    writer = PartWriter(storage, index)
     for part in parts:
-        wb.put(_part_key(index, generation, count), part, handle)
-        if storage.report is not None:
-            reported.append(part)
-        count += 1
-        size += len(part)
-        if size >= PARTS_PER_BATCH_BYTES:
-            storage.write_meta(wb, False)
-            wb, size = storage.batch(), 0
-    if count == 0:
-        return b"", []
-    storage.write_meta(wb, False)
-    return HEAD + _PARTS.pack(generation, count), reported
+        writer.add(part)
+    return writer.finish()
 
 
 def drop_strays(storage: DiskStorage, index: int, live: list[tuple[int, int]]) -> None:

@@ -458,10 +458,21 @@ class DiskStorage(Storage):
         wb.put(META_POINTS, b"".join(_POINT.pack(*p) for p in kept), self._meta_h)
 
     def save_snapshot(self, index: int, epoch: int, data: Iterable[bytes]) -> None:
+        self.drop_strays(index)
+        head, parts = write_parts(self, index, data)
+        self.record_snapshot(index, epoch, head, parts)
+
+    def drop_strays(self, index: int) -> None:
+        """Before a snapshot at `index` is written: parts a stopped write left (`drop_strays`)."""
+        self._ensure_open()
+        drop_strays(self, index, self.restore_points())
+
+    def record_snapshot(self, index: int, epoch: int, head: bytes, parts: list[bytes]) -> None:
+        """Make the snapshot at `index`, whose parts are written (`head` names them; `parts`:
+        the parts when a report is written), the newest restore point, in one synced write,
+        and drop the log's entries below the oldest point kept."""
         self._ensure_open()
         live = self.restore_points()
-        drop_strays(self, index, live)
-        head, parts = write_parts(self, index, data)
         older = [p for p in live if p[0] < index]
         kept = older[-(RESTORE_POINTS - 1):] if RESTORE_POINTS > 1 else []
         kept.append((index, epoch))
@@ -489,10 +500,16 @@ class DiskStorage(Storage):
         self._ensure_open()
         if self.state_families and index:
             checkpoints.create(self._db, self.path, index)
-        live = self.restore_points()
-        drop_strays(self, index, live)
-        old = self._meta.get(snapshot_key(index)) if any(i == index for i, _ in live) else None
+        self.drop_strays(index)
         head, parts = write_parts(self, index, data)
+        self.record_replacement(index, epoch, head, parts)
+
+    def record_replacement(self, index: int, epoch: int, head: bytes, parts: list[bytes]) -> None:
+        """Make the snapshot at `index`, whose parts are written (`head` names them), the only
+        restore point and drop the whole log, in one synced write (`replace_with_snapshot`)."""
+        self._ensure_open()
+        live = self.restore_points()
+        old = self._meta.get(snapshot_key(index)) if any(i == index for i, _ in live) else None
         had = live if self.report is not None else []
         gone = self._reported_log(0)
         wb = self._db.batch()
