@@ -194,6 +194,15 @@ async def test_without_a_voters_record_the_members_with_state_count_beside_a_rea
         async with Client(cluster.addresses(), timeout=30) as client:
             await (await client.subscribe(TOPIC, DURABLE)).close()
             await client.publish(TOPIC, b"before")
+            # Two acknowledgments confirm "before": wait until `behind` holds it as well, so
+            # it is one of the three members with state (on a loaded machine it may not be yet).
+            top = await cluster.status(first)
+            assert top is not None and top.role == "leader", top
+
+            async def behind_holds_it() -> bool:
+                st = await cluster.status(behind)
+                return st is not None and st.last_index >= top.commit_index
+            await wait_for(behind_holds_it, timeout=30)
             cluster.kill(behind, signal.SIGKILL)
             for i in range(20):  # confirmed by the two members left, not by `behind`
                 assert (await client.publish(TOPIC, str(i).encode())).confirmed
