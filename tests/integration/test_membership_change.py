@@ -222,6 +222,15 @@ async def test_without_a_voters_record_the_members_with_state_count_beside_a_rea
                 st = await cluster.status(name)
                 assert st is None or st.role != "leader", f"{name} leads without the confirmed messages: {st}"
             await asyncio.sleep(0.5)
+        # The first of them elected wrote down the three with state before sending any entry.
+        client_etcd = EtcdClient(etcd)
+        try:
+            async def holders_written() -> bool:
+                kv = await client_etcd.get(voters_key("default"))
+                return kv is not None and json.loads(kv.value).get("also") == ["m1", "m2", "m3"]
+            await wait_for(holders_written, timeout=30)
+        finally:
+            await client_etcd.close()
         cluster.start(first)
         await voters_are(cluster, ["m1", "m2", "m3", "m4", "m5"])
         async with Client(cluster.addresses(), timeout=30) as client:

@@ -61,7 +61,11 @@ def test_a_voter_record_round_trips_and_a_damaged_one_is_refused() -> None:
     record = VoterRecord(("m1", "m2"), 0, 7)
     back = VoterRecord.from_bytes(record.to_bytes(), 12)
     assert back == VoterRecord(("m1", "m2"), 12, 7)
-    for raw in (b"", b"{}", b'{"voters": []}', b'{"voters": ["m1", 3]}', b"not json"):
+    held = VoterRecord(("m1", "m2", "m3"), 0, 7, also=("m1", "m4"))
+    back = VoterRecord.from_bytes(held.to_bytes(), 13)
+    assert back == VoterRecord(("m1", "m2", "m3"), 13, 7, also=("m1", "m4")) and not back.settled
+    for raw in (b"", b"{}", b'{"voters": []}', b'{"voters": ["m1", 3]}', b"not json",
+                b'{"voters": ["m1"], "also": "m2"}', b'{"voters": ["m1"], "also": [""]}'):
         assert VoterRecord.from_bytes(raw, 1) is None
 
 

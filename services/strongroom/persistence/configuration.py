@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from strongroom.etcd import EtcdClient
 from strongroom.keys import leader_key, stored_prefix, voters_key
 
-__all__ = ["Step", "VoterRecord", "load_voters", "majority", "majority_heard", "majority_index", "next_step", "write_voters"]
+__all__ = ["Step", "VoterRecord", "freeze_holders", "load_voters", "majority", "majority_heard", "majority_index", "next_step", "write_voters"]
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,20 @@ class VoterRecord:
     epoch: int = 0
     """The epoch of the leader that wrote it."""
     also: tuple[str, ...] = ()
-    """With no record (revision 0): the members that ever acknowledged entries, when they are
-    not the realm's list, counted beside it (a majority of both) until a leader writes the
-    record. The realm may already name a change the earlier voters never carried out (a cluster
-    of a version before the record, given new members in the same upgrade): the members with
-    state are then the voters a commit was counted by, and the realm's list the ones a member
-    that starts now takes. Counting both keeps every recovery majority meeting every earlier
-    commit majority, whichever of the two lists the voters were."""
+    """With no record: the members that ever acknowledged entries, when they are not the realm's
+    list, counted beside it (a majority of both) until a leader writes the record. The realm may
+    already name a change the earlier voters never carried out (a cluster of a version before the
+    record, given new members in the same upgrade): the members with state are then the voters a
+    commit was counted by, and the realm's list the ones a member that starts now takes. Counting
+    both keeps every recovery majority meeting every earlier commit majority, whichever of the
+    two lists the voters were.
+
+    The first leader that finds no record writes this list down (`freeze_holders`) before it
+    sends an entry: the new members it catches up acknowledge entries too, and were they counted
+    among the holders by the next recovery (its leader died before writing the realm's list), a
+    majority of them could be new members holding part of the log only, without any member of
+    the majority that committed the rest. Such a record has a revision and this list; it is not
+    `settled` until a leader writes the realm's list over it."""
 
     damaged: bool = False
     """etcd holds a record that cannot be read (its list is then the one above)."""
@@ -76,7 +83,10 @@ class VoterRecord:
         return (self.epoch, self.revision) >= (other.epoch, other.revision)
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"voters": list(self.voters), "epoch": self.epoch}).encode()
+        data: dict[str, object] = {"voters": list(self.voters), "epoch": self.epoch}
+        if self.also:
+            data["also"] = list(self.also)
+        return json.dumps(data).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes, revision: int) -> VoterRecord | None:
@@ -89,7 +99,10 @@ class VoterRecord:
         if not isinstance(voters, list) or not voters or not all(isinstance(v, str) and v for v in voters):
             return None
         epoch = data.get("epoch")
-        return cls(tuple(voters), revision, epoch if isinstance(epoch, int) else 0)
+        also = data.get("also", [])
+        if not isinstance(also, list) or not all(isinstance(v, str) and v for v in also):
+            return None
+        return cls(tuple(voters), revision, epoch if isinstance(epoch, int) else 0, also=tuple(also))
 
 
 @dataclass(frozen=True)
@@ -166,9 +179,22 @@ async def load_voters(etcd: EtcdClient, cluster: str, realm_members: Sequence[st
 
 
 async def write_voters(etcd: EtcdClient, cluster: str, voters: Sequence[str], epoch: int, expected: int,
-                       lease: int) -> VoterRecord | None:
-    """The leader of `epoch` writes the new voters, if the record is still at revision `expected`
-    and it still holds the leader key under `lease`; the record written, or None if not."""
-    record = VoterRecord(tuple(voters), 0, epoch)
+                       lease: int, also: Sequence[str] = ()) -> VoterRecord | None:
+    """The leader of `epoch` writes the new voters (with the members with state counted beside
+    them, `also`, while no list is settled), if the record is still at revision `expected` and it
+    still holds the leader key under `lease`; the record written, or None if not."""
+    record = VoterRecord(tuple(voters), 0, epoch, also=tuple(also))
     revision = await etcd.put_while_held(voters_key(cluster), record.to_bytes(), expected, leader_key(cluster), lease)
-    return VoterRecord(record.voters, revision, epoch) if revision else None
+    return VoterRecord(record.voters, revision, epoch, also=record.also) if revision else None
+
+
+async def freeze_holders(etcd: EtcdClient, cluster: str, record: VoterRecord, epoch: int,
+                         lease: int) -> VoterRecord | None:
+    """A leader that found no record (or a damaged one) and members with state beside the realm's
+    list: both lists written down as they are now, before any member acknowledges an entry of its
+    term (`VoterRecord.also`); the record written, `record` itself when there is nothing to write
+    (a record already holds them, or there are no members with state to count beside the realm's
+    list), None when the record moved on or the leader key is no longer held."""
+    if not record.also or (record.revision and not record.damaged):
+        return record
+    return await write_voters(etcd, cluster, record.voters, epoch, record.revision, lease, also=record.also)

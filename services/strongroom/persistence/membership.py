@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from strongroom.etcd import EtcdClient
 from strongroom.keys import members_prefix, voters_key
-from strongroom.persistence.configuration import VoterRecord, load_voters, majority
+from strongroom.persistence.configuration import VoterRecord, freeze_holders, load_voters, majority
 from strongroom.realm.model import Cluster, Member
 
 __all__ = ["MemberAddresses", "MemberRecord", "Membership", "member_addresses"]
@@ -193,6 +193,19 @@ class Membership:
         if not self.fixed:
             self.set_voters(await load_voters(self._etcd, self.cluster.name, self.names))
         return self.record
+
+    async def freeze_holders(self, epoch: int, lease: int) -> VoterRecord | None:
+        """A new leader with no record: the members with state written down beside the realm's
+        list before it sends an entry (`configuration.freeze_holders`); None if it could not be
+        written (the record moved on, or the leader key is no longer held)."""
+        if self.fixed:
+            return self.record
+        record = await freeze_holders(self._etcd, self.cluster.name, self.record, epoch, lease)
+        if record is not None and record is not self.record:
+            log.info("cluster %s has no voters record: %s written down as the members with state, counted beside "
+                     "the realm's %s", self.cluster.name, ", ".join(record.also), ", ".join(record.voters))
+            self.set_voters(record)
+        return record
 
     async def follow_voters(self) -> None:
         """Follow the voters in etcd (runs until cancelled; retries while etcd is away)."""

@@ -105,7 +105,7 @@ class PersistenceNode:
             # standby set writes no events (its leader publishes none; the primary's are written).
             self.replica.enable_events(config.cluster)
         self.peers: PeerCalls = peers if peers is not None else PeerClient()
-        self.recovery = Recovery(self.replica, self.membership, self.peers, lambda: self.standby)
+        self.recovery = Recovery(self.replica, self.membership, self.peers, lambda: self.election.lease, lambda: self.standby)
         self.follower = Follower(self.replica, self.membership, self)
         self.messaging = MessagingFront(self)
         self.keeper = StoreKeeper(config.cluster, self.messaging)

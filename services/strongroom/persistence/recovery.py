@@ -65,11 +65,12 @@ class PeerCalls(Protocol):
 class Recovery:
     """Brings a new term's log up to the most advanced log of a majority."""
 
-    def __init__(self, replica: Replica, membership: Membership, peers: PeerCalls,
+    def __init__(self, replica: Replica, membership: Membership, peers: PeerCalls, lease: Callable[[], int],
                  site_is_standby: Callable[[], bool] = lambda: False) -> None:
         self.replica = replica
         self.membership = membership
         self.peers = peers
+        self.lease = lease
         self.site_is_standby = site_is_standby
 
     def may_start_empty(self) -> bool:
@@ -101,6 +102,14 @@ class Recovery:
         # The voters as etcd holds them now: read after this member was elected, so the last
         # change an earlier leader made is in it, and no earlier leader can make another.
         record = await membership.load_voters()
+        if record.also:
+            # Written down before this term sends an entry: members it catches up store entries
+            # too, and must not be taken for members with state by the next recovery.
+            frozen = await membership.freeze_holders(epoch, self.lease())
+            if frozen is None:
+                raise PersistenceUnavailable(f"the voters record of cluster {cluster.name} moved on, or the "
+                                             f"leader key is no longer held, during recovery for epoch {epoch}")
+            record = frozen
         voters = record.voters
         # With no record written yet, the members that hold state count beside the realm's
         # list: in this recovery and in every commit of the term until the record is written
