@@ -9,6 +9,14 @@ Every connection is mutual TLS: servers ask every caller for a certificate of th
 (gRPC servers, the replication link, etcd), clients present theirs and check the server's name
 against the address they dial. `strongroom.channels` opens every channel and binds every port
 with these settings; nothing else calls gRPC's credential functions.
+
+Certificates are renewed without a restart: the three files are looked at again at every
+handshake a server takes (gRPC's certificate fetcher, the link's SNI callback) and whenever a
+channel or link connection is opened (`current`); when they changed and hold a certificate with
+its key, the new ones serve from that handshake on (connections already open keep theirs). A
+set caught half-written (a certificate whose key is not there yet) is not taken: the previous
+one serves on, and the process logs it once. Write the key first, then the certificate, or move
+both into place.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +33,8 @@ from pathlib import Path
 import grpc
 
 from strongroom.security.identity import Identity
+
+log = logging.getLogger("strongroom.tls")
 
 __all__ = ["ENV", "TOKEN_ENV", "Tls", "announce", "current", "current_token", "describe", "from_env",
            "peer_identity", "peer_of_ssl", "use", "use_token"]
@@ -43,13 +55,16 @@ class Tls:
     ca: bytes = field(repr=False)
     cert: bytes = field(repr=False)
     key: bytes = field(repr=False)
+    read_from: tuple[tuple[int, int, int], ...] = field(default=(), repr=False, compare=False)
+    """The files' `stamp` before they were read."""
 
     @classmethod
     def load(cls, ca: str | Path, cert: str | Path, key: str | Path) -> Tls:
         """Read the three PEM files (OSError naming the one missing)."""
         paths = [Path(ca), Path(cert), Path(key)]
+        stamp = _stamps(paths)
         data = [p.read_bytes() for p in paths]
-        return cls(*paths, *data)  # type: ignore[arg-type]
+        return cls(*paths, *data, read_from=stamp)  # type: ignore[arg-type]
 
     def paths(self) -> dict[str, str]:
         """The three files, as a state file names them (`ca`, `cert`, `key`)."""
@@ -59,17 +74,63 @@ class Tls:
         """The environment variables a child process reads these from."""
         return dict(zip(ENV, (str(self.ca_path), str(self.cert_path), str(self.key_path)), strict=True))
 
+    def renewed(self) -> Tls | None:
+        """These settings read again from their files if they hold a renewed certificate with its
+        key; None when the files are what these were read from, or cannot be used now (half
+        written, unreadable: logged once per change)."""
+        now = _stamps((self.ca_path, self.cert_path, self.key_path))
+        if now == self.read_from or now in _refused:
+            return None
+        try:
+            new = Tls.load(self.ca_path, self.cert_path, self.key_path)
+            new._server_context()  # the certificate and its key belong together
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            _refused.add(now)
+            log.warning("the TLS files of %s changed but cannot be used (%s): the previous certificate serves on",
+                        self.cert_path, exc)
+            return None
+        # Written again while being read: the next look takes them.
+        return new if _stamps((self.ca_path, self.cert_path, self.key_path)) == new.read_from else None
+
     def channel_credentials(self) -> grpc.ChannelCredentials:
         """A gRPC client's: trust the authority, present the certificate."""
         return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
 
     def server_credentials(self) -> grpc.ServerCredentials:
-        """A gRPC server's: every caller must present a certificate of the authority."""
-        return grpc.ssl_server_credentials([(self.key, self.cert)], root_certificates=self.ca,
-                                           require_client_auth=True)
+        """A gRPC server's: every caller must present a certificate of the authority; the files
+        looked at again at every handshake (module docstring)."""
+        serving = _Serving(self)
+
+        def fetch() -> grpc.ServerCertificateConfiguration | None:
+            # Called by gRPC's core, from its own threads, before each handshake.
+            new = serving.renew()
+            return None if new is None else new._certificate_configuration()
+
+        return grpc.dynamic_ssl_server_credentials(self._certificate_configuration(), fetch,
+                                                   require_client_authentication=True)
+
+    def _certificate_configuration(self) -> grpc.ServerCertificateConfiguration:
+        return grpc.ssl_server_certificate_configuration([(self.key, self.cert)], root_certificates=self.ca)
 
     def server_context(self) -> ssl.SSLContext:
-        """The replication link's listening side: TLS 1.3, a certificate of the authority required."""
+        """The replication link's listening side: TLS 1.3, a certificate of the authority
+        required; the files looked at again at every handshake (module docstring)."""
+        serving = _Serving(self)
+        first = self._server_context()
+        latest = [first]
+
+        def renew(ssl_object: ssl.SSLObject, _server_name: str | None, _context: ssl.SSLContext) -> None:
+            # Called at each handshake on `first`, whether the client named a server or not.
+            new = serving.renew()
+            if new is not None:
+                latest[0] = new._server_context()
+            if latest[0] is not first:
+                ssl_object.context = latest[0]
+
+        first.sni_callback = renew  # type: ignore[assignment]
+        return first
+
+    def _server_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._fill(context)
         context.verify_mode = ssl.CERT_REQUIRED
@@ -114,6 +175,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Tls | None:
 
 _UNSET = object()
 _current: object = _UNSET
+_next_look = 0.0
 
 
 def use(tls: Tls | None) -> None:
@@ -123,11 +185,56 @@ def use(tls: Tls | None) -> None:
 
 
 def current() -> Tls | None:
-    """This process's settings: what `use` set, else the environment's (read once)."""
-    global _current
+    """This process's settings: what `use` set, else the environment's (read once), read again
+    from their files when these hold a renewed certificate (module docstring)."""
+    global _current, _next_look
     if _current is _UNSET:
         _current = from_env()
+    if isinstance(_current, Tls) and time.monotonic() >= _next_look:
+        # At most once a second: every call's permission check asks for these.
+        _next_look = time.monotonic() + 1.0
+        new = _current.renewed()
+        if new is not None:
+            log.info("calling with the renewed certificate %s from now on", new.cert_path)
+            _current = new
     return _current  # type: ignore[return-value]
+
+
+def _stamps(paths: tuple[Path, ...] | list[Path]) -> tuple[tuple[int, int, int], ...]:
+    """What the files are now (inode, size, modification time; zeros for one missing): a
+    renewal changes it."""
+    out = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            out.append((0, 0, 0))
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+_refused: set[tuple[tuple[int, int, int], ...]] = set()
+"""The files' stamps of renewals that could not be used (each logged once)."""
+
+
+class _Serving:
+    """The settings a server serves now, renewed from their files (`Tls.renewed`) by whichever
+    thread takes the next handshake."""
+
+    def __init__(self, tls: Tls) -> None:
+        self._tls = tls
+        self._lock = threading.Lock()
+
+    def renew(self) -> Tls | None:
+        """The renewed settings, once, when the files changed; None otherwise."""
+        with self._lock:
+            new = self._tls.renewed()
+            if new is None:
+                return None
+            self._tls = new
+        log.info("serving the renewed certificate %s from the next handshake on", new.cert_path)
+        return new
 
 
 _token = ""
