@@ -35,6 +35,18 @@ def test_a_short_run_scales_its_windows_and_too_few_samples_are_an_error() -> No
         memory_growth(samples[:3], 120)
 
 
+def test_a_run_stopped_early_takes_its_first_reading_after_the_first_sixth_as_the_baseline() -> None:
+    # Readings every 10 s and one when the faults stop. Stopped at 45 s: the baseline window
+    # (7.5-11.25 s) holds the reading at 10 s; stopped at 35 s, none falls in 5.8-8.75 s, so the
+    # window begins with the reading at 10 s.
+    for stopped, last in ((45, 145), (35, 135)):
+        samples = _run(stopped, lambda t, m: 100 + t) + [Sample(float(stopped), m, (100 + stopped) * MIB)
+                                                          for m in ("m1", "m2", "m3")]
+        assert memory_growth(samples, stopped) == (110 * MIB, last * MIB, last / 110 - 1)
+    with pytest.raises(ValueError, match="too few memory samples"):  # nothing after the first sixth
+        memory_growth(_run(35, lambda t, m: 100)[:3], 35)
+
+
 def test_a_backlog_that_grows_fails_the_soak_for_that_reason() -> None:
     """Memory that grows with the backlog is no leak: the soak says the consumers fell behind."""
     from strongroom.chaos.soak import BACKLOG_SLACK, SoakResult, backlog_growth

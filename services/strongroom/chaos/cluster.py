@@ -27,7 +27,7 @@ from strongroom.chaos.netproxy import Network, Proxy
 from strongroom.security.certs import set_up_local
 from strongroom.local.etcdproc import EtcdProcess, free_port, start_etcd
 from strongroom.local.leader import Leader, NoLeader, find_leader, member_status, wait_for_leader
-from strongroom.local.process import kill, member_argv, spawn
+from strongroom.local.process import ProcessGroup, kill, member_argv, spawn
 from strongroom.realm.store import store_realm
 
 __all__ = ["ChaosCluster", "ClusterSpec", "FaultUnavailable", "mount_tmpfs", "realm_text", "unmount"]
@@ -205,7 +205,7 @@ class ChaosCluster:
         bytes through), with the authority already active or one kept in `<root>/tls`."""
         spec = self.spec
         set_up_local(self.root / "tls")
-        self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log")
+        self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log", own_group=True)
         await store_realm(self.etcd.endpoint, self.realm(), "chaos-realm.yaml")
         if spec.proxy_members or spec.proxy_etcd:
             self.network = Network(self.pid_labels, self.root / "logs" / "net.log")
@@ -279,7 +279,8 @@ class ChaosCluster:
             if "LD_PRELOAD" in env:  # both shims: the loader takes a space-separated list
                 shift["LD_PRELOAD"] = f"{env['LD_PRELOAD']} {shift['LD_PRELOAD']}"
             env.update(shift)
-        self.procs[name] = spawn(args, self.log_path(name), extra_env=env,
+        # A group of its own: a Ctrl-C of the soak reaches only the run, which stops it in order.
+        self.procs[name] = spawn(args, self.log_path(name), extra_env=env, group=ProcessGroup.OWN,
                                  banner=f"=== start {name} at monotonic {time.monotonic():.3f}\n")
         if self.network is not None:
             self.network.refresh_labels()  # before the member can open a connection
@@ -355,7 +356,8 @@ class ChaosCluster:
         """Start etcd again on the same port and data dir."""
         assert self.etcd is not None
         port = int(self.etcd.endpoint.rsplit(":", 1)[1])
-        self.etcd = start_etcd(self.root / "etcd", port=port, log_path=self.root / "logs" / "etcd.log")
+        self.etcd = start_etcd(self.root / "etcd", port=port, log_path=self.root / "logs" / "etcd.log",
+                               own_group=True)
 
     def etcd_running(self) -> bool:
         return self.etcd is not None and self.etcd.process is not None and self.etcd.process.poll() is None

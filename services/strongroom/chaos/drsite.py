@@ -23,7 +23,7 @@ from strongroom.chaos.cluster import CLUSTER, ChaosCluster, ClusterSpec, realm_t
 from strongroom.chaos.losttail import LostTail, lost_tail
 from strongroom.dr.transport import activate_at, dr_status_at, read_committed, settled_leader
 from strongroom.local.etcdproc import free_port, start_etcd
-from strongroom.local.process import dr_argv, kill, spawn, stop_processes
+from strongroom.local.process import ProcessGroup, dr_argv, kill, spawn, stop_processes
 from strongroom.realm.store import store_realm
 
 __all__ = ["DrCluster", "StandbySite"]
@@ -44,7 +44,7 @@ class StandbySite(ChaosCluster):
     async def start_site(self, realm: str) -> None:
         """Start etcd, store `realm`, start the standby members and the DR service; return once
         the standby leader holds everything the primary committed."""
-        self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log")
+        self.etcd = start_etcd(self.root / "etcd", log_path=self.root / "logs" / "etcd.log", own_group=True)
         await store_realm(self.etcd.endpoint, realm, "chaos-realm.yaml")
         for n in self.names:
             self.start_member(n)
@@ -52,7 +52,7 @@ class StandbySite(ChaosCluster):
         self.dr_address = f"127.0.0.1:{free_port()}"
         self.dr = spawn(dr_argv(self.etcd.endpoint, CLUSTER, ["--heartbeat", "0.2", "--report", "1",
                                                               "--listen", self.dr_address]),
-                        self.root / "logs" / "dr.log", banner=f"=== start dr at monotonic {time.monotonic():.3f}\n")
+                        self.root / "logs" / "dr.log", group=ProcessGroup.OWN, banner=f"=== start dr at monotonic {time.monotonic():.3f}\n")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             st = await self.dr_status()

@@ -20,6 +20,9 @@ with that reason when the backlog of the same two windows grew (`backlog_growth`
 more than the consumers take (the chaos workload's standard durable acknowledges synchronously,
 one message at a time; at 60 messages a second per publisher it fell behind on this machine and
 its backlog, not a leak, was the first soak's growth).
+The first SIGINT (Ctrl-C) or SIGTERM ends the faults early: the cluster is still healed,
+drained, audited and stopped, and the run is judged on the minutes it ran (`stopped_early` in
+the JSON); a second one stops every process at once, without a verdict (exit status 130).
 `--trace-memory` starts the members with Python's allocation tracing and, at the end of the run,
 collects each member's top allocation sites (`memory-top-<member>.txt`: where the memory went;
 the members run slower, so its figures are not the untraced run's).
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -37,9 +41,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strongroom.aio import wait_event
 from strongroom.chaos.cluster import ClusterSpec
 from strongroom.chaos.context import Fault, FaultContext
 from strongroom.chaos.faults import KillLeader
@@ -99,12 +105,22 @@ def _windows(seconds: float) -> tuple[float, float, float]:
     return min(600.0, seconds / 6), width, seconds - width
 
 
+def _baseline_start(times: list[float], start: float, width: float) -> float:
+    """Where the baseline window begins: at `start`, or, when no reading falls in the window
+    there (a short run, a run stopped early: readings are `SAMPLE_SECONDS` apart), at the first
+    reading after it."""
+    if any(start <= at < start + width for at in times):
+        return start
+    return min((at for at in times if at >= start), default=start)
+
+
 def memory_growth(samples: list[Sample], seconds: float) -> tuple[float, float, float]:
     """(baseline, final, growth): the median resident size of every member in the window after
     the first ten minutes (a sixth of a run shorter than an hour) and in the run's last twelfth,
     and how much the second is above the first (0.05: 5 %)."""
     start, width, end = _windows(seconds)
-    baseline = [s.rss_bytes for s in samples if start <= s.at < start + width and s.rss_bytes]
+    start = _baseline_start([s.at for s in samples if s.rss_bytes], start, width)
+    baseline = [s.rss_bytes for s in samples if start <= s.at < min(start + width, end) and s.rss_bytes]
     final = [s.rss_bytes for s in samples if s.at >= end and s.rss_bytes]
     if not baseline or not final:
         raise ValueError(f"too few memory samples for a run of {seconds:.0f} s (baseline {len(baseline)}, "
@@ -117,7 +133,8 @@ def backlog_growth(backlog: list[tuple[float, int]], seconds: float) -> tuple[fl
     """(baseline, final): the median count of stored messages in the two windows of
     `memory_growth` (0, 0 when a window has no reading)."""
     start, width, end = _windows(seconds)
-    baseline = [n for at, n in backlog if start <= at < start + width]
+    start = _baseline_start([at for at, _ in backlog], start, width)
+    baseline = [n for at, n in backlog if start <= at < min(start + width, end)]
     final = [n for at, n in backlog if at >= end]
     if not baseline or not final:
         return 0.0, 0.0
@@ -141,6 +158,19 @@ class Soak(Fault):
     trace_memory: bool = False
     """Members trace their allocations; their top sites are collected at the end (`reports`)."""
     reports: dict[str, str] = field(default_factory=dict)
+    stopped_at: float = 0.0
+    """Seconds into the faults when an operator stopped the run (`stop`); 0: it ran its length."""
+    _stop: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def stop(self) -> None:
+        """End the faults now (the first SIGINT or SIGTERM): the run then heals, drains and is
+        judged on what it ran."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop` was asked."""
+        return self._stop.is_set()
 
     async def run(self, ctx: FaultContext, until: float) -> None:
         began = time.monotonic()
@@ -150,6 +180,11 @@ class Soak(Fault):
         next_line = began
         try:
             while time.monotonic() < until:
+                if self._stop.is_set():
+                    self.stopped_at = time.monotonic() - began
+                    print(f"soak stopped at {self.stopped_at:.0f} s: healing, draining and judging what ran "
+                          f"(a second signal ends it at once)", flush=True)
+                    break
                 now = time.monotonic()
                 self._sample(ctx, now - began)
                 await self._read_backlog(ctx, now - began)
@@ -162,7 +197,7 @@ class Soak(Fault):
                     await killer.round(ctx)
                     next_kill = time.monotonic() + self.kill_every
                 now = time.monotonic()
-                await asyncio.sleep(max(0.0, min(SAMPLE_SECONDS, until - now, max(0.1, next_kill - now))))
+                await wait_event(self._stop, max(0.0, min(SAMPLE_SECONDS, until - now, max(0.1, next_kill - now))))
             self._sample(ctx, time.monotonic() - began)  # the run's end is in the last window
             if self.trace_memory:
                 await self._collect_reports(ctx)
@@ -303,7 +338,8 @@ class SoakResult:
 
     def as_dict(self) -> dict[str, object]:
         c = self.scenario.check
-        return {"passed": self.passed, "minutes": round(self.seconds / 60, 1), "leader_kills": len(self.soak.kills),
+        return {"passed": self.passed, "minutes": round(self.seconds / 60, 1),
+                "stopped_early": bool(self.soak.stopped_at), "leader_kills": len(self.soak.kills),
                 "operations": c.operations, "confirmed": c.confirmed, "lost": c.lost_messages,
                 "duplicated": len(c.duplicated), "phantom": len(c.phantom), "order": len(c.order),
                 "uows_confirmed": c.uows_confirmed, "uow_violations": c.uow_violations,
@@ -324,7 +360,9 @@ async def soak(minutes: float, kill_every: float, out: Path, max_growth: float =
     fault = Soak("soak", f"{minutes:g} min of mixed load, a leader SIGKILL every {kill_every:g} s",
                  spec=spec, kill_every=kill_every, trace_memory=trace_memory)
     config = WorkloadConfig(rate=rate, uows=UowConfig(queue=SOAK_UOW_QUEUE))
-    scenario = await run_scenario(fault, seconds, out, config=config)
+    with _stopped_by_signals(fault):
+        scenario = await run_scenario(fault, seconds, out, config=config)
+    seconds = fault.stopped_at or seconds  # windows of what ran
     result = SoakResult(scenario, fault, seconds, max_growth)
     result.backlog_baseline, result.backlog_final = backlog_growth(fault.backlog, seconds)
     try:
@@ -337,9 +375,36 @@ async def soak(minutes: float, kill_every: float, out: Path, max_growth: float =
         (out / f"memory-top-{member}.txt").write_text(text)
     if fault.samples:
         plot(fault.samples, fault.kills, out / "memory.png",
-             f"soak: {minutes:g} min, {len(fault.kills)} leader kills, median resident memory "
+             f"soak: {seconds / 60:.1f} min{' (stopped early)' if fault.stopped_at else ''}, "
+             f"{len(fault.kills)} leader kills, median resident memory "
              f"{result.growth * 100:+.1f}% after the first window", fault.backlog)
     return result
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(fault: Soak) -> Iterator[None]:
+    """While the soak runs, the first SIGINT or SIGTERM ends its faults early (`Soak.stop`: the
+    cluster is still healed, drained, judged and stopped); the second cancels the run, whose
+    clean-up still stops every process it started."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def on_signal(number: int) -> None:
+        if fault.stopping:
+            print(f"soak: {signal.Signals(number).name} again: stopping every process now", flush=True)
+            if task is not None:
+                task.cancel()
+            return
+        fault.stop()
+
+    for number in signals:
+        loop.add_signal_handler(number, on_signal, number)
+    try:
+        yield
+    finally:
+        for number in signals:
+            loop.remove_signal_handler(number)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -367,8 +432,15 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     out = args.out or Path(tempfile.mkdtemp(prefix="strongroom-soak-"))
     print(f"soak: {args.minutes:g} min, a leader SIGKILL every {args.kill_every:g} s; results in {out}", flush=True)
-    result = asyncio.run(soak(args.minutes, args.kill_every, out, args.max_growth, args.trace_memory, args.rate))
+    try:
+        result = asyncio.run(soak(args.minutes, args.kill_every, out, args.max_growth, args.trace_memory,
+                                  args.rate))
+    except asyncio.CancelledError:
+        print(f"soak cancelled: every process it started is stopped; history and logs: {out}", flush=True)
+        sys.exit(130)
     print()
+    if result.soak.stopped_at:
+        print(f"stopped early, after {result.seconds / 60:.1f} of {args.minutes:g} min: judged on what ran")
     print(format_table([result.scenario]))
     print(f"\nresident memory (median of every member): {result.baseline / 2**20:.1f} MiB after the first window, "
           f"{result.final / 2**20:.1f} MiB at the end ({result.growth * 100:+.1f}%, at most "

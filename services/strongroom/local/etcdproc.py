@@ -163,8 +163,10 @@ def _ready(host: str, port: int) -> bool:
 
 
 def start_etcd(data_dir: str | Path, port: int | None = None, log_path: str | Path | None = None,
-               detach: bool = False, timeout: float = 30.0) -> EtcdProcess:
-    """Start etcd on 127.0.0.1 with its data in `data_dir`; return once it accepts connections.
+               detach: bool = False, timeout: float = 30.0, own_group: bool = False) -> EtcdProcess:
+    """Start etcd on 127.0.0.1 with its data in `data_dir`; return once it accepts connections
+    (`detach`: in a session of its own; `own_group`: in a process group of its own, so a Ctrl-C
+    reaches only the caller, which stops it in order).
 
     With an active local authority (`strongroom.security.certs.activate`) it serves clients and
     peers over mutual TLS with a certificate of its own from it; plaintext otherwise."""
@@ -196,7 +198,7 @@ def start_etcd(data_dir: str | Path, port: int | None = None, log_path: str | Pa
                      f"--{prefix}trusted-ca-file", str(files.ca_path), f"--{prefix}client-cert-auth"]
     log = open(log_path or data_dir / "etcd.log", "ab")  # noqa: SIM115 - owned by the child
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=detach)
+                            start_new_session=detach, process_group=0 if own_group and not detach else None)
     log.close()
     deadline = time.monotonic() + timeout
     while not _ready("127.0.0.1", client_port):
