@@ -8,7 +8,9 @@ leader a lease bound to the leader key as `Election` binds it.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 from strongroom.etcd import EtcdClient
 from strongroom.keys import leader_key, stored_key, voters_key
@@ -28,6 +30,19 @@ async def _holders(client: EtcdClient, cluster: str, names: tuple[str, ...]) -> 
         await client.put(stored_key(cluster, name), b"1")
 
 
+@contextlib.asynccontextmanager
+async def _cluster_with(etcd: EtcdProcess, holders: tuple[str, ...]) -> AsyncIterator[tuple[EtcdClient, str]]:
+    """A client of the session's etcd and a cluster name of the test's own whose `holders`
+    acknowledged entries; no voters record."""
+    cluster = f"c{uuid.uuid4().hex[:8]}"
+    client = EtcdClient(etcd.endpoint)
+    try:
+        await _holders(client, cluster, holders)
+        yield client, cluster
+    finally:
+        await client.close()
+
+
 async def _leader(client: EtcdClient, cluster: str) -> int:
     lease = await client.grant(30)
     await client.put(leader_key(cluster), b"m1", lease=lease)
@@ -35,10 +50,7 @@ async def _leader(client: EtcdClient, cluster: str) -> int:
 
 
 async def test_the_members_with_state_written_down_stay_what_a_recovery_counts(etcd: EtcdProcess) -> None:
-    cluster = f"c{uuid.uuid4().hex[:8]}"
-    client = EtcdClient(etcd.endpoint)
-    try:
-        await _holders(client, cluster, ("m1", "m2", "m3"))
+    async with _cluster_with(etcd, ("m1", "m2", "m3")) as (client, cluster):
         found = await load_voters(client, cluster, REALM)
         assert (found.voters, found.also, found.revision, found.settled) == (REALM, ("m1", "m2", "m3"), 0, False)
         lease = await _leader(client, cluster)
@@ -56,29 +68,19 @@ async def test_the_members_with_state_written_down_stay_what_a_recovery_counts(e
         settled = await write_voters(client, cluster, REALM, 7, again.revision, lease)
         assert settled is not None and settled.settled and settled.also == ()
         assert await load_voters(client, cluster, REALM) == VoterRecord(REALM, settled.revision, 7)
-    finally:
-        await client.close()
 
 
 async def test_only_the_holder_of_the_leader_key_writes_them_down(etcd: EtcdProcess) -> None:
-    cluster = f"c{uuid.uuid4().hex[:8]}"
-    client = EtcdClient(etcd.endpoint)
-    try:
-        await _holders(client, cluster, ("m1", "m2", "m3"))
+    async with _cluster_with(etcd, ("m1", "m2", "m3")) as (client, cluster):
         found = await load_voters(client, cluster, REALM)
         await _leader(client, cluster)
         deposed = await client.grant(30)  # a lease that is not the leader key's
         assert await freeze_holders(client, cluster, found, 7, deposed) is None
         assert await client.get(voters_key(cluster)) is None
-    finally:
-        await client.close()
 
 
 async def test_a_damaged_record_is_replaced_by_the_members_with_state(etcd: EtcdProcess) -> None:
-    cluster = f"c{uuid.uuid4().hex[:8]}"
-    client = EtcdClient(etcd.endpoint)
-    try:
-        await _holders(client, cluster, ("m1", "m2"))
+    async with _cluster_with(etcd, ("m1", "m2")) as (client, cluster):
         await client.put(voters_key(cluster), b"{not json")
         found = await load_voters(client, cluster, REALM)
         assert found.damaged and found.also == ("m1", "m2") and not found.settled
@@ -86,5 +88,3 @@ async def test_a_damaged_record_is_replaced_by_the_members_with_state(etcd: Etcd
         frozen = await freeze_holders(client, cluster, found, 3, lease)
         assert frozen is not None and not frozen.damaged and frozen.also == ("m1", "m2")
         assert await load_voters(client, cluster, REALM) == frozen
-    finally:
-        await client.close()

@@ -52,7 +52,8 @@ class StandbySite(ChaosCluster):
         self.dr_address = f"127.0.0.1:{free_port()}"
         self.dr = spawn(dr_argv(self.etcd.endpoint, CLUSTER, ["--heartbeat", "0.2", "--report", "1",
                                                               "--listen", self.dr_address]),
-                        self.root / "logs" / "dr.log", group=ProcessGroup.OWN, banner=f"=== start dr at monotonic {time.monotonic():.3f}\n")
+                        self.root / "logs" / "dr.log", group=ProcessGroup.OWN,
+                        banner=f"=== start dr at monotonic {time.monotonic():.3f}\n")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             st = await self.dr_status()

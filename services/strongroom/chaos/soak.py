@@ -180,7 +180,7 @@ class Soak(Fault):
         next_line = began
         try:
             while time.monotonic() < until:
-                if self._stop.is_set():
+                if self.stopping:
                     self.stopped_at = time.monotonic() - began
                     print(f"soak stopped at {self.stopped_at:.0f} s: healing, draining and judging what ran "
                           f"(a second signal ends it at once)", flush=True)

@@ -26,7 +26,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,23 +66,28 @@ class Tls:
         data = [p.read_bytes() for p in paths]
         return cls(*paths, *data, read_from=stamp)  # type: ignore[arg-type]
 
+    @property
+    def files(self) -> tuple[Path, Path, Path]:
+        """The authority's, the certificate's and the key's file."""
+        return (self.ca_path, self.cert_path, self.key_path)
+
     def paths(self) -> dict[str, str]:
         """The three files, as a state file names them (`ca`, `cert`, `key`)."""
         return {"ca": str(self.ca_path), "cert": str(self.cert_path), "key": str(self.key_path)}
 
     def env(self) -> dict[str, str]:
         """The environment variables a child process reads these from."""
-        return dict(zip(ENV, (str(self.ca_path), str(self.cert_path), str(self.key_path)), strict=True))
+        return dict(zip(ENV, map(str, self.files), strict=True))
 
     def renewed(self) -> Tls | None:
         """These settings read again from their files if they hold a renewed certificate with its
         key; None when the files are what these were read from, or cannot be used now (half
         written, unreadable: logged once per change)."""
-        now = _stamps((self.ca_path, self.cert_path, self.key_path))
+        now = _stamps(self.files)
         if now == self.read_from or now in _refused:
             return None
         try:
-            new = Tls.load(self.ca_path, self.cert_path, self.key_path)
+            new = Tls.load(*self.files)
             new._server_context()  # the certificate and its key belong together
         except (OSError, ValueError, ssl.SSLError) as exc:
             _refused.add(now)
@@ -90,7 +95,7 @@ class Tls:
                         self.cert_path, exc)
             return None
         # Written again while being read: the next look takes them.
-        return new if _stamps((self.ca_path, self.cert_path, self.key_path)) == new.read_from else None
+        return new if _stamps(self.files) == new.read_from else None
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
         """A gRPC client's: trust the authority, present the certificate."""
@@ -200,7 +205,7 @@ def current() -> Tls | None:
     return _current  # type: ignore[return-value]
 
 
-def _stamps(paths: tuple[Path, ...] | list[Path]) -> tuple[tuple[int, int, int], ...]:
+def _stamps(paths: Sequence[Path]) -> tuple[tuple[int, int, int], ...]:
     """What the files are now (inode, size, modification time; zeros for one missing): a
     renewal changes it."""
     out = []
