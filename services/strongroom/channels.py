@@ -7,17 +7,29 @@ that stayed up.
 
 Every channel is opened and every port bound here (`open_channel`, `open_sync_channel`, `add_port`),
 with the process's TLS settings (`strongroom.security.tls`): mutual TLS when it has them.
+
+A gRPC channel keeps the credentials it was opened with for every reconnection, so a process
+that keeps its channels (a member's to its peers and to etcd, a router's to its neighbours, a
+client's to the members) would go on presenting its old certificate after a renewal, until it
+expires and every reconnection is refused. Each such cache asks `outdated` before it uses a
+channel and opens a new one once the process's certificate was renewed; the old one is closed
+after `RENEWAL_GRACE`, so the calls on it finish (a stream still open then, such as an etcd
+watch, breaks and is opened again on the new channel by its caller's retry).
 """
 
 from __future__ import annotations
+
+import asyncio
+import weakref
 
 import grpc
 
 from strongroom.limits import MAX_MESSAGE_BYTES
 from strongroom.security.tls import Tls, current, current_token
 
-__all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "SERVER_OPTIONS",
-           "add_port", "connecting_within", "open_channel", "open_sync_channel"]
+__all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "RENEWAL_GRACE",
+           "SERVER_OPTIONS", "add_port", "close_later", "connecting_within", "open_channel", "open_sync_channel",
+           "outdated"]
 
 PROCESS = object()
 """The default of every `tls` argument here: the process's own settings."""
@@ -76,7 +88,37 @@ def open_channel(address: str, options: list[tuple[str, int]] | None = None,
     if settings is None:
         return grpc.aio.insecure_channel(address, options=opts)
     assert isinstance(settings, Tls)
-    return grpc.aio.secure_channel(address, _credentials(settings, token), options=opts)
+    channel = grpc.aio.secure_channel(address, _credentials(settings, token), options=opts)
+    if tls is PROCESS:
+        _opened_with[channel] = settings
+    return channel
+
+
+_opened_with: weakref.WeakKeyDictionary[grpc.aio.Channel, Tls] = weakref.WeakKeyDictionary()
+"""The process's settings each channel opened with them was opened with."""
+
+RENEWAL_GRACE = 10.0
+"""Seconds the calls on a channel replaced after a renewal have to finish before it is closed."""
+
+
+def outdated(channel: grpc.aio.Channel) -> bool:
+    """`channel` presents the process's certificate as it was when the channel was opened, and a
+    renewed one is in force now: its owner opens a new one (module docstring). False for a
+    channel opened with settings of its own or plaintext."""
+    opened = _opened_with.get(channel)
+    return opened is not None and opened is not current()
+
+
+_closing: set[asyncio.Task[None]] = set()
+"""Channels being closed: kept referenced until their close finished."""
+
+
+def close_later(channel: grpc.aio.Channel, grace: float | None = None) -> None:
+    """Close a channel no one uses any more, without waiting for it (`grace`: seconds the calls
+    on it have to finish first; None cancels them now)."""
+    task = asyncio.ensure_future(channel.close(grace))
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 def open_sync_channel(address: str, options: list[tuple[str, int]] | None = None,

@@ -14,11 +14,18 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import grpc
-
-from strongroom.aio import with_timeout
-from strongroom.channels import ETCD_CHANNEL_OPTIONS, PROCESS, open_channel
 from pyetcd.etcdrpc import rpc_pb2 as rpc
 from pyetcd.etcdrpc import rpc_pb2_grpc as rpc_grpc
+
+from strongroom.aio import with_timeout
+from strongroom.channels import (
+    ETCD_CHANNEL_OPTIONS,
+    PROCESS,
+    RENEWAL_GRACE,
+    close_later,
+    open_channel,
+    outdated,
+)
 
 __all__ = ["EtcdClient", "KeyValue", "endpoint_tls", "prefix_end", "parse_endpoints", "EtcdUnavailable"]
 
@@ -110,6 +117,15 @@ class EtcdClient:
             if old is not None:
                 await old.close()
 
+    def _renew(self) -> None:
+        """Before a call: a new channel once the process's certificate was renewed (the old one
+        would reconnect with the old certificate, refused once it expired); the old one's calls
+        have `RENEWAL_GRACE` to finish, a watch on it then breaks and its follower reads again."""
+        old = self._channel
+        if old is not None and outdated(old):
+            self._connect()
+            close_later(old, RENEWAL_GRACE)
+
     async def close(self) -> None:
         """Close the channel."""
         if self._channel is not None:
@@ -118,6 +134,7 @@ class EtcdClient:
 
     async def _call(self, method_name: str, stub_name: str, request: object, timeout: float | None = None) -> object:
         last: Exception | None = None
+        self._renew()
         for _ in range(len(self.endpoints)):
             stub = getattr(self, stub_name)
             try:
@@ -249,6 +266,8 @@ class EtcdClient:
 
     async def keepalive_once(self, lease: int, timeout: float | None = None) -> int:
         """Refresh the lease once; returns the remaining TTL (<= 0: the lease is gone)."""
+        self._renew()
+
         async def one() -> int:
             call = self.lease_stub.LeaseKeepAlive(timeout=timeout or self.timeout)
             try:
@@ -306,6 +325,7 @@ class EtcdClient:
         create = rpc.WatchCreateRequest(key=key.encode(), start_revision=start_revision)
         if prefix:
             create.range_end = prefix_end(key)
+        self._renew()
         call = self.watch_stub.Watch()
         try:
             await call.write(rpc.WatchRequest(create_request=create))

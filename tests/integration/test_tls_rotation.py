@@ -95,3 +95,54 @@ async def test_a_member_serves_a_renewed_certificate_from_the_next_handshake_on(
     finally:
         cluster.stop_all()
         etcd.stop()
+
+
+async def test_members_reconnect_with_the_renewed_certificate_once_the_old_one_expired(tmp_path: Path) -> None:
+    """Members keep their channels to etcd and to each other for their lifetime. Their first
+    certificates expire shortly after a renewal; then etcd restarts (every member's connection
+    to it is made again) and the leader is killed (the others elect a new one through etcd and
+    promise to it). A channel reconnecting with the expired certificate is refused by etcd at
+    every attempt: there would be no leader again."""
+    ca = certs.active()
+    assert ca is not None, "the test session runs with a local authority (tests/conftest.py)"
+    lifetime = datetime.timedelta(seconds=30)
+    issued = datetime.datetime.now(datetime.UTC)
+    firsts = {}
+    for name in ("m1", "m2", "m3"):
+        firsts[name] = ca.issue(Identity(Kind.MEMBER, name, "default"), directory=tmp_path / f"{name}-tls",
+                                not_before=issued - datetime.timedelta(minutes=1), not_after=issued + lifetime)
+    etcd = start_etcd(tmp_path / "etcd")
+    port = int(etcd.endpoint.rsplit(":", 1)[1])
+    cluster = Cluster(etcd.endpoint, tmp_path, members=3)
+    try:
+        put_realm_sync(etcd.endpoint, realm_yaml(members=3), 1)
+        for name, first in firsts.items():
+            cluster.extra_env[name] = first.env()
+        cluster.start_all()
+        await cluster.leader()
+        async with Client(cluster.addresses(), timeout=20) as client:
+            assert (await client.publish("payments", b"before the renewal")).confirmed
+        for name, first in firsts.items():
+            renewed = ca.issue(Identity(Kind.MEMBER, name, "default"), directory=tmp_path / f"{name}-tls",
+                               not_before=issued - datetime.timedelta(minutes=1),
+                               not_after=issued + datetime.timedelta(days=60))
+            assert renewed.cert != first.cert and renewed.cert_path == first.cert_path
+        left = (issued + lifetime - datetime.datetime.now(datetime.UTC)).total_seconds()
+        assert left > 5, "the renewal came too late for the test to mean anything: start sooner"
+        # The old certificates expire (the members keep calling etcd meanwhile).
+        await asyncio.sleep(left + 2)
+
+        etcd.stop()
+        etcd = start_etcd(tmp_path / "etcd", port=port)
+        leader = await cluster.leader(timeout=30)
+        cluster.kill(leader)
+        successor = await cluster.leader(timeout=30, exclude=leader)
+        async with Client(cluster.addresses(), timeout=20) as client:
+            assert (await client.publish("payments", b"after the expiry")).confirmed
+        assert successor != leader
+        # Not one handshake with the expired certificate: every channel was opened anew before.
+        refused = [n for n in cluster.names if "BAD_CERTIFICATE" in Path(cluster.log_path(n)).read_text()]
+        assert not refused, f"a handshake of {refused} was refused: {cluster.logs()}"
+    finally:
+        cluster.stop_all()
+        etcd.stop()

@@ -160,3 +160,29 @@ def test_a_local_deployment_does_not_use_an_authority_whose_directory_is_gone(tm
     finally:
         certs.activate(before_ca)
         tls.use(before_tls)
+
+
+async def test_a_channel_opened_with_the_process_certificate_is_outdated_once_it_is_renewed(tmp_path: Path) -> None:
+    from strongroom.channels import open_channel, outdated
+    from strongroom.security import tls
+
+    ca = LocalCa(tmp_path / "ca")
+    first = ca.issue(Identity(Kind.USER, "alice"), directory=tmp_path / "alice")
+    before = tls.current()
+    try:
+        tls.use(first)
+        own = open_channel("127.0.0.1:1")
+        given = open_channel("127.0.0.1:1", tls=first)
+        plain = open_channel("127.0.0.1:1", tls=None)
+        assert not outdated(own) and not outdated(given) and not outdated(plain)
+        now = datetime.datetime.now(datetime.UTC)
+        renewed = ca.issue(Identity(Kind.USER, "alice"), directory=tmp_path / "alice",
+                           not_before=now - datetime.timedelta(minutes=1), not_after=now + datetime.timedelta(days=9))
+        tls.use(renewed)
+        assert outdated(own), "a cached channel would reconnect with the certificate it was opened with"
+        assert not outdated(given) and not outdated(plain), "settings of its own are the caller's to renew"
+        assert not outdated(open_channel("127.0.0.1:1"))
+        for channel in (own, given, plain):
+            await channel.close()
+    finally:
+        tls.use(before)

@@ -23,9 +23,8 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2_grpc
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
-from strongroom.channels import CHANNEL_OPTIONS, open_channel
+from strongroom.channels import CHANNEL_OPTIONS, RENEWAL_GRACE, close_later, open_channel, outdated
 from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
-from strongroom.grpcerrors import GENERATION_METADATA_KEY, PARTNER_METADATA_KEY
 from strongroom.errors import (
     ConnectionFailed,
     InvalidArgument,
@@ -33,6 +32,7 @@ from strongroom.errors import (
     NotLeaderError,
     StrongroomError,
 )
+from strongroom.grpcerrors import GENERATION_METADATA_KEY, PARTNER_METADATA_KEY
 
 __all__ = ["Connection", "parse_endpoints"]
 
@@ -80,6 +80,10 @@ class Connection:
     def channel(self, address: str) -> grpc.aio.Channel:
         """The channel to one member (opened on first use, kept until `close`)."""
         ch = self._channels.get(address)
+        if ch is not None and outdated(ch):
+            # The process's certificate was renewed: calls from now on go over a new channel.
+            close_later(self._channels.pop(address), RENEWAL_GRACE)
+            ch = None
         if ch is None:
             ch = self._channels[address] = open_channel(address, CHANNEL_OPTIONS, token=self.token)
         return ch

@@ -25,7 +25,7 @@ import grpc
 from strongroom.aio import Deadline
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS, open_channel
+from strongroom.channels import CHANNEL_OPTIONS, RENEWAL_GRACE, close_later, open_channel, outdated
 from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
 
@@ -77,17 +77,6 @@ def encoded_append(epoch: int, leader: str, prev_index: int, prev_epoch: int, co
     return wire
 
 
-# Channels being closed: kept referenced until their close finished.
-_closing: set[asyncio.Task[None]] = set()
-
-
-def _close_later(channel: grpc.aio.Channel) -> None:
-    """Close a channel no one uses any more, without waiting for it."""
-    task = asyncio.ensure_future(channel.close())
-    _closing.add(task)
-    task.add_done_callback(_closing.discard)
-
-
 def _why(exc: grpc.aio.AioRpcError) -> str:
     return exc.code().name
 
@@ -127,6 +116,9 @@ class PeerClient:
 
     def _stub(self, address: str) -> rgrpc.ReplicationServiceStub:
         channel = self._channels.get(address)
+        if channel is not None and outdated(channel):
+            close_later(self._channels.pop(address), RENEWAL_GRACE)
+            channel = None
         if channel is None:
             channel = self._channels[address] = open_channel(address, CHANNEL_OPTIONS)
         return rgrpc.ReplicationServiceStub(channel)
@@ -134,7 +126,7 @@ class PeerClient:
     def _drop(self, address: str) -> None:
         channel = self._channels.pop(address, None)
         if channel is not None:
-            _close_later(channel)
+            close_later(channel)
 
     async def promise(self, address: str, epoch: int, leader: str) -> rpb.PromiseResponse | None:
         """Ask the member at `address` to promise `epoch`; None if it did not answer in time."""
@@ -219,7 +211,7 @@ class FollowerConnection:
             return False
         if address != self._address or self._stub is None:
             if self._channel is not None:
-                _close_later(self._channel)
+                close_later(self._channel)
             self._channel = open_channel(address, CHANNEL_OPTIONS)
             self._stub = rgrpc.ReplicationServiceStub(self._channel)
             # Appends go already serialised: entries are serialised once, when the leader
@@ -232,7 +224,9 @@ class FollowerConnection:
 
     def reset(self) -> None:
         """After a failure: drop the open connections; the next `connect` resolves the address
-        again and opens a new channel (the follower may have restarted elsewhere)."""
+        again and opens a new channel (the follower may have restarted elsewhere). So a channel
+        is never reconnected here: after a certificate renewal the next one presents the new
+        certificate (`channels.outdated`), while the streams open on the old one run on."""
         self._close_connections()
         self._address = None
 
