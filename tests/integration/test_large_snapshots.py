@@ -111,3 +111,57 @@ async def test_a_state_larger_than_a_message_catches_up_restarts_and_is_fetched(
     got = [m.body for m in await drain_all(client, "parts.queue")]
     assert [b[:8] for b in got] == [_body(i)[:8] for i in range(MESSAGES)]
     await client.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("indexes_on_disk", [False, True], ids=["memory-state", "indexes-on-disk"])
+async def test_a_recovering_leader_behind_a_compacted_member_takes_its_state_in_parts(  # type: ignore[no-untyped-def]
+        make_cluster, small_messages: None, indexes_on_disk: bool) -> None:
+    """A member that missed what the others compacted is elected after both stopped; the one of
+    them that comes back holds the state as parts: the new leader reads them over FetchSnapshot,
+    installs them and serves every message once."""
+    cluster: Cluster = make_cluster(compact_after_entries=100, indexes_on_disk=indexes_on_disk)
+    leader = await cluster.leader()
+    behind, ahead = [n for n in cluster.names if n != leader]
+    client = Client(cluster.addresses(), timeout=30)
+    await client.publish("parts.side", b"before")
+
+    async def holds_it() -> bool:
+        st = await cluster.status(behind)
+        return bool(st and st.applied_index >= 2 and st.synced)
+
+    await wait_for(holds_it)
+    cluster.kill(behind, signal.SIGKILL)
+    pub = client.publisher("parts.queue", window=32)
+    await asyncio.gather(*[await pub.send(_body(i)) for i in range(MESSAGES)])
+    await pub.close()
+    for i in range(250):
+        await client.publish("parts.side", b"%d" % i)
+
+    async def compacted() -> bool:
+        st = await cluster.status(ahead)
+        return bool(st and st.snapshot_index >= 100)
+
+    await wait_for(compacted, timeout=60)
+    await client.close()
+    cluster.kill(leader, signal.SIGKILL)
+    cluster.kill(ahead, signal.SIGKILL)
+
+    # Alone, `behind` takes the leader key and waits for a majority's promises.
+    cluster.start(behind)
+
+    async def recovering() -> bool:
+        st = await cluster.status(behind)
+        return bool(st and st.role == "recovering")
+
+    await wait_for(recovering, timeout=30)
+    cluster.start(ahead)
+    assert await cluster.leader(timeout=60) == behind
+    adopted = re.findall(r"installed the state of (\S+) at index (\d+) \((\d+) parts, (\d+) bytes\)",
+                         cluster.log_path(behind).read_text())
+    assert adopted and adopted[-1][0] == ahead, "the recovering leader adopted no state in parts"
+    assert int(adopted[-1][3]) > 4 * MAX_MESSAGE
+    async with Client(cluster.addresses(), timeout=30) as again:
+        got = [m.body for m in await drain_all(again, "parts.queue")]
+        assert [b[:8] for b in got] == [_body(i)[:8] for i in range(MESSAGES)]
+        assert (await again.publish("parts.queue", b"after")).confirmed

@@ -49,7 +49,6 @@ class Follower:
         self.replica = replica
         self.membership = membership
         self.member = member
-        self._lock = asyncio.Lock()
         self._apply_soon = False  # an apply of newly committed entries is scheduled
         self.last_heard = time.monotonic()
         """When a leader's append (entries or a commit notice) was last accepted (monotonic; the
@@ -95,7 +94,7 @@ class Follower:
         if entries is None:
             assert isinstance(req, rpb.AppendRequest)
             entries = list(req.entries)
-        async with self._lock:
+        async with self.replica.changing:
             try:
                 answer = await self._append(req, entries, raws)
             except StrongroomError:
@@ -210,7 +209,7 @@ class Follower:
 
     async def _install(self, first: rpb.SnapshotChunk, incoming: IncomingSnapshot) -> rpb.InstallSnapshotResponse:
         replica = self.replica
-        async with self._lock:
+        async with self.replica.changing:
             if first.epoch < replica.promised_epoch:
                 return rpb.InstallSnapshotResponse(ok=False, promised_epoch=replica.promised_epoch)
             try:

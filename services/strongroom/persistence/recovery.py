@@ -181,7 +181,15 @@ class Recovery:
                 incoming = replica.incoming_snapshot()
                 try:
                     first = await self.peers.fetch_snapshot(address, term.epoch, incoming)
-                    replica.install(first.last_index, first.last_epoch, incoming)
+                    # Off the event loop where it can be (the lease keeps being renewed
+                    # meanwhile); a newer leader's appends wait for it, and one that promised
+                    # meanwhile has ended this term (its step-down cancels the install).
+                    async with replica.changing:
+                        if replica.promised_epoch > term.epoch:
+                            raise PersistenceUnavailable(f"member {replica.promised_to} leads a newer epoch "
+                                                         f"({replica.promised_epoch})")
+                        await replica.install_stepwise(first.last_index, first.last_epoch, incoming)
+                    replica.tallies.snapshots_installed += 1
                 finally:
                     incoming.discard()
                 log.info("installed the state of %s at index %d (%d parts, %d bytes)", name, first.last_index,

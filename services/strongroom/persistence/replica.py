@@ -110,6 +110,10 @@ class Replica:
                                 self.state.applied_index)
         self.apply_stopped: str | None = None
         """Why this member stopped applying the log (`_stop_applying`); None while it applies."""
+        self.changing = asyncio.Lock()
+        """Held while the log or the state is changed from outside the leader's own path, across
+        the awaits of a change: a leader's appends and snapshot at a follower (`Follower`), a
+        recovering leader's install of the state it adopts (`Recovery.adopt_log`)."""
         self.on_applied: AppliedListener | None = None
         self.compaction_floor: Callable[[], int | None] | None = None
         """While leading: the lowest match index of the reachable followers (None: none)."""
@@ -325,8 +329,8 @@ class Replica:
         """`install`, with the event loop free between its steps where the state is in memory
         on disk storage: the new state is built from the parts in a worker thread (the live one
         serves until it is done), then the parts are stored a batch at a time and made the only
-        restore point in one synced write. The caller holds the leader's appends off meanwhile
-        (the follower's lock). Elsewhere as `install`."""
+        restore point in one synced write. The caller holds `changing` (a leader's appends wait
+        meanwhile). Elsewhere as `install`."""
         storage = self.storage
         if self.indexes_on_disk or not isinstance(storage, DiskStorage):
             self.install(index, epoch, data)
