@@ -13,6 +13,8 @@ suite must stay under 30 minutes, and `make chaos` runs the longer profiles).
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -35,11 +37,26 @@ CI_FAULTS = [name for name in FAULTS if name not in ("packet-loss", "kill-follow
 CI_PAIRS = random_pairs(2, int(os.environ.get("CHAOS_PAIRS_SEED", "1")))
 
 
+# Where a failed scenario's history, verdict and logs are copied: pytest keeps the temporary
+# directories of its last three sessions only, and a rare failure must still be readable after.
+KEEP_FAILED = Path(os.environ.get("CHAOS_KEEP_FAILED", "/tmp/strongroom-chaos-failed"))
+
+
+def _keep(run: Path) -> Path:
+    """Copy a failed scenario's directory, without its data directories, to `KEEP_FAILED`."""
+    kept = KEEP_FAILED / f"{run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    shutil.copytree(run, kept, ignore=shutil.ignore_patterns("data", "etcd"))
+    return kept
+
+
 @pytest.mark.parametrize("fault", CI_FAULTS + CI_PAIRS)
 async def test_fault(fault: str, tmp_path: Path) -> None:
     result = await run_scenario(fault, SECONDS, tmp_path / fault)
     if result.skipped is not None:
         pytest.skip(result.skipped)
-    assert result.passed, result.describe() + "\n" + (tmp_path / fault / "logs").as_posix()
+    where = (tmp_path / fault / "logs").as_posix()
+    if not result.passed:
+        where += f" (history and logs kept in {_keep(tmp_path / fault)})"
+    assert result.passed, result.describe() + "\n" + where
     assert result.check.confirmed > 0 and result.check.deliveries > 0
     assert result.check.uows_confirmed > 0 and result.check.uows_processed > 0
