@@ -196,3 +196,34 @@ async def test_a_peers_snapshot_of_the_indexes_on_disk_is_read_from_the_restore_
         assert checkpoints.directory(tmp_path, 40).is_dir()  # the restore point itself is untouched
     finally:
         storage.close()
+
+
+async def test_a_reader_that_stops_while_a_part_is_built_leaves_the_loops_threads_free(tmp_path: Path,
+                                                                                     driver: str) -> None:
+    """A member stopping while it sends a snapshot cancels the read while it waits for a part: no
+    thread of the event loop's pool may stay waiting for it (with a pool of one thread, the
+    member's next `to_thread` would never run, and its stop would wait for it for good)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(pool)
+    try:
+        state = DiskStateMachine.open(storage)
+        for index in range(1, 41):
+            _publish_on(state, index, 50)
+        storage.save_snapshot(40, 1, [])
+        for _ in range(5):
+            stream = checkpoint_parts(storage, 40)
+            reading = asyncio.ensure_future(anext(stream))
+            for _ in range(3):
+                await asyncio.sleep(0)  # waiting for the first part, the checkpoint being copied
+            reading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reading
+            assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
+    finally:
+        loop.set_default_executor(ThreadPoolExecutor())
+        pool.shutdown(wait=False, cancel_futures=True)
+        storage.close()

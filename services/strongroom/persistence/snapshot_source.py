@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 
 QUEUED_PARTS = 4
 _END = object()
+_NOTHING_YET = object()
+WAIT_SLICE = 0.5
+"""Seconds a worker thread of the event loop waits for the next part at most: a reader that
+stops while a part is being built (a member stopping while it sends a snapshot) leaves no
+thread of the loop's pool waiting for a part that will not come."""
 
 
 class _CheckpointCopy:
@@ -94,7 +99,9 @@ async def checkpoint_parts(storage: DiskStorage, index: int) -> AsyncIterator[by
     worker.start()
     try:
         while True:
-            item = await asyncio.to_thread(out.get)
+            item = await asyncio.to_thread(_take, out)
+            if item is _NOTHING_YET:
+                continue
             if item is _END:
                 return
             if isinstance(item, BaseException):
@@ -103,6 +110,14 @@ async def checkpoint_parts(storage: DiskStorage, index: int) -> AsyncIterator[by
             yield item
     finally:
         stop.set()
+
+
+def _take(out: queue.Queue[object]) -> object:
+    """The next item on `out`, or `_NOTHING_YET` after `WAIT_SLICE` seconds."""
+    try:
+        return out.get(timeout=WAIT_SLICE)
+    except queue.Empty:
+        return _NOTHING_YET
 
 
 class PeerSnapshot(NamedTuple):
