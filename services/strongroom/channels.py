@@ -12,9 +12,10 @@ A gRPC channel keeps the credentials it was opened with for every reconnection, 
 that keeps its channels (a member's to its peers and to etcd, a router's to its neighbours, a
 client's to the members) would go on presenting its old certificate after a renewal, until it
 expires and every reconnection is refused. Each such cache asks `outdated` before it uses a
-channel and opens a new one once the process's certificate was renewed; the old one is closed
-after `RENEWAL_GRACE`, so the calls on it finish (a stream still open then, such as an etcd
-watch, breaks and is opened again on the new channel by its caller's retry).
+channel and opens a new one once the process's certificate was renewed; the old one is
+`retire`d: closed once the calls open on it have ended by themselves. None of them is cut (a
+cancelled stream reads as a cancellation of its reader, which the readers do not retry), and
+none needs the old channel to reconnect: a broken stream is opened again, on the new channel.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import grpc
 from strongroom.limits import MAX_MESSAGE_BYTES
 from strongroom.security.tls import Tls, current, current_token
 
-__all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "RENEWAL_GRACE",
-           "SERVER_OPTIONS", "add_port", "close_later", "connecting_within", "open_channel", "open_sync_channel",
-           "outdated"]
+__all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "SERVER_OPTIONS",
+           "active_calls", "add_port", "close_later", "connecting_within", "open_channel", "open_sync_channel",
+           "outdated", "retire"]
 
 PROCESS = object()
 """The default of every `tls` argument here: the process's own settings."""
@@ -97,28 +98,49 @@ def open_channel(address: str, options: list[tuple[str, int]] | None = None,
 _opened_with: weakref.WeakKeyDictionary[grpc.aio.Channel, Tls] = weakref.WeakKeyDictionary()
 """The process's settings each channel opened with them was opened with."""
 
-RENEWAL_GRACE = 10.0
-"""Seconds the calls on a channel replaced after a renewal have to finish before it is closed."""
+RETIRE_POLL = 5.0
+"""Seconds between two looks at whether a retired channel's calls have all ended."""
 
 
 def outdated(channel: grpc.aio.Channel) -> bool:
-    """`channel` presents the process's certificate as it was when the channel was opened, and a
-    renewed one is in force now: its owner opens a new one (module docstring). False for a
-    channel opened with settings of its own or plaintext."""
+    """`channel` presents the process's certificate as it was when the channel was opened, and
+    another one is in force now (a renewal: files with other contents): its owner opens a new one
+    and retires this one (module docstring). False for a channel opened with settings of its own
+    or plaintext."""
     opened = _opened_with.get(channel)
-    return opened is not None and opened is not current()
+    return opened is not None and opened != current()
 
 
 _closing: set[asyncio.Task[None]] = set()
 """Channels being closed: kept referenced until their close finished."""
 
 
-def close_later(channel: grpc.aio.Channel, grace: float | None = None) -> None:
-    """Close a channel no one uses any more, without waiting for it (`grace`: seconds the calls
-    on it have to finish first; None cancels them now)."""
-    task = asyncio.ensure_future(channel.close(grace))
+def _keep(task: asyncio.Task[None]) -> None:
     _closing.add(task)
     task.add_done_callback(_closing.discard)
+
+
+def close_later(channel: grpc.aio.Channel) -> None:
+    """Close a channel no one uses any more now (its calls are cancelled), without waiting."""
+    _keep(asyncio.ensure_future(channel.close()))
+
+
+def active_calls(channel: grpc.aio.Channel) -> list[object]:
+    """The calls open on `channel` that have not ended (grpc.aio tracks them, weakly, to cancel
+    them at its close: `Channel._active_calls`; tests/unit/test_security_units.py holds it to
+    that)."""
+    return [call for call in list(getattr(channel, "_active_calls", ())) if not call.done()]  # type: ignore[attr-defined]
+
+
+def retire(channel: grpc.aio.Channel) -> None:
+    """Close `channel`, replaced by a new one, once every call open on it has ended by itself
+    (its streams run on over their connection until they end or break)."""
+    async def once_idle() -> None:
+        while active_calls(channel):
+            await asyncio.sleep(RETIRE_POLL)
+        await channel.close()
+
+    _keep(asyncio.ensure_future(once_idle()))
 
 
 def open_sync_channel(address: str, options: list[tuple[str, int]] | None = None,

@@ -18,14 +18,7 @@ from pyetcd.etcdrpc import rpc_pb2 as rpc
 from pyetcd.etcdrpc import rpc_pb2_grpc as rpc_grpc
 
 from strongroom.aio import with_timeout
-from strongroom.channels import (
-    ETCD_CHANNEL_OPTIONS,
-    PROCESS,
-    RENEWAL_GRACE,
-    close_later,
-    open_channel,
-    outdated,
-)
+from strongroom.channels import ETCD_CHANNEL_OPTIONS, PROCESS, open_channel, outdated, retire
 
 __all__ = ["EtcdClient", "KeyValue", "endpoint_tls", "prefix_end", "parse_endpoints", "EtcdUnavailable"]
 
@@ -119,12 +112,12 @@ class EtcdClient:
 
     def _renew(self) -> None:
         """Before a call: a new channel once the process's certificate was renewed (the old one
-        would reconnect with the old certificate, refused once it expired); the old one's calls
-        have `RENEWAL_GRACE` to finish, a watch on it then breaks and its follower reads again."""
+        would reconnect with the old certificate, refused once it expired); the old one closes
+        once its calls (watches, say) have ended."""
         old = self._channel
         if old is not None and outdated(old):
             self._connect()
-            close_later(old, RENEWAL_GRACE)
+            retire(old)
 
     async def close(self) -> None:
         """Close the channel."""
@@ -330,7 +323,15 @@ class EtcdClient:
         try:
             await call.write(rpc.WatchRequest(create_request=create))
             while True:
-                resp = await call.read()
+                try:
+                    resp = await call.read()
+                except asyncio.CancelledError:
+                    # The call was cancelled under us (its channel closed: `_rotate`), not the
+                    # caller's task: a broken watch, which the caller reads and opens again.
+                    task = asyncio.current_task()
+                    if call.cancelled() and task is not None and not task.cancelling():
+                        raise EtcdUnavailable("the watch's channel was closed") from None
+                    raise
                 if resp is grpc.aio.EOF:
                     return
                 if resp.canceled:

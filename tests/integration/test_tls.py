@@ -132,8 +132,11 @@ async def test_a_router_cannot_replicate_and_a_member_cannot_call_as_another(sha
     for tls, claimed, reason, says in attempts:
         async with open_channel(cluster.address(follower), [], tls=tls) as channel:
             stub = rgrpc.ReplicationServiceStub(channel)
+            chunk = rpb.SnapshotChunk(epoch=st.epoch + 1000, leader=claimed, last_index=1, last_epoch=1,
+                                      data=b"not a state", done=True)
             for call in (stub.Promise(rpb.PromiseRequest(epoch=st.epoch + 1000, leader=claimed), timeout=5),
-                         stub.Append(rpb.AppendRequest(epoch=st.epoch + 1000, leader=claimed), timeout=5)):
+                         stub.Append(rpb.AppendRequest(epoch=st.epoch + 1000, leader=claimed), timeout=5),
+                         stub.InstallSnapshot(iter([chunk]), timeout=5)):
                 with pytest.raises(grpc.aio.AioRpcError) as info:
                     await call
                 assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -142,8 +145,8 @@ async def test_a_router_cannot_replicate_and_a_member_cannot_call_as_another(sha
                 assert err.metadata == {"permission": "replicate", "refusal": reason}
                 assert says in err.message
     after_metrics = await _metrics(cluster, follower)
-    assert _refused(after_metrics, "grpc", "wrong_identity") == _refused(before_metrics, "grpc", "wrong_identity") + 4
-    assert _refused(after_metrics, "grpc", "impersonation") == _refused(before_metrics, "grpc", "impersonation") + 2
+    assert _refused(after_metrics, "grpc", "wrong_identity") == _refused(before_metrics, "grpc", "wrong_identity") + 6
+    assert _refused(after_metrics, "grpc", "impersonation") == _refused(before_metrics, "grpc", "impersonation") + 3
     # Nothing was promised: the epoch a thousand ahead would have fenced the cluster's leader.
     after = await cluster.status(follower)
     assert after is not None and after.epoch == st.epoch

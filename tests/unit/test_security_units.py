@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ssl
 from pathlib import Path
@@ -186,3 +187,45 @@ async def test_a_channel_opened_with_the_process_certificate_is_outdated_once_it
             await channel.close()
     finally:
         tls.use(before)
+
+
+async def test_a_retired_channel_closes_only_once_its_open_calls_have_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A channel replaced after a renewal: its open stream runs on to its end (none is cut), then
+    the channel closes. Over a real gRPC server in this process; `active_calls` reads grpc.aio's
+    own record of a channel's calls, which this test holds it to."""
+    import grpc
+
+    from strongroom import channels
+
+    monkeypatch.setattr(channels, "RETIRE_POLL", 0.05)
+    release = asyncio.Event()
+
+    async def stream(request: bytes, context: object) -> object:
+        yield b"first"
+        await release.wait()
+        yield b"last"
+
+    handler = grpc.method_handlers_generic_handler("t.T", {"S": grpc.unary_stream_rpc_method_handler(stream)})
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        call = channel.unary_stream("/t.T/S")(b"")
+        assert await call.read() == b"first"
+        assert channels.active_calls(channel) == [call]
+        channels.retire(channel)
+        await asyncio.sleep(0.3)
+        release.set()
+        assert await call.read() == b"last", "the stream was cut by the retirement"
+        assert await call.read() is grpc.aio.EOF
+        for _ in range(100):
+            if not channels.active_calls(channel):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        with pytest.raises(grpc.aio.UsageError):
+            await channel.unary_unary("/t.T/S")(b"")  # closed now
+    finally:
+        await server.stop(None)

@@ -23,7 +23,7 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2_grpc
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
-from strongroom.channels import CHANNEL_OPTIONS, RENEWAL_GRACE, close_later, open_channel, outdated
+from strongroom.channels import CHANNEL_OPTIONS, open_channel, outdated, retire
 from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
 from strongroom.errors import (
     ConnectionFailed,
@@ -82,7 +82,7 @@ class Connection:
         ch = self._channels.get(address)
         if ch is not None and outdated(ch):
             # The process's certificate was renewed: calls from now on go over a new channel.
-            close_later(self._channels.pop(address), RENEWAL_GRACE)
+            retire(self._channels.pop(address))
             ch = None
         if ch is None:
             ch = self._channels[address] = open_channel(address, CHANNEL_OPTIONS, token=self.token)

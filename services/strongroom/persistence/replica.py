@@ -12,6 +12,7 @@ and holds compaction back for followers it still replicates to (`compaction_floo
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -61,7 +62,9 @@ class Replica:
                  event_log: tuple[Path, float] | None = None) -> None:
         self.member = member
         self.data_dir = data_dir
-        (data_dir / INCOMING_SNAPSHOT).unlink(missing_ok=True)  # a transfer cut off by a stop
+        for cut_off in data_dir.glob(f"{INCOMING_SNAPSHOT}*"):  # transfers cut off by a stop
+            cut_off.unlink(missing_ok=True)
+        self._incoming = itertools.count(1)
         self.tallies = Tallies()
         """What this member counted since its process started (its metrics)."""
         # The cluster's realm settings in force (the compaction threshold follows realm
@@ -306,9 +309,11 @@ class Replica:
         return self.state.applied_index, self.state.applied_epoch, snapshot_parts(self.state)
 
     def incoming_snapshot(self) -> IncomingSnapshot:
-        """A file for a snapshot about to arrive (in the data directory; one at a time)."""
+        """A file of its own, in the data directory, for a snapshot about to arrive: a second
+        transfer meanwhile (a stale leader's, a refused caller's) never writes into the one
+        being read or installed."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        return IncomingSnapshot(self.data_dir / INCOMING_SNAPSHOT)
+        return IncomingSnapshot(self.data_dir / f"{INCOMING_SNAPSHOT}.{next(self._incoming)}")
 
     def install(self, index: int, epoch: int, data: Sequence[bytes] | IncomingSnapshot) -> None:
         """Replace the state by a leader's snapshot at `index` (its parts)."""

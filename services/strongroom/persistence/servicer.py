@@ -393,8 +393,19 @@ class ReplicationServicer(rgrpc.ReplicationServiceServicer):
     async def InstallSnapshot(self, request_iterator: AsyncIterator[rpb.SnapshotChunk],
                               context: Context) -> rpb.InstallSnapshotResponse:
         await self._members_only(context)
+
+        async def chunks() -> AsyncIterator[rpb.SnapshotChunk]:
+            # The leader a chunk names is the caller (it takes the member's promise): checked as
+            # Append checks it, before the chunk is read on (nothing is stored when refused).
+            checked = ""
+            async for chunk in request_iterator:
+                if chunk.leader and chunk.leader != checked:
+                    await self._members_only(context, chunk.leader)
+                    checked = chunk.leader
+                yield chunk
+
         try:
-            return await self.follower.handle_snapshot(request_iterator)
+            return await self.follower.handle_snapshot(chunks())
         except StrongroomError as err:
             await abort_with(context, err)
 

@@ -73,21 +73,26 @@ def _read_checkpoint(storage: DiskStorage, index: int, out: queue.Queue[object],
         try:
             state = DiskStateMachine.open(_CheckpointCopy(db))  # type: ignore[arg-type]
             for part in state_parts(state):
-                while not stop.is_set():
-                    try:
-                        out.put(part, timeout=0.5)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not _hand_over(out, part, stop):
                     return
         finally:
             db.close()
-        out.put(_END)
+        _hand_over(out, _END, stop)
     except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
-        out.put(exc)
+        _hand_over(out, exc, stop)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _hand_over(out: queue.Queue[object], item: object, stop: threading.Event) -> bool:
+    """Put `item` on `out` once there is room; False when the reader stopped first."""
+    while not stop.is_set():
+        try:
+            out.put(item, timeout=WAIT_SLICE)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 async def checkpoint_parts(storage: DiskStorage, index: int) -> AsyncIterator[bytes]:

@@ -25,7 +25,7 @@ import grpc
 from strongroom.aio import Deadline
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS, RENEWAL_GRACE, close_later, open_channel, outdated
+from strongroom.channels import CHANNEL_OPTIONS, close_later, open_channel, outdated, retire
 from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
 
@@ -117,7 +117,7 @@ class PeerClient:
     def _stub(self, address: str) -> rgrpc.ReplicationServiceStub:
         channel = self._channels.get(address)
         if channel is not None and outdated(channel):
-            close_later(self._channels.pop(address), RENEWAL_GRACE)
+            retire(self._channels.pop(address))
             channel = None
         if channel is None:
             channel = self._channels[address] = open_channel(address, CHANNEL_OPTIONS)
@@ -209,6 +209,14 @@ class FollowerConnection:
         address = self._resolve_address(self.peer)
         if address is None:
             return False
+        if self._channel is not None and self._stream is None and address == self._address and outdated(self._channel):
+            # Renewed certificate: a new channel for the next stream and snapshot; the link (if
+            # one is open) goes on, it was opened with the certificate of its time.
+            retire(self._channel)
+            self._channel = open_channel(address, CHANNEL_OPTIONS)
+            self._stub = rgrpc.ReplicationServiceStub(self._channel)
+            self._open_stream = self._channel.stream_stream(
+                APPEND_STREAM, request_serializer=None, response_deserializer=rpb.AppendResponse.FromString)
         if address != self._address or self._stub is None:
             if self._channel is not None:
                 close_later(self._channel)
@@ -224,9 +232,7 @@ class FollowerConnection:
 
     def reset(self) -> None:
         """After a failure: drop the open connections; the next `connect` resolves the address
-        again and opens a new channel (the follower may have restarted elsewhere). So a channel
-        is never reconnected here: after a certificate renewal the next one presents the new
-        certificate (`channels.outdated`), while the streams open on the old one run on."""
+        again and opens a new channel (the follower may have restarted elsewhere)."""
         self._close_connections()
         self._address = None
 

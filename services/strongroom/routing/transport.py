@@ -17,7 +17,7 @@ import grpc
 
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.api.v1 import router_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS, open_channel, outdated
+from strongroom.channels import CHANNEL_OPTIONS, open_channel, outdated, retire
 from strongroom.client.retry import error_from_rpc
 from strongroom.errors import InvalidArgument, NotActiveRouter, StrongroomError
 
@@ -86,8 +86,10 @@ class GrpcLinks:
             raise InvalidArgument(f"cluster {neighbour!r} has no router address in the realm")
         held = self._channels.get(neighbour)
         if held is not None and outdated(held[1]):
-            # The process's certificate was renewed: a new connection presents the new one.
-            self._drop(neighbour, held[1])
+            # The process's certificate was renewed: a new connection presents the new one;
+            # the Forward stream open on the old one runs on until it ends.
+            del self._channels[neighbour]
+            retire(held[1])
             held = None
         if held is None or held[0] != address:
             held = self._channels[neighbour] = (address, open_channel(address, LINK_OPTIONS))
@@ -98,10 +100,6 @@ class GrpcLinks:
         (a new connection), and this one is closed once its calls had time to end."""
         if not isinstance(error, NotActiveRouter):
             return
-        self._drop(neighbour, channel)
-
-    def _drop(self, neighbour: str, channel: grpc.aio.Channel) -> None:
-        """The next call gets a new channel; `channel` is closed once its calls had time to end."""
         held = self._channels.get(neighbour)
         if held is None or held[1] is not channel:
             return  # dropped already
