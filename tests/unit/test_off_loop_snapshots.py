@@ -16,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
+
+import pytest
 
 from test_diskstate import observe
 
@@ -198,3 +201,41 @@ async def test_an_install_leaves_the_event_loop_free_and_holds_the_leaders_state
     assert all(k.startswith(P_SNAPSHOT + index.to_bytes(8, "big")) for k in _snapshot_keys(storage))
     replica.close()
     assert _restarted(tmp_path / "m1") == (index, leader_state)
+
+
+async def test_a_cancelled_install_returns_only_once_its_worker_thread_is_done(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A term cancelled while its install builds the state in a worker thread: the thread cannot
+    be stopped, so the cancellation waits for it (the lock stays held; no second build beside it,
+    nor the incoming file discarded under it); the state is the member's as before."""
+    import threading
+
+    from strongroom.persistence import replica as replica_module
+
+    index, epoch, parts, _ = await asyncio.to_thread(_leader_snapshot, tmp_path / "m2", EVERY + 10)
+    replica, _storage = _member(tmp_path / "m1")
+    _apply(replica, 1, 10)
+    mine = observe(replica.state)
+    incoming = replica.incoming_snapshot()
+    for chunk in [c async for c in snapshot_chunks(parts, epoch, "m2", index, epoch)]:
+        incoming.add(chunk)
+    incoming.complete()
+    real, done = replica_module.restore_parts, threading.Event()
+
+    def slow_restore(data: object) -> object:
+        time.sleep(0.5)  # a large state's build
+        try:
+            return real(data)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(replica_module, "restore_parts", slow_restore)
+    install = asyncio.create_task(replica.install_stepwise(index, epoch, incoming))
+    await asyncio.sleep(0.1)
+    install.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await install
+    assert done.is_set(), "the cancelled install returned while its thread still built a state"
+    incoming.discard()
+    assert observe(replica.state) == mine and replica.log.snapshot_index != index
+    replica.close()

@@ -341,7 +341,16 @@ class Replica:
             self.install(index, epoch, data)
             return
         self.cancel_compaction()
-        state = await asyncio.to_thread(restore_parts, data)
+        building = asyncio.ensure_future(asyncio.to_thread(restore_parts, data))
+        try:
+            state = await asyncio.shield(building)
+        except asyncio.CancelledError:
+            # A thread cannot be stopped: the caller (who holds `changing`) waits for it, so no
+            # second state is built beside it, nor its file taken away under it.
+            await asyncio.wait([building])
+            if not building.cancelled():
+                building.exception()  # retrieved: the cancellation is what the caller gets
+            raise
         storage.drop_strays(index)
         writer = PartWriter(storage, index, compaction.STEP_BYTES)
         try:
