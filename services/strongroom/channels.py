@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 
 import grpc
 
@@ -29,8 +30,8 @@ from strongroom.limits import MAX_MESSAGE_BYTES
 from strongroom.security.tls import Tls, current, current_token
 
 __all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "SERVER_OPTIONS",
-           "active_calls", "add_port", "close_later", "connecting_within", "open_channel", "open_sync_channel",
-           "outdated", "retire"]
+           "active_calls", "add_port", "close_later", "connecting_within", "kept_channel", "open_channel",
+           "open_sync_channel", "outdated", "retire"]
 
 PROCESS = object()
 """The default of every `tls` argument here: the process's own settings."""
@@ -108,7 +109,23 @@ def outdated(channel: grpc.aio.Channel) -> bool:
     and retires this one (module docstring). False for a channel opened with settings of its own
     or plaintext."""
     opened = _opened_with.get(channel)
-    return opened is not None and opened != current()
+    if opened is None:
+        return False
+    now = current()
+    return opened is not now and opened != now  # the same object on every call but after a renewal
+
+
+def kept_channel(cache: dict[str, grpc.aio.Channel], address: str,
+                 open_: Callable[[], grpc.aio.Channel]) -> grpc.aio.Channel:
+    """The channel `cache` keeps for `address`: opened by `open_` on first use, and again once
+    the process's certificate was renewed (the old one retired)."""
+    channel = cache.get(address)
+    if channel is not None and outdated(channel):
+        retire(cache.pop(address))
+        channel = None
+    if channel is None:
+        channel = cache[address] = open_()
+    return channel
 
 
 _closing: set[asyncio.Task[None]] = set()

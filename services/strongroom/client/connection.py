@@ -23,7 +23,7 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2_grpc
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
-from strongroom.channels import CHANNEL_OPTIONS, open_channel, outdated, retire
+from strongroom.channels import CHANNEL_OPTIONS, kept_channel, open_channel
 from strongroom.client.retry import Outage, RetryPolicy, error_from_rpc
 from strongroom.errors import (
     ConnectionFailed,
@@ -78,15 +78,9 @@ class Connection:
         return [self._channels.pop(a) for a in list(self._channels) if a not in new]
 
     def channel(self, address: str) -> grpc.aio.Channel:
-        """The channel to one member (opened on first use, kept until `close`)."""
-        ch = self._channels.get(address)
-        if ch is not None and outdated(ch):
-            # The process's certificate was renewed: calls from now on go over a new channel.
-            retire(self._channels.pop(address))
-            ch = None
-        if ch is None:
-            ch = self._channels[address] = open_channel(address, CHANNEL_OPTIONS, token=self.token)
-        return ch
+        """The channel to one member (opened on first use, and again after a certificate
+        renewal; kept until `close`)."""
+        return kept_channel(self._channels, address, lambda: open_channel(address, CHANNEL_OPTIONS, token=self.token))
 
     def messaging(self, address: str) -> mgrpc.MessagingServiceStub:
         """A MessagingService stub for one member."""

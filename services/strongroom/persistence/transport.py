@@ -25,7 +25,14 @@ import grpc
 from strongroom.aio import Deadline
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
-from strongroom.channels import CHANNEL_OPTIONS, close_later, open_channel, outdated, retire
+from strongroom.channels import (
+    CHANNEL_OPTIONS,
+    close_later,
+    kept_channel,
+    open_channel,
+    outdated,
+    retire,
+)
 from strongroom.persistence.link import LinkClosed, LinkConnection
 from strongroom.wire import APPEND_ENTRIES, repeated_after
 
@@ -115,13 +122,8 @@ class PeerClient:
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _stub(self, address: str) -> rgrpc.ReplicationServiceStub:
-        channel = self._channels.get(address)
-        if channel is not None and outdated(channel):
-            retire(self._channels.pop(address))
-            channel = None
-        if channel is None:
-            channel = self._channels[address] = open_channel(address, CHANNEL_OPTIONS)
-        return rgrpc.ReplicationServiceStub(channel)
+        return rgrpc.ReplicationServiceStub(kept_channel(self._channels, address,
+                                                         lambda: open_channel(address, CHANNEL_OPTIONS)))
 
     def _drop(self, address: str) -> None:
         channel = self._channels.pop(address, None)
@@ -213,22 +215,22 @@ class FollowerConnection:
             # Renewed certificate: a new channel for the next stream and snapshot; the link (if
             # one is open) goes on, it was opened with the certificate of its time.
             retire(self._channel)
-            self._channel = open_channel(address, CHANNEL_OPTIONS)
-            self._stub = rgrpc.ReplicationServiceStub(self._channel)
-            self._open_stream = self._channel.stream_stream(
-                APPEND_STREAM, request_serializer=None, response_deserializer=rpb.AppendResponse.FromString)
+            self._open(address)
         if address != self._address or self._stub is None:
             if self._channel is not None:
                 close_later(self._channel)
-            self._channel = open_channel(address, CHANNEL_OPTIONS)
-            self._stub = rgrpc.ReplicationServiceStub(self._channel)
-            # Appends go already serialised: entries are serialised once, when the leader
-            # stores them, and spliced into every follower's request.
             self._close_connections()
-            self._open_stream = self._channel.stream_stream(
-                APPEND_STREAM, request_serializer=None, response_deserializer=rpb.AppendResponse.FromString)
+            self._open(address)
             self._address = address
         return True
+
+    def _open(self, address: str) -> None:
+        self._channel = open_channel(address, CHANNEL_OPTIONS)
+        self._stub = rgrpc.ReplicationServiceStub(self._channel)
+        # Appends go already serialised: entries are serialised once, when the leader stores
+        # them, and spliced into every follower's request.
+        self._open_stream = self._channel.stream_stream(
+            APPEND_STREAM, request_serializer=None, response_deserializer=rpb.AppendResponse.FromString)
 
     def reset(self) -> None:
         """After a failure: drop the open connections; the next `connect` resolves the address
