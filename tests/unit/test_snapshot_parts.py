@@ -198,13 +198,23 @@ async def test_a_peers_snapshot_of_the_indexes_on_disk_is_read_from_the_restore_
         storage.close()
 
 
-async def test_a_reader_that_stops_while_a_part_is_built_leaves_the_loops_threads_free(tmp_path: Path,
-                                                                                     driver: str) -> None:
+async def test_a_reader_that_stops_while_a_part_is_built_leaves_the_loops_threads_free(
+        tmp_path: Path, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A member stopping while it sends a snapshot cancels the read while it waits for a part: no
     thread of the event loop's pool may stay waiting for it (with a pool of one thread, the
     member's next `to_thread` would never run, and its stop would wait for it for good)."""
+    import time
     from concurrent.futures import ThreadPoolExecutor
 
+    from strongroom.persistence import snapshot_source
+
+    real_parts = snapshot_source.state_parts
+
+    def slow_parts(state: object) -> object:
+        time.sleep(0.5)  # a large state's first part: the reader is cancelled before it comes
+        yield from real_parts(state)
+
+    monkeypatch.setattr(snapshot_source, "state_parts", slow_parts)
     storage = DiskStorage(tmp_path, sync=False, state_families=STATE_COLUMN_FAMILIES, driver=driver)
     loop = asyncio.get_running_loop()
     pool = ThreadPoolExecutor(max_workers=1)
@@ -214,11 +224,10 @@ async def test_a_reader_that_stops_while_a_part_is_built_leaves_the_loops_thread
         for index in range(1, 41):
             _publish_on(state, index, 50)
         storage.save_snapshot(40, 1, [])
-        for _ in range(5):
+        for _ in range(3):
             stream = checkpoint_parts(storage, 40)
             reading = asyncio.ensure_future(anext(stream))
-            for _ in range(3):
-                await asyncio.sleep(0)  # waiting for the first part, the checkpoint being copied
+            await asyncio.sleep(0.1)  # waiting for the first part
             reading.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await reading
