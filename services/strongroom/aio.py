@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["Deadline", "wait_event", "with_timeout", "cancel_and_wait", "tell_listeners"]
+__all__ = ["Deadline", "cancelled_under_us", "wait_event", "with_timeout", "cancel_and_wait", "tell_listeners"]
 
 T = TypeVar("T")
 
@@ -49,6 +49,16 @@ async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object], p
         await asyncio.wait({task}, timeout=patience)
     if not task.cancelled():
         task.exception()  # retrieved: a failure here is already logged by its owner
+
+
+def cancelled_under_us() -> bool:
+    """In an `except asyncio.CancelledError:` block: True when the running task was not asked
+    to stop, so the cancellation came from what it awaited. grpc.aio raises CancelledError from
+    a call whose channel was closed under it (an address dropped, a retired channel, an
+    endpoint rotated): a broken connection for its reader to recover from, not an order to
+    stop; a reader that re-raises it ends silently and leaves its work unanswered."""
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling()
 
 
 class Deadline:

@@ -17,7 +17,7 @@ import grpc
 from pyetcd.etcdrpc import rpc_pb2 as rpc
 from pyetcd.etcdrpc import rpc_pb2_grpc as rpc_grpc
 
-from strongroom.aio import with_timeout
+from strongroom.aio import cancelled_under_us, with_timeout
 from strongroom.channels import ETCD_CHANNEL_OPTIONS, PROCESS, open_channel, outdated, retire
 
 __all__ = ["EtcdClient", "KeyValue", "endpoint_tls", "prefix_end", "parse_endpoints", "EtcdUnavailable"]
@@ -137,6 +137,12 @@ class EtcdClient:
                 if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
                 await self._rotate()
+            except asyncio.CancelledError:
+                if not cancelled_under_us():
+                    raise
+                # Another call rotated to the next endpoint and closed the channel this one
+                # was on: go again on the channel in force.
+                last = EtcdUnavailable(f"{method_name}: its channel was closed by an endpoint rotation")
         raise EtcdUnavailable(str(last))
 
     # --- KV -----------------------------------------------------------------------------
@@ -278,6 +284,12 @@ class EtcdClient:
         except (grpc.aio.AioRpcError, asyncio.TimeoutError) as exc:
             await self._rotate()
             raise EtcdUnavailable(str(exc)) from exc
+        except asyncio.CancelledError:
+            if not cancelled_under_us():
+                raise
+            # Its channel was closed under it (another call rotated endpoints): a missed
+            # refresh, which the keeper repeats, not an order to stop keeping the lease.
+            raise EtcdUnavailable("the lease keep-alive's channel was closed by an endpoint rotation") from None
 
     async def revoke(self, lease: int) -> None:
         """Revoke a lease (its keys are deleted)."""
@@ -328,8 +340,7 @@ class EtcdClient:
                 except asyncio.CancelledError:
                     # The call was cancelled under us (its channel closed: `_rotate`), not the
                     # caller's task: a broken watch, which the caller reads and opens again.
-                    task = asyncio.current_task()
-                    if call.cancelled() and task is not None and not task.cancelling():
+                    if call.cancelled() and cancelled_under_us():
                         raise EtcdUnavailable("the watch's channel was closed") from None
                     raise
                 if resp is grpc.aio.EOF:

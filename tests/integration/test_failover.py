@@ -176,6 +176,52 @@ async def test_minority_cannot_commit_until_quorum_returns(make_cluster) -> None
     await short.close()
 
 
+async def test_streams_whose_channel_is_closed_under_them_send_their_unanswered_work_again(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The leader's address is dropped from the client's endpoints (`set_endpoints`: a member
+    moved) while a publisher and a unit-of-work sender wait for answers on streams to it: the
+    dropped channel's close cancels those calls under their readers. Each must take that as a
+    broken connection and send what is unanswered again on a new stream, as after any failover
+    (taken as its own cancellation, the stream ended silently and its futures never resolved);
+    every message and UOW is then stored exactly once, in order."""
+    cluster: Cluster = make_cluster()
+    leader = await cluster.leader()
+    followers = [n for n in cluster.names if n != leader]
+    client = Client(cluster.addresses(), timeout=30)
+    try:
+        await (await client.subscribe("moved", "d")).close()
+        pub = client.publisher("moved", window=16)
+        sender = client.uow_sender("moved.queue", window=8)
+        assert (await (await pub.send(b"0"))).confirmed  # both streams open, on the leader
+        await (await sender.send([b"u0"], uow_id="u0"))
+        for f in followers:
+            cluster.kill(f, signal.SIGSTOP)  # nothing can commit: the work stays unanswered
+        try:
+            pending = [await pub.send(str(i).encode()) for i in range(1, 6)]
+            unanswered = [await sender.send([f"u{i}".encode()], uow_id=f"u{i}") for i in range(1, 4)]
+            await asyncio.sleep(0.5)
+            assert not any(f.done() for f in pending + unanswered)
+            await client.set_endpoints([cluster.address(f) for f in followers])
+        finally:
+            for f in followers:
+                cluster.kill(f, signal.SIGCONT)
+        # The followers answer NOT_LEADER naming the leader: the streams go there again, on
+        # new channels.
+        results = await asyncio.wait_for(asyncio.gather(*pending), 30)
+        assert all(r.confirmed and r.resent for r in results), results
+        await asyncio.wait_for(asyncio.gather(*unanswered), 30)
+        await pub.close()
+        await sender.close()
+        assert sender.streams > 1
+        assert [m.body for m in await drain_all(client, "moved", "d")] == [str(i).encode() for i in range(6)]
+        received = []
+        while (uow := await client.receive_uow("moved.queue", "r1", wait=3.0)) is not None:
+            received.append((uow.uow_id, [m.body for m in uow.messages]))
+            await uow.commit()
+        assert received == [(f"u{i}", [f"u{i}".encode()]) for i in range(4)]
+    finally:
+        await client.close()
+
+
 async def test_follower_with_empty_disk_catches_up_then_counts(make_cluster) -> None:  # type: ignore[no-untyped-def]
     cluster: Cluster = make_cluster(compact_after_entries=100)
     leader = await cluster.leader()

@@ -190,6 +190,35 @@ async def test_a_forward_stream_refused_by_a_replica_no_longer_active_reconnects
     assert (pods.a.exchanges, pods.b.exchanges) == (0, 1)
 
 
+async def test_a_forward_stream_whose_channel_is_closed_under_it_fails_as_a_broken_stream(pods: Pods) -> None:
+    """An exchange refused NOT_ACTIVE_ROUTER closes the neighbour's channel (after a grace), and
+    with it a Forward stream still open on it: gRPC cancels the call under the route's reader,
+    which must see a broken stream (the session ends and resumes from the marks), not its own
+    cancellation (it would end silently, and the writer wait for answers forever)."""
+    from strongroom.errors import ConnectionFailed
+
+    link = await pods.links.open_forward("rio")
+    await link.send(rpb.ForwardBatch(batch_id=1, **BATCH))
+    ack = await link.receive()
+    assert ack is not None and ack.batch_id == 1
+    waiting = asyncio.create_task(link.receive())  # nothing more was sent: no answer comes
+    pods.move_to_b()
+    with pytest.raises(NotActiveRouter):
+        await pods.links.exchange("rio", rpb.InterestExchange(from_cluster="london"))
+    with pytest.raises(ConnectionFailed, match="ended"):
+        await asyncio.wait_for(waiting, 10)
+    with pytest.raises(ConnectionFailed):
+        await link.send(rpb.ForwardBatch(batch_id=2, **BATCH))
+    # The route's own stop stays a cancellation.
+    link = await pods.links.open_forward("rio")
+    stopping = asyncio.create_task(link.receive())
+    await asyncio.sleep(0.2)
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    link.close()
+
+
 async def test_only_the_router_of_a_neighbour_cluster_may_exchange_interest_or_forward() -> None:
     from harness import tls_as
 

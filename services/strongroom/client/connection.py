@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from strongroom.aio import cancelled_under_us
 from strongroom.api.v1 import admin_pb2_grpc
 from strongroom.api.v1 import messaging_pb2_grpc as mgrpc
 from strongroom.channels import CHANNEL_OPTIONS, kept_channel, open_channel
@@ -152,7 +153,8 @@ class Connection:
         not retriable, or retriable by the caller only (`retried_by_client` false: ORIGIN_GAP, a
         persistent store an operator disconnected), is raised
         at once; one that outlasts the policy's timeout is raised then (a connection failure as
-        `NoLeaderError`). When no member can be reached at all (every
+        `NoLeaderError`; a call cancelled by its channel closing under it counts as a
+        connection failure). When no member can be reached at all (every
         endpoint refused the connection) for the policy's `unreachable_timeout`, a retriable
         `ConnectionFailed` naming the addresses and why is raised instead, sooner. Nothing but
         `StrongroomError` comes out."""
@@ -165,6 +167,13 @@ class Connection:
                 err = error_from_rpc(exc, address)
             except StrongroomError as exc:
                 err = exc
+            except asyncio.CancelledError:
+                if not cancelled_under_us():
+                    raise
+                # The attempt's channel was closed under it (`set_endpoints` dropped the
+                # address, a channel retired): a broken connection, tried again like one.
+                err = ConnectionFailed(f"the call to {address} was cancelled: its channel was closed",
+                                       {"grpc_code": "CANCELLED", "address": address})
             else:
                 self.note_leader(address)
                 return result

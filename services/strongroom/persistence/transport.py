@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from strongroom.aio import Deadline
+from strongroom.aio import Deadline, cancelled_under_us
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import (
@@ -298,8 +298,7 @@ class FollowerConnection:
             except asyncio.CancelledError:
                 if deadline.expired:
                     raise PeerUnreachable(f"no answer to an append within {RPC_TIMEOUT:.0f}s") from None
-                task = asyncio.current_task()
-                if call.cancelled() and task is not None and not task.cancelling():
+                if call.cancelled() and cancelled_under_us():
                     raise PeerUnreachable("the append stream was cancelled") from None
                 raise
             except grpc.aio.AioRpcError as exc:

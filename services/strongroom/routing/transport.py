@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import grpc
 
+from strongroom.aio import cancelled_under_us
 from strongroom.api.v1 import router_pb2 as rpb
 from strongroom.api.v1 import router_pb2_grpc as rgrpc
 from strongroom.channels import CHANNEL_OPTIONS, open_channel, outdated, retire
@@ -49,6 +50,14 @@ class GrpcForwardLink:
             self._on_error(error)
         return error
 
+    def _cut(self) -> bool:
+        """After a CancelledError out of the call: True when the stream was cancelled under the
+        route (its channel closed: a NOT_ACTIVE_ROUTER answer dropped it), not the route's task
+        stopping. A broken stream, which the session ends on and resumes from the marks; taken
+        for the task's own cancellation, it would leave the writer waiting for answers that
+        never come."""
+        return self._call.cancelled() and cancelled_under_us()
+
     async def send(self, batch: bytes | rpb.ForwardBatch) -> None:
         """Write a batch: an encoded `ForwardBatch` (as a route builds it, `strongroom.wire`),
         or the message."""
@@ -58,6 +67,10 @@ class GrpcForwardLink:
             raise self._error(exc) from None
         except asyncio.InvalidStateError:
             raise error_from_rpc(_ended(self._address), self._address) from None
+        except asyncio.CancelledError:
+            if self._cut():
+                raise error_from_rpc(_ended(self._address), self._address) from None
+            raise
 
     async def receive(self) -> rpb.ForwardAck | None:
         """The next answer; None when the stream ended cleanly."""
@@ -65,6 +78,10 @@ class GrpcForwardLink:
             ack = await self._call.read()
         except grpc.RpcError as exc:
             raise self._error(exc) from None
+        except asyncio.CancelledError:
+            if self._cut():
+                raise error_from_rpc(_ended(self._address), self._address) from None
+            raise
         return ack if isinstance(ack, rpb.ForwardAck) else None
 
     def close(self) -> None:
