@@ -5,9 +5,11 @@ from its peers), the damaged files kept in `damaged-*/` with a DAMAGE file sayin
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,66 @@ def test_a_sqlite_file_cut_short(tmp_path: Path) -> None:
         assert storage.load().empty and "moved to" in storage.damage, storage.damage
     finally:
         storage.close()
+
+
+# --- damage while the member runs (persistence/scrub.py) ---------------------------------------
+
+
+def _read_everything(storage: DiskStorage) -> None:
+    """What a member does while it serves: its reads fill the block cache."""
+    assert len(storage.load().entries) == ENTRIES
+
+
+def test_the_scrub_reads_an_open_store_back_from_its_files_not_from_its_cache(tmp_path: Path) -> None:
+    """A bit flipped in an SST file while the store is open, after every block of it was read
+    (and cached): reads through the open database still answer from the cache, the scrub reads
+    the file and finds it; a store that reads back whole passes, and its copy is removed."""
+    write_entries(tmp_path)  # the entries are in an SST file now
+    storage = DiskStorage(tmp_path, sync=True)
+    try:
+        _read_everything(storage)
+        stop = threading.Event()
+        storage.scrub(stop)  # sound: nothing raised
+        assert not list(tmp_path.glob("scrub.*")), "the scrub's copy is removed"
+        flip(only(tmp_path, ".sst"))
+        _read_everything(storage)  # the open database answers from its cache
+        with pytest.raises(StoreDamaged, match="checksum mismatch|Corruption") as found:
+            storage.scrub(stop)
+        assert str(tmp_path / "db") in str(found.value) and "scrub." not in str(found.value), found.value
+        assert not list(tmp_path.glob("scrub.*"))
+    finally:
+        storage.close()
+
+
+def test_a_sqlite_store_cut_while_open_is_found_by_the_scrub(tmp_path: Path) -> None:
+    write_entries(tmp_path, driver="sqlite")
+    storage = DiskStorage(tmp_path, sync=True, driver="sqlite")
+    try:
+        storage.scrub(threading.Event())
+        db_file = tmp_path / "db" / "store.sqlite"
+        os.truncate(db_file, db_file.stat().st_size // 2)
+        with pytest.raises(StoreDamaged):
+            storage.scrub(threading.Event())
+    finally:
+        storage.close()
+
+
+async def test_damage_the_scrub_finds_is_marked_and_moves_the_store_aside_at_the_next_start(tmp_path: Path) -> None:
+    """The scrub's finding outlives the process: the next start moves the store aside (as damage
+    found at start), says what the scrub found, and opens empty."""
+    from strongroom.persistence.damage import FOUND_MARKER
+    from strongroom.persistence.scrub import Scrub
+
+    write_entries(tmp_path)
+    storage = DiskStorage(tmp_path, sync=True)
+    scrub = Scrub(storage, tmp_path, "m1", lambda: 0.05)
+    try:
+        assert await scrub.scrub_once() and not scrub.found.is_set()
+        flip(only(tmp_path, ".sst"))
+        await asyncio.wait_for(scrub.run(), 10)  # returns once it found the damage
+        assert scrub.found.is_set() and "found by the scrub" in scrub.reason
+        assert (tmp_path / FOUND_MARKER).is_file()
+    finally:
+        storage.close()
+    assert_moved_aside(tmp_path, "found by the scrub")
+    assert not (tmp_path / FOUND_MARKER).exists()

@@ -190,6 +190,12 @@ class MemberTelemetry:
         self.config = replace(config, metrics_url=url)
         return self.config
 
+    @property
+    def listen(self) -> str:
+        """Where the endpoint listens now, host:port ("none": no endpoint)."""
+        server = self._server
+        return f"{server.host}:{server.port}" if server is not None else "none"
+
     def prepare(self, node: PersistenceNode) -> MessageTracing:
         """The node's message tracing (before its servicers are made: the admin servicer
         changes and reads it)."""

@@ -10,6 +10,9 @@ toward a recovery majority until it has caught up from its peers (it had acknowl
 as etcd records), and what it held comes back from them. Its status says what happened
 (`ClusterStatus.store_damage`) and its log has an ERROR line with the driver's words.
 
+Damage found while the member runs (scrub.py) is recorded in `DAMAGE_FOUND` in the data
+directory, and the next start moves the store aside the same way, saying what the scrub found.
+
 Nothing is deleted: an operator can look at the damaged files, and removes the directory.
 """
 
@@ -22,12 +25,42 @@ from pathlib import Path
 
 from strongroom.persistence.checkpoints import CHECKPOINTS
 
-__all__ = ["DAMAGE_FILE", "quarantine"]
+__all__ = ["DAMAGE_FILE", "FOUND_MARKER", "mark_found", "marked_damage", "quarantine"]
 
 log = logging.getLogger("strongroom.persistence")
 
 DAMAGE_FILE = "DAMAGE"
 """In a `damaged-*` directory: what was found, when."""
+FOUND_MARKER = "DAMAGE_FOUND"
+"""In the data directory: damage found while the member ran (scrub.py), for its next start to
+move the store aside; removed once it is."""
+
+
+def mark_found(data_dir: Path, found: str) -> None:
+    """Record damage found while the member runs, durably, for its next start."""
+    tmp = data_dir / (FOUND_MARKER + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(found + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, data_dir / FOUND_MARKER)
+    _sync_dir(data_dir)
+
+
+def marked_damage(data_dir: Path) -> str:
+    """The damage found while the member last ran ("": none)."""
+    try:
+        return (data_dir / FOUND_MARKER).read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def quarantine(data_dir: Path, found: str, db: str = "db") -> str:
@@ -46,10 +79,7 @@ def quarantine(data_dir: Path, found: str, db: str = "db") -> str:
     said = (f"the persistent store is damaged ({found}); it was moved to {target} and this member starts "
             f"with an empty store, serving and voting only once it has caught up from its peers")
     (target / DAMAGE_FILE).write_text(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}: {said}\n")
-    fd = os.open(data_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    (data_dir / FOUND_MARKER).unlink(missing_ok=True)  # what it said is in DAMAGE now
+    _sync_dir(data_dir)
     log.error("%s", said)
     return said

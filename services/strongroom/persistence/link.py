@@ -252,6 +252,11 @@ class LinkServer:
         self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        return int(self._sock.getsockname()[1])
+
     async def start(self) -> None:
         """Accept connections."""
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())

@@ -20,8 +20,10 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from strongroom.ready import say_ready
 from strongroom.errors import RealmInvalid, StoreDriverMismatch, StrongroomError, UnknownMember
@@ -93,20 +95,42 @@ async def serve(config: MemberConfig, run_mode: str = "") -> int:
     say_ready(member.config.address)
     fence = asyncio.create_task(watch_ownership(lock, config.control_interval, _fenced), name="store-lock") \
         if lock is not None else None
-    watcher = asyncio.create_task(_watch_realm(etcd, member.node))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     memtrace.install(config.data_dir)
-    await stop.wait()
+    while True:
+        watcher = asyncio.create_task(_watch_realm(etcd, member.node))
+        damaged = member.node.replica.scrub.found
+        await _first(stop.wait(), damaged.wait())
+        watcher.cancel()
+        if stop.is_set():
+            break
+        # The scrub found the store damaged (scrub.py): stop serving and voting (step down,
+        # resign), then start again on the same addresses; the start moves the store aside
+        # and the member rebuilds it from its peers.
+        node, again = member.node, member.again()
+        log.warning("member %s stops and starts again on an empty store: the scrub found its store damaged",
+                    config.member)
+        await member.stop(grace=2)
+        member, _ = await create_server(again, node.realm, node.realm_version)
     log.info("stopping member %s", config.member)
-    watcher.cancel()
     if fence is not None:
         fence.cancel()
     await member.stop(grace=2)
     await etcd.close()
     return 0
+
+
+async def _first(*waits: Coroutine[Any, Any, object]) -> None:
+    """Wait until one of `waits` is done; the others are cancelled."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -155,13 +155,16 @@ class PStore:
     # --- following etcd --------------------------------------------------------------------------
 
     async def follow(self) -> None:
-        """Keep `record` current from the cluster's etcd, and probe this member's own storage
-        (`StorageHealth.run`), until cancelled."""
-        probe = asyncio.create_task(self._member.replica.health.run(), name="storage-probe")
+        """Keep `record` current from the cluster's etcd, probe this member's own storage
+        (`StorageHealth.run`) and scrub it (`Scrub.run`), until cancelled."""
+        replica = self._member.replica
+        probe = asyncio.create_task(replica.health.run(), name="storage-probe")
+        scrub = asyncio.create_task(replica.scrub.run(), name="storage-scrub")
         try:
             await self._follow()
         finally:
             probe.cancel()
+            scrub.cancel()
 
     async def _follow(self) -> None:
         async for kind, kv in self._etcd.follow(pstore_key(self.cluster)):

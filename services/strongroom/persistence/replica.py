@@ -33,6 +33,7 @@ from strongroom.persistence.snapshot_store import PartWriter
 from strongroom.persistence.snapshots import IncomingSnapshot, restore_parts, snapshot_parts
 from strongroom.persistence.state import StateMachine
 from strongroom.persistence.storage import DiskStorage, Storage, open_storage
+from strongroom.persistence.scrub import Scrub
 from strongroom.persistence.storehealth import StorageHealth
 from strongroom.persistence.swap import SwapSpace
 from strongroom.realm.model import Cluster, PersistentStore, StorageMode
@@ -91,6 +92,9 @@ class Replica:
                 self.storage.report.rows = ReportRows(event_log[0], cluster.name, member, event_log[1])
         self.health = StorageHealth(self.storage, member)
         """Whether this member can write its storage now (docs/store-operations.md)."""
+        self.scrub = Scrub(self.storage, data_dir, member,
+                           lambda: self._settings().persistent_store.scrub_interval_seconds)
+        """Reads the store back from its files every interval (scrub.py): damage found stops the member."""
         loaded = self.storage.load()
         self.started_empty = loaded.empty
         self.promised_epoch = loaded.promised_epoch

@@ -93,10 +93,24 @@ class MemberServer:
         self._server = server
         self._health = health_servicer
         self._link = link
+        self.port = 0
+        """The gRPC port it listens on."""
 
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus.ValueType) -> None:
         for name in ("", *SERVICES):
             await self._health.set(name, status)
+
+    def again(self) -> MemberConfig:
+        """The configuration to start this member again with in the same process (scrub.py): on
+        the ports it listens on now, not on new free ones, so peers and clients find it where
+        it was. Asked before `stop`."""
+        config = self.config
+        host = config.listen.rsplit(":", 1)[0]
+        config = replace(config, listen=f"{host}:{self.port}", metrics_listen=self.telemetry.listen)
+        if self._link is not None:
+            link = config.replication_listen.rsplit(":", 1)[0] if config.replication_listen else host
+            config = replace(config, replication_listen=f"{link}:{self._link.port}")
+        return config
 
     async def stop(self, grace: float = 2.0) -> None:
         """Leave the cluster cleanly (step down, resign) and stop serving within `grace` seconds."""
@@ -201,6 +215,7 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     await node.start()
     telemetry.attach(node)
     member = MemberServer(node, server, health_servicer, link, telemetry)
+    member.port = port
     await member._set_health(health_pb2.HealthCheckResponse.SERVING)
     log.info("member %s of cluster %s listening on %s, replication link %s (storage %s, driver %s), metrics %s",
              config.member, config.cluster, config.address, config.link_address or "off (appends over gRPC)",

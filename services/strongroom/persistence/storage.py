@@ -19,6 +19,7 @@ serialised snapshot (state in memory) or a checkpoint of the whole database
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import struct
 import threading
@@ -29,7 +30,7 @@ from pathlib import Path
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.errors import DataCorruption
 from strongroom.persistence import checkpoints
-from strongroom.persistence.damage import quarantine
+from strongroom.persistence.damage import marked_damage, quarantine
 from strongroom.persistence.drivers import (
     DEFAULT_DRIVER,
     DEFAULT_MEMORY,
@@ -79,6 +80,9 @@ META_PROBE = b"probe"
 PROBE_BYTES = 64 * 1024
 """A probe writes this much: more than a page, so a full disk cannot take it in the slack of a
 page the write-ahead log already holds."""
+SCRUB_DIR = "scrub"
+"""In the data directory, `scrub.N`: what a scrub reads while it runs (a RocksDB checkpoint),
+removed after."""
 META_POINTS = b"restore_points"
 """(index, epoch) of every restore point kept, oldest first; the log is kept from the oldest."""
 _ALL = (_U64.pack(0), _U64.pack(2**64 - 1))
@@ -157,6 +161,10 @@ class Storage:
         """Write (and fsync) PROBE_BYTES and delete them again: raises what a log write would
         raise now (disk full, an I/O error, files gone). `storehealth.py` asks it."""
 
+    def scrub(self, stop: threading.Event) -> None:
+        """Read the whole store back from its files (scrub.py): StoreDamaged at the first damage;
+        a storage without files has nothing to read."""
+
     def close(self) -> None:
         """Release files."""
 
@@ -188,16 +196,24 @@ class DiskStorage(Storage):
         """Why the store found at start was moved aside (damage.py); empty when it was sound."""
         # A roll back a crash interrupted: finished if it was complete, else undone.
         checkpoints.recover(path)
-        found = None
-        try:
-            self._open()
-            self._db.verify()
-        except StoreDamaged as exc:
-            found = str(exc)
+        # Held while the scrub takes what it reads from the open database (`scrub`), and by
+        # whatever closes it.
+        self._scrub_lock = threading.Lock()
+        self._scrubs = itertools.count(1)
+        for left in path.glob(f"{SCRUB_DIR}.*"):  # a scrub's copy, left by a stop
+            shutil.rmtree(left, ignore_errors=True)
+        found = marked_damage(path) or None  # damage the scrub found while the member last ran
+        if found is None:
+            try:
+                self._open()
+                self._db.verify()
+            except StoreDamaged as exc:
+                found = str(exc)
         if found is None and "sm" in self._state_cfs and self._state_cfs["sm"].get(STATE_INSTALLING) is not None:
             found = "a snapshot install into the indexes on disk was interrupted: they are incomplete"
         if found is not None:  # out of the handler: its traceback holds the damaged database open
-            self._close_db()
+            if hasattr(self, "_db"):
+                self._close_db()
             self.damage = quarantine(path, found)
             self._open()
         if state_families:
@@ -266,7 +282,8 @@ class DiskStorage(Storage):
             if hasattr(self, name):
                 delattr(self, name)
         if db is not None:
-            self._closing = threading.Thread(target=_close_quietly, args=(db,), name="storage-close", daemon=True)
+            self._closing = threading.Thread(target=_close_quietly, args=(db, self._scrub_lock), name="storage-close",
+                                             daemon=True)
             self._closing.start()
 
     def _ensure_open(self) -> None:
@@ -373,6 +390,24 @@ class DiskStorage(Storage):
         if synced is not None:
             wb.put(META_SYNCED, b"1" if synced else b"0", self._meta_h)
         self._commit(wb, self.sync)
+
+    def scrub(self, stop: threading.Event) -> None:
+        """Read the whole store back from its files as they are on disk now (scrub.py), in a
+        worker thread: StoreDamaged at the first damage; returns early once `stop` is set. A
+        storage closed or being reopened meanwhile is left for the next round."""
+        work = self.path / f"{SCRUB_DIR}.{next(self._scrubs)}"
+        try:
+            with self._scrub_lock:
+                db = getattr(self, "_db", None)
+                if db is None or self._broken:
+                    return
+                source = db.scrub_source(work)
+            self.driver_class.scrub_read(source, stop)
+        except StoreDamaged as exc:
+            # The copy's files are the store's own (hard links): name them where they live.
+            raise StoreDamaged(str(exc).replace(str(work), str(self.path / "db"))) from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def probe(self) -> None:
         self._ensure_open()
@@ -637,17 +672,19 @@ class DiskStorage(Storage):
                 delattr(self, name)
         db = getattr(self, "_db", None)
         if db is not None:
-            db.close()
-            del self._db
+            with self._scrub_lock:
+                db.close()
+                del self._db
 
 
 class StorageReopening(OSError):
     """The storage is closed after a failed write and not open again yet (`DiskStorage._detach`)."""
 
 
-def _close_quietly(db: Driver) -> None:
+def _close_quietly(db: Driver, scrubbing: threading.Lock) -> None:
     try:
-        db.close()
+        with scrubbing:
+            db.close()
     except Exception:  # noqa: BLE001 - closing a failed database
         pass
 

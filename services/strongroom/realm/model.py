@@ -207,6 +207,12 @@ class PersistentStore(_Model):
     read_cache_mb: int = Field(default=32, ge=1, le=65536)
     """Blocks of the database's files a member keeps in memory for the next read, in MiB (RocksDB's
     block cache, shared by every family; SQLite's page cache). Read at a member's start."""
+    scrub_interval_seconds: float = Field(default=21600, ge=0, le=30 * 86400)
+    """How often each member reads its whole store back from its files to find damage that
+    happened while it runs (a flipped bit: RocksDB checks every block's checksum), in seconds (6
+    hours by default; 0: never, damage is then found at the member's next start). A member that
+    finds damage starts again on an empty store and rebuilds it from its peers
+    (docs/store-operations.md, "A damaged store"). Read at every round."""
     report: bool = False
     """Each member writes the PSTORE report of the records its store creates and deletes (log
     entries, snapshots and restore points), a line per record (EntireX's PSTORE-REPORT=YES).

@@ -17,6 +17,7 @@ For migration (unload and load, docs/store-operations.md) every driver lists its
 from __future__ import annotations
 
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -132,6 +133,23 @@ class Driver(ABC):
     def checkpoint(self, target: Path) -> None:
         """A consistent copy of the whole database as it is now, in the new directory `target`,
         for `copy` to open later (the caller fsyncs it)."""
+
+    def scrub_source(self, work: Path) -> Path:
+        """What a scrub (persistence/scrub.py) reads: the database's files as they are now, kept
+        from changing while it reads, in the new directory `work` (by default a checkpoint:
+        RocksDB hard-links its table files, so their bytes on disk are what is read). Returns the
+        directory to pass to `scrub_read`."""
+        self.checkpoint(work)
+        return work
+
+    @classmethod
+    def scrub_read(cls, path: Path, stop: threading.Event) -> None:
+        """Read every record of the database in `path` back from its files, by a reader of its
+        own (the open database's caches would answer for blocks read before), checking what the
+        driver can check: StoreDamaged at the first damage. Returns early once `stop` is set."""
+        for n, _ in enumerate(cls.read_stored(path)):
+            if n % 4096 == 0 and stop.is_set():
+                return
 
     @classmethod
     @abstractmethod

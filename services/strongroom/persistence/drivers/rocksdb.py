@@ -140,6 +140,15 @@ class RocksDriver(Driver):
         finally:
             del checkpoint
 
+    def scrub_source(self, work: Path) -> Path:
+        """A checkpoint (its table files hard links). A database that stopped on damage a
+        compaction or flush read (RocksDB's background error) refuses it with Corruption:
+        StoreDamaged too."""
+        try:
+            return super().scrub_source(work)
+        except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status
+            raise _damaged(exc) from None
+
     @classmethod
     def copy(cls, source: Path, target: Path) -> None:
         # SST files (never modified once written) are hard-linked, the others (manifest,
@@ -170,10 +179,14 @@ class RocksDriver(Driver):
 
     @classmethod
     def read_stored(cls, path: Path) -> Iterator[Record]:
-        families = cls.stored_families(path)
-        db = rocksdict.Rdict(str(path), options=rocksdict.Options(raw_mode=True),
-                             column_families={f: rocksdict.Options(raw_mode=True) for f in families if f != "default"},
-                             access_type=rocksdict.AccessType.read_only())
+        try:
+            families = cls.stored_families(path)
+            db = rocksdict.Rdict(str(path), options=rocksdict.Options(raw_mode=True),
+                                 column_families={f: rocksdict.Options(raw_mode=True)
+                                                  for f in families if f != "default"},
+                                 access_type=rocksdict.AccessType.read_only())
+        except Exception as exc:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status
+            raise _damaged(exc) from None
         try:
             for name in families:
                 cf = db if name == "default" else db.get_column_family(name)

@@ -114,13 +114,29 @@ class SqliteDriver(Driver):
     def verify(self) -> None:
         """SQLite keeps no checksums of its pages: `PRAGMA quick_check` finds structural damage
         (a page cut short, a broken b-tree), not a flipped bit inside a value."""
+        self.scrub_read(self.path)
+
+    def scrub_source(self, work: Path) -> Path:
+        """The live file: `scrub_read` checks it on a connection of its own."""
+        return self.path
+
+    @classmethod
+    def scrub_read(cls, path: Path, stop: threading.Event | None = None) -> None:
+        """`PRAGMA quick_check` on a read-only connection of its own, whose page cache is empty:
+        structural damage in the file as it is on disk (SQLite keeps no checksums of values).
+        It runs to its end: SQLite reads a check through at once."""
         try:
-            with self._lock:
-                problems = [row[0] for row in self._conn.execute("PRAGMA quick_check")]
+            conn = cls._read_only(path)
         except sqlite3.DatabaseError as exc:
-            raise StoreDamaged(f"{self.path / FILE}: {exc}") from None
+            raise StoreDamaged(f"{path / FILE}: {exc}") from None
+        try:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            raise StoreDamaged(f"{path / FILE}: {exc}") from None
+        finally:
+            conn.close()
         if problems != ["ok"]:
-            raise StoreDamaged(f"{self.path / FILE}: " + "; ".join(problems[:5]))
+            raise StoreDamaged(f"{path / FILE}: " + "; ".join(problems[:5]))
 
     def family(self, name: str) -> _Table:
         return self._tables[name]
