@@ -64,6 +64,8 @@ class ClusterSpec:
     """Each member's data dir on a tmpfs of this size (disk full); 0 for none."""
     extra_env: dict[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
+    scrub_seconds: float = 0.0
+    """The realm's `persistent_store.scrub_interval_seconds` (0: the default, hours)."""
     standby: bool = False
     """The cluster has a disaster-recovery standby site (`chaos.drsite`: its own etcd, members
     s1-s3 and the DR service)."""
@@ -79,13 +81,14 @@ def realm_text(spec: ClusterSpec, standby: str = "") -> str:
     whose messages live 30 s (the soak's, `chaos.soak`). `standby`:
     the cluster's `standby:` key, indented by four spaces (a DR pair; empty for none)."""
     members = "\n".join(f"      - name: m{i}" for i in range(1, spec.members + 1))
+    scrub = f"    persistent_store:\n      scrub_interval_seconds: {spec.scrub_seconds:g}\n" if spec.scrub_seconds else ""
     return f"""\
 clusters:
   - name: {CLUSTER}
     storage: {spec.storage}
     lease_ttl_seconds: {spec.lease_ttl}
     compact_after_entries: {spec.compact_after_entries}
-{standby}    members:
+{scrub}{standby}    members:
 {members}
 stores:
   - name: default

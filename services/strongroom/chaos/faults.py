@@ -22,7 +22,7 @@ from strongroom.chaos import netloss
 from strongroom.chaos.cluster import ChaosCluster, ClusterSpec
 from strongroom.chaos.context import Fault, FaultContext
 from strongroom.chaos.drsite import DrCluster
-from strongroom.chaos.filedamage import damage_files, judge
+from strongroom.chaos.filedamage import damage_files, judge, rot_file
 from strongroom.chaos.history import INFO
 from strongroom.chaos.losttail import lost_tail_events
 from strongroom.chaos.netproxy import RESET, STALL
@@ -87,6 +87,39 @@ class CorruptMember(Fault):
             await asyncio.sleep(0.2)  # answering: its store is open
         for problem in judge([done] if done else [], {victim: cluster.data_dir(victim)}):
             ctx.history.record("nemesis", INFO, "violation", detail=problem)
+        if elected is not None:
+            await elected
+        await asyncio.sleep(2.0)
+
+
+class RotMember(Fault):
+    """Flip a bit in a table file of a running member (a follower, every third round the
+    leader) without stopping it. Its scrub (every `spec.scrub_seconds`) must find the damage, the
+    member start again in place, move its store aside and rebuild from its peers; nothing
+    confirmed may be lost. Damage not found within two scrubs and a restart is a violation."""
+
+    async def round(self, ctx: FaultContext) -> None:
+        leader = await ctx.leader()
+        if leader is None:
+            return
+        victim = leader if ctx.round % 3 == 0 else ctx.rng.choice(ctx.followers(leader))
+        cluster = ctx.cluster
+        done = rot_file(victim, cluster.data_dir(victim), ctx.rng)
+        ctx.note(f"damage while running: {done.how if done else 'no table file yet'}", victim)
+        if done is None:
+            await asyncio.sleep(1.0)
+            return
+        within = 2 * ctx.cluster.spec.scrub_seconds + 10
+        elected = ctx.expect_new_leader(within + 3 * ctx.ttl, f"damage to leader {victim}'s files") \
+            if victim == leader else None
+        data_dirs = {victim: cluster.data_dir(victim)}
+        deadline = time.monotonic() + within
+        while judge([done], data_dirs) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        for problem in judge([done], data_dirs):
+            ctx.history.record("nemesis", INFO, "violation", detail=problem)
+        if not judge([done], data_dirs):
+            ctx.note("found by its scrub: store moved aside, rebuilding in place", victim)
         if elected is not None:
             await elected
         await asyncio.sleep(2.0)
@@ -518,6 +551,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
     CorruptMember("corrupt-member", "SIGKILL a follower (every third round the leader), flip a bit in its newest "
                   "WAL or SST or cut an SST short, restart it: it must find the damage, move its store "
                   "aside and rebuild from its peers"),
+    RotMember("rot-member", "flip a bit in a table file of a running follower (every third round the leader): its "
+              "scrub (every 1s here) must find it, and the member restart in place and rebuild from its peers",
+              ClusterSpec(scrub_seconds=1.0)),
     KillMajority("kill-majority", "SIGKILL the leader and a follower, restart both 2.5s later"),
     PauseLeader("pause-leader", "SIGSTOP the leader for TTL+3s, then SIGCONT; what it was sent while "
                 "paused must not be confirmed"),

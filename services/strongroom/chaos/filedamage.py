@@ -1,4 +1,5 @@
-"""Damage to a stopped member's RocksDB files, for the `corrupt-member` fault.
+"""Damage to a member's RocksDB files: a stopped member's for the `corrupt-member` fault, a running
+member's table files for `rot-member` (found by its scrub: docs/store-operations.md).
 
 One of: a bit flipped in the newest write-ahead log, a bit flipped in the newest table file
 (SST), a table file cut to half its size. The member must find it when it starts (docs/store-operations.md, "A damaged store"): it moves the store into
@@ -20,7 +21,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Damage", "damage_files", "judge"]
+__all__ = ["Damage", "damage_files", "judge", "rot_file"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,18 @@ def damage_files(member: str, data_dir: Path, rng: random.Random) -> Damage | No
     assert target is not None
     at = _flip(target, rng)
     return Damage(member, target.name, f"a bit flipped at byte {at} of {target.name}")
+
+
+def rot_file(member: str, data_dir: Path, rng: random.Random) -> Damage | None:
+    """Flip a bit in a table file (SST) of a running member's database, the newest or another
+    (`rot-member`); None when it has none yet."""
+    db = data_dir / "db"
+    tables = sorted(p for p in db.glob("*.sst") if p.stat().st_size > 0)
+    if not tables:
+        return None
+    target = tables[-1] if rng.random() < 0.5 else rng.choice(tables)
+    at = _flip(target, rng)
+    return Damage(member, target.name, f"a bit flipped at byte {at} of {target.name} while it ran")
 
 
 def judge(done: list[Damage], data_dir_of: dict[str, Path]) -> list[str]:

@@ -22,10 +22,11 @@ from strongroom.chaos.faults import FAULTS, Fault, FaultContext
 
 __all__ = ["PAIRABLE", "Pair", "fault_named", "merged_spec", "random_pairs"]
 
-PAIRABLE = [name for name in FAULTS if name not in ("dr", "disk-full", "packet-loss", "corrupt-member")]
+PAIRABLE = [name for name in FAULTS if name not in ("dr", "disk-full", "packet-loss", "corrupt-member",
+                                                     "rot-member")]
 """Faults a pair may draw: not `dr` (a second site; its own scenario), `disk-full` (it fills the
 leader's disk and then a follower's in each round: two faults already; `disk-full-follower`
-pairs), `packet-loss` (it needs a network namespace of its own) nor, for now, `corrupt-member`
+pairs), `packet-loss` (it needs a network namespace of its own) nor, for now, `corrupt-member` and `rot-member`
 (newer than the seeded draws the README's table and CI use: adding it would change them)."""
 
 SEPARATOR = "+"
