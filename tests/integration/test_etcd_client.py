@@ -27,9 +27,15 @@ async def test_calls_on_a_channel_closed_by_another_calls_rotation_go_again(fres
             first = asyncio.create_task(client.get("/t/k"))
             await asyncio.sleep(0.5)
             # On the same channel as `first`, which times out first and rotates.
+            channel = client._channel
             second = asyncio.create_task(client.get("/t/k"))
-            keepalive = asyncio.create_task(client.keepalive_once(lease, timeout=1.0))
-            await asyncio.sleep(0.8)  # `first` timed out at 1.0 s: the rotation closed the channel
+            keepalive = asyncio.create_task(client.keepalive_once(lease, timeout=5.0))
+            for _ in range(100):  # `first` times out at 1.0 s: its rotation closes the channel
+                if client._channel is not channel:
+                    break
+                await asyncio.sleep(0.05)
+            assert client._channel is not channel, "no rotation"
+            await asyncio.sleep(0.1)
         finally:
             os.kill(fresh_etcd.pid, signal.SIGCONT)
         got = await asyncio.wait_for(second, 10)

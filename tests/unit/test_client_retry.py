@@ -386,3 +386,44 @@ async def test_new_endpoints_move_the_calls_and_forget_a_leader_that_is_not_amon
         conn.set_endpoints([])
     assert conn.endpoints == ["b:2", "d:4"]
     await conn.close()
+
+
+async def test_a_call_cut_by_the_clients_close_fails_at_once_and_opens_nothing_again() -> None:
+    """`close` closes the channels, which cancels the calls on them under their tasks: such a
+    cancellation is otherwise retried as a broken connection (a dropped address), but after
+    `close` there is nothing to retry on: the call fails (its outcome unknown) and no channel
+    is opened again. A real gRPC server in-process that never answers."""
+    from strongroom.errors import PersistenceUnavailable
+    from strongroom.security import tls
+
+    never = asyncio.Event()
+
+    async def hang(request: bytes, context: object) -> bytes:
+        await never.wait()
+        return b""
+
+    handler = grpc.method_handlers_generic_handler("t.T", {"U": grpc.unary_unary_rpc_method_handler(hang)})
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    before = tls.current()
+    tls.use(None)
+    try:
+        conn = Connection([f"127.0.0.1:{port}"], RetryPolicy(timeout=30))
+
+        async def attempt(address: str) -> bytes:
+            return await conn.channel(address).unary_unary("/t.T/U")(b"")  # type: ignore[no-any-return]
+
+        call = asyncio.create_task(conn.call_leader(attempt))
+        await asyncio.sleep(0.3)
+        assert not call.done()
+        await conn.close()
+        with pytest.raises(PersistenceUnavailable, match="closed"):
+            await asyncio.wait_for(call, 5)
+        assert conn._channels == {}, "a channel was opened again after close"
+        with pytest.raises(InvalidArgument, match="closed"):
+            conn.channel(f"127.0.0.1:{port}")
+    finally:
+        tls.use(before)
+        await server.stop(None)

@@ -212,3 +212,48 @@ async def test_damage_the_scrub_finds_is_marked_and_moves_the_store_aside_at_the
         storage.close()
     assert_moved_aside(tmp_path, "found by the scrub")
     assert not (tmp_path / FOUND_MARKER).exists()
+
+
+async def test_damage_found_stops_the_member_even_when_its_marker_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing disk may refuse the marker too: the finding still stops the member (`found`),
+    instead of the scrub dying with the write's error while the member serves on."""
+    from strongroom.persistence import scrub as scrub_module
+    from strongroom.persistence.scrub import Scrub
+
+    def refused(data_dir: Path, found: str) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(scrub_module, "mark_found", refused)
+    write_entries(tmp_path)
+    storage = DiskStorage(tmp_path, sync=True)
+    scrub = Scrub(storage, tmp_path, "m1", lambda: 0.05)
+    try:
+        flip(only(tmp_path, ".sst"))
+        await asyncio.wait_for(scrub.run(), 10)
+        assert scrub.found.is_set() and "found by the scrub" in scrub.reason
+    finally:
+        storage.close()
+    assert_moved_aside(tmp_path, "Corruption")  # the start's own read finds it
+
+
+async def test_the_scrub_waits_while_the_member_cannot_write_its_storage(tmp_path: Path) -> None:
+    """Its checkpoint flushes the write buffer: on a full disk that would put the database into
+    its error state, so no scrub runs while the storage health says it cannot store."""
+    from strongroom.persistence.scrub import Scrub
+
+    write_entries(tmp_path)
+    storage = DiskStorage(tmp_path, sync=True)
+    usable = False
+    scrub = Scrub(storage, tmp_path, "m1", lambda: 0.05, lambda: usable)
+    task = asyncio.create_task(scrub.run())
+    try:
+        await asyncio.sleep(0.5)
+        assert scrub.rounds == 0
+        usable = True
+        await asyncio.sleep(0.5)
+        assert scrub.rounds > 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        storage.close()

@@ -31,6 +31,7 @@ from strongroom.errors import (
     InvalidArgument,
     NoLeaderError,
     NotLeaderError,
+    PersistenceUnavailable,
     StrongroomError,
 )
 from strongroom.grpcerrors import GENERATION_METADATA_KEY, PARTNER_METADATA_KEY
@@ -62,6 +63,7 @@ class Connection:
         """The highest DR generation an answer named (0: none yet)."""
         self.metadata: tuple[tuple[str, str], ...] | None = None
         """What every call sends: the generation seen (None until one was)."""
+        self._closed = False
 
     def set_endpoints(self, endpoints: str | Sequence[str]) -> list[grpc.aio.Channel]:
         """The members are now at `endpoints` (a member moved, one was added or removed): later
@@ -81,6 +83,8 @@ class Connection:
     def channel(self, address: str) -> grpc.aio.Channel:
         """The channel to one member (opened on first use, and again after a certificate
         renewal; kept until `close`)."""
+        if self._closed:
+            raise InvalidArgument("the client is closed")
         return kept_channel(self._channels, address, lambda: open_channel(address, CHANNEL_OPTIONS, token=self.token))
 
     def messaging(self, address: str) -> mgrpc.MessagingServiceStub:
@@ -170,6 +174,9 @@ class Connection:
             except asyncio.CancelledError:
                 if not cancelled_under_us():
                     raise
+                if self._closed:  # `close` closed the channel: nothing to retry on
+                    raise PersistenceUnavailable("the client was closed before the call was answered; "
+                                                 "its outcome is unknown") from None
                 # The attempt's channel was closed under it (`set_endpoints` dropped the
                 # address, a channel retired): a broken connection, tried again like one.
                 err = ConnectionFailed(f"the call to {address} was cancelled: its channel was closed",
@@ -197,7 +204,8 @@ class Connection:
         return err
 
     async def close(self) -> None:
-        """Close every channel."""
+        """Close every channel; later calls are refused (streams still open fail)."""
+        self._closed = True
         channels, self._channels = list(self._channels.values()), {}
         for ch in channels:
             await ch.close()

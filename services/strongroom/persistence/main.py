@@ -113,8 +113,17 @@ async def serve(config: MemberConfig, run_mode: str = "") -> int:
         node, again = member.node, member.again()
         log.warning("member %s stops and starts again on an empty store: the scrub found its store damaged",
                     config.member)
+        gc.unfreeze()  # what the old member froze at its start is garbage once it stops
         await member.stop(grace=2)
-        member, _ = await create_server(again, node.realm, node.realm_version)
+        try:
+            member, _ = await create_server(again, node.realm, node.realm_version)
+        except Exception as exc:  # noqa: BLE001 - a port taken meanwhile, etcd away: the next start
+            log.error("member %s cannot start again after the damage found (%s: %s); it exits, and its next start "
+                      "moves the store aside", config.member, type(exc).__name__, exc)
+            if fence is not None:
+                fence.cancel()
+            await etcd.close()
+            return 1
     log.info("stopping member %s", config.member)
     if fence is not None:
         fence.cancel()

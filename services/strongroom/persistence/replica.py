@@ -93,7 +93,8 @@ class Replica:
         self.health = StorageHealth(self.storage, member)
         """Whether this member can write its storage now (docs/store-operations.md)."""
         self.scrub = Scrub(self.storage, data_dir, member,
-                           lambda: self._settings().persistent_store.scrub_interval_seconds)
+                           lambda: self._settings().persistent_store.scrub_interval_seconds,
+                           lambda: self.health.usable)
         """Reads the store back from its files every interval (scrub.py): damage found stops the member."""
         loaded = self.storage.load()
         self.started_empty = loaded.empty

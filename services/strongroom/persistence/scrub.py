@@ -44,8 +44,12 @@ IDLE_CHECK_SECONDS = 60.0
 class Scrub:
     """The member's scrub (see the module's docstring): `run` for the member's life."""
 
-    def __init__(self, storage: Storage, data_dir: Path, member: str, interval: Callable[[], float]) -> None:
+    def __init__(self, storage: Storage, data_dir: Path, member: str, interval: Callable[[], float],
+                 usable: Callable[[], bool] = lambda: True) -> None:
         self._storage = storage
+        # While the member cannot write its storage the scrub waits: its checkpoint flushes the
+        # write buffer, which on a full disk would put the database in its error state.
+        self._usable = usable
         self._data_dir = data_dir
         self._member = member
         self._interval = interval
@@ -68,7 +72,8 @@ class Scrub:
                 await asyncio.sleep(IDLE_CHECK_SECONDS)
                 continue
             await asyncio.sleep(interval)
-            await self.scrub_once()
+            if self._usable():
+                await self.scrub_once()
 
     async def scrub_once(self) -> bool:
         """One scrub now; True when the store read back whole."""
@@ -95,7 +100,12 @@ class Scrub:
     def _damaged(self, words: str) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         self.reason = f"found by the scrub while the member ran, at {stamp}: {words}"
-        mark_found(self._data_dir, self.reason)
+        self.found.set()
+        try:
+            mark_found(self._data_dir, self.reason)
+        except OSError as exc:
+            # A failing disk may refuse the marker too: the member still stops, and its start
+            # reads every record from the files again (damage.py), which finds the damage.
+            log.error("member %s: cannot record the damage found in %s: %s", self._member, self._data_dir, exc)
         log.error("member %s: the scrub found its persistent store damaged (%s); it stops serving and voting and "
                   "starts again, moving the store aside and rebuilding it from its peers", self._member, words)
-        self.found.set()
