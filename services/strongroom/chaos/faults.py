@@ -65,6 +65,11 @@ class KillFollower(Fault):
         await asyncio.sleep(2.5)
 
 
+def _victim(ctx: FaultContext, leader: str) -> str:
+    """The member whose files are damaged this round: a follower, every third round the leader."""
+    return leader if ctx.round % 3 == 0 else ctx.rng.choice(ctx.followers(leader))
+
+
 class CorruptMember(Fault):
     """SIGKILL a member (a follower, every third round the leader), damage one of its RocksDB
     files (`chaos.filedamage`), restart it. It must find the damage at start, move its store
@@ -74,7 +79,7 @@ class CorruptMember(Fault):
         leader = await ctx.leader()
         if leader is None:
             return
-        victim = leader if ctx.round % 3 == 0 else ctx.rng.choice(ctx.followers(leader))
+        victim = _victim(ctx, leader)
         cluster = ctx.cluster
         cluster.kill(victim)
         done = damage_files(victim, cluster.data_dir(victim), ctx.rng)
@@ -102,7 +107,7 @@ class RotMember(Fault):
         leader = await ctx.leader()
         if leader is None:
             return
-        victim = leader if ctx.round % 3 == 0 else ctx.rng.choice(ctx.followers(leader))
+        victim = _victim(ctx, leader)
         cluster = ctx.cluster
         done = rot_file(victim, cluster.data_dir(victim), ctx.rng)
         ctx.note(f"damage while running: {done.how if done else 'no table file yet'}", victim)

@@ -23,7 +23,7 @@ import os
 import time
 from pathlib import Path
 
-from strongroom.persistence.checkpoints import CHECKPOINTS
+from strongroom.persistence.checkpoints import CHECKPOINTS, fsync_dir
 
 __all__ = ["DAMAGE_FILE", "FOUND_MARKER", "mark_found", "marked_damage", "quarantine"]
 
@@ -44,7 +44,7 @@ def mark_found(data_dir: Path, found: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, data_dir / FOUND_MARKER)
-    _sync_dir(data_dir)
+    fsync_dir(data_dir)
 
 
 def marked_damage(data_dir: Path) -> str:
@@ -53,14 +53,6 @@ def marked_damage(data_dir: Path) -> str:
         return (data_dir / FOUND_MARKER).read_text().strip()
     except FileNotFoundError:
         return ""
-
-
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def quarantine(data_dir: Path, found: str, db: str = "db") -> str:
@@ -80,6 +72,6 @@ def quarantine(data_dir: Path, found: str, db: str = "db") -> str:
             f"with an empty store, serving and voting only once it has caught up from its peers")
     (target / DAMAGE_FILE).write_text(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}: {said}\n")
     (data_dir / FOUND_MARKER).unlink(missing_ok=True)  # what it said is in DAMAGE now
-    _sync_dir(data_dir)
+    fsync_dir(data_dir)
     log.error("%s", said)
     return said
