@@ -198,15 +198,20 @@ async def test_a_bit_flipped_in_a_running_members_file_is_found_and_the_member_r
             f.seek(sst.stat().st_size // 3)
             f.write(bytes([byte[0] ^ 0x08]))
 
-        async def says_found() -> bool:
-            st = await cluster.status(damaged)
-            return st is not None and "found by the scrub" in st.store_damage
-
-        await wait_for(says_found, timeout=30)
-        # Restarted in place: the same process, listening again on the same address.
         address = cluster.address(damaged)
-        starts = cluster.log_path(damaged).read_text().count(f"listening on {address},")
-        assert cluster.procs[damaged].poll() is None and starts == 2, starts
+
+        def starts() -> int:
+            return cluster.log_path(damaged).read_text().count(f"listening on {address},")
+
+        async def started_again() -> bool:
+            # The new member answers its status (server started) before it has joined the
+            # election and written its "listening on" line: wait for both.
+            st = await cluster.status(damaged)
+            return st is not None and "found by the scrub" in st.store_damage and starts() >= 2
+
+        await wait_for(started_again, timeout=30)
+        # Restarted in place: the same process, listening again on the same address, once.
+        assert cluster.procs[damaged].poll() is None and starts() == 2, starts()
         (moved,) = cluster.data_dir(damaged).glob("damaged-*")
         assert (moved / "db").is_dir()
         log = cluster.log_path(damaged).read_text()
