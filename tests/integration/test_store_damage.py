@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from pathlib import Path
 
 import pytest
-from harness import Cluster, wait_for
+from harness import Cluster, scrape, value, wait_for
 
 from strongroom.client import Client
 from strongroom.errors import StrongroomError
@@ -191,6 +192,18 @@ async def test_a_bit_flipped_in_a_running_members_file_is_found_and_the_member_r
             return any(p.stat().st_size > 4096 for p in db.glob("*.sst"))
 
         await wait_for(has_table_file, timeout=20)
+        st = await cluster.status(damaged)
+        assert st is not None and st.metrics_url
+        url = st.metrics_url
+
+        async def scrubbed_clean() -> bool:  # what an operator's alert reads
+            return value(scrape(url), "strongroom_scrubs_total") >= 1
+
+        await wait_for(scrubbed_clean, timeout=20)
+        figures = scrape(url)
+        assert time.time() - 30 < value(figures, "strongroom_scrub_last_clean_timestamp_seconds") <= time.time()
+        assert value(figures, "strongroom_scrub_last_seconds") > 0
+        assert value(figures, "strongroom_store_damaged") == 0
         sst = max(db.glob("*.sst"), key=lambda p: p.stat().st_size)
         with open(sst, "r+b") as f:
             f.seek(sst.stat().st_size // 3)
@@ -212,6 +225,7 @@ async def test_a_bit_flipped_in_a_running_members_file_is_found_and_the_member_r
         await wait_for(started_again, timeout=30)
         # Restarted in place: the same process, listening again on the same address, once.
         assert cluster.procs[damaged].poll() is None and starts() == 2, starts()
+        assert value(scrape(url), "strongroom_store_damaged") == 1  # the same endpoint, the new member
         (moved,) = cluster.data_dir(damaged).glob("damaged-*")
         assert (moved / "db").is_dir()
         log = cluster.log_path(damaged).read_text()

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from strongroom.api.v1 import common_pb2 as cpb
 from strongroom.observability.catalog import CATALOG
 from strongroom.observability.member import member_families
+from strongroom.persistence.scrub import ScrubFigures
 from strongroom.observability.statslog import sample_of, stats_line
 from strongroom.observability.tallies import Histogram, Tallies
 from strongroom.persistence.config import MemberConfig, Role
@@ -111,13 +112,17 @@ def test_member_families_carry_the_status_and_the_tallies() -> None:
         tallies.commit_seconds.observe(v)
     tallies.round_operations.observe(50)
     got = _exposed(member_families(_status(), _view(StoreState.NO_NEW_UOW), tallies, 12345, "rocksdb",
-                                   {"write_buffers": 3 * 2**20, "read_cache": 4096}))
+                                   {"write_buffers": 3 * 2**20, "read_cache": 4096},
+                                   ScrubFigures(clean=4, failed=1, last_clean=1_800_000_000.5, last_seconds=0.25)))
     m = {"cluster": "c1", "member": "a"}
     assert _one(got, "strongroom_member_info", **m, role="leader", storage="disk-sync", driver="rocksdb") == 1
     assert _one(got, "strongroom_leader", **m) == 1
     assert (_one(got, "strongroom_epoch", **m), _one(got, "strongroom_commit_index", **m),
             _one(got, "strongroom_last_index", **m), _one(got, "strongroom_applied_index", **m)) == (7, 120, 125, 119)
     assert _one(got, "strongroom_disk_bytes", **m) == 12345
+    assert (_one(got, "strongroom_scrubs_total", **m), _one(got, "strongroom_scrub_failures_total", **m)) == (4, 1)
+    assert _one(got, "strongroom_scrub_last_clean_timestamp_seconds", **m) == 1_800_000_000.5
+    assert _one(got, "strongroom_scrub_last_seconds", **m) == 0.25
     assert _one(got, "strongroom_database_memory_bytes", **m, kind="write_buffers") == 3 * 2**20
     assert _one(got, "strongroom_database_memory_bytes", **m, kind="read_cache") == 4096
     assert _one(got, "strongroom_follower_lag_entries", **m, peer="b") == 5

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -203,9 +204,14 @@ async def test_damage_the_scrub_finds_is_marked_and_moves_the_store_aside_at_the
     storage = DiskStorage(tmp_path, sync=True)
     scrub = Scrub(storage, tmp_path, "m1", lambda: 0.05)
     try:
+        before = time.time()
         assert await scrub.scrub_once() and not scrub.found.is_set()
+        figures = scrub.figures()
+        assert (figures.clean, figures.failed) == (1, 0)
+        assert before <= figures.last_clean <= time.time() and 0 < figures.last_seconds < 10
         flip(only(tmp_path, ".sst"))
         await asyncio.wait_for(scrub.run(), 10)  # returns once it found the damage
+        assert scrub.figures() == figures  # the damaged round is not a clean one
         assert scrub.found.is_set() and "found by the scrub" in scrub.reason
         assert (tmp_path / FOUND_MARKER).is_file()
     finally:
@@ -257,3 +263,31 @@ async def test_the_scrub_waits_while_the_member_cannot_write_its_storage(tmp_pat
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         storage.close()
+
+
+async def test_a_scrub_that_cannot_run_is_counted_and_tried_again(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not damage (no room for the checkpoint, say): counted as a failure, nothing marked, and the
+    next round runs."""
+    from strongroom.persistence.damage import FOUND_MARKER
+    from strongroom.persistence.scrub import Scrub
+
+    write_entries(tmp_path)
+    storage = DiskStorage(tmp_path, sync=True)
+    scrub = Scrub(storage, tmp_path, "m1", lambda: 0.05)
+    real = storage.scrub
+
+    def no_room(stop: threading.Event) -> None:
+        raise OSError(28, "No space left on device")
+
+    try:
+        monkeypatch.setattr(storage, "scrub", no_room)
+        assert not await scrub.scrub_once()
+        assert (scrub.figures().clean, scrub.figures().failed, scrub.figures().last_clean) == (0, 1, 0.0)
+        assert not scrub.found.is_set() and not (tmp_path / FOUND_MARKER).exists()
+        monkeypatch.setattr(storage, "scrub", real)
+        assert await scrub.scrub_once()
+        assert (scrub.figures().clean, scrub.figures().failed) == (1, 1)
+    finally:
+        storage.close()
+

@@ -62,7 +62,18 @@ CATALOG: tuple[MetricDoc, ...] = (
     MetricDoc("strongroom_synced", "gauge", _M,
               "1 when this member holds everything committed (0: catching up after an empty disk)."),
     MetricDoc("strongroom_store_damaged", "gauge", _M,
-              "1 when this member found its store damaged at start and moved it aside."),
+              "1 when this member found its store damaged (at start, or by its scrub while it ran) and moved "
+              "it aside: it rebuilds from its peers."),
+    MetricDoc("strongroom_scrubs", "counter", _M,
+              "Scrubs since the member started that read its whole store back from its files and found it "
+              "whole (persistent_store.scrub_interval_seconds; none in mode memory)."),
+    MetricDoc("strongroom_scrub_failures", "counter", _M,
+              "Scrubs that could not run (not damage: no room for the scrub's checkpoint, say); the member "
+              "tries again at the next interval."),
+    MetricDoc("strongroom_scrub_last_clean_timestamp_seconds", "gauge", _M,
+              "Unix time the last clean scrub finished (0: none since the member started). Alert when "
+              "time() minus it exceeds twice the interval."),
+    MetricDoc("strongroom_scrub_last_seconds", "gauge", _M, "How long the last clean scrub took."),
     MetricDoc("strongroom_disk_bytes", "gauge", _M, "Size of the member's database on disk (0 in mode memory)."),
     MetricDoc("strongroom_database_memory_bytes", "gauge", (*_M, "kind"),
               "What the member's database holds in memory: kind write_buffers (RocksDB memtables, within the "

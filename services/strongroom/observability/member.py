@@ -21,6 +21,7 @@ from strongroom.observability.statslog import Sample, run_stats_log, sample_of
 from strongroom.observability.tallies import Histogram, Tallies
 from strongroom.observability.traceswitch import MessageTracing
 from strongroom.persistence.config import MemberConfig, Role
+from strongroom.persistence.scrub import ScrubFigures
 from strongroom.persistence.status import ClusterStatus
 from strongroom.persistence.storage import DiskStorage, Storage
 from strongroom.persistence.storestate import StoreState, StoreView
@@ -40,10 +41,11 @@ def _histogram(name: str, labels: list[str], hist: Histogram) -> Metric:
 
 
 def member_families(st: ClusterStatus, store: StoreView | None, tallies: Tallies, disk_bytes: int,
-                    driver: str, db_memory: dict[str, int] | None = None) -> list[Metric]:
+                    driver: str, db_memory: dict[str, int] | None = None,
+                    scrub: ScrubFigures = ScrubFigures()) -> list[Metric]:
     """Every member metric of the catalog, from this member's status, the persistent store as it
     answers for it (None: not known), its tallies, its database's size on disk, its storage
-    driver and what its database holds in memory by kind (`Driver.memory_in_use`)."""
+    driver, what its database holds in memory by kind (`Driver.memory_in_use`) and its scrubs."""
     m = [st.cluster, st.member]
     out: list[Metric] = []
 
@@ -61,6 +63,12 @@ def member_families(st: ClusterStatus, store: StoreView | None, tallies: Tallies
     gauge("strongroom_snapshot_index", st.snapshot_index)
     gauge("strongroom_synced", 1 if st.synced else 0)
     gauge("strongroom_store_damaged", 1 if st.store_damage else 0)
+    for name, value in (("strongroom_scrubs", scrub.clean), ("strongroom_scrub_failures", scrub.failed)):
+        fam = family(name)
+        fam.add_metric(m, value)
+        out.append(fam)
+    gauge("strongroom_scrub_last_clean_timestamp_seconds", scrub.last_clean)
+    gauge("strongroom_scrub_last_seconds", scrub.last_seconds)
     gauge("strongroom_disk_bytes", disk_bytes)
     held = family("strongroom_database_memory_bytes")
     for kind, size in sorted((db_memory or {}).items()):
@@ -227,7 +235,7 @@ class MemberTelemetry:
             store = None
         replica = node.replica
         return member_families(node.status(), store, replica.tallies, disk_bytes(replica.storage), replica.driver,
-                               database_memory(replica.storage))
+                               database_memory(replica.storage), replica.scrub.figures())
 
     async def stop(self) -> None:
         for task in (self._stats, self._tracing_task):

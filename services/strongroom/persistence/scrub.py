@@ -27,18 +27,34 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from strongroom.persistence.damage import mark_found
 from strongroom.persistence.drivers.base import StoreDamaged
 from strongroom.persistence.storage import Storage
 
-__all__ = ["IDLE_CHECK_SECONDS", "Scrub"]
+__all__ = ["IDLE_CHECK_SECONDS", "Scrub", "ScrubFigures"]
 
 log = logging.getLogger("strongroom.scrub")
 
 IDLE_CHECK_SECONDS = 60.0
 """With the scrub off (interval 0), how often the realm's interval is read again."""
+
+
+@dataclass(frozen=True)
+class ScrubFigures:
+    """What the member's metrics say of its scrubs since it started (all 0: none yet, or a
+    member in mode memory, which has no files to read back)."""
+
+    clean: int = 0
+    """Scrubs that read the store back whole."""
+    failed: int = 0
+    """Scrubs that could not run (not damage: a full disk for the checkpoint, say)."""
+    last_clean: float = 0.0
+    """Unix seconds the last clean scrub finished."""
+    last_seconds: float = 0.0
+    """How long the last clean scrub took."""
 
 
 class Scrub:
@@ -61,6 +77,10 @@ class Scrub:
         """Scrubs finished without finding damage."""
         self.last_finished = 0.0
         """Unix seconds the last clean scrub finished (0: none yet)."""
+        self.last_seconds = 0.0
+        """How long the last clean scrub took."""
+        self.failed = 0
+        """Scrubs that could not run (not damage)."""
 
     async def run(self) -> None:
         """Scrub every interval until damage is found or the task is cancelled."""
@@ -88,14 +108,19 @@ class Scrub:
             self._damaged(str(exc))
             return False
         except Exception as exc:  # noqa: BLE001 - not damage (a full disk for the checkpoint): next round
+            self.failed += 1
             log.warning("member %s: the scrub of its store could not run: %s: %s", self._member,
                         type(exc).__name__, exc)
             return False
         self.rounds += 1
         self.last_finished = time.time()
+        self.last_seconds = time.monotonic() - started
         log.debug("member %s: scrub %d read its store back whole in %.2f s", self._member, self.rounds,
-                  time.monotonic() - started)
+                  self.last_seconds)
         return True
+
+    def figures(self) -> ScrubFigures:
+        return ScrubFigures(self.rounds, self.failed, self.last_finished, self.last_seconds)
 
     def _damaged(self, words: str) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
