@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import grpc
 
 from strongroom.limits import MAX_MESSAGE_BYTES
+from strongroom.security import revocation
+from strongroom.security.calls import RevocationInterceptor
 from strongroom.security.tls import Tls, current, current_token
 
 __all__ = ["CHANNEL_OPTIONS", "ETCD_CHANNEL_OPTIONS", "MAX_MESSAGE_BYTES", "PROCESS", "SERVER_OPTIONS",
-           "active_calls", "add_port", "close_later", "connecting_within", "kept_channel", "open_channel",
+           "active_calls", "add_port", "close_later", "connecting_within", "kept_channel", "new_server", "open_channel",
            "open_sync_channel", "outdated", "retire"]
 
 PROCESS = object()
@@ -169,6 +171,16 @@ def open_sync_channel(address: str, options: list[tuple[str, int]] | None = None
         return grpc.insecure_channel(address, options=opts)
     assert isinstance(settings, Tls)
     return grpc.secure_channel(address, _credentials(settings, token), options=opts)
+
+
+def new_server(options: list[tuple[str, int]] | None = None,
+               interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> grpc.aio.Server:
+    """A gRPC server of this process (every one is made here): `options` (SERVER_OPTIONS unless
+    given) and `interceptors`, and in front of them, when the process has a certificate
+    revocation list (security/revocation.py), the check that refuses revoked callers."""
+    checks: list[grpc.aio.ServerInterceptor] = [RevocationInterceptor()] if revocation.current() is not None else []
+    return grpc.aio.server(options=SERVER_OPTIONS if options is None else options,
+                           interceptors=[*checks, *interceptors] or None)
 
 
 def add_port(server: grpc.aio.Server, listen: str, tls: Tls | None | object = PROCESS) -> int:

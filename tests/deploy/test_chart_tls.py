@@ -580,3 +580,25 @@ def test_external_etcd_endpoints_may_name_their_scheme() -> None:
     r = render(values)
     env = env_names(r.get("Deployment", "sr-strongroom-realm")["spec"]["template"]["spec"]["containers"][0])
     assert env["STRONGROOM_ETCD"] == "https://etcd-0.infra:2379,http://etcd-1.infra:2379"
+
+
+def test_a_revocation_list_reaches_every_server_and_no_client() -> None:
+    """tls.revocationList (ci/values-prod.yaml): every member, router, DR and realm service is
+    told the list's file and mounts the ConfigMap read-only; the realm-apply Job (a client) is
+    not; without it nothing of it is rendered."""
+    with_list = render_scenario("values-prod.yaml")
+    found = strongroom_containers(with_list)
+    servers = [(doc, c) for doc, c in found if component(doc) != "realm-apply"]
+    assert {component(doc) for doc, _ in servers} >= {"persistence", "realm"}
+    for doc, container in servers:
+        assert env_names(container).get("STRONGROOM_TLS_CRL") == "/etc/strongroom-crl/crl.pem", container["name"]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "tls-crl"]
+        assert mount["readOnly"] and mount["mountPath"] == "/etc/strongroom-crl"
+        (volume,) = [v for v in pod_spec(doc)["volumes"] if v["name"] == "tls-crl"]
+        assert volume["configMap"] == {"name": "strongroom-crl", "items": [{"key": "crl.pem", "path": "crl.pem"}]}
+    for doc, container in found:
+        if component(doc) == "realm-apply":
+            assert "STRONGROOM_TLS_CRL" not in env_names(container)
+    for doc, container in strongroom_containers(render_scenario("values-default.yaml")):
+        assert "STRONGROOM_TLS_CRL" not in env_names(container)
+        assert all(v["name"] != "tls-crl" for v in pod_spec(doc)["volumes"])

@@ -249,3 +249,45 @@ async def test_members_with_and_without_a_link_are_both_replicated_to(mixed_clus
     assert f"member {other} takes appends on its replication link at {records[other]['replication']}" in log_text
     # The leader's status says how each member gets its appends.
     assert {m.name: m.replication for m in st.members} == {leader: "", other: "link", "m3": "grpc"}
+
+
+async def test_a_revoked_certificate_is_refused_at_either_end_of_the_link(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The follower refuses a leader whose certificate the authority revoked, the leader a
+    follower's: no append crosses, and each refusal is counted (security/revocation.py)."""
+    from strongroom.security import refusals, revocation
+    from strongroom.security.certs import LocalCa
+    from strongroom.security.identity import Identity
+
+    monkeypatch.setattr(revocation, "LOOK_EVERY_SECONDS", 0.0)
+    ca = LocalCa(tmp_path / "ca")
+    monkeypatch.setattr(revocation, "_current", revocation.Revocations(ca.crl_path, ca.ca_path.read_bytes()))
+    leader, follower = (ca.issue(Identity(Kind.MEMBER, name, "default")) for name in ("m1", "m2"))
+    before = refusals.snapshot().get(("link", "certificate_revoked"), 0)
+
+    async def one_round(follower_tls: tls.Tls, leader_tls: tls.Tls) -> tuple[bool, int]:
+        """Whether an append was answered, and how many the follower received."""
+        handler = _Recorder()
+        sock, port = bind("127.0.0.1:0")
+        server = LinkServer(sock, handler, "default", "m2", tls=follower_tls)
+        await server.start()
+        try:
+            link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2", tls=leader_tls)
+            try:
+                return (await link.exchange(frame(_append(0, 1)), timeout=2)).ok, len(handler.requests)
+            finally:
+                link.close()
+        except LinkClosed:
+            return False, len(handler.requests)
+        finally:
+            await server.stop()
+
+    assert await one_round(follower, leader) == (True, 1)
+    ca.revoke(revocation.serial_of_pem(leader.cert))
+    assert await one_round(follower, leader) == (False, 0)
+    renewed_leader = ca.issue(Identity(Kind.MEMBER, "m1", "default"))  # a new one in place of the revoked
+    assert await one_round(follower, renewed_leader) == (True, 1)
+    assert refusals.snapshot().get(("link", "certificate_revoked"), 0) == before + 1
+    ca.revoke(revocation.serial_of_pem(follower.cert))  # now the leader's check refuses the follower
+    assert await one_round(follower, renewed_leader) == (False, 0)
+    assert refusals.snapshot().get(("link", "certificate_revoked"), 0) == before + 2

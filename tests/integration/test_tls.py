@@ -28,7 +28,7 @@ from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.api.v1 import replication_pb2_grpc as rgrpc
 from strongroom.channels import open_channel
 from strongroom.client import Client
-from strongroom.errors import PermissionDenied
+from strongroom.errors import PermissionDenied, Unauthenticated
 from strongroom.grpcerrors import from_rpc_error
 from strongroom.persistence.link import PREAMBLE, frame
 from strongroom.security import certs
@@ -158,6 +158,66 @@ async def test_a_router_cannot_replicate_and_a_member_cannot_call_as_another(sha
     assert after is not None and after.epoch == st.epoch
     assert (await _stored(cluster, follower))[1] == before[1]
     assert "refused (grpc, impersonation)" in Path(cluster.log_path(follower)).read_text()
+
+
+
+async def test_a_revoked_certificate_is_refused_at_every_call_without_a_restart(shared_cluster: Cluster) -> None:
+    """`strongroom certs revoke`: the members take the authority's new list at their next look at
+    it (within a second) and refuse every call presenting that certificate UNAUTHENTICATED
+    (refusal `certificate_revoked`), a unary call and a stream alike, counted and logged;
+    nothing is stored. Other certificates are served as before."""
+    cluster = shared_cluster
+    leader = await cluster.leader()
+    holder = tls_as(Kind.USER, "lost-laptop")  # a certificate of its own: revoking it touches no one else
+    address = cluster.address(leader)
+
+    async def publish_as(tls: Tls) -> messaging_pb2.PublishResponse:
+        async with open_channel(address, [], tls=tls) as channel:
+            return await messaging_pb2_grpc.MessagingServiceStub(channel).Publish(
+                messaging_pb2.PublishRequest(destination=QUEUE, message={"body": b"from the laptop"}), timeout=5)
+
+    assert (await publish_as(holder)).message_seq > 0
+    before_metrics = await _metrics(cluster, leader)
+    ca = certs.active()
+    assert ca is not None
+    revoke = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "certs", "revoke", str(holder.cert_path),
+                             "--json"], capture_output=True, text=True, timeout=60,
+                            env={**_fresh_env(), certs.AUTHORITY_ENV: str(ca.directory)})
+    assert revoke.returncode == 0, revoke.stderr
+    serial = json.loads(revoke.stdout)["serial"]
+    before = await _stored(cluster, leader)
+
+    async def refused() -> bool:
+        try:
+            await publish_as(holder)
+        except grpc.aio.AioRpcError as err:
+            return err.code() == grpc.StatusCode.UNAUTHENTICATED
+        return False
+
+    await wait_for(refused, timeout=10)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await publish_as(holder)
+    err = from_rpc_error(info.value)
+    assert isinstance(err, Unauthenticated) and err.metadata == {"refusal": "certificate_revoked"}
+    assert f"serial {serial}" in err.message and "revoked by the authority" in err.message
+    async with open_channel(address, [], tls=holder) as channel:  # a stream, refused as it opens
+        stream = messaging_pb2_grpc.MessagingServiceStub(channel).Subscribe(timeout=5)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stream.read()
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert (await _stored(cluster, leader))[1] == before[1]
+    after_metrics = await _metrics(cluster, leader)
+    assert (_refused(after_metrics, "grpc", "certificate_revoked")
+            >= _refused(before_metrics, "grpc", "certificate_revoked") + 3)
+    assert "refused (grpc, certificate_revoked)" in Path(cluster.log_path(leader)).read_text()
+    async with Client(cluster.addresses()) as client:  # this process's certificate is served as before
+        await client.publish(QUEUE, b"still served")
+    listed = subprocess.run([sys.executable, "-m", "strongroom.cli.main", "certs", "list", "--json"],
+                            capture_output=True, text=True, timeout=60,
+                            env={**_fresh_env(), certs.AUTHORITY_ENV: str(ca.directory)})
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["identity"]: row for row in json.loads(listed.stdout)["certificates"]}
+    assert rows["user/lost-laptop"]["revoked_at"] and not rows["user/test"]["revoked_at"]
 
 
 def _link_address(cluster: Cluster, name: str) -> str:

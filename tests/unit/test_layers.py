@@ -22,6 +22,8 @@ GRPC_ADAPTERS = {
     "strongroom.persistence.admin_servicer",
     "strongroom.persistence.server",
     "strongroom.persistence.generations",
+    # Wrapping a method handler's behaviour (the server interceptors' tool).
+    "strongroom.handlers",
     "strongroom.persistence.transport",
     # A shared store's standby: its check of the standard and its answers while it does not serve.
     "strongroom.persistence.standby_server",

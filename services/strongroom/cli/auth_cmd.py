@@ -17,7 +17,14 @@ import argparse
 from typing import Any
 
 from strongroom.api.v1 import realm_pb2
-from strongroom.cli.common import ExitCode, add_command_group, print_json, seconds, where_options
+from strongroom.cli.common import (
+    ExitCode,
+    add_command_group,
+    add_subcommand,
+    print_json,
+    seconds,
+    where_options,
+)
 from strongroom.cli.realm_cmd import call_realm_service, utc_text
 
 __all__ = ["add_parsers"]
@@ -76,10 +83,7 @@ def add_parsers(subparsers: Any) -> None:
                             "Bearer tokens of the realm's users (the realm service keeps a digest of each).")
 
     def add(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.set_defaults(func=handler)
-        return p
+        return add_subcommand(sub, common, name, handler, help_text)
 
     p = add("issue", _cmd_issue, "issue a token for a user of the realm (printed once)")
     p.add_argument("user", metavar="USER")

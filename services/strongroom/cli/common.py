@@ -28,6 +28,7 @@ __all__ = [
     "CLIENT_NAME",
     "CliError",
     "ExitCode",
+    "add_subcommand",
     "add_command_group",
     "add_where",
     "address_problem",
@@ -165,6 +166,16 @@ def add_command_group(subparsers: Any, name: str, common: argparse.ArgumentParse
     top: argparse.ArgumentParser = subparsers.add_parser(name, parents=[common], help=help_text,
                                                          description=description)
     return top.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
+
+
+def add_subcommand(sub: Any, common: argparse.ArgumentParser, name: str, handler: Any,
+                   help_text: str) -> argparse.ArgumentParser:
+    """A COMMAND of a group (`add_command_group`'s subparsers) that takes `common` and `--json`,
+    and runs `handler(args) -> exit code`."""
+    p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=handler)
+    return p
 
 
 def data_dir(args: argparse.Namespace) -> Path:

@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 
 from strongroom.cli import (
     bench_cmd,
+    certs_cmd,
     cluster_cmd,
     dr_cmd,
     drill_cmd,
@@ -93,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_where(parser, servers=True, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     for module in (local_cmd, status_cmd, publish_cmd, subscribe_cmd, durable_cmd, uow_cmd, drill_cmd, bench_cmd,
-                   metrics_cmd, router_cmd, dr_cmd, store_cmd, trace_cmd, auth_cmd, cluster_cmd):
+                   metrics_cmd, router_cmd, dr_cmd, store_cmd, trace_cmd, auth_cmd, certs_cmd, cluster_cmd):
         module.add_parsers(sub)
     try:
         from strongroom.cli.realm_cmd import add_parsers as add_realm_parsers

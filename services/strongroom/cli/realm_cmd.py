@@ -32,6 +32,7 @@ from strongroom.cli.common import (
     CliError,
     ExitCode,
     add_command_group,
+    add_subcommand,
     data_dir,
     explicit_servers,
     print_json,
@@ -386,11 +387,7 @@ def add_parsers(subparsers: Any) -> None:
                             "Apply, inspect and validate the realm definition.")
 
     def add(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=help_text,
-                                                    description=help_text)
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.set_defaults(func=handler)
-        return p
+        return add_subcommand(sub, common, name, handler, help_text)
 
     p = add("apply", _cmd_apply, "validate and store a new realm version")
     p.add_argument("file", metavar="FILE")

@@ -10,7 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strongroom.api.v1 import dr_pb2, dr_pb2_grpc
-from strongroom.channels import SERVER_OPTIONS, add_port
+from strongroom.channels import add_port, new_server
 from strongroom.dr.control import DrControl
 from strongroom.errors import StrongroomError, UnknownCluster
 from strongroom.grpcerrors import abort_with
@@ -88,7 +88,7 @@ class DrServer:
 
     async def serve(self) -> int:
         """Bind and serve; the port (OSError when the address cannot be bound)."""
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        server = new_server()
         if self._tokens is not None and self._following is None:
             self._following = asyncio.create_task(self._tokens.follow(), name="tokens")
         dr_pb2_grpc.add_DrServiceServicer_to_server(self._servicer, server)

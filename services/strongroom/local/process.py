@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from strongroom.security import certs
 from strongroom.security.identity import Identity, Kind
+from strongroom.security.revocation import CRL_ENV
 from strongroom.security.tls import ENV as TLS_ENV
 
 if TYPE_CHECKING:
@@ -167,9 +168,9 @@ def spawn(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None 
     environment = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
     ca, identity = certs.active(), identity_of(argv)
     if ca is not None and identity is not None:
-        environment.update(ca.issue(identity).env())
+        environment.update(ca.issue(identity).env(), **{CRL_ENV: str(ca.crl_path)})
     elif identity is not None:
-        for name in TLS_ENV:  # plaintext, whatever this process was given
+        for name in (*TLS_ENV, CRL_ENV):  # plaintext, whatever this process was given
             environment.pop(name, None)
     environment.update(extra_env or {})
     with open(log_path, "ab") as log:

@@ -58,7 +58,8 @@ CATALOG: tuple[MetricDoc, ...] = (
     MetricDoc("strongroom_refused", "counter", (*_M, "where", "reason"),
               "Connections and calls refused for who the caller is: where grpc or link; reason tls_handshake "
               "(no certificate, another authority's, an expired one, plaintext; gRPC's refusals, also of this "
-              "member's own outgoing handshakes), no_identity, wrong_identity, impersonation."),
+              "member's own outgoing handshakes), certificate_revoked (on the authority's revocation list), "
+              "no_identity, wrong_identity, impersonation; with the realm's auth, not_granted and token_*."),
     MetricDoc("strongroom_synced", "gauge", _M,
               "1 when this member holds everything committed (0: catching up after an empty disk)."),
     MetricDoc("strongroom_store_damaged", "gauge", _M,

@@ -30,6 +30,7 @@ import grpc
 
 from strongroom.errors import Fenced, StrongroomError
 from strongroom.grpcerrors import GENERATION_METADATA_KEY, PARTNER_METADATA_KEY, abort_with
+from strongroom.handlers import Handler, behaviour, replace_behaviour
 
 if TYPE_CHECKING:
     from strongroom.persistence.drsite import DrSite
@@ -39,7 +40,6 @@ __all__ = ["CLIENT_SERVICES", "GenerationInterceptor", "generation_in", "partner
 CLIENT_SERVICES = ("/strongroom.v1.MessagingService/", "/strongroom.v1.MapService/", "/strongroom.v1.UowService/")
 """The services whose calls carry the generation both ways."""
 
-Handler = grpc.RpcMethodHandler
 
 
 def partner_metadata(partner: str) -> tuple[tuple[str, str], ...]:
@@ -99,41 +99,27 @@ def _refusing(handler: Handler, err: StrongroomError) -> Handler:
     async def refuse(_request: object, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
         await abort_with(context, err)
 
-    return _replace(handler, refuse)
+    return replace_behaviour(handler, refuse)
 
 
 def _stamped(handler: Handler, metadata: tuple[tuple[str, str], ...]) -> Handler:
-    inner = _behaviour(handler)
+    inner = behaviour(handler)
     if not handler.response_streaming:
         async def unary(request: object, context: grpc.aio.ServicerContext) -> object:  # type: ignore[type-arg]
             context.set_trailing_metadata(metadata)
             return await inner(request, context)
 
-        return _replace(handler, unary)
+        return replace_behaviour(handler, unary)
     if inspect.isasyncgenfunction(inner):
         async def streamed(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:  # type: ignore[type-arg]
             await context.send_initial_metadata(metadata)
             async for response in inner(request, context):
                 yield response
 
-        return _replace(handler, streamed)
+        return replace_behaviour(handler, streamed)
 
     async def written(request: object, context: grpc.aio.ServicerContext) -> object:  # type: ignore[type-arg]
         await context.send_initial_metadata(metadata)
         return await inner(request, context)
 
-    return _replace(handler, written)
-
-
-def _behaviour(handler: Handler) -> Callable[..., Any]:
-    return (handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream)
-
-
-def _replace(handler: Handler, behaviour: Callable[..., Any]) -> Handler:
-    make = {(False, False): grpc.unary_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler}[(handler.request_streaming,
-                                                                  handler.response_streaming)]
-    return make(behaviour, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+    return replace_behaviour(handler, written)

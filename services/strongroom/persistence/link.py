@@ -21,7 +21,9 @@ With TLS (`strongroom.security.tls`) the connection is mutual TLS 1.3: the follo
 a certificate of its cluster's authority naming a member of its own cluster
 (`strongroom.security.identity.admits`), and the leader checks the follower's certificate
 against the address it dialled; a refused handshake or identity is counted and logged
-(`strongroom.security.refusals`) and the connection closed before any frame is read.
+(`strongroom.security.refusals`) and the connection closed before any frame is read. A
+certificate on the authority's revocation list (`strongroom.security.revocation`) is refused at
+both ends: the follower's check of the leader, the leader's of the follower.
 
 Fencing, ordering and consistency checks are the follower's (`Follower.handle_append`), whichever way an
 append arrives.
@@ -41,7 +43,7 @@ from google.protobuf.message import DecodeError
 from strongroom.aio import Deadline, with_timeout
 from strongroom.api.v1 import replication_pb2 as rpb
 from strongroom.channels import MAX_MESSAGE_BYTES, PROCESS
-from strongroom.security import refusals
+from strongroom.security import refusals, revocation
 from strongroom.security.identity import Kind, admits
 from strongroom.security.tls import Tls, current, peer_of_ssl
 from strongroom.tracing import traced
@@ -300,7 +302,9 @@ class LinkServer:
                 refusals.count("link", "tls_handshake", str(exc) or type(exc).__name__, peer)
             return
         if self._context is not None:
-            refused = admits(peer_of_ssl(transport.get_extra_info("ssl_object")), self._cluster, [Kind.MEMBER])
+            ssl_object = transport.get_extra_info("ssl_object")
+            refused = (revocation.refused(revocation.serial_of_ssl(ssl_object))
+                       or admits(peer_of_ssl(ssl_object), self._cluster, [Kind.MEMBER]))
             if refused is not None:
                 refusals.count("link", refused.reason, refused.message, peer)
                 transport.abort()
@@ -359,9 +363,16 @@ class LinkConnection:
             tls_args = {"ssl": settings.client_context(), "server_hostname": host,
                         "ssl_handshake_timeout": HANDSHAKE_TIMEOUT}
         try:
-            _, conn = await with_timeout(loop.create_connection(_Frames, host, int(port), **tls_args), timeout)
+            transport, conn = await with_timeout(loop.create_connection(_Frames, host, int(port), **tls_args), timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             raise LinkClosed(f"cannot connect to {address}: {exc or 'timed out'}") from None
+        if tls_args:
+            refused = revocation.refused(revocation.serial_of_ssl(transport.get_extra_info("ssl_object")))
+            if refused is not None:  # the follower's certificate is revoked: no entry goes to it
+                transport.abort()
+                refusals.count("link", refused.reason, f"the follower {member!r} at {address}: {refused.message}",
+                               address)
+                raise LinkClosed(f"{address} is refused: {refused.message}")
         assert conn.transport is not None
         conn.transport.write(PREAMBLE + frame(_identity(cluster, member)))
         return cls(conn)

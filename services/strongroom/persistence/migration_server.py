@@ -32,7 +32,7 @@ import grpc
 from strongroom.api.v1 import admin_pb2 as apb
 from strongroom.api.v1 import migration_pb2 as mpb
 from strongroom.api.v1 import migration_pb2_grpc as mgrpc
-from strongroom.channels import SERVER_OPTIONS, add_port, connecting_within, open_channel
+from strongroom.channels import add_port, connecting_within, new_server, open_channel
 from strongroom.errors import MigrationRefused, NotOperational
 from strongroom.grpcerrors import abort_with, from_rpc_error
 from strongroom.persistence import migration as mig
@@ -231,7 +231,7 @@ def count_store(data_dir: Path, driver: str) -> mig.Counts:
 
 
 async def _serve(inst: Instance, listen: str, data_dir: Path, own_problems: list[str]) -> tuple[grpc.aio.Server, _Servicer]:
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    server = new_server()
     servicer = _Servicer(inst, data_dir, own_problems)
     mgrpc.add_StoreMigrationServiceServicer_to_server(servicer, server)
     server.add_generic_rpc_handlers((AdminOnlyHandler(inst.status_reply, inst.refusal),))

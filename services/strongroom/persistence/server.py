@@ -32,7 +32,7 @@ from strongroom.api.v1 import (
     uow_pb2,
     uow_pb2_grpc,
 )
-from strongroom.channels import SERVER_OPTIONS, add_port
+from strongroom.channels import add_port, new_server
 from strongroom.observability.member import MemberTelemetry
 from strongroom.persistence.config import MemberConfig
 from strongroom.persistence.generations import GenerationInterceptor, partner_metadata
@@ -178,7 +178,7 @@ async def create_server(config: MemberConfig, realm: Realm, realm_version: int) 
     and its gRPC port. ValueError for an unusable address, UnknownMember if the realm does not
     list the member (nothing is left open then)."""
     generations = GenerationInterceptor()
-    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[generations])
+    server = new_server(interceptors=[generations])
     config, port, link_socket = _bind(config, server)
     telemetry = MemberTelemetry(config)
     try:

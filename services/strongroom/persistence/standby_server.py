@@ -26,7 +26,7 @@ import grpc
 
 from strongroom.api.v1 import admin_pb2 as apb
 from strongroom.api.v1 import admin_pb2_grpc as agrpc
-from strongroom.channels import SERVER_OPTIONS, add_port, connecting_within, open_channel
+from strongroom.channels import add_port, connecting_within, new_server, open_channel
 from strongroom.errors import NotLeaderError, NotOperational, StrongroomError
 from strongroom.grpcerrors import abort_with
 from strongroom.persistence.config import MemberConfig
@@ -137,7 +137,7 @@ async def stand_by(config: MemberConfig, shared: SharedStore, run_mode: RunMode)
         return config, lock
     standby = Standby(config.cluster, config.member, config.data_dir, own, partner, shared.control_interval_seconds,
                       probe_partner, lock)
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    server = new_server()
     server.add_generic_rpc_handlers((AdminOnlyHandler(lambda: standby_status(standby),
                                                         lambda: standby_refusal(standby)),))
     if add_port(server, config.listen) == 0:

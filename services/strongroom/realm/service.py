@@ -31,7 +31,7 @@ from strongroom.security.access import Action
 from strongroom.security.guard import Guard
 from strongroom.security.tokens import TokenBook, TokenRecord, token_id_of
 from strongroom.reflection import enable_reflection
-from strongroom.channels import add_port
+from strongroom.channels import add_port, new_server
 
 __all__ = [
     "SERVICE_NAME",
@@ -318,7 +318,7 @@ async def create_server(etcd_endpoints: str, listen: str, etcd: EtcdClient | Non
     for `etcd_endpoints`. `applies` counts the applies answered, by outcome (the metrics).
     """
     client = etcd if etcd is not None else EtcdClient(etcd_endpoints)
-    server = grpc.aio.server()
+    server = new_server()
     servicer = RealmServicer(RealmStore(client), applies, TokenBook(client))
     # What calls are checked against from the first call on (a realm not read yet would check
     # nothing: until `load` has read it, calls are refused with a retriable UNAVAILABLE).

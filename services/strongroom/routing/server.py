@@ -23,7 +23,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strongroom.api.v1 import router_pb2, router_pb2_grpc
-from strongroom.channels import SERVER_OPTIONS, add_port
+from strongroom.channels import SERVER_OPTIONS, add_port, new_server
 from strongroom.reflection import enable_reflection
 from strongroom.routing.router import Router
 from strongroom.routing.servicer import RouterServicer
@@ -56,7 +56,7 @@ class RouterServer:
         assert self.router is not None
         if self._server is not None:
             return self.port
-        server = grpc.aio.server(options=[*SERVER_OPTIONS, ("grpc.so_reuseport", 0)])
+        server = new_server([*SERVER_OPTIONS, ("grpc.so_reuseport", 0)])
         router = self.router
         if self._tokens is None:  # the site's bearer tokens, for operators' status calls
             self._tokens = TokenBook(router.etcd)

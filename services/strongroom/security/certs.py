@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from strongroom.security import tls
+from strongroom.security.revocation import Revoked, read_list
 from strongroom.security.identity import Identity, Kind
 from strongroom.security.tls import Tls
 
@@ -34,6 +35,10 @@ CA_VALID_DAYS = 3650
 CERT_VALID_DAYS = 397
 """A leaf's validity: the longest the public web allows, long enough for a local deployment."""
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+CRL_VALID_DAYS = 30
+"""The revocation list's next update, as it states it (Strongroom's processes take a list for
+as long as it is the newest in its file: an authority that stops writing one does not lock
+everyone out)."""
 
 
 def _now() -> datetime.datetime:
@@ -60,6 +65,8 @@ class LocalCa:
         self.directory = Path(directory)
         self.ca_path = self.directory / "ca.pem"
         self.key_path = self.directory / "ca.key"
+        self.crl_path = self.directory / "crl.pem"
+        """The authority's revocation list (written at the first revocation)."""
         if not (self.ca_path.exists() and self.key_path.exists()):
             self._create(name)
         self._cert = x509.load_pem_x509_certificate(self.ca_path.read_bytes())
@@ -96,12 +103,12 @@ class LocalCa:
         `not_before` or `not_after` asks for a particular validity (tests of expired ones)."""
         out = Path(directory or self.directory / "issued")
         out.mkdir(parents=True, exist_ok=True)
-        stem = str(identity).replace("/", "-")
-        cert_path, key_path = out / f"{stem}.pem", out / f"{stem}.key"
+        cert_path = self.issued_path(identity, out)
+        key_path = cert_path.with_suffix(".key")
         if not_before is None and not_after is None and cert_path.exists() and key_path.exists():
             current = x509.load_pem_x509_certificate(cert_path.read_bytes())
             if (current.not_valid_after_utc - _now() > datetime.timedelta(days=1)
-                    and current.issuer == self._cert.subject):
+                    and current.issuer == self._cert.subject and current.serial_number not in self.revoked()):
                 return Tls.load(self.ca_path, cert_path, key_path)
         key = ec.generate_private_key(ec.SECP256R1())
         now = _now()
@@ -131,6 +138,40 @@ class LocalCa:
         _write(key_path, _key_pem(key), private=True)
         _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
         return Tls.load(self.ca_path, cert_path, key_path)
+
+    def issued_path(self, identity: Identity, directory: Path | None = None) -> Path:
+        """Where the certificate issued for `identity` is kept (its key beside it, `.key`)."""
+        return Path(directory or self.directory / "issued") / f"{str(identity).replace('/', '-')}.pem"
+
+    def issued(self) -> list[x509.Certificate]:
+        """The certificates this authority issued that are kept in its directory, by name."""
+        return [x509.load_pem_x509_certificate(path.read_bytes())
+                for path in sorted((self.directory / "issued").glob("*.pem"))]
+
+    def revoked(self) -> dict[int, Revoked]:
+        """The certificates this authority revoked, by serial number."""
+        return read_list(self.crl_path, self.ca_path.read_bytes())
+
+    def revoke(self, serial: int) -> Revoked:
+        """Put the certificate with `serial` on the authority's revocation list (`crl.pem`
+        beside `ca.pem`: what every process it starts checks its peers against,
+        `strongroom.security.revocation`), signed again with every earlier entry; the entry
+        (the earlier one when it was revoked already)."""
+        listed = self.revoked()
+        if serial in listed:
+            return listed[serial]
+        now = _now().replace(microsecond=0)
+        builder = (x509.CertificateRevocationListBuilder().issuer_name(self._cert.subject)
+                   .last_update(now).next_update(now + datetime.timedelta(days=CRL_VALID_DAYS))
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
+                                  critical=False)
+                   .add_extension(x509.CRLNumber(len(listed) + 1), critical=False))
+        for entry in [*listed.values(), Revoked(serial, now)]:
+            builder = builder.add_revoked_certificate(
+                x509.RevokedCertificateBuilder().serial_number(entry.serial).revocation_date(entry.at).build())
+        crl = builder.sign(self._key, hashes.SHA256())
+        _write(self.crl_path, crl.public_bytes(serialization.Encoding.PEM))
+        return Revoked(serial, now)
 
 
 _ACTIVE: LocalCa | None = None

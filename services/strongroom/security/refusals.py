@@ -3,6 +3,7 @@ connection or a call for who its caller is goes through.
 
 Counted by where it happened (`grpc`: a gRPC port; `link`: the replication link) and by reason
 (`tls_handshake`: no certificate, one of another authority, an expired one, or no TLS at all;
+`certificate_revoked`: one the authority's revocation list names, `strongroom.security.revocation`;
 `no_identity`, `wrong_identity`, `impersonation`: a certificate of the authority whose holder
 may not make the call: `strongroom.security.identity.admits`; `not_granted`: a user of the realm
 without the permission the call needs, `token_*`: a bearer token refused, and `no_identity` for a
@@ -40,8 +41,8 @@ log = logging.getLogger("strongroom.security")
 HANDSHAKE_LINE = re.compile(rb"Handshake failed with (?:fatal )?error ([A-Z_]+): (.*)")
 """What gRPC's core writes for a refused TLS handshake (ssl_transport_security.cc)."""
 
-REASONS = ("tls_handshake", "no_identity", "wrong_identity", "impersonation", "not_granted", "token_malformed",
-           "token_unknown", "token_forged", "token_revoked", "token_expired")
+REASONS = ("tls_handshake", "certificate_revoked", "no_identity", "wrong_identity", "impersonation", "not_granted",
+           "token_malformed", "token_unknown", "token_forged", "token_revoked", "token_expired")
 """Every reason a refusal is counted under (each exported, 0 until it happens)."""
 
 LOG_EVERY_SECONDS = 10.0

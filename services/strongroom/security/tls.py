@@ -286,11 +286,13 @@ def peer_of_ssl(ssl_object: ssl.SSLObject | None) -> Identity | None:
 def announce(logger: logging.Logger) -> Tls | None:
     """What a server process does with its TLS settings at start: read them (a broken set ends
     the process with status 2 and the reason), log them (loudly when off) and, when on, count
-    the handshakes gRPC refuses (`refusals.watch_grpc_handshakes`)."""
-    from strongroom.security import refusals
+    the handshakes gRPC refuses (`refusals.watch_grpc_handshakes`). A revocation list named by the
+environment that cannot be used ends it the same way (`strongroom.security.revocation`)."""
+    from strongroom.security import refusals, revocation
 
     try:
         tls = current()
+        revoked = revocation.current()
     except (OSError, ValueError) as exc:
         logger.error("cannot use the TLS settings of the environment: %s", exc)
         raise SystemExit(2) from None
@@ -298,5 +300,8 @@ def announce(logger: logging.Logger) -> Tls | None:
         logger.warning(describe(None))
     else:
         logger.info(describe(tls))
+        if revoked is not None:
+            logger.info("callers' certificates checked against the revocation list %s (%d revoked)", revoked.path,
+                        len(revoked))
         refusals.watch_grpc_handshakes()
     return tls

@@ -636,6 +636,36 @@ address (else it looks the DNS names up for the peer's), and 127.0.0.1 is no pee
 {{- end }}
 {{- end }}
 
+{{/* A server's revocation list (tls.revocationList: security/revocation.py), or nothing: the
+variable naming its file, the mount of the ConfigMap that holds it, the volume. A ConfigMap
+mounted as a volume is updated in place by the kubelet, and the processes read the file again
+when it changes: a revocation takes effect without a restart. */}}
+{{- define "strongroom.tls.crl.env" -}}
+{{- if and (include "strongroom.tls.enabled" .) .Values.tls.revocationList.configMap }}
+- name: STRONGROOM_TLS_CRL
+  value: /etc/strongroom-crl/{{ .Values.tls.revocationList.key }}
+{{- end }}
+{{- end }}
+
+{{- define "strongroom.tls.crl.volumeMount" -}}
+{{- if and (include "strongroom.tls.enabled" .) .Values.tls.revocationList.configMap }}
+- name: tls-crl
+  mountPath: /etc/strongroom-crl
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "strongroom.tls.crl.volume" -}}
+{{- if and (include "strongroom.tls.enabled" .) .Values.tls.revocationList.configMap }}
+- name: tls-crl
+  configMap:
+    name: {{ .Values.tls.revocationList.configMap }}
+    items:
+      - key: {{ .Values.tls.revocationList.key }}
+        path: {{ .Values.tls.revocationList.key }}
+{{- end }}
+{{- end }}
+
 {{/* The container's mount of its certificate (volume "tls"), or nothing. */}}
 {{- define "strongroom.tls.volumeMount" -}}
 {{- if include "strongroom.tls.enabled" . }}
