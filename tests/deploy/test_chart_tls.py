@@ -584,8 +584,9 @@ def test_external_etcd_endpoints_may_name_their_scheme() -> None:
 
 def test_a_revocation_list_reaches_every_server_and_no_client() -> None:
     """tls.revocationList (ci/values-prod.yaml): every member, router, DR and realm service is
-    told the list's file and mounts the ConfigMap read-only; the realm-apply Job (a client) is
-    not; without it nothing of it is rendered."""
+    told the list's file and mounts the ConfigMap read-only, the bundled etcd reads it on its
+    client and peer ports; the realm-apply Job (a client) is not told; without it nothing of it
+    is rendered."""
     with_list = render_scenario("values-prod.yaml")
     found = strongroom_containers(with_list)
     servers = [(doc, c) for doc, c in found if component(doc) != "realm-apply"]
@@ -599,6 +600,14 @@ def test_a_revocation_list_reaches_every_server_and_no_client() -> None:
     for doc, container in found:
         if component(doc) == "realm-apply":
             assert "STRONGROOM_TLS_CRL" not in env_names(container)
+    etcd = with_list.get("StatefulSet", f"{fullname(with_list.values)}-etcd")
+    args = etcd_args(pod_spec(etcd)["containers"][0])
+    assert args["--client-crl-file"] == args["--peer-crl-file"] == "/etc/strongroom-crl/crl.pem"
+    assert [m for m in pod_spec(etcd)["containers"][0]["volumeMounts"] if m["name"] == "tls-crl"]
+    assert [v for v in pod_spec(etcd)["volumes"] if v["name"] == "tls-crl"]
+    default = render_scenario("values-default.yaml")
+    default_etcd = default.get("StatefulSet", f"{fullname(default.values)}-etcd")
+    assert not [a for a in etcd_args(pod_spec(default_etcd)["containers"][0]) if "crl-file" in a]
     for doc, container in strongroom_containers(render_scenario("values-default.yaml")):
         assert "STRONGROOM_TLS_CRL" not in env_names(container)
         assert all(v["name"] != "tls-crl" for v in pod_spec(doc)["volumes"])

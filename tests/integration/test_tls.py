@@ -33,6 +33,7 @@ from strongroom.grpcerrors import from_rpc_error
 from strongroom.persistence.link import PREAMBLE, frame
 from strongroom.security import certs
 from strongroom.security.identity import Identity, Kind
+from strongroom.security.revocation import serial_of_pem
 from strongroom.security.tls import Tls
 
 QUEUE = "tls.queue"
@@ -218,6 +219,41 @@ async def test_a_revoked_certificate_is_refused_at_every_call_without_a_restart(
     assert listed.returncode == 0, listed.stderr
     rows = {row["identity"]: row for row in json.loads(listed.stdout)["certificates"]}
     assert rows["user/lost-laptop"]["revoked_at"] and not rows["user/test"]["revoked_at"]
+
+
+
+def _etcd_version_as(endpoint: str, tls: Tls) -> str:
+    """etcd's /version over a new mutual-TLS connection as `tls`'s holder ("refused: ..." if not)."""
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(tls.ca_path))
+    context.load_cert_chain(tls.cert_path, tls.key_path)
+    try:
+        with urllib.request.urlopen(f"https://{endpoint}/version", context=context, timeout=30) as answer:
+            return str(json.loads(answer.read())["etcdserver"])
+    except (OSError, ssl.SSLError) as exc:
+        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+            raise  # slow, not refused
+        return f"refused: {exc}"
+
+
+async def test_etcd_refuses_a_new_connection_of_a_revoked_certificate(shared_cluster: Cluster) -> None:
+    """etcd is given the authority's list too (--client-crl-file), and reads it at each new
+    connection: a revoked member's certificate cannot open one to campaign or read the realm."""
+    holder = tls_as(Kind.MEMBER, "m7")  # of its own: no process of the suite holds it
+    fine = tls_as(Kind.USER, "etcd-reader")
+    endpoint = shared_cluster.etcd
+    first = _etcd_version_as(endpoint, holder)
+    assert not first.startswith("refused"), first
+    ca = certs.active()
+    assert ca is not None
+    ca.revoke(serial_of_pem(holder.cert))
+    after = _etcd_version_as(endpoint, holder)
+    assert after.startswith("refused"), after
+    other = _etcd_version_as(endpoint, fine)
+    assert not other.startswith("refused"), other
+    serial = f"{serial_of_pem(holder.cert):x}"
+    assert f"certificate serial {serial} revoked" in (shared_cluster.root / "etcd" / "etcd.log").read_text()
 
 
 def _link_address(cluster: Cluster, name: str) -> str:

@@ -19,7 +19,7 @@ def _serial(ca: LocalCa, name: str) -> int:
 
 def test_a_revocation_is_listed_signed_and_kept_with_the_earlier_ones(tmp_path: Path) -> None:
     ca = LocalCa(tmp_path / "ca")
-    assert ca.revoked() == {} and not ca.crl_path.exists()
+    assert ca.revoked() == {} and ca.crl_path.exists()  # an empty list from the start (etcd needs the file)
     first, second, kept = _serial(ca, "lost-laptop"), _serial(ca, "copied-key"), _serial(ca, "fine")
     entry = ca.revoke(first)
     assert ca.revoke(first) == entry  # revoking again changes nothing
@@ -46,7 +46,8 @@ def test_a_change_of_the_file_is_taken_and_a_broken_one_leaves_the_list_in_force
     monkeypatch.setattr(revocation, "LOOK_EVERY_SECONDS", 0.0)
     ca = LocalCa(tmp_path / "ca")
     lost, later = _serial(ca, "lost"), _serial(ca, "later")
-    revocations = Revocations(ca.crl_path, ca.ca_path.read_bytes())  # no file yet: nothing revoked
+    ca.crl_path.unlink()
+    revocations = Revocations(ca.crl_path, ca.ca_path.read_bytes())  # no file: nothing revoked
     assert revocations.revoked(lost) is None
     ca.revoke(lost)
     found = revocations.revoked(lost)

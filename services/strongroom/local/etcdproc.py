@@ -195,7 +195,9 @@ def start_etcd(data_dir: str | Path, port: int | None = None, log_path: str | Pa
         files = ca.issue(Identity(Kind.ETCD, "etcd", data_dir.name or "etcd"))
         for prefix in ("", "peer-"):
             args += [f"--{prefix}cert-file", str(files.cert_path), f"--{prefix}key-file", str(files.key_path),
-                     f"--{prefix}trusted-ca-file", str(files.ca_path), f"--{prefix}client-cert-auth"]
+                     f"--{prefix}trusted-ca-file", str(files.ca_path), f"--{prefix}client-cert-auth",
+                     # The authority's revocation list, read by etcd at each new connection.
+                     f"--{prefix or 'client-'}crl-file", str(ca.crl_path)]
     log = open(log_path or data_dir / "etcd.log", "ab")  # noqa: SIM115 - owned by the child
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=detach, process_group=0 if own_group and not detach else None)

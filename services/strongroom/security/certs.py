@@ -66,13 +66,17 @@ class LocalCa:
         self.ca_path = self.directory / "ca.pem"
         self.key_path = self.directory / "ca.key"
         self.crl_path = self.directory / "crl.pem"
-        """The authority's revocation list (written at the first revocation)."""
+        """The authority's revocation list (an empty one written with the authority)."""
         if not (self.ca_path.exists() and self.key_path.exists()):
             self._create(name)
         self._cert = x509.load_pem_x509_certificate(self.ca_path.read_bytes())
         loaded = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
         assert isinstance(loaded, ec.EllipticCurvePrivateKey)
         self._key = loaded
+        if not self.crl_path.exists():
+            # An empty list from the start: etcd, given its file, refuses every connection while
+            # the file is missing.
+            self._sign_list([])
 
     def _create(self, name: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -160,18 +164,21 @@ class LocalCa:
         listed = self.revoked()
         if serial in listed:
             return listed[serial]
+        entry = Revoked(serial, _now().replace(microsecond=0))
+        self._sign_list([*listed.values(), entry])
+        return entry
+
+    def _sign_list(self, entries: list[Revoked]) -> None:
         now = _now().replace(microsecond=0)
         builder = (x509.CertificateRevocationListBuilder().issuer_name(self._cert.subject)
                    .last_update(now).next_update(now + datetime.timedelta(days=CRL_VALID_DAYS))
                    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
                                   critical=False)
-                   .add_extension(x509.CRLNumber(len(listed) + 1), critical=False))
-        for entry in [*listed.values(), Revoked(serial, now)]:
+                   .add_extension(x509.CRLNumber(int(now.timestamp())), critical=False))
+        for entry in entries:
             builder = builder.add_revoked_certificate(
                 x509.RevokedCertificateBuilder().serial_number(entry.serial).revocation_date(entry.at).build())
-        crl = builder.sign(self._key, hashes.SHA256())
-        _write(self.crl_path, crl.public_bytes(serialization.Encoding.PEM))
-        return Revoked(serial, now)
+        _write(self.crl_path, builder.sign(self._key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
 
 
 _ACTIVE: LocalCa | None = None

@@ -13,6 +13,10 @@ asks is done, counted and logged as a refusal (`certificate_revoked`):
 - the replication link checks both ends: the follower the leader's certificate, the leader the
   follower's, at each connection (`persistence/link.py`).
 
+etcd is given the same file (`--client-crl-file`, `--peer-crl-file`: `local/etcdproc.py`, the
+chart) and reads it at each new connection, which is why an authority writes an empty list with
+itself: etcd refuses every connection while the file is missing.
+
 What gRPC clients in Python cannot do is check a server's certificate against the list (gRPC's
 Python API has no hook for it): a revoked server certificate is refused wherever its holder
 calls (every member is also a caller) and on the link, but a client that dials it is still
@@ -22,8 +26,7 @@ The file is read again when it changes (looked at no more than once a second), s
 takes effect without a restart, for the next connection and the next call of connections
 already open. A file that cannot be used (not a CRL, not signed by the authority the process
 trusts, unreadable) is not taken: the list in force stays, and the process logs it once per
-change. No file at the path yet means nothing is revoked (a local deployment's list is written
-at its first revocation).
+change. No file at the path means nothing is revoked.
 """
 
 from __future__ import annotations
