@@ -132,6 +132,10 @@ class Received:
     """Where a message forwarded by a router was first published (None: published here)."""
     traceparent: str = ""
     """The W3C trace context its publisher set ("": none), to continue the publisher's trace."""
+    generation: int = 0
+    """The DR generation of the site that delivered it. Once its subscription goes on at the
+    primary of a newer generation (a DR activation), settling it there is not done: its `seq`
+    may name another message at the newer primary, which delivers it again if it holds it."""
     _sub: _Acknowledger | None = field(default=None, repr=False)
 
     async def ack(self) -> None:

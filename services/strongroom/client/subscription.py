@@ -19,6 +19,7 @@ from strongroom.client.connection import Connection
 from strongroom.client.messages import Received, from_field
 from strongroom.client.retry import error_from_rpc
 from strongroom.errors import (
+    Fenced,
     InvalidArgument,
     PersistenceUnavailable,
     StrongroomError,
@@ -149,6 +150,11 @@ class Subscription:
         self._consumed_since_grant = 0
         self._pending_auto: Received | None = None
         self._unsent_acks: list[int] = []
+        self._generation = 0
+        """The DR generation of the site the current stream was opened at."""
+        self.stale_settlements = 0
+        """Acks, naks and terms not sent because their messages were delivered by the primary of
+        an older DR generation than the one this subscription now reads from (`Received.generation`)."""
         # Terminations not written yet (the stream was gone): they go on the next stream.
         self._unsent_terms: list[int] = []
         self._ack_buffer: list[int] = []
@@ -193,7 +199,14 @@ class Subscription:
                 raise PersistenceUnavailable("subscription was not opened")
             return stream, first.opened, address
 
+        before = self._generation
         self._call, opened, self._address = await self.connection.call_leader(call)
+        self._generation = self.connection.generation
+        if self._generation > before and (self._unsent_acks or self._unsent_terms):
+            # Message sequences of an older primary's deliveries may name other messages here:
+            # the lost tail of a DR activation is numbered again. Those still here come again.
+            self._stale(len(self._unsent_acks) + len(self._unsent_terms))
+            self._unsent_acks, self._unsent_terms = [], []
         self.subscription_id = opened.subscription_id
         self._replay = None
         if opened.kind:
@@ -314,7 +327,8 @@ class Subscription:
                         fields={k: from_field(v) for k, v in fields.items()} if fields else {},
                         delivery_count=d.delivery_count, destination=d.destination, producer_id=m.producer_id,
                         sequence=m.sequence, published_at=d.published_at,
-                        origin=m.origin if m.HasField("origin") else None, traceparent=m.traceparent, _sub=self)
+                        origin=m.origin if m.HasField("origin") else None, traceparent=m.traceparent,
+                        generation=self._generation, _sub=self)
 
     def _take(self, resp: mpb.SubscribeResponse) -> bool:
         """Buffer a response's deliveries. A `closed` response ends the subscription for good
@@ -364,9 +378,33 @@ class Subscription:
         self.reopened += 1
         await self.open()
 
+    def _stale(self, count: int) -> None:
+        self.stale_settlements += count
+        log.info("subscription %s: %d settlement(s) of messages delivered before the DR generation changed to %d "
+                 "not sent (the newer primary delivers those it holds again)", self.subscription_id, count,
+                 self._generation)
+
+    def _from_older_generation(self, msg: Received | int) -> bool:
+        """True (and counted) for a message delivered by the primary of an older generation than
+        the current stream's: its settlement is not sent (`Received.generation`)."""
+        if isinstance(msg, int) or msg.generation >= self._generation:
+            return False
+        self._stale(1)
+        return True
+
     async def ack(self, msg: Received | int) -> None:
-        """Acknowledge a message (sync: returns once committed; async: sent on the stream)."""
+        """Acknowledge a message (sync: returns once committed; async: sent on the stream). A
+        message delivered by the primary of an older DR generation is not acknowledged at the
+        newer one (its sequence may name another message there): async, the ack is dropped;
+        sync, `Fenced` is raised. Either way the newer primary delivers it again if it holds it."""
         seq = msg if isinstance(msg, int) else msg.seq
+        if self._from_older_generation(msg):
+            if self.sync_ack:
+                raise Fenced(f"message {seq} was delivered by the primary of DR generation "
+                             f"{getattr(msg, 'generation', 0)}; this subscription reads from generation "
+                             f"{self._generation} now, which delivers it again if it holds it",
+                             {"generation": str(self._generation)})
+            return
         if self.sync_ack:
             await ack_sync(self.connection, self.destination, self.durable, [seq], self.subscription_id)
             return
@@ -375,11 +413,12 @@ class Subscription:
         if self._ack_task is None or self._ack_task.done():
             self._ack_task = asyncio.create_task(self._flush_acks())
 
-    def _settling(self, msg: Received | int) -> int:
+    def _settling(self, msg: Received | int) -> int | None:
+        """The sequence to settle; None for a message of an older DR generation (not settled)."""
         seq = msg if isinstance(msg, int) else msg.seq
         if self._pending_auto is not None and self._pending_auto.seq == seq:
             self._pending_auto = None  # settled by the application: not acknowledged for it
-        return seq
+        return None if self._from_older_generation(msg) else seq
 
     async def nak(self, msg: Received | int, delay: float = 0.0) -> None:
         """Give a message back: delivered again at once, or after `delay` seconds (on the
@@ -387,14 +426,15 @@ class Subscription:
         if not (delay >= 0 and delay != float("inf")):
             raise InvalidArgument(f"nak delay {delay} is not a number of seconds >= 0")
         seq = self._settling(msg)
-        await self._write_settle(mpb.SubscribeRequest(nak=mpb.NakBatch(message_seqs=[seq], delay_seconds=delay)))
+        if seq is not None:
+            await self._write_settle(mpb.SubscribeRequest(nak=mpb.NakBatch(message_seqs=[seq], delay_seconds=delay)))
 
     async def term(self, msg: Received | int) -> None:
         """Never deliver a message again: dead-lettered, or dropped when its destination names
         no dead-letter destination (on the stream, not waiting; written on the next stream if
         this one is gone)."""
         seq = self._settling(msg)
-        if not await self._write_settle(mpb.SubscribeRequest(term=mpb.TermBatch(message_seqs=[seq]))):
+        if seq is not None and not await self._write_settle(mpb.SubscribeRequest(term=mpb.TermBatch(message_seqs=[seq]))):
             self._unsent_terms.append(seq)
 
     async def _write_settle(self, request: mpb.SubscribeRequest) -> bool:
