@@ -607,7 +607,8 @@ class PermissionDenied(StrongroomError):
 
 
 class Unauthenticated(StrongroomError):
-    """The call's credentials prove no user: metadata `refusal` says why (`no_identity`: neither a
+    """The call's credentials prove no user: metadata `refusal` says why (`certificate_revoked`:
+    the caller's certificate is on the authority's revocation list; `no_identity`: neither a
     user's certificate nor a token; `token_malformed`, `token_unknown`, `token_forged`,
     `token_revoked`, `token_expired`: the bearer token's fault)."""
 

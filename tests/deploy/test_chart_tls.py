@@ -583,14 +583,16 @@ def test_external_etcd_endpoints_may_name_their_scheme() -> None:
 
 
 def test_a_revocation_list_reaches_every_server_and_no_client() -> None:
-    """tls.revocationList (ci/values-prod.yaml): every member, router, DR and realm service is
-    told the list's file and mounts the ConfigMap read-only, the bundled etcd reads it on its
-    client and peer ports; the realm-apply Job (a client) is not told; without it nothing of it
-    is rendered."""
-    with_list = render_scenario("values-prod.yaml")
+    """tls.revocationList (the multi-cluster scenario, routers included, with a list): every
+    member, router and realm service is told the list's file and mounts the ConfigMap
+    read-only, the bundled etcd reads it on its client and peer ports; the realm-apply Job (a
+    client) is not told; without it nothing of it is rendered."""
+    values = load_values(CHART / "ci" / "values-zones.yaml")
+    values.setdefault("tls", {})["revocationList"] = {"configMap": "strongroom-crl"}
+    with_list = render(values)
     found = strongroom_containers(with_list)
     servers = [(doc, c) for doc, c in found if component(doc) != "realm-apply"]
-    assert {component(doc) for doc, _ in servers} >= {"persistence", "realm"}
+    assert {component(doc) for doc, _ in servers} >= {"persistence", "realm", "router"}
     for doc, container in servers:
         assert env_names(container).get("STRONGROOM_TLS_CRL") == "/etc/strongroom-crl/crl.pem", container["name"]
         (mount,) = [m for m in container["volumeMounts"] if m["name"] == "tls-crl"]

@@ -291,3 +291,21 @@ async def test_a_revoked_certificate_is_refused_at_either_end_of_the_link(tmp_pa
     ca.revoke(revocation.serial_of_pem(follower.cert))  # now the leader's check refuses the follower
     assert await one_round(follower, renewed_leader) == (False, 0)
     assert refusals.snapshot().get(("link", "certificate_revoked"), 0) == before + 2
+    # A connection open when its leader's certificate is revoked takes no further append.
+    third = ca.issue(Identity(Kind.MEMBER, "m3", "default"))
+    fresh_follower = ca.issue(Identity(Kind.MEMBER, "m2", "default"))  # in place of the revoked one
+    handler = _Recorder()
+    sock, port = bind("127.0.0.1:0")
+    server = LinkServer(sock, handler, "default", "m2", tls=fresh_follower)
+    await server.start()
+    try:
+        link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2", tls=third)
+        assert (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
+        ca.revoke(revocation.serial_of_pem(third.cert))
+        with pytest.raises(LinkClosed):
+            await link.exchange(frame(_append(1, 1)), timeout=2)
+        assert len(handler.requests) == 1
+        link.close()
+    finally:
+        await server.stop()
+    assert refusals.snapshot().get(("link", "certificate_revoked"), 0) == before + 3

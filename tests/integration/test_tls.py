@@ -178,6 +178,17 @@ async def test_a_revoked_certificate_is_refused_at_every_call_without_a_restart(
                 messaging_pb2.PublishRequest(destination=QUEUE, message={"body": b"from the laptop"}), timeout=5)
 
     assert (await publish_as(holder)).message_seq > 0
+    # A subscription opened before the revocation: it gets a message now, and is ended by the
+    # revocation at its next one.
+    channel = open_channel(address, [], tls=holder)
+    subscription = messaging_pb2_grpc.MessagingServiceStub(channel).Subscribe(timeout=60)
+    await subscription.write(messaging_pb2.SubscribeRequest(open=messaging_pb2.OpenSubscription(
+        destination=QUEUE, credit=1)))
+    assert (await subscription.read()).WhichOneof("response") == "opened"
+    async with Client(cluster.addresses()) as client:
+        for body in (b"before the revocation", b"after the revocation"):
+            await client.publish(QUEUE, body)
+    assert (await subscription.read()).WhichOneof("response") == "deliveries"
     before_metrics = await _metrics(cluster, leader)
     ca = certs.active()
     assert ca is not None
@@ -186,7 +197,6 @@ async def test_a_revoked_certificate_is_refused_at_every_call_without_a_restart(
                             env={**_fresh_env(), certs.AUTHORITY_ENV: str(ca.directory)})
     assert revoke.returncode == 0, revoke.stderr
     serial = json.loads(revoke.stdout)["serial"]
-    before = await _stored(cluster, leader)
 
     async def refused() -> bool:
         try:
@@ -195,7 +205,8 @@ async def test_a_revoked_certificate_is_refused_at_every_call_without_a_restart(
             return err.code() == grpc.StatusCode.UNAUTHENTICATED
         return False
 
-    await wait_for(refused, timeout=10)
+    await wait_for(refused, timeout=10)  # within a second or two (a publish before that is stored)
+    before = await _stored(cluster, leader)
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await publish_as(holder)
     err = from_rpc_error(info.value)
@@ -206,10 +217,16 @@ async def test_a_revoked_certificate_is_refused_at_every_call_without_a_restart(
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await stream.read()
         assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    await subscription.write(messaging_pb2.SubscribeRequest(credit=1))  # room for the next message
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        while True:
+            assert (await subscription.read()).WhichOneof("response") != "deliveries"
+    assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    await channel.close()
     assert (await _stored(cluster, leader))[1] == before[1]
     after_metrics = await _metrics(cluster, leader)
     assert (_refused(after_metrics, "grpc", "certificate_revoked")
-            >= _refused(before_metrics, "grpc", "certificate_revoked") + 3)
+            >= _refused(before_metrics, "grpc", "certificate_revoked") + 4)
     assert "refused (grpc, certificate_revoked)" in Path(cluster.log_path(leader)).read_text()
     async with Client(cluster.addresses()) as client:  # this process's certificate is served as before
         await client.publish(QUEUE, b"still served")
@@ -252,7 +269,8 @@ async def test_etcd_refuses_a_new_connection_of_a_revoked_certificate(shared_clu
     assert after.startswith("refused"), after
     other = _etcd_version_as(endpoint, fine)
     assert not other.startswith("refused"), other
-    serial = f"{serial_of_pem(holder.cert):x}"
+    number = serial_of_pem(holder.cert)
+    serial = number.to_bytes((number.bit_length() + 7) // 8, "big").hex()  # etcd's spelling: two digits a byte
     assert f"certificate serial {serial} revoked" in (shared_cluster.root / "etcd" / "etcd.log").read_text()
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from strongroom.cli.common import (
     ExitCode,
@@ -88,18 +90,27 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
         except ValueError as exc:
             say_error(f"{path} is not a PEM certificate: {exc}")
             return ExitCode.USAGE
-        if cert.issuer != x509.load_pem_x509_certificate(ca.ca_path.read_bytes()).subject:
+        try:
+            cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.ca_path.read_bytes()))
+        except (ValueError, TypeError, InvalidSignature):
             say_error(f"{path} was not issued by the authority in {ca.directory}")
             return ExitCode.USAGE
         serial = cert.serial_number
     else:
-        try:
-            serial = int(target.removeprefix("0x"), 16)
-        except ValueError:
+        digits = target.lower().removeprefix("0x")
+        if not digits or len(digits) > 40 or any(c not in "0123456789abcdef" for c in digits) or int(digits, 16) == 0:
             say_error(f"{target!r} is neither an identity the authority issued for (kind/cluster/name, user/name), "
-                      f"a certificate file, nor a serial number in hex")
+                      f"a certificate file, nor a certificate's serial number (hex, at most 20 bytes)")
             return ExitCode.USAGE
-    entry = ca.revoke(serial)
+        serial = int(digits, 16)
+        if serial not in {c.serial_number for c in ca.issued()}:
+            print(f"note: serial {serial:x} is not among the certificates kept in {ca.directory / 'issued'}; "
+                  f"revoking it as given", file=sys.stderr)
+    try:
+        entry = ca.revoke(serial)
+    except ValueError as exc:
+        say_error(f"cannot revoke: the revocation list in force cannot be read ({exc})")
+        return ExitCode.FAILED
     out: dict[str, Any] = {"serial": f"{serial:x}", "revoked_at": entry.at.isoformat(), "list": str(ca.crl_path)}
     if args.json:
         print_json(out)

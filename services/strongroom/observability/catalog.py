@@ -72,8 +72,9 @@ CATALOG: tuple[MetricDoc, ...] = (
               "Scrubs that could not run (not damage: no room for the scrub's checkpoint, say); the member "
               "tries again at the next interval."),
     MetricDoc("strongroom_scrub_last_clean_timestamp_seconds", "gauge", _M,
-              "Unix time the last clean scrub finished (0: none since the member started). Alert when "
-              "time() minus it exceeds twice the interval."),
+              "Unix time the last clean scrub finished (0: none since the member started, or the scrub is "
+              "off, or mode memory). Alert when it is above 0 and time() minus it exceeds twice the "
+              "interval, and when strongroom_scrubs_total stays 0 for longer than twice the interval."),
     MetricDoc("strongroom_scrub_last_seconds", "gauge", _M, "How long the last clean scrub took."),
     MetricDoc("strongroom_disk_bytes", "gauge", _M, "Size of the member's database on disk (0 in mode memory)."),
     MetricDoc("strongroom_database_memory_bytes", "gauge", (*_M, "kind"),

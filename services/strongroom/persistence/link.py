@@ -23,7 +23,8 @@ a certificate of its cluster's authority naming a member of its own cluster
 against the address it dialled; a refused handshake or identity is counted and logged
 (`strongroom.security.refusals`) and the connection closed before any frame is read. A
 certificate on the authority's revocation list (`strongroom.security.revocation`) is refused at
-both ends: the follower's check of the leader, the leader's of the follower.
+both ends: the follower's check of the leader (at the connection and at every append, so a
+revocation ends a connection already open), the leader's of the follower (at each connection).
 
 Fencing, ordering and consistency checks are the follower's (`Follower.handle_append`), whichever way an
 append arrives.
@@ -301,17 +302,18 @@ class LinkServer:
             if self._context is not None:
                 refusals.count("link", "tls_handshake", str(exc) or type(exc).__name__, peer)
             return
+        serial = None
         if self._context is not None:
             ssl_object = transport.get_extra_info("ssl_object")
-            refused = (revocation.refused(revocation.serial_of_ssl(ssl_object))
-                       or admits(peer_of_ssl(ssl_object), self._cluster, [Kind.MEMBER]))
+            serial = revocation.serial_of_ssl(ssl_object)
+            refused = revocation.refused(serial) or admits(peer_of_ssl(ssl_object), self._cluster, [Kind.MEMBER])
             if refused is not None:
                 refusals.count("link", refused.reason, refused.message, peer)
                 transport.abort()
                 return
-        await self._serve(conn)
+        await self._serve(conn, serial)
 
-    async def _serve(self, conn: _Frames) -> None:
+    async def _serve(self, conn: _Frames, serial: int | None = None) -> None:
         try:
             meant = await conn.next_frame()
             if meant != self._identity:
@@ -320,6 +322,10 @@ class LinkServer:
                 return
             while True:
                 raw = await conn.next_frame()
+                refused = revocation.refused(serial)  # revoked while connected: no further append
+                if refused is not None:
+                    refusals.count("link", refused.reason, refused.message, conn.peer)
+                    return
                 try:
                     request = rpb.AppendRequestRaw.FromString(raw)
                     entries, raws = entries_of(request)

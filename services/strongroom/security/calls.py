@@ -41,13 +41,15 @@ async def require_peer(context: grpc.aio.ServicerContext, cluster: str | Collect
                                                permission, refused.reason))
 
 
-
-async def _refuse_revoked(context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
-    """Abort the call when the caller's certificate is on the authority's revocation list."""
+def _serial_of_caller(context: grpc.aio.ServicerContext) -> int | None:  # type: ignore[type-arg]
+    """The serial number of the caller's certificate (None: no TLS, or none presented)."""
     pem = context.auth_context().get("x509_pem_cert")
-    if not pem:
-        return
-    refused = revocation.refused(revocation.serial_of_pem(pem[0]))
+    return revocation.serial_of_pem(pem[0]) if pem else None
+
+
+async def _refuse_revoked(context: grpc.aio.ServicerContext, serial: int | None) -> None:  # type: ignore[type-arg]
+    """Abort the call when the caller's certificate is on the authority's revocation list."""
+    refused = revocation.refused(serial)
     if refused is None:
         return
     refusals.count("grpc", refused.reason, refused.message, context.peer())
@@ -57,7 +59,11 @@ async def _refuse_revoked(context: grpc.aio.ServicerContext) -> None:  # type: i
 class RevocationInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Refuses every call whose caller presents a revoked certificate (security/revocation.py)
     UNAUTHENTICATED, ErrorInfo reason `UNAUTHENTICATED`, metadata `refusal` =
-    `certificate_revoked`, before the servicer sees it; a stream is checked as it opens."""
+    `certificate_revoked`, before the servicer sees it. A stream is checked as it opens, and a
+    stream of responses (a subscription) again before each response, so a revocation ends it;
+    a reader/writer stream opened before the revocation runs on until it ends (README,
+    Security). Every Strongroom handler is a coroutine or an async generator; any other kind
+    is refused here rather than run unchecked."""
 
     async def intercept_service(self, continuation: Callable[[Any], Awaitable[Handler | None]],
                                 details: grpc.HandlerCallDetails) -> Handler | None:
@@ -65,24 +71,21 @@ class RevocationInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return None
         inner = behaviour(handler)
-        if handler.response_streaming and inspect.isasyncgenfunction(inner):
+        if inspect.isasyncgenfunction(inner):
             async def streamed(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:  # type: ignore[type-arg]
-                await _refuse_revoked(context)
+                serial = _serial_of_caller(context)
+                await _refuse_revoked(context, serial)
                 async for response in inner(request, context):
+                    await _refuse_revoked(context, serial)
                     yield response
 
             return replace_behaviour(handler, streamed)
-        if handler.response_streaming and inspect.isgeneratorfunction(inner):
-            async def generated(request: object, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:  # type: ignore[type-arg]
-                await _refuse_revoked(context)
-                for response in inner(request, context):
-                    yield response
-
-            return replace_behaviour(handler, generated)
+        if not inspect.iscoroutinefunction(inner):
+            raise TypeError(f"{details.method}: a handler that is neither a coroutine nor an async generator "
+                            f"cannot be checked for revoked certificates")
 
         async def checked(request: object, context: grpc.aio.ServicerContext) -> object:  # type: ignore[type-arg]
-            await _refuse_revoked(context)
-            result = inner(request, context)
-            return await result if inspect.isawaitable(result) else result
+            await _refuse_revoked(context, _serial_of_caller(context))
+            return await inner(request, context)
 
         return replace_behaviour(handler, checked)

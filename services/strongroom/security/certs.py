@@ -14,9 +14,13 @@ a certificate found is reused while it has more than a day left.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import ipaddress
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from cryptography import x509
@@ -25,8 +29,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from strongroom.security import tls
-from strongroom.security.revocation import Revoked, read_list
 from strongroom.security.identity import Identity, Kind
+from strongroom.security.revocation import Revoked, read_list
 from strongroom.security.tls import Tls
 
 __all__ = ["AUTHORITY_ENV", "CA_VALID_DAYS", "CERT_VALID_DAYS", "OPERATOR", "LocalCa", "active", "activate", "set_up_local"]
@@ -46,11 +50,28 @@ def _now() -> datetime.datetime:
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    tmp.replace(path)
+    # A temporary file of its own: two commands writing at once each replace the file whole.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    try:
+        os.fchmod(fd, 0o600 if private else 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """The authority's directory, for one writer of its revocation list at a time."""
+    with open(directory / ".crl.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -76,7 +97,9 @@ class LocalCa:
         if not self.crl_path.exists():
             # An empty list from the start: etcd, given its file, refuses every connection while
             # the file is missing.
-            self._sign_list([])
+            with _locked(self.directory):
+                if not self.crl_path.exists():
+                    self._sign_list([])
 
     def _create(self, name: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -161,12 +184,22 @@ class LocalCa:
         beside `ca.pem`: what every process it starts checks its peers against,
         `strongroom.security.revocation`), signed again with every earlier entry; the entry
         (the earlier one when it was revoked already)."""
-        listed = self.revoked()
-        if serial in listed:
-            return listed[serial]
-        entry = Revoked(serial, _now().replace(microsecond=0))
-        self._sign_list([*listed.values(), entry])
+        with _locked(self.directory):  # two revocations at once: both kept
+            listed = self.revoked()
+            if serial in listed:
+                return listed[serial]
+            entry = Revoked(serial, _now().replace(microsecond=0))
+            self._sign_list([*listed.values(), entry])
         return entry
+
+    def _next_number(self, at_least: int) -> int:
+        """The next list's number: above the one in force (RFC 5280: they increase)."""
+        try:
+            crl = x509.load_pem_x509_crl(self.crl_path.read_bytes())
+            number = crl.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number
+        except (OSError, ValueError, x509.ExtensionNotFound):
+            return at_least
+        return max(at_least, number + 1)
 
     def _sign_list(self, entries: list[Revoked]) -> None:
         now = _now().replace(microsecond=0)
@@ -174,7 +207,7 @@ class LocalCa:
                    .last_update(now).next_update(now + datetime.timedelta(days=CRL_VALID_DAYS))
                    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
                                   critical=False)
-                   .add_extension(x509.CRLNumber(int(now.timestamp())), critical=False))
+                   .add_extension(x509.CRLNumber(self._next_number(int(now.timestamp()))), critical=False))
         for entry in entries:
             builder = builder.add_revoked_certificate(
                 x509.RevokedCertificateBuilder().serial_number(entry.serial).revocation_date(entry.at).build())

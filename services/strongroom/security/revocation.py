@@ -9,9 +9,12 @@ starts). A connection or call whose certificate is on the list is refused before
 asks is done, counted and logged as a refusal (`certificate_revoked`):
 
 - gRPC servers (members, routers, DR services, the realm service; `channels.new_server`) check
-  the caller's certificate at every call (`security.calls.RevocationInterceptor`);
-- the replication link checks both ends: the follower the leader's certificate, the leader the
-  follower's, at each connection (`persistence/link.py`).
+  the caller's certificate at every call, and a stream of responses (a subscription) before
+  each response (`security.calls.RevocationInterceptor`); a stream the client writes on is
+  checked as it opens only;
+- the replication link checks both ends: the follower the leader's certificate at the
+  connection and at every append, the leader the follower's at each connection
+  (`persistence/link.py`).
 
 etcd is given the same file (`--client-crl-file`, `--peer-crl-file`: `local/etcdproc.py`, the
 chart) and reads it at each new connection, which is why an authority writes an empty list with
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
 from strongroom.security.identity import Refusal
 
@@ -55,7 +58,8 @@ CRL_ENV = "STRONGROOM_TLS_CRL"
 """The PEM file of the authority's revocation list a serving process checks its callers against."""
 
 AUTHORITY_PEM_ENV = "STRONGROOM_TLS_CA"
-"""The authority's certificate (security/tls.py's variable): the list must be signed by it."""
+"""The authority's certificate (the first of security/tls.py's variables, named here so this
+module imports nothing of TLS): the list must be signed by it."""
 
 LOOK_EVERY_SECONDS = 1.0
 """How often, at most, the list's file is looked at for a change."""
@@ -81,6 +85,9 @@ def _stamp(path: Path) -> tuple[int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+_SIGNING_KEYS = (ec.EllipticCurvePublicKey, rsa.RSAPublicKey, ed25519.Ed25519PublicKey, ed448.Ed448PublicKey)
+
+
 def read_list(path: Path, authority_pem: bytes) -> dict[int, Revoked]:
     """The serials the CRL(s) in `path` revoke (several PEM blocks may follow each other), each
     checked to be signed by the authority in `authority_pem`; ValueError when one is not, or
@@ -96,9 +103,9 @@ def read_list(path: Path, authority_pem: bytes) -> dict[int, Revoked]:
     out: dict[int, Revoked] = {}
     for block in blocks:
         crl = x509.load_pem_x509_crl(block)
-        signer = next((a for a in authorities if a.subject == crl.issuer), None)
-        key = signer.public_key() if signer is not None else None
-        if not isinstance(key, (ec.EllipticCurvePublicKey, rsa.RSAPublicKey)) or not crl.is_signature_valid(key):
+        # Every authority of that name is tried: a renewed authority keeps its subject.
+        keys = [a.public_key() for a in authorities if a.subject == crl.issuer]
+        if not any(isinstance(key, _SIGNING_KEYS) and crl.is_signature_valid(key) for key in keys):
             raise ValueError(f"{path}: the revocation list of {crl.issuer.rfc4514_string()} is not signed by the "
                              f"authority this process trusts")
         for entry in crl:
@@ -109,9 +116,11 @@ def read_list(path: Path, authority_pem: bytes) -> dict[int, Revoked]:
 class Revocations:
     """The revocation list in `path`, read again when the file changes (module docstring)."""
 
-    def __init__(self, path: Path, authority_pem: bytes) -> None:
+    def __init__(self, path: Path, authority_pem: bytes, authority_path: Path | None = None) -> None:
         self.path = Path(path)
         self._authority = authority_pem
+        self._authority_path = authority_path
+        """Where the authority was read from: read again at each look (a renewed authority)."""
         self._lock = threading.Lock()
         self._stamp = _stamp(self.path)
         self._revoked = read_list(self.path, authority_pem)  # ValueError at start: the process says so
@@ -134,8 +143,10 @@ class Revocations:
             if now == self._stamp or now in self._refused:
                 return
             try:
+                if self._authority_path is not None:
+                    self._authority = self._authority_path.read_bytes()
                 revoked = read_list(self.path, self._authority)
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever is wrong with it, the list in force stays
                 self._refused.add(now)
                 log.warning("the certificate revocation list %s changed but cannot be used (%s): the list in force "
                             "(%d revoked) stays", self.path, exc, len(self._revoked))
@@ -181,7 +192,8 @@ def current(environ: Mapping[str, str] | None = None) -> Revocations | None:
     if _current is _UNSET:
         env = os.environ if environ is None else environ
         path, authority = env.get(CRL_ENV, ""), env.get(AUTHORITY_PEM_ENV, "")
-        _current = Revocations(Path(path), Path(authority).read_bytes()) if path and authority else None
+        _current = (Revocations(Path(path), Path(authority).read_bytes(), Path(authority))
+                    if path and authority else None)
     return _current  # type: ignore[return-value]
 
 

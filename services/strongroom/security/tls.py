@@ -287,13 +287,13 @@ def announce(logger: logging.Logger) -> Tls | None:
     """What a server process does with its TLS settings at start: read them (a broken set ends
     the process with status 2 and the reason), log them (loudly when off) and, when on, count
     the handshakes gRPC refuses (`refusals.watch_grpc_handshakes`). A revocation list named by the
-environment that cannot be used ends it the same way (`strongroom.security.revocation`)."""
+    environment that cannot be used ends it the same way (`strongroom.security.revocation`)."""
     from strongroom.security import refusals, revocation
 
     try:
         tls = current()
         revoked = revocation.current()
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any unusable file: the process cannot start as asked
         logger.error("cannot use the TLS settings of the environment: %s", exc)
         raise SystemExit(2) from None
     if tls is None:
