@@ -15,6 +15,7 @@ import pytest
 from harness import Cluster, put_realm_sync, realm_yaml, tls_as
 
 from strongroom.api.v1 import replication_pb2 as rpb
+from strongroom.channels import PROCESS
 from strongroom.client import Client
 from strongroom.etcd import EtcdClient
 from strongroom.keys import member_key
@@ -74,9 +75,9 @@ def _append(prev_index: int, n: int) -> bytes:
     return req.SerializeToString()
 
 
-async def _serving(handler: _Recorder, port: int = 0) -> tuple[LinkServer, int]:
+async def _serving(handler: _Recorder, port: int = 0, tls: object = PROCESS) -> tuple[LinkServer, int]:
     sock, bound = bind(f"127.0.0.1:{port}")
-    server = LinkServer(sock, handler, "default", "m2")
+    server = LinkServer(sock, handler, "default", "m2", tls=tls)
     await server.start()
     return server, bound
 
@@ -268,9 +269,7 @@ async def test_a_revoked_certificate_is_refused_at_either_end_of_the_link(tmp_pa
     async def one_round(follower_tls: tls.Tls, leader_tls: tls.Tls) -> tuple[bool, int]:
         """Whether an append was answered, and how many the follower received."""
         handler = _Recorder()
-        sock, port = bind("127.0.0.1:0")
-        server = LinkServer(sock, handler, "default", "m2", tls=follower_tls)
-        await server.start()
+        server, port = await _serving(handler, tls=follower_tls)
         try:
             link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2", tls=leader_tls)
             try:
@@ -295,9 +294,7 @@ async def test_a_revoked_certificate_is_refused_at_either_end_of_the_link(tmp_pa
     third = ca.issue(Identity(Kind.MEMBER, "m3", "default"))
     fresh_follower = ca.issue(Identity(Kind.MEMBER, "m2", "default"))  # in place of the revoked one
     handler = _Recorder()
-    sock, port = bind("127.0.0.1:0")
-    server = LinkServer(sock, handler, "default", "m2", tls=fresh_follower)
-    await server.start()
+    server, port = await _serving(handler, tls=fresh_follower)
     try:
         link = await LinkConnection.open(f"127.0.0.1:{port}", 2, "default", "m2", tls=third)
         assert (await link.exchange(frame(_append(0, 1)), timeout=2)).ok
